@@ -1,0 +1,146 @@
+/* qf_status.c - codes, status objects and the per-thread last error. */
+#include "qf_status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct qf_status {
+    qf_code code;
+    char *message;
+};
+
+static const char *const code_names[QF_CODE_COUNT] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+/* Returned when allocating a status fails: callers never see NULL, and
+ * qf_status_free() must not free it. */
+static char oom_message[] = "out of memory while reporting an error";
+static qf_status oom_status = {QF_RESOURCE_EXHAUSTED, oom_message};
+
+bool qf_code_is_valid(int code)
+{
+    return code >= 0 && code < QF_CODE_COUNT;
+}
+
+const char *qf_code_name(int code)
+{
+    return qf_code_is_valid(code) ? code_names[code] : "UNKNOWN_CODE";
+}
+
+qf_status *qf_status_newv(qf_code code, const char *fmt, va_list ap)
+{
+    qf_status *s = malloc(sizeof(*s));
+    if (!s)
+        return &oom_status;
+    char *msg = NULL;
+    if (fmt && vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    if (!msg)
+        msg = strdup("");
+    if (!msg) {
+        free(s);
+        return &oom_status;
+    }
+    s->code = code;
+    s->message = msg;
+    return s;
+}
+
+qf_status *qf_status_new(qf_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    qf_status *s = qf_status_newv(code, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+qf_status *qf_status_copy(const qf_status *s)
+{
+    if (!s)
+        return NULL;
+    return qf_status_new(s->code, "%s", s->message);
+}
+
+void qf_status_free(qf_status *s)
+{
+    if (!s || s == &oom_status)
+        return;
+    free(s->message);
+    free(s);
+}
+
+qf_code qf_status_code(const qf_status *s)
+{
+    return s ? s->code : QF_OK;
+}
+
+const char *qf_status_message(const qf_status *s)
+{
+    return s ? s->message : "";
+}
+
+/* Per-thread last error. Formatting happens into a fixed buffer, so
+ * recording an error never allocates; a static message skips formatting
+ * entirely (try-calls polled in a loop use that). */
+#define LAST_MSG_CAP 512
+static _Thread_local qf_code last_code = QF_OK;
+static _Thread_local const char *last_static;
+static _Thread_local char last_buf[LAST_MSG_CAP];
+
+qf_code qf__set_errorv(qf_code code, const char *fmt, va_list ap)
+{
+    last_code = code;
+    last_static = NULL;
+    vsnprintf(last_buf, sizeof(last_buf), fmt ? fmt : "", ap);
+    return code;
+}
+
+qf_code qf__set_error_static(qf_code code, const char *msg)
+{
+    last_code = code;
+    last_static = msg;
+    return code;
+}
+
+qf_code qf_set_error(qf_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    qf__set_errorv(code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+qf_code qf_last_code(void)
+{
+    return last_code;
+}
+
+const char *qf_last_message(void)
+{
+    return last_static ? last_static : last_buf;
+}
+
+qf_status *qf_last_status(void)
+{
+    return qf_status_new(last_code, "%s", qf_last_message());
+}

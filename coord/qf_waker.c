@@ -1,0 +1,218 @@
+/* qf_waker.c - wait lists of wakers, and event counts.
+ *
+ * Implementation notes.
+ *
+ * A waker moves IDLE -> REGISTERED (register) and then either back to IDLE
+ * (cancel, under the list lock) or REGISTERED -> CLAIMED (wake, under the
+ * list lock) -> DONE (after its wake function ran, outside the lock). The
+ * lock decides the race between cancel and wake: exactly one of them
+ * unlinks the waker. The CLAIMED state exists so that the waking thread may
+ * still touch the waker (call its function, store DONE) after dropping the
+ * lock: the owner does not reuse or free the waker until it reads DONE.
+ *
+ * For thread wakers the state word itself is the futex the thread sleeps
+ * on. The futex wake after the DONE store may reach an address the owner
+ * has already left (it saw DONE and returned); a futex wake on such an
+ * address can at worst wake some other waiter spuriously, and every wait in
+ * qflow re-checks its condition, so that is harmless.
+ */
+#include "qf_waker.h"
+
+#include <sched.h>
+
+#include "qf_futex.h"
+#include "qf_lock-impl.h"
+#include "qf_status.h"
+
+void qf_waker_init(qf_waker *w, qf_wake_fn fn, void *ctx)
+{
+    w->wake = fn;
+    w->ctx = ctx;
+    w->qf__next = w->qf__prev = NULL;
+    w->qf__list = NULL;
+    atomic_store_explicit(&w->qf__state, QF_WAKER_IDLE, memory_order_relaxed);
+}
+
+void qf_waker_init_thread(qf_waker *w)
+{
+    qf_waker_init(w, NULL, NULL);
+}
+
+uint32_t qf_waker_state(const qf_waker *w)
+{
+    return atomic_load_explicit(&((qf_waker *)w)->qf__state, memory_order_acquire);
+}
+
+/* Wait until a waking thread has finished with `w` (CLAIMED -> DONE). The
+ * window is a wake function call, so spin, then yield. */
+static void wait_until_done(qf_waker *w)
+{
+    for (unsigned i = 0;
+         atomic_load_explicit(&w->qf__state, memory_order_acquire) != QF_WAKER_DONE; i++) {
+        if (i < 1000)
+            qf__cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+int qf_waker_wait(qf_waker *w, qf_deadline deadline)
+{
+    for (;;) {
+        uint32_t s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+        if (s == QF_WAKER_DONE)
+            return QF_OK;
+        if (s == QF_WAKER_CLAIMED) {
+            wait_until_done(w);
+            return QF_OK;
+        }
+        if (qf_futex_wait(&w->qf__state, s, deadline) == QF_DEADLINE_EXCEEDED) {
+            s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+            if (s == QF_WAKER_REGISTERED)
+                return QF_DEADLINE_EXCEEDED;
+        }
+    }
+}
+
+void qf_waitlist_init(qf_waitlist *wl)
+{
+    atomic_store_explicit(&wl->qf__lock, 0, memory_order_relaxed);
+    atomic_store_explicit(&wl->qf__count, 0, memory_order_relaxed);
+    wl->qf__head = wl->qf__tail = NULL;
+}
+
+void qf_waitlist_destroy(qf_waitlist *wl)
+{
+    (void)wl; /* nothing allocated; present so init/destroy pair up */
+}
+
+uint32_t qf_waitlist_count(const qf_waitlist *wl)
+{
+    return atomic_load_explicit(&((qf_waitlist *)wl)->qf__count, memory_order_relaxed);
+}
+
+void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
+{
+    /* A task may be made runnable by its wake function and try to
+     * re-register before the waking thread stored DONE. */
+    if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+        wait_until_done(w);
+    qf__lock(&wl->qf__lock);
+    atomic_store_explicit(&w->qf__state, QF_WAKER_REGISTERED, memory_order_relaxed);
+    w->qf__list = wl;
+    w->qf__next = NULL;
+    w->qf__prev = wl->qf__tail;
+    if (wl->qf__tail)
+        wl->qf__tail->qf__next = w;
+    else
+        wl->qf__head = w;
+    wl->qf__tail = w;
+    atomic_fetch_add_explicit(&wl->qf__count, 1, memory_order_relaxed);
+    qf__unlock(&wl->qf__lock);
+    /* Pairs with the notifier's seq_cst operation between its state change
+     * and its look at the list: our re-check of the condition must not be
+     * satisfied from before the registration became visible. */
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void unlink_locked(qf_waitlist *wl, qf_waker *w)
+{
+    if (w->qf__prev)
+        w->qf__prev->qf__next = w->qf__next;
+    else
+        wl->qf__head = w->qf__next;
+    if (w->qf__next)
+        w->qf__next->qf__prev = w->qf__prev;
+    else
+        wl->qf__tail = w->qf__prev;
+    w->qf__next = w->qf__prev = NULL;
+    w->qf__list = NULL;
+    atomic_fetch_sub_explicit(&wl->qf__count, 1, memory_order_relaxed);
+}
+
+bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
+{
+    qf__lock(&wl->qf__lock);
+    if (atomic_load_explicit(&w->qf__state, memory_order_relaxed) == QF_WAKER_REGISTERED) {
+        unlink_locked(wl, w);
+        atomic_store_explicit(&w->qf__state, QF_WAKER_IDLE, memory_order_relaxed);
+        qf__unlock(&wl->qf__lock);
+        return true;
+    }
+    qf__unlock(&wl->qf__lock);
+    wait_until_done(w);
+    return false;
+}
+
+int qf_waitlist_wake(qf_waitlist *wl, int n)
+{
+    if (n <= 0)
+        return 0;
+    qf_waker *batch = NULL, *last = NULL;
+    int k = 0;
+    qf__lock(&wl->qf__lock);
+    while (k < n && wl->qf__head) {
+        qf_waker *w = wl->qf__head;
+        unlink_locked(wl, w);
+        atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_relaxed);
+        /* Reuse qf__next for a private singly linked batch. */
+        if (last)
+            last->qf__next = w;
+        else
+            batch = w;
+        last = w;
+        k++;
+    }
+    qf__unlock(&wl->qf__lock);
+    while (batch) {
+        qf_waker *w = batch;
+        /* Read the link before DONE: after DONE the owner may reuse w. */
+        batch = w->qf__next;
+        w->qf__next = NULL;
+        if (w->wake) {
+            w->wake(w);
+            atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
+        } else {
+            atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
+            qf_futex_wake(&w->qf__state, 1);
+        }
+    }
+    return k;
+}
+
+void qf_eventcount_init(qf_eventcount *ec)
+{
+    atomic_store_explicit(&ec->qf__seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&ec->qf__sleepers, 0, memory_order_relaxed);
+}
+
+uint32_t qf_eventcount_prepare(qf_eventcount *ec)
+{
+    atomic_fetch_add_explicit(&ec->qf__sleepers, 1, memory_order_seq_cst);
+    /* The seq_cst RMW above orders the announcement before this read and
+     * before the caller's re-check; pairs with the fence in notify. */
+    return atomic_load_explicit(&ec->qf__seq, memory_order_seq_cst);
+}
+
+void qf_eventcount_cancel(qf_eventcount *ec)
+{
+    atomic_fetch_sub_explicit(&ec->qf__sleepers, 1, memory_order_relaxed);
+}
+
+int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
+{
+    int r = QF_OK;
+    if (atomic_load_explicit(&ec->qf__seq, memory_order_acquire) == ticket)
+        r = qf_futex_wait(&ec->qf__seq, ticket, deadline);
+    atomic_fetch_sub_explicit(&ec->qf__sleepers, 1, memory_order_relaxed);
+    return r == QF_DEADLINE_EXCEEDED ? QF_DEADLINE_EXCEEDED : QF_OK;
+}
+
+void qf_eventcount_notify(qf_eventcount *ec, bool all)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&ec->qf__sleepers, memory_order_relaxed) == 0)
+        return;
+    atomic_fetch_add_explicit(&ec->qf__seq, 1, memory_order_release);
+    qf_futex_wake(&ec->qf__seq, all ? INT32_MAX : 1);
+}

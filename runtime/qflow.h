@@ -1,0 +1,29 @@
+/* qflow.h - umbrella header: everything public in qflow.
+ *
+ * qflow re-creates TensorFlow 1.x's queue-based input pipeline runtime in
+ * C11. Layers, bottom up: coord/ (status codes, deadlines, futexes, wakers,
+ * the Coordinator), queues/ (tensors, elements, the queue kinds), runtime/
+ * (worker pool, tasks, QueueRunners, input pipelines).
+ */
+#ifndef QFLOW_H
+#define QFLOW_H
+
+#include "qf_export.h"
+#include "qf_status.h"
+#include "qf_time.h"
+#include "qf_futex.h"
+#include "qf_waker.h"
+#include "qf_coordinator.h"
+#include "qf_tensor.h"
+#include "qf_queue.h"
+
+QF_BEGIN_DECLS
+
+#define QF_VERSION_STRING "0.1.0"
+
+/** qf_version() - the library version ("0.1.0"). Static string; any thread. */
+QF_API const char *qf_version(void);
+
+QF_END_DECLS
+
+#endif
