@@ -1,2 +1,834 @@
-/* in progress */
-typedef int qf__placeholder_qf_queue;
+/* qf_queue.c - queue objects: creation, attributes, and the element and
+ * pointer APIs over the FIFO engine (qf_fifo_queue.c).
+ *
+ * Inline mode: a one-component scalar queue whose dtype fits in a slot
+ * stores the value bits in the ring. The element API converts at the edge
+ * (a tensor in, a tensor out); the _ptr API moves the pointer with nothing
+ * allocated at all.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_queue-impl.h"
+#include "qf_status.h"
+
+/* Largest ring we allocate up front; bigger capacities (and unbounded
+ * queues) spill into the overflow list beyond it. */
+#define RING_MAX_SLOTS (1u << 20)
+#define UNBOUNDED_RING_SLOTS 4096u
+
+/* ------------------------------------------------------------- creation */
+
+static bool inline_dtype(qf_dtype dt)
+{
+    return dt != QF_STRING && dt != QF_COMPLEX128 && qf_dtype_is_valid(dt) &&
+           qf_dtype_size(dt) <= sizeof(void *);
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void queue_destroy_fields(qf_queue *q)
+{
+    if (q->names) {
+        for (size_t i = 0; i < q->ncomp; i++)
+            free(q->names[i]);
+        free(q->names);
+    }
+    free(q->name);
+    free(q->dtypes);
+    free(q->shapes);
+    free(q->ring.buf);
+    qf__deque_free(&q->stash);
+    qf__deque_free(&q->overflow);
+    free(q);
+}
+
+static qf_code check_options(const qf_queue_options *o)
+{
+    if (!o)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
+    if (o->num_components == 0 || !o->dtypes)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Empty component types for queue");
+    if (o->capacity == 0)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "capacity must be > 0, or negative for an unbounded queue");
+    if (o->capacity > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "capacity %lld is larger than %d",
+                            (long long)o->capacity, INT32_MAX);
+    for (size_t i = 0; i < o->num_components; i++)
+        if (!qf_dtype_is_valid(o->dtypes[i]))
+            return qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d for component %zu",
+                                (int)o->dtypes[i], i);
+    if (o->shapes)
+        for (size_t i = 0; i < o->num_components; i++)
+            if (!qf_shape_is_fully_defined(&o->shapes[i]))
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "All shapes must be fully defined (component %zu)", i);
+    if (o->names) {
+        for (size_t i = 0; i < o->num_components; i++) {
+            if (!o->names[i] || !o->names[i][0])
+                return qf_set_error(QF_INVALID_ARGUMENT, "Queue component name %zu is empty",
+                                    i);
+            for (size_t j = 0; j < i; j++)
+                if (strcmp(o->names[i], o->names[j]) == 0)
+                    return qf_set_error(QF_INVALID_ARGUMENT,
+                                        "Queue component name '%s' is repeated", o->names[i]);
+        }
+    }
+    return QF_OK;
+}
+
+static qf_code queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
+                         const char *default_name, qf_queue **ret_q)
+{
+    qf_code rc = check_options(o);
+    if (rc != QF_OK)
+        return rc;
+    if (!ret_q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
+
+    qf_queue *q = aligned_alloc(64, (sizeof(qf_queue) + 63) & ~(size_t)63);
+    if (!q)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+    memset(q, 0, sizeof(*q));
+    atomic_init(&q->refs, 1);
+    q->kind = kind;
+    q->kind_name = kind_name;
+    q->unbounded = o->capacity < 0;
+    q->capacity = q->unbounded ? INT32_MAX : o->capacity;
+    q->ncomp = o->num_components;
+    q->single_producer = (o->flags & QF_QUEUE_SINGLE_PRODUCER) != 0;
+    q->single_consumer = (o->flags & QF_QUEUE_SINGLE_CONSUMER) != 0;
+    q->ptr_dtor = o->ptr_dtor;
+    q->spin_ns = o->spin_ns == 0 ? QF_QUEUE_DEFAULT_SPIN_NS : (o->spin_ns < 0 ? 0 : o->spin_ns);
+    q->name = dup_str(o->name ? o->name : default_name);
+    q->dtypes = malloc(q->ncomp * sizeof(qf_dtype));
+    if (!q->name || !q->dtypes)
+        goto oom;
+    memcpy(q->dtypes, o->dtypes, q->ncomp * sizeof(qf_dtype));
+    if (o->shapes) {
+        q->shapes = malloc(q->ncomp * sizeof(qf_shape));
+        if (!q->shapes)
+            goto oom;
+        memcpy(q->shapes, o->shapes, q->ncomp * sizeof(qf_shape));
+    }
+    if (o->names) {
+        q->names = calloc(q->ncomp, sizeof(char *));
+        if (!q->names)
+            goto oom;
+        for (size_t i = 0; i < q->ncomp; i++)
+            if (!(q->names[i] = dup_str(o->names[i])))
+                goto oom;
+    }
+    q->inline_mode = q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 &&
+                     inline_dtype(q->dtypes[0]);
+
+    /* Ring: the next power of two holding `capacity` (ck_ring keeps one
+     * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
+    unsigned slots;
+    if (q->unbounded || q->capacity + 1 > RING_MAX_SLOTS) {
+        slots = q->unbounded ? UNBOUNDED_RING_SLOTS : RING_MAX_SLOTS;
+        q->unbounded = true; /* storage may spill; capacity is still enforced */
+    } else {
+        slots = 2;
+        while (slots < (unsigned)q->capacity + 1)
+            slots <<= 1;
+    }
+    q->ring.buf = calloc(slots, sizeof(ck_ring_buffer_t));
+    if (!q->ring.buf)
+        goto oom;
+    ck_ring_init(&q->ring.ring, slots);
+    q->ring.mask = slots - 1;
+    atomic_init(&q->ring.commit_waiters, 0);
+    atomic_init(&q->state, 0);
+    qf_waitlist_init(&q->deq_waiters);
+    qf_waitlist_init(&q->enq_waiters);
+    *ret_q = q;
+    return QF_OK;
+oom:
+    queue_destroy_fields(q);
+    return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+}
+
+qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
+{
+    return queue_new(opts, QF_QUEUE_FIFO, "FIFOQueue", "fifo_queue", ret_q);
+}
+
+qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags, qf_ptr_dtor dtor,
+                         qf_queue **ret_q)
+{
+    qf_dtype dt = QF_PTR;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {
+        .capacity = capacity,
+        .num_components = 1,
+        .dtypes = &dt,
+        .shapes = &sh,
+        .name = name,
+        .flags = flags,
+        .ptr_dtor = dtor,
+    };
+    return qf_fifo_queue_new(&o, ret_q);
+}
+
+/* ------------------------------------------------------ life and attributes */
+
+static void release_slot(qf_queue *q, void *slot)
+{
+    if (!q->inline_mode)
+        qf_element_free(slot);
+    else if (q->dtypes[0] == QF_PTR && q->ptr_dtor && slot)
+        q->ptr_dtor(slot);
+}
+
+qf_queue *qf_queue_ref(qf_queue *q)
+{
+    if (q)
+        atomic_fetch_add_explicit(&q->refs, 1, memory_order_relaxed);
+    return q;
+}
+
+void qf_queue_unref(qf_queue *q)
+{
+    if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_release) != 1)
+        return;
+    atomic_thread_fence(memory_order_acquire);
+    qf__fifo_drain_all(q, release_slot);
+    qf_waitlist_destroy(&q->deq_waiters);
+    qf_waitlist_destroy(&q->enq_waiters);
+    queue_destroy_fields(q);
+}
+
+const char *qf_queue_name(const qf_queue *q)
+{
+    return q->name;
+}
+qf_queue_kind qf_queue_get_kind(const qf_queue *q)
+{
+    return q->kind;
+}
+const char *qf_queue_kind_name(const qf_queue *q)
+{
+    return q->kind_name;
+}
+int64_t qf_queue_capacity(const qf_queue *q)
+{
+    return q->capacity;
+}
+size_t qf_queue_num_components(const qf_queue *q)
+{
+    return q->ncomp;
+}
+qf_dtype qf_queue_dtype(const qf_queue *q, size_t i)
+{
+    return i < q->ncomp ? q->dtypes[i] : QF_DT_INVALID;
+}
+const qf_shape *qf_queue_shape(const qf_queue *q, size_t i)
+{
+    return q->shapes && i < q->ncomp ? &q->shapes[i] : NULL;
+}
+const char *qf_queue_component_name(const qf_queue *q, size_t i)
+{
+    return q->names && i < q->ncomp ? q->names[i] : NULL;
+}
+bool qf_queue_is_inline(const qf_queue *q)
+{
+    return q->inline_mode;
+}
+
+int64_t qf_queue_size(const qf_queue *q)
+{
+    return q ? qf__fifo_size(q) : 0;
+}
+
+bool qf_queue_is_closed(const qf_queue *q)
+{
+    return q && (atomic_load_explicit(&((qf_queue *)q)->state, memory_order_acquire) &
+                 QF__CLOSED) != 0;
+}
+
+qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues)
+{
+    if (!q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue");
+    return qf__fifo_close(q, cancel_pending_enqueues);
+}
+
+/* ----------------------------------------------------- inline conversions */
+
+/* The slot value of a validated one-component scalar element. */
+static void *inline_bits(const qf_queue *q, const qf_tensor *t)
+{
+    if (q->dtypes[0] == QF_PTR)
+        return qf_tensor_ptr(t, 0);
+    void *v = NULL;
+    memcpy(&v, qf_tensor_cdata(t), qf_dtype_size(q->dtypes[0]));
+    return v;
+}
+
+/* A QF_PTR tensor that owns its objects can only hand them over when the
+ * caller's reference is the only one. Checked before anything moves. */
+static qf_code check_ptr_movable(const qf_queue *q, const qf_element *e)
+{
+    for (size_t i = 0; i < q->ncomp; i++) {
+        const qf_tensor *t = qf_element_get(e, i);
+        if (qf_tensor_dtype(t) == QF_PTR && qf_tensor_ptr_dtor(t) && qf_tensor_refcount(t) != 1)
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "Component %zu of the element for %s '%s' owns pointers and is "
+                                "shared; it cannot be moved into the queue",
+                                i, q->kind_name, q->name);
+    }
+    return QF_OK;
+}
+
+/* The queue now owns the value: make sure the tensor will not free it. */
+static void disown_inline_ptr(const qf_queue *q, qf_tensor *t, int64_t i)
+{
+    if (q->dtypes[0] == QF_PTR && qf_tensor_ptr_dtor(t)) {
+        void *p;
+        qf_tensor_take_ptr(t, i, &p);
+    }
+}
+
+static qf_element *inline_element(const qf_queue *q, void *v)
+{
+    qf_tensor *t;
+    if (q->dtypes[0] == QF_PTR) {
+        t = qf_tensor_new_scalar_ptr(v, q->ptr_dtor);
+    } else {
+        qf_shape sh = qf_shape_scalar();
+        t = qf_tensor_new_from(q->dtypes[0], &sh, &v, qf_dtype_size(q->dtypes[0]));
+    }
+    if (!t)
+        return NULL;
+    qf_element *e = qf_element_of(1, &t);
+    if (e && q->names && qf_element_set_names(e, (const char *const *)q->names) != QF_OK) {
+        qf_element_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* --------------------------------------------------------- element API */
+
+static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
+{
+    if (!q || !elem)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "element" : "queue");
+    qf_code rc = qf__validate_element(q, elem);
+    if (rc == QF_OK)
+        rc = check_ptr_movable(q, elem);
+    if (rc != QF_OK)
+        return rc;
+    if (!q->inline_mode)
+        return qf__fifo_put(q, (void *const *)&elem, 1, w, NULL);
+    void *v = inline_bits(q, qf_element_get(elem, 0));
+    rc = qf__fifo_put(q, &v, 1, w, NULL);
+    if (rc == QF_OK) {
+        disown_inline_ptr(q, qf_element_get(elem, 0), 0);
+        qf_element_free(elem);
+    }
+    return rc;
+}
+
+qf_code qf_queue_enqueue(qf_queue *q, qf_element *elem)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return enqueue_one(q, elem, &w);
+}
+
+qf_code qf_queue_enqueue_until(qf_queue *q, qf_element *elem, qf_deadline deadline)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return enqueue_one(q, elem, &w);
+}
+
+qf_code qf_queue_try_enqueue(qf_queue *q, qf_element *elem)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return enqueue_one(q, elem, &w);
+}
+
+qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    return enqueue_one(q, elem, &w);
+}
+
+/* Rows [from, rows) of an inline batch as a new tensor (moving owned
+ * pointers out of `t`). */
+static qf_tensor *inline_remainder(const qf_queue *q, qf_tensor *t, int64_t from, int64_t rows)
+{
+    qf_shape sh = qf_shape_prepend(rows - from, &q->shapes[0]);
+    if (q->dtypes[0] == QF_PTR) {
+        qf_tensor *r = qf_tensor_new_ptr(&sh, qf_tensor_ptr_dtor(t));
+        for (int64_t i = from; r && i < rows; i++) {
+            void *p = qf_tensor_ptr(t, i);
+            disown_inline_ptr(q, t, i);
+            qf_tensor_set_ptr(r, i - from, p);
+        }
+        return r;
+    }
+    size_t sz = qf_dtype_size(q->dtypes[0]);
+    return qf_tensor_new_from(q->dtypes[0], &sh, (const char *)qf_tensor_cdata(t) + from * sz,
+                              (size_t)(rows - from) * sz);
+}
+
+static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
+                                   const qf__wait *w, size_t *ret_done)
+{
+    qf_tensor *t = qf_element_get(batch, 0);
+    void *small[64];
+    void **slots = rows <= 64 ? small : malloc((size_t)rows * sizeof(void *));
+    if (!slots)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
+    if (q->dtypes[0] == QF_PTR) {
+        for (int64_t i = 0; i < rows; i++)
+            slots[i] = qf_tensor_ptr(t, i);
+    } else {
+        size_t sz = qf_dtype_size(q->dtypes[0]);
+        for (int64_t i = 0; i < rows; i++) {
+            slots[i] = NULL;
+            memcpy(&slots[i], (const char *)qf_tensor_cdata(t) + i * sz, sz);
+        }
+    }
+    size_t done = 0;
+    qf_code rc = qf__fifo_put(q, slots, (size_t)rows, w, &done);
+    if (slots != small)
+        free(slots);
+    if (rc == QF_OK) {
+        for (int64_t i = 0; i < rows; i++)
+            disown_inline_ptr(q, t, i);
+        qf_element_free(batch);
+    } else if (done > 0) {
+        for (size_t i = 0; i < done; i++)
+            disown_inline_ptr(q, t, (int64_t)i);
+        qf_tensor *rest = inline_remainder(q, t, (int64_t)done, rows);
+        if (rest)
+            qf_element_set(batch, 0, rest);
+    }
+    *ret_done = done;
+    return rc;
+}
+
+/* Split the batch into row elements (consumes its tensors). On failure the
+ * batch is rebuilt from the rows, so the caller keeps every row. */
+static qf_code split_rows(qf_queue *q, qf_element *batch, int64_t rows, qf_element **out)
+{
+    size_t nc = q->ncomp;
+    qf_tensor **parts = malloc((size_t)rows * nc * sizeof(qf_tensor *));
+    if (!parts)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
+    for (size_t c = 0; c < nc; c++) {
+        qf_tensor *t = qf_element_take(batch, c);
+        qf_code rc = qf_tensor_unstack(t, parts + c * (size_t)rows);
+        if (rc != QF_OK) {
+            /* Unreachable after validation and check_ptr_movable(); keep
+             * the rows already split rather than lose them. */
+            for (size_t c2 = 0; c2 < c; c2++) {
+                qf_tensor *b = NULL;
+                qf_tensor_stack(parts + c2 * (size_t)rows, (size_t)rows, q->dtypes[c2], NULL,
+                                &b);
+                qf_element_set(batch, c2, b);
+            }
+            free(parts);
+            return rc;
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        qf_tensor *row[64];
+        qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(qf_tensor *));
+        for (size_t c = 0; rp && c < nc; c++)
+            rp[c] = parts[c * (size_t)rows + (size_t)r];
+        out[r] = rp ? qf_element_of(nc, rp) : NULL;
+        if (rp != row)
+            free(rp);
+        if (out[r] && q->names)
+            qf_element_set_names(out[r], (const char *const *)q->names);
+    }
+    free(parts);
+    return QF_OK;
+}
+
+/* Put rows [from, rows) back together into the caller's batch. */
+static void rejoin_rows(qf_queue *q, qf_element *batch, qf_element **rows_e, size_t from,
+                        size_t rows)
+{
+    size_t n = rows - from;
+    qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
+    for (size_t c = 0; parts && c < q->ncomp; c++) {
+        for (size_t r = 0; r < n; r++)
+            parts[r] = qf_element_take(rows_e[from + r], c);
+        qf_tensor *b = NULL;
+        if (qf_tensor_stack(parts, n, q->dtypes[c], q->shapes ? &q->shapes[c] : NULL, &b) ==
+            QF_OK)
+            qf_element_set(batch, c, b);
+    }
+    free(parts);
+    for (size_t r = from; r < rows; r++)
+        qf_element_free(rows_e[r]);
+}
+
+static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w,
+                            size_t *ret_enqueued)
+{
+    size_t done = 0;
+    if (ret_enqueued)
+        *ret_enqueued = 0;
+    if (!q || !batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "batch" : "queue");
+    int64_t rows = 0;
+    qf_code rc = qf__validate_batch(q, batch, &rows);
+    if (rc == QF_OK)
+        rc = check_ptr_movable(q, batch);
+    if (rc != QF_OK)
+        return rc;
+    if (rows == 0) {
+        qf_element_free(batch); /* spec 22: succeeds even when closed */
+        return QF_OK;
+    }
+    if (w->mode == QF__WAIT_TRY) {
+        uint64_t s = atomic_load_explicit(&q->state, memory_order_relaxed);
+        if (s & QF__CLOSED)
+            return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
+        if (qf__count(s) + (uint64_t)rows > (uint64_t)q->capacity)
+            return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+    }
+    if (q->inline_mode) {
+        rc = enqueue_many_inline(q, batch, rows, w, &done);
+    } else {
+        qf_element **els = malloc((size_t)rows * sizeof(qf_element *));
+        if (!els)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
+        rc = split_rows(q, batch, rows, els);
+        if (rc == QF_OK) {
+            rc = qf__fifo_put(q, (void *const *)els, (size_t)rows, w, &done);
+            if (rc == QF_OK)
+                qf_element_free(batch);
+            else
+                rejoin_rows(q, batch, els, done, (size_t)rows);
+        }
+        free(els);
+    }
+    if (ret_enqueued)
+        *ret_enqueued = done;
+    return rc;
+}
+
+qf_code qf_queue_enqueue_many(qf_queue *q, qf_element *batch, size_t *ret_enqueued)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return enqueue_many(q, batch, &w, ret_enqueued);
+}
+
+qf_code qf_queue_enqueue_many_until(qf_queue *q, qf_element *batch, qf_deadline deadline,
+                                    size_t *ret_enqueued)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return enqueue_many(q, batch, &w, ret_enqueued);
+}
+
+qf_code qf_queue_try_enqueue_many(qf_queue *q, qf_element *batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return enqueue_many(q, batch, &w, NULL);
+}
+
+static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem)
+{
+    if (!q || !ret_elem)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_elem" : "queue");
+    void *slot;
+    qf_code rc = qf__fifo_take(q, 1, false, w, &slot, NULL);
+    if (rc != QF_OK)
+        return rc;
+    if (!q->inline_mode) {
+        *ret_elem = slot;
+        return QF_OK;
+    }
+    qf_element *e = inline_element(q, slot);
+    if (!e) {
+        qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+        /* Give the value back rather than lose it. */
+        qf__fifo_put(q, &slot, 1, &now, NULL);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue");
+    }
+    *ret_elem = e;
+    return QF_OK;
+}
+
+qf_code qf_queue_dequeue(qf_queue *q, qf_element **ret_elem)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return dequeue_one(q, &w, ret_elem);
+}
+
+qf_code qf_queue_dequeue_until(qf_queue *q, qf_deadline deadline, qf_element **ret_elem)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return dequeue_one(q, &w, ret_elem);
+}
+
+qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return dequeue_one(q, &w, ret_elem);
+}
+
+qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    return dequeue_one(q, &w, ret_elem);
+}
+
+/* Stack n taken slots into one batch element. Consumes the slots. */
+static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch)
+{
+    qf_element *b = qf_element_new(q->ncomp);
+    if (!b)
+        return QF_RESOURCE_EXHAUSTED;
+    if (q->inline_mode) {
+        qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
+        qf_tensor *t;
+        if (q->dtypes[0] == QF_PTR) {
+            t = qf_tensor_new_ptr(&sh, q->ptr_dtor);
+            for (size_t i = 0; t && i < n; i++)
+                qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
+        } else {
+            size_t sz = qf_dtype_size(q->dtypes[0]);
+            t = qf_tensor_new(q->dtypes[0], &sh);
+            for (size_t i = 0; t && i < n; i++)
+                memcpy((char *)qf_tensor_data(t) + i * sz, &slots[i], sz);
+        }
+        if (!t) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        qf_element_set(b, 0, t);
+    } else {
+        qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
+        if (!parts) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        for (size_t c = 0; c < q->ncomp; c++) {
+            for (size_t i = 0; i < n; i++)
+                parts[i] = qf_element_take(slots[i], c);
+            qf_tensor *t = NULL;
+            qf_code rc = qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
+            if (rc != QF_OK) {
+                free(parts);
+                qf_element_free(b);
+                return rc;
+            }
+            qf_element_set(b, c, t);
+        }
+        free(parts);
+        for (size_t i = 0; i < n; i++)
+            qf_element_free(slots[i]);
+    }
+    if (q->names)
+        qf_element_set_names(b, (const char *const *)q->names);
+    *ret_batch = b;
+    return QF_OK;
+}
+
+static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait *w,
+                             qf_element **ret_batch)
+{
+    if (!q || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_batch" : "queue");
+    qf_code rc = qf__check_many_allowed(q, n, up_to);
+    if (rc != QF_OK)
+        return rc;
+    void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
+    if (!slots)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
+    size_t got = 0;
+    if (n > 0)
+        rc = qf__fifo_take(q, (size_t)n, up_to, w, slots, &got);
+    if (rc == QF_OK) {
+        qf_code brc = build_batch(q, slots, got, ret_batch);
+        if (brc != QF_OK) {
+            qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+            qf__fifo_put(q, slots, got, &now, NULL);
+            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name,
+                              q->name);
+        }
+    }
+    free(slots);
+    return rc;
+}
+
+qf_code qf_queue_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_many_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                    qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_up_to_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                     qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+/* ------------------------------------------------------------ pointer API */
+
+static qf_code check_ptr_queue(const qf_queue *q)
+{
+    if (!q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue");
+    if (!q->inline_mode || q->dtypes[0] != QF_PTR)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "%s '%s' is not a pointer queue (one scalar QF_PTR component)",
+                            q->kind_name, q->name);
+    return QF_OK;
+}
+
+static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *w,
+                        size_t *ret_done)
+{
+    qf_code rc = check_ptr_queue(q);
+    if (rc != QF_OK) {
+        if (ret_done)
+            *ret_done = 0;
+        return rc;
+    }
+    return qf__fifo_put(q, ps, n, w, ret_done);
+}
+
+qf_code qf_queue_enqueue_ptr(qf_queue *q, void *p)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return put_ptrs(q, &p, 1, &w, NULL);
+}
+
+qf_code qf_queue_enqueue_ptr_until(qf_queue *q, void *p, qf_deadline deadline)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return put_ptrs(q, &p, 1, &w, NULL);
+}
+
+qf_code qf_queue_try_enqueue_ptr(qf_queue *q, void *p)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return put_ptrs(q, &p, 1, &w, NULL);
+}
+
+qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    return put_ptrs(q, &p, 1, &w, NULL);
+}
+
+qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n, qf_deadline deadline,
+                                  size_t *ret_enqueued)
+{
+    if (!ps && n > 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL pointer array");
+    qf__wait w = {deadline == QF_NO_WAIT ? QF__WAIT_TRY : QF__WAIT_DEADLINE, deadline, NULL};
+    return put_ptrs(q, ps, n, &w, ret_enqueued);
+}
+
+static qf_code take_ptrs(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_ps,
+                         size_t *ret_n)
+{
+    qf_code rc = check_ptr_queue(q);
+    if (rc != QF_OK)
+        return rc;
+    if (!ret_ps)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL output array");
+    if (n == 0) {
+        if (ret_n)
+            *ret_n = 0;
+        return QF_OK;
+    }
+    return qf__fifo_take(q, n, up_to, w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return take_ptrs(q, 1, false, &w, ret_p, NULL);
+}
+
+qf_code qf_queue_dequeue_ptr_until(qf_queue *q, qf_deadline deadline, void **ret_p)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return take_ptrs(q, 1, false, &w, ret_p, NULL);
+}
+
+qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return take_ptrs(q, 1, false, &w, ret_p, NULL);
+}
+
+qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    return take_ptrs(q, 1, false, &w, ret_p, NULL);
+}
+
+qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)
+{
+    qf__wait w = {deadline == QF_NO_WAIT ? QF__WAIT_TRY : QF__WAIT_DEADLINE, deadline, NULL};
+    return take_ptrs(q, n, false, &w, ret_ps, NULL);
+}
+
+qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps,
+                                   size_t *ret_n)
+{
+    qf__wait w = {deadline == QF_NO_WAIT ? QF__WAIT_TRY : QF__WAIT_DEADLINE, deadline, NULL};
+    return take_ptrs(q, n, true, &w, ret_ps, ret_n);
+}
+
+bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w)
+{
+    if (!q || !w)
+        return false;
+    return qf__fifo_cancel_poll(q, w);
+}

@@ -1,1 +1,355 @@
-/* in progress */
+/* qf_queue.h - queues of elements: the FIFOQueue and the common interface.
+ *
+ * A queue holds elements (tuples of tensors, qf_tensor.h) with a fixed list
+ * of component dtypes and, optionally, shapes and names. Producers enqueue,
+ * consumers dequeue; a full queue holds producers back, an empty one holds
+ * consumers back, and close() ends the stream: once a closed queue is
+ * drained every dequeue fails with QF_OUT_OF_RANGE, the ordinary end-of-data
+ * signal of an input pipeline.
+ *
+ * Storage. Elements travel through a Concurrency Kit ring (ck_ring) of
+ * pointer-sized slots. A queue of one scalar component whose dtype fits in
+ * a slot (QF_PTR, numbers up to 8 bytes, bool) is in *inline mode*: the value
+ * itself sits in the slot, and the _ptr calls below move it with no
+ * allocation at all. Other queues store an element pointer per slot.
+ *
+ * Three forms of every call that may wait (STYLE: names say whether a call
+ * blocks):
+ *     qf_queue_try_X(...)             never blocks; QF_UNAVAILABLE if it would
+ *     qf_queue_X_until(..., deadline) waits at most until the absolute deadline
+ *                                     (qf_time.h); QF_DEADLINE_EXCEEDED after,
+ *                                     and the queue is still usable (spec 38)
+ *     qf_queue_X(...)                 waits until it can finish, the queue is
+ *                                     closed, or pending enqueues are cancelled
+ * and a poll form for tasks (qf_queue_poll_X) that never blocks: when the
+ * call cannot finish it registers a waker (qf_waker.h) and returns
+ * QF_PENDING; the queue wakes it when the call may succeed.
+ *
+ * Ownership. Elements move: a successful enqueue takes the element, a
+ * successful dequeue gives one. A call that fails leaves the caller's
+ * element with the caller (nothing is lost), with one documented exception
+ * (enqueue_many after partial progress, see there). Freeing a queue releases
+ * what it still holds (and runs the pointer destructor on inline QF_PTR
+ * values).
+ *
+ * Synchronization table
+ *   enqueue / dequeue forms   any number of threads concurrently, unless the
+ *                             queue was created single-producer or
+ *                             single-consumer (then one thread at a time on
+ *                             that side).
+ *   close, size, is_closed    any thread, any time.
+ *   qf_queue_unref            the last reference needs quiescence: nothing
+ *                             may be blocked in or calling the queue.
+ *
+ * Progress. The fast path (space/elements available) is one atomic RMW on a
+ * state word plus one ck_ring operation. ck_ring's multi-producer enqueue
+ * waits for earlier producers to publish their slots, so enqueue on a
+ * multi-producer queue is NOT lock-free under preemption: a producer that
+ * stops between reserving and publishing delays later producers (qflow
+ * parks them on a futex instead of spinning). Single-producer enqueue and
+ * every dequeue are lock-free in the ring itself; a dequeuer can still see
+ * "an element is reserved but not yet published" and then waits for it.
+ * Waiting (full/empty) blocks on futexes only; nothing polls with sleeps.
+ *
+ * Ordering. A successful enqueue happens-before the dequeue that returns
+ * that element (release/acquire through the ring). Elements of one producer
+ * leave in the order that producer enqueued them.
+ *
+ * Differences from TensorFlow (documented in the README):
+ *   - waiters are served roughly, not strictly, in arrival order (spec 28):
+ *     a blocked dequeue_many does not hold back later dequeues, and an
+ *     enqueue_many that has to wait for space may be interleaved with other
+ *     producers' elements;
+ *   - a plain close() takes effect at once instead of waiting behind blocked
+ *     enqueues (spec 25, 30); enqueues already blocked when it happens still
+ *     complete (so the same elements arrive, in the same order), and
+ *     dequeuers see end-of-data only after those have finished.
+ */
+#ifndef QF_QUEUE_H
+#define QF_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qf_export.h"
+#include "qf_status.h"
+#include "qf_tensor.h"
+#include "qf_time.h"
+#include "qf_waker.h"
+
+QF_BEGIN_DECLS
+
+/* Returned only by the poll forms: the call could not finish now, the
+ * waker is registered and will be woken. Not a status code. */
+#define QF_PENDING ((qf_code)-1)
+
+typedef struct qf_queue qf_queue;
+
+typedef enum qf_queue_kind {
+    QF_QUEUE_FIFO = 0,
+    QF_QUEUE_RANDOM_SHUFFLE = 1,
+    QF_QUEUE_PADDING_FIFO = 2,
+    QF_QUEUE_PRIORITY = 3,
+} qf_queue_kind;
+
+/* Creation flags. */
+enum {
+    /* At most one thread enqueues at a time: use ck_ring's single-producer
+     * entry points (wait-free enqueue). Breaking the promise corrupts the
+     * queue. */
+    QF_QUEUE_SINGLE_PRODUCER = 1u << 0,
+    /* At most one thread dequeues at a time. */
+    QF_QUEUE_SINGLE_CONSUMER = 1u << 1,
+};
+
+/* Default spin before a blocking call sleeps, in ns (see qf_queue_options). */
+#define QF_QUEUE_DEFAULT_SPIN_NS 25000
+
+/* Everything a queue is made from. Zero-initialise, then fill in. */
+typedef struct qf_queue_options {
+    /* Maximum number of elements; negative means unbounded (spec 6). */
+    int64_t capacity;
+    /* Component dtypes: num_components >= 1 entries (spec 7). */
+    size_t num_components;
+    const qf_dtype *dtypes;
+    /* NULL, or one fully defined shape per component (spec 7-8). Without
+     * shapes, dequeue_many and dequeue_up_to are refused (spec 20). */
+    const qf_shape *shapes;
+    /* NULL, or one distinct non-empty name per component (spec 15-16). */
+    const char *const *names;
+    /* The queue's name, used in every message ("FIFOQueue 'q' is closed.").
+     * NULL gives the default op name ("fifo_queue"). Copied. */
+    const char *name;
+    /* QF_QUEUE_SINGLE_PRODUCER, QF_QUEUE_SINGLE_CONSUMER. */
+    unsigned flags;
+    /* Inline QF_PTR queues: destroys objects the queue still holds when it
+     * is freed, and becomes the destructor of tensors the element API
+     * returns. NULL: the queue never frees user objects. */
+    qf_ptr_dtor ptr_dtor;
+    /* How long a blocking call spins, re-checking, before it sleeps: a futex
+     * hand-off costs microseconds, so catching a partner that is about to
+     * act is cheaper. 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative: never
+     * spin. */
+    int64_t spin_ns;
+} qf_queue_options;
+
+/**
+ * qf_fifo_queue_new() - create a FIFOQueue.
+ *
+ * Ownership:   the caller holds the only reference (*ret_q).
+ * Blocking:    never (allocates the ring).
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for no components ("Empty
+ *              component types for queue"), an invalid dtype, a shapes list
+ *              whose shapes are not fully defined ("All shapes must be fully
+ *              defined"), duplicate or empty names; QF_RESOURCE_EXHAUSTED
+ *              when memory runs out. *ret_q is untouched on failure.
+ */
+QF_API qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
+
+/**
+ * qf_ptr_queue_new() - shorthand for the zero-allocation queue: one QF_PTR
+ * scalar component (inline mode), FIFO order.
+ *
+ * `dtor` destroys objects still in the queue when it is freed (may be
+ * NULL). Same returns as qf_fifo_queue_new().
+ */
+QF_API qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags,
+                                qf_ptr_dtor dtor, qf_queue **ret_q);
+
+/** qf_queue_ref() - another reference; returns q. Lock-free; NULL-safe. */
+QF_API qf_queue *qf_queue_ref(qf_queue *q);
+/** qf_queue_unref() - drop a reference; the last one frees the queue and
+ *  what it holds. Needs quiescence for the last reference. NULL-safe. */
+QF_API void qf_queue_unref(qf_queue *q);
+
+/* Attributes: fixed at creation, wait-free, any thread. Pointers stay valid
+ * while a reference is held. */
+QF_API const char *qf_queue_name(const qf_queue *q);
+QF_API qf_queue_kind qf_queue_get_kind(const qf_queue *q);
+/** "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "PriorityQueue". */
+QF_API const char *qf_queue_kind_name(const qf_queue *q);
+/** The capacity; INT32_MAX for an unbounded queue (as TensorFlow stores it). */
+QF_API int64_t qf_queue_capacity(const qf_queue *q);
+QF_API size_t qf_queue_num_components(const qf_queue *q);
+QF_API qf_dtype qf_queue_dtype(const qf_queue *q, size_t i);
+/** Component i's shape, or NULL when the queue has no shapes. */
+QF_API const qf_shape *qf_queue_shape(const qf_queue *q, size_t i);
+/** Component i's name, or NULL when the queue has no names. */
+QF_API const char *qf_queue_component_name(const qf_queue *q, size_t i);
+/** True when the queue stores values inline (the _ptr calls apply to
+ *  QF_PTR inline queues). */
+QF_API bool qf_queue_is_inline(const qf_queue *q);
+
+/**
+ * qf_queue_size() - the number of elements a dequeue could take now
+ * (spec 24): elements being inserted or held by a partial dequeue_many do
+ * not count. Wait-free; a snapshot.
+ */
+QF_API int64_t qf_queue_size(const qf_queue *q);
+
+/** qf_queue_is_closed() - true once a close of either kind has happened
+ *  (spec 25). Wait-free; acquire. */
+QF_API bool qf_queue_is_closed(const qf_queue *q);
+
+/**
+ * qf_queue_close() - close the queue: no new enqueues (they fail with
+ * QF_CANCELLED "... is closed."), and once drained every dequeue fails with
+ * QF_OUT_OF_RANGE.
+ *
+ * cancel_pending_enqueues false: enqueues already blocked still complete
+ *   (see the header's notes on spec 30); a second plain close fails with
+ *   QF_CANCELLED "Queue '<name>' is already closed." (spec 2, 34).
+ * cancel_pending_enqueues true: blocked enqueues fail at once with
+ *   QF_CANCELLED "Enqueue operation was cancelled"; rows an enqueue_many
+ *   already inserted stay (spec 32). Succeeds on an already closed queue.
+ *
+ * Blocking:    never. Concurrency: any thread. Progress: lock-free apart
+ *              from waking waiters.
+ * Ordering:    release: a dequeuer that observes the close sees everything
+ *              enqueued before it.
+ */
+QF_API qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues);
+
+/* ------------------------------------------------------------ element API */
+
+/**
+ * qf_queue_enqueue() / _until() / qf_queue_try_enqueue() - add one element.
+ *
+ * Ownership:   on QF_OK the queue owns `elem`; on failure the caller keeps it.
+ * Blocking:    while the queue is full (see the three forms above).
+ * Returns:     QF_OK;
+ *              QF_INVALID_ARGUMENT for a NULL element or queue, a wrong
+ *                component count ("Wrong number of components in tuple.
+ *                Expected 2, got 1"), dtype ("Type mismatch in tuple
+ *                component 0. Expected float, got int32"), shape ("Shape
+ *                mismatch in tuple component 1. Expected [3,3], got [3,4]")
+ *                or names (spec 15, 17-18); the queue is unchanged (spec 12);
+ *              QF_CANCELLED when closed ("FIFOQueue 'q' is closed.", spec 31)
+ *                or cancelled while waiting ("Enqueue operation was
+ *                cancelled", spec 32);
+ *              QF_DEADLINE_EXCEEDED ("Timed out waiting for notification");
+ *              QF_UNAVAILABLE (try form: full).
+ */
+QF_API qf_code qf_queue_enqueue(qf_queue *q, qf_element *elem);
+QF_API qf_code qf_queue_enqueue_until(qf_queue *q, qf_element *elem, qf_deadline deadline);
+QF_API qf_code qf_queue_try_enqueue(qf_queue *q, qf_element *elem);
+
+/**
+ * qf_queue_enqueue_many() / _until() / qf_queue_try_enqueue_many() - add
+ * the rows of `batch` (every component split along its first dimension) as
+ * separate elements, in order.
+ *
+ * Ownership:   on QF_OK the queue owns `batch`. On failure the caller keeps
+ *              it; if some rows went in before the failure (cancel, close,
+ *              deadline), `batch` then holds only the rows that did not, and
+ *              *ret_enqueued (when non-NULL) says how many did.
+ * Blocking:    inserts what fits at once and waits for room for the rest
+ *              (spec 29). A zero-row batch succeeds at once, even on a
+ *              closed queue (spec 22).
+ * Returns:     as qf_queue_enqueue(), plus QF_INVALID_ARGUMENT for a scalar
+ *              component ("... must have rank >= 1") or differing first
+ *              dimensions ("All input tensors must have the same size in the
+ *              0th dimension. Component 1 has 2, and should have 3", spec
+ *              14, 18-19). The try form inserts nothing unless all rows fit.
+ */
+QF_API qf_code qf_queue_enqueue_many(qf_queue *q, qf_element *batch, size_t *ret_enqueued);
+QF_API qf_code qf_queue_enqueue_many_until(qf_queue *q, qf_element *batch, qf_deadline deadline,
+                                           size_t *ret_enqueued);
+QF_API qf_code qf_queue_try_enqueue_many(qf_queue *q, qf_element *batch);
+
+/**
+ * qf_queue_dequeue() / _until() / qf_queue_try_dequeue() - take the oldest
+ * element.
+ *
+ * Ownership:   on QF_OK *ret_elem is the caller's (free with
+ *              qf_element_free()); it carries the queue's component names.
+ * Returns:     QF_OK; QF_OUT_OF_RANGE when closed and drained ("FIFOQueue
+ *              'q' is closed and has insufficient elements (requested 1,
+ *              current size 0)", spec 35, 53-54); QF_DEADLINE_EXCEEDED;
+ *              QF_UNAVAILABLE (try form: empty). *ret_elem untouched on
+ *              failure.
+ */
+QF_API qf_code qf_queue_dequeue(qf_queue *q, qf_element **ret_elem);
+QF_API qf_code qf_queue_dequeue_until(qf_queue *q, qf_deadline deadline, qf_element **ret_elem);
+QF_API qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem);
+
+/**
+ * qf_queue_dequeue_many() / _until() / qf_queue_try_dequeue_many() - take
+ * exactly n elements, stacked: each component of *ret_batch has shape
+ * [n] + the component's shape.
+ *
+ * Needs shapes (QF_INVALID_ARGUMENT "FIFOQueue's DequeueMany and DequeueUpTo
+ * require the components to have specified shapes.", spec 20) and n >= 0
+ * ("DequeueManyOp requested -1 < 0 elements", spec 21). n == 0 returns an
+ * empty batch at once, even on a closed queue (spec 23). Gathers elements
+ * as they arrive, so n may exceed the capacity (spec 52). If the queue is
+ * closed (or the deadline passes) before n arrive, the elements already
+ * taken go back to the front of the queue in their order and the call
+ * fails (spec 36, 55-56). The try form takes nothing unless n are there.
+ */
+QF_API qf_code qf_queue_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch);
+QF_API qf_code qf_queue_dequeue_many_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                           qf_element **ret_batch);
+QF_API qf_code qf_queue_try_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch);
+
+/**
+ * qf_queue_dequeue_up_to() / _until() / qf_queue_try_dequeue_up_to() - like
+ * dequeue_many, but once the queue is closed it returns what is left if
+ * that is fewer than n (at least 1; spec 57-58); QF_OUT_OF_RANGE only when
+ * closed and empty. While the queue is open it waits for n (spec 48).
+ * The try form returns between 1 and n elements that are there now.
+ */
+QF_API qf_code qf_queue_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch);
+QF_API qf_code qf_queue_dequeue_up_to_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                            qf_element **ret_batch);
+QF_API qf_code qf_queue_try_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch);
+
+/* ------------------------------------------------- inline QF_PTR fast path
+ *
+ * For queues where qf_queue_is_inline() is true and the component dtype is
+ * QF_PTR (qf_ptr_queue_new()). The pointer itself is the element: no
+ * allocation, no tensor. Ownership of the pointed-to object moves with it
+ * exactly as elements do. QF_INVALID_ARGUMENT on any other queue. Errors,
+ * blocking and closing behave exactly as in the element API above.
+ */
+QF_API qf_code qf_queue_enqueue_ptr(qf_queue *q, void *p);
+QF_API qf_code qf_queue_enqueue_ptr_until(qf_queue *q, void *p, qf_deadline deadline);
+QF_API qf_code qf_queue_try_enqueue_ptr(qf_queue *q, void *p);
+
+QF_API qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p);
+QF_API qf_code qf_queue_dequeue_ptr_until(qf_queue *q, qf_deadline deadline, void **ret_p);
+QF_API qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p);
+
+/** Enqueue ps[0..n): on failure *ret_enqueued (if non-NULL) says how many
+ *  of the first went in; the rest stay the caller's. */
+QF_API qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n,
+                                         qf_deadline deadline, size_t *ret_enqueued);
+/** Dequeue exactly n pointers into ret_ps[0..n) (same rules as
+ *  dequeue_many; no shapes needed). ret_ps untouched on failure. */
+QF_API qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline,
+                                         void **ret_ps);
+/** Dequeue 1..n pointers (same rules as dequeue_up_to); *ret_n gets the count. */
+QF_API qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline,
+                                          void **ret_ps, size_t *ret_n);
+
+/* ---------------------------------------------------------- poll (task) forms
+ *
+ * For schedulers (qflow's runtime, or your own). Never block. When the call
+ * cannot finish now, `w` is registered with the queue and QF_PENDING is
+ * returned; the queue wakes `w` once the call may succeed (an element or
+ * room arrived, the queue closed, or enqueues were cancelled), and the
+ * caller polls again. A wake may be spurious (another consumer was faster):
+ * polling again then returns QF_PENDING and re-registers. A poll that
+ * finishes does not leave `w` registered. To abandon a pending poll, call
+ * qf_queue_cancel_poll() (returns true when `w` had not been woken).
+ */
+QF_API qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *w);
+QF_API qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *w, qf_element **ret_elem);
+QF_API qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *w);
+QF_API qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *w, void **ret_p);
+QF_API bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w);
+
+QF_END_DECLS
+
+#endif
