@@ -23,8 +23,8 @@ int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadlin
     /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout, which is
      * exactly the library's deadline convention: no conversion to a
      * relative timeout that would drift across retries. */
-    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-                     expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
+                     tsp, NULL, FUTEX_BITSET_MATCH_ANY);
     if (r == -1 && errno == ETIMEDOUT)
         return QF_DEADLINE_EXCEEDED;
     return 0; /* woken, EAGAIN (value changed), EINTR: all "re-check" */
@@ -32,7 +32,7 @@ int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadlin
 
 int qf_futex_wake(_Atomic uint32_t *word, int n)
 {
-    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n, NULL,
-                     NULL, 0);
+    long r =
+        syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n, NULL, NULL, 0);
     return r < 0 ? 0 : (int)r;
 }

@@ -31,14 +31,14 @@ QF_BEGIN_DECLS
  * Returns:     0 when woken or the value differed (or spuriously);
  *              QF_DEADLINE_EXCEEDED when the deadline has passed.
  */
-QF_API int qf_futex_wait(QF_ATOMIC(uint32_t) *word, uint32_t expected, qf_deadline deadline);
+QF_API int qf_futex_wait(QF_ATOMIC(uint32_t) * word, uint32_t expected, qf_deadline deadline);
 
 /**
  * qf_futex_wake() - wake up to `n` threads sleeping on `word`
  * (INT32_MAX for all). Returns the number woken. Never blocks;
  * async-signal-safe (a raw syscall).
  */
-QF_API int qf_futex_wake(QF_ATOMIC(uint32_t) *word, int n);
+QF_API int qf_futex_wake(QF_ATOMIC(uint32_t) * word, int n);
 
 QF_END_DECLS
 

@@ -47,8 +47,8 @@ uint32_t qf_waker_state(const qf_waker *w)
  * window is a wake function call, so spin, then yield. */
 static void wait_until_done(qf_waker *w)
 {
-    for (unsigned i = 0;
-         atomic_load_explicit(&w->qf__state, memory_order_acquire) != QF_WAKER_DONE; i++) {
+    for (unsigned i = 0; atomic_load_explicit(&w->qf__state, memory_order_acquire) != QF_WAKER_DONE;
+         i++) {
         if (i < 1000)
             qf__cpu_relax();
         else

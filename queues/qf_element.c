@@ -1,2 +1,164 @@
-/* in progress */
-typedef int qf__placeholder_qf_element;
+/* qf_element.c - elements: tuples of tensor references with optional names.
+ *
+ * The component slots live in the same allocation as the element. Names,
+ * when set, are one allocation too: the pointer array followed by the
+ * strings, so replacing or clearing them is a single free.
+ */
+#include "qf_tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COMPONENTS 4096
+
+struct qf_element {
+    size_t n;
+    char **names; /* NULL, or n distinct non-empty strings */
+    qf_tensor *comps[];
+};
+
+qf_element *qf_element_new(size_t n)
+{
+    if (n == 0 || n > MAX_COMPONENTS) {
+        qf_set_error(QF_INVALID_ARGUMENT, "An element needs 1 to %d components, got %zu",
+                     MAX_COMPONENTS, n);
+        return NULL;
+    }
+    qf_element *e = calloc(1, sizeof(*e) + n * sizeof(e->comps[0]));
+    if (!e) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating an element of %zu components", n);
+        return NULL;
+    }
+    e->n = n;
+    return e;
+}
+
+qf_element *qf_element_of(size_t n, qf_tensor *const *tensors)
+{
+    if (n > 0 && !tensors) {
+        qf_set_error(QF_INVALID_ARGUMENT, "tensors is NULL");
+        return NULL;
+    }
+    qf_element *e = qf_element_new(n);
+    if (!e) {
+        for (size_t i = 0; i < n; i++)
+            qf_tensor_unref(tensors[i]);
+        return NULL;
+    }
+    memcpy(e->comps, tensors, n * sizeof(e->comps[0]));
+    return e;
+}
+
+void qf_element_free(qf_element *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->n; i++)
+        qf_tensor_unref(e->comps[i]);
+    free(e->names);
+    free(e);
+}
+
+size_t qf_element_size(const qf_element *e)
+{
+    return e ? e->n : 0;
+}
+
+static qf_code check_index(const qf_element *e, size_t i)
+{
+    if (!e)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Element is NULL");
+    if (i >= e->n)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Component index %zu out of range for an element of %zu components", i,
+                            e->n);
+    return QF_OK;
+}
+
+qf_code qf_element_set(qf_element *e, size_t i, qf_tensor *t)
+{
+    qf_code rc = check_index(e, i);
+    if (rc != QF_OK) {
+        qf_tensor_unref(t);
+        return rc;
+    }
+    qf_tensor *old = e->comps[i];
+    e->comps[i] = t;
+    qf_tensor_unref(old);
+    return QF_OK;
+}
+
+qf_tensor *qf_element_get(const qf_element *e, size_t i)
+{
+    return check_index(e, i) == QF_OK ? e->comps[i] : NULL;
+}
+
+qf_tensor *qf_element_take(qf_element *e, size_t i)
+{
+    if (check_index(e, i) != QF_OK)
+        return NULL;
+    qf_tensor *t = e->comps[i];
+    e->comps[i] = NULL;
+    return t;
+}
+
+qf_code qf_element_set_names(qf_element *e, const char *const *names)
+{
+    if (!e)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Element is NULL");
+    if (!names) {
+        free(e->names);
+        e->names = NULL;
+        return QF_OK;
+    }
+    /* Validate everything before touching e, so a failure leaves the old
+     * names in place. Elements are small; the quadratic check is cheap. */
+    size_t bytes = e->n * sizeof(char *);
+    for (size_t i = 0; i < e->n; i++) {
+        if (!names[i] || !names[i][0])
+            return qf_set_error(QF_INVALID_ARGUMENT, "Name of component %zu is empty", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0)
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "Duplicate name '%s' for components %zu and %zu", names[i], j,
+                                    i);
+        size_t len = strlen(names[i]) + 1;
+        if (__builtin_add_overflow(bytes, len, &bytes))
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "Element names are too long");
+    }
+    char **copy = malloc(bytes);
+    if (!copy)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when copying %zu element names", e->n);
+    char *p = (char *)(copy + e->n);
+    for (size_t i = 0; i < e->n; i++) {
+        size_t len = strlen(names[i]) + 1;
+        memcpy(p, names[i], len);
+        copy[i] = p;
+        p += len;
+    }
+    free(e->names);
+    e->names = copy;
+    return QF_OK;
+}
+
+bool qf_element_has_names(const qf_element *e)
+{
+    return e && e->names;
+}
+
+const char *qf_element_name(const qf_element *e, size_t i)
+{
+    if (!e || !e->names || i >= e->n)
+        return NULL;
+    return e->names[i];
+}
+
+qf_tensor *qf_element_get_by_name(const qf_element *e, const char *name)
+{
+    if (!e || !e->names || !name)
+        return NULL;
+    for (size_t i = 0; i < e->n; i++)
+        if (strcmp(e->names[i], name) == 0)
+            return e->comps[i];
+    return NULL;
+}

@@ -215,8 +215,7 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, int64_t 
     if (w->mode == QF__WAIT_DEADLINE && !*pending) {
         /* From here on this enqueue is "pending": a plain close lets it
          * finish, and consumers wait for it before reporting end-of-data. */
-        uint64_t old =
-            atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_acq_rel);
+        uint64_t old = atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_acq_rel);
         if (old & (QF__CLOSED | QF__CANCELLED)) {
             drop_pending(q);
             return (old & QF__CANCELLED) ? err_enqueue_cancelled() : err_closed(q);
@@ -248,8 +247,7 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, int64_t 
     return QF_OK; /* woken: retry */
 }
 
-qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
-                     size_t *ret_done)
+qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done)
 {
     size_t done = 0;
     bool pending = false;

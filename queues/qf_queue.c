@@ -75,8 +75,7 @@ static qf_code check_options(const qf_queue_options *o)
     if (o->names) {
         for (size_t i = 0; i < o->num_components; i++) {
             if (!o->names[i] || !o->names[i][0])
-                return qf_set_error(QF_INVALID_ARGUMENT, "Queue component name %zu is empty",
-                                    i);
+                return qf_set_error(QF_INVALID_ARGUMENT, "Queue component name %zu is empty", i);
             for (size_t j = 0; j < i; j++)
                 if (strcmp(o->names[i], o->names[j]) == 0)
                     return qf_set_error(QF_INVALID_ARGUMENT,
@@ -128,8 +127,8 @@ static qf_code queue_new(const qf_queue_options *o, qf_queue_kind kind, const ch
             if (!(q->names[i] = dup_str(o->names[i])))
                 goto oom;
     }
-    q->inline_mode = q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 &&
-                     inline_dtype(q->dtypes[0]);
+    q->inline_mode =
+        q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 && inline_dtype(q->dtypes[0]);
 
     /* Ring: the next power of two holding `capacity` (ck_ring keeps one
      * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
@@ -252,8 +251,8 @@ int64_t qf_queue_size(const qf_queue *q)
 
 bool qf_queue_is_closed(const qf_queue *q)
 {
-    return q && (atomic_load_explicit(&((qf_queue *)q)->state, memory_order_acquire) &
-                 QF__CLOSED) != 0;
+    return q &&
+           (atomic_load_explicit(&((qf_queue *)q)->state, memory_order_acquire) & QF__CLOSED) != 0;
 }
 
 qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues)
@@ -385,8 +384,8 @@ static qf_tensor *inline_remainder(const qf_queue *q, qf_tensor *t, int64_t from
                               (size_t)(rows - from) * sz);
 }
 
-static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
-                                   const qf__wait *w, size_t *ret_done)
+static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows, const qf__wait *w,
+                                   size_t *ret_done)
 {
     qf_tensor *t = qf_element_get(batch, 0);
     void *small[64];
@@ -438,8 +437,7 @@ static qf_code split_rows(qf_queue *q, qf_element *batch, int64_t rows, qf_eleme
              * the rows already split rather than lose them. */
             for (size_t c2 = 0; c2 < c; c2++) {
                 qf_tensor *b = NULL;
-                qf_tensor_stack(parts + c2 * (size_t)rows, (size_t)rows, q->dtypes[c2], NULL,
-                                &b);
+                qf_tensor_stack(parts + c2 * (size_t)rows, (size_t)rows, q->dtypes[c2], NULL, &b);
                 qf_element_set(batch, c2, b);
             }
             free(parts);
@@ -471,8 +469,7 @@ static void rejoin_rows(qf_queue *q, qf_element *batch, qf_element **rows_e, siz
         for (size_t r = 0; r < n; r++)
             parts[r] = qf_element_take(rows_e[from + r], c);
         qf_tensor *b = NULL;
-        if (qf_tensor_stack(parts, n, q->dtypes[c], q->shapes ? &q->shapes[c] : NULL, &b) ==
-            QF_OK)
+        if (qf_tensor_stack(parts, n, q->dtypes[c], q->shapes ? &q->shapes[c] : NULL, &b) == QF_OK)
             qf_element_set(batch, c, b);
     }
     free(parts);
@@ -480,8 +477,7 @@ static void rejoin_rows(qf_queue *q, qf_element *batch, qf_element **rows_e, siz
         qf_element_free(rows_e[r]);
 }
 
-static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w,
-                            size_t *ret_enqueued)
+static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, size_t *ret_enqueued)
 {
     size_t done = 0;
     if (ret_enqueued)
@@ -665,8 +661,7 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
         if (brc != QF_OK) {
             qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
             qf__fifo_put(q, slots, got, &now, NULL);
-            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name,
-                              q->name);
+            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
         }
     }
     free(slots);
@@ -724,8 +719,7 @@ static qf_code check_ptr_queue(const qf_queue *q)
     return QF_OK;
 }
 
-static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *w,
-                        size_t *ret_done)
+static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *w, size_t *ret_done)
 {
     qf_code rc = check_ptr_queue(q);
     if (rc != QF_OK) {

@@ -75,8 +75,8 @@ static qf_code check_count(const qf_queue *q, const qf_element *e)
     size_t got = qf_element_size(e);
     if (got != q->ncomp)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "Wrong number of components in tuple. Expected %zu, got %zu",
-                            q->ncomp, got);
+                            "Wrong number of components in tuple. Expected %zu, got %zu", q->ncomp,
+                            got);
     for (size_t i = 0; i < got; i++) {
         const qf_tensor *t = qf_element_get(e, i);
         if (!t)

@@ -1,2 +1,928 @@
-/* in progress */
-typedef int qf__placeholder_qf_tensor;
+/* qf_tensor.c - dtypes, shapes and reference-counted tensors.
+ *
+ * A tensor is one allocation: the header followed by its buffer. String
+ * bytes live in separate allocations (an empty string has data NULL), and a
+ * QF_PTR buffer holds the user's pointers.
+ *
+ * Stack and unstack consume references. When the consumed reference is the
+ * last one nobody else can observe the source any more, so strings and owned
+ * pointers are moved instead of copied, and the source is left holding empty
+ * strings and NULL pointers so that destroying it frees nothing twice. Owned
+ * pointers cannot be copied, so a still-shared source that owns pointers is
+ * an error (FAILED_PRECONDITION).
+ */
+#include "qf_tensor.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_tsan-impl.h"
+
+struct qf_tensor {
+    _Atomic uint32_t refs;
+    qf_dtype dtype;
+    qf_ptr_dtor dtor;
+    int64_t n; /* number of elements */
+    size_t nbytes;
+    qf_shape shape;
+    alignas(max_align_t) unsigned char buf[];
+};
+
+/* Longest text qf_shape_format() can produce: 8 dims of up to 19 digits,
+ * commas, brackets and the NUL. */
+#define SHAPE_TEXT 192
+
+/* ------------------------------------------------------------------ dtypes */
+
+bool qf_dtype_is_valid(qf_dtype dt)
+{
+    return qf_dtype_size(dt) != 0;
+}
+
+const char *qf_dtype_name(qf_dtype dt)
+{
+    switch (dt) {
+    case QF_FLOAT32:
+        return "float";
+    case QF_FLOAT64:
+        return "double";
+    case QF_INT32:
+        return "int32";
+    case QF_UINT8:
+        return "uint8";
+    case QF_INT16:
+        return "int16";
+    case QF_INT8:
+        return "int8";
+    case QF_STRING:
+        return "string";
+    case QF_COMPLEX64:
+        return "complex64";
+    case QF_INT64:
+        return "int64";
+    case QF_BOOL:
+        return "bool";
+    case QF_UINT16:
+        return "uint16";
+    case QF_COMPLEX128:
+        return "complex128";
+    case QF_FLOAT16:
+        return "half";
+    case QF_UINT32:
+        return "uint32";
+    case QF_UINT64:
+        return "uint64";
+    case QF_PTR:
+        return "ptr";
+    case QF_DT_INVALID:
+        break;
+    }
+    return "invalid";
+}
+
+size_t qf_dtype_size(qf_dtype dt)
+{
+    switch (dt) {
+    case QF_FLOAT32:
+        return sizeof(float);
+    case QF_FLOAT64:
+        return sizeof(double);
+    case QF_INT32:
+        return sizeof(int32_t);
+    case QF_UINT8:
+        return sizeof(uint8_t);
+    case QF_INT16:
+        return sizeof(int16_t);
+    case QF_INT8:
+        return sizeof(int8_t);
+    case QF_STRING:
+        return sizeof(qf_string);
+    case QF_COMPLEX64:
+        return 2 * sizeof(float);
+    case QF_INT64:
+        return sizeof(int64_t);
+    case QF_BOOL:
+        return sizeof(bool);
+    case QF_UINT16:
+        return sizeof(uint16_t);
+    case QF_COMPLEX128:
+        return 2 * sizeof(double);
+    case QF_FLOAT16:
+        return sizeof(uint16_t);
+    case QF_UINT32:
+        return sizeof(uint32_t);
+    case QF_UINT64:
+        return sizeof(uint64_t);
+    case QF_PTR:
+        return sizeof(void *);
+    case QF_DT_INVALID:
+        break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ shapes */
+
+static qf_shape shape_invalid(void)
+{
+    qf_shape s = {QF_UNKNOWN_RANK - 1, {0}};
+    return s;
+}
+
+qf_shape qf_shape_scalar(void)
+{
+    qf_shape s = {0, {0}};
+    return s;
+}
+
+qf_shape qf_shape_unknown(void)
+{
+    qf_shape s = {QF_UNKNOWN_RANK, {0}};
+    return s;
+}
+
+qf_shape qf_shape_make(int rank, const int64_t *dims)
+{
+    if (rank < 0 || rank > QF_MAX_RANK || (rank > 0 && !dims))
+        return shape_invalid();
+    qf_shape s = {rank, {0}};
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < QF_UNKNOWN_DIM)
+            return shape_invalid();
+        s.dims[i] = dims[i];
+    }
+    return s;
+}
+
+bool qf_shape_is_valid(const qf_shape *s)
+{
+    if (!s)
+        return false;
+    if (s->rank == QF_UNKNOWN_RANK)
+        return true;
+    if (s->rank < 0 || s->rank > QF_MAX_RANK)
+        return false;
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] < QF_UNKNOWN_DIM)
+            return false;
+    return true;
+}
+
+bool qf_shape_is_fully_defined(const qf_shape *s)
+{
+    if (!qf_shape_is_valid(s) || s->rank == QF_UNKNOWN_RANK)
+        return false;
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] == QF_UNKNOWN_DIM)
+            return false;
+    return true;
+}
+
+/* Element count of a fully defined shape; false if the product overflows. */
+static bool checked_num_elements(const qf_shape *s, int64_t *ret)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (__builtin_mul_overflow(n, s->dims[i], &n))
+            return false;
+    *ret = n;
+    return true;
+}
+
+int64_t qf_shape_num_elements(const qf_shape *s)
+{
+    int64_t n;
+    if (!qf_shape_is_fully_defined(s) || !checked_num_elements(s, &n))
+        return -1;
+    return n;
+}
+
+bool qf_shape_equal(const qf_shape *a, const qf_shape *b)
+{
+    if (!qf_shape_is_valid(a) || !qf_shape_is_valid(b) || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+bool qf_shape_compatible(const qf_shape *a, const qf_shape *b)
+{
+    if (!qf_shape_is_valid(a) || !qf_shape_is_valid(b))
+        return false;
+    if (a->rank == QF_UNKNOWN_RANK || b->rank == QF_UNKNOWN_RANK)
+        return true;
+    if (a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i] && a->dims[i] != QF_UNKNOWN_DIM &&
+            b->dims[i] != QF_UNKNOWN_DIM)
+            return false;
+    return true;
+}
+
+qf_shape qf_shape_prepend(int64_t d, const qf_shape *s)
+{
+    if (!qf_shape_is_valid(s) || s->rank == QF_UNKNOWN_RANK || s->rank >= QF_MAX_RANK ||
+        d < QF_UNKNOWN_DIM)
+        return shape_invalid();
+    qf_shape r = {s->rank + 1, {0}};
+    r.dims[0] = d;
+    for (int i = 0; i < s->rank; i++)
+        r.dims[i + 1] = s->dims[i];
+    return r;
+}
+
+char *qf_shape_format(const qf_shape *s, char *buf, size_t cap)
+{
+    if (!buf || cap == 0)
+        return buf;
+    if (!qf_shape_is_valid(s)) {
+        snprintf(buf, cap, "<invalid>");
+        return buf;
+    }
+    if (s->rank == QF_UNKNOWN_RANK) {
+        snprintf(buf, cap, "<unknown>");
+        return buf;
+    }
+    /* Format in full first so truncation to `cap` is a plain prefix. */
+    char text[SHAPE_TEXT];
+    size_t pos = 0;
+    text[pos++] = '[';
+    for (int i = 0; i < s->rank; i++) {
+        if (i > 0)
+            text[pos++] = ',';
+        if (s->dims[i] == QF_UNKNOWN_DIM)
+            text[pos++] = '?';
+        else
+            pos += (size_t)snprintf(text + pos, sizeof(text) - pos, "%lld", (long long)s->dims[i]);
+    }
+    text[pos++] = ']';
+    text[pos] = '\0';
+    snprintf(buf, cap, "%s", text);
+    return buf;
+}
+
+/* ----------------------------------------------------------------- tensors */
+
+static bool is_sole_owner(const qf_tensor *t)
+{
+    /* Acquire pairs with the release decrements of earlier owners, so their
+     * reads of the contents happen before the caller's writes. */
+    return atomic_load_explicit(&((qf_tensor *)t)->refs, memory_order_acquire) == 1;
+}
+
+/* Validates dt and shape and allocates a zero-filled tensor (empty strings,
+ * NULL pointers). NULL with the error recorded on failure. */
+static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor)
+{
+    char sh[SHAPE_TEXT];
+    if (!qf_dtype_is_valid(dt)) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d", (int)dt);
+        return NULL;
+    }
+    if (!shape) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape is NULL");
+        return NULL;
+    }
+    if (!qf_shape_is_fully_defined(shape)) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape %s is not fully defined",
+                     qf_shape_format(shape, sh, sizeof(sh)));
+        return NULL;
+    }
+    int64_t n;
+    size_t nbytes, total;
+    if (!checked_num_elements(shape, &n) || (uint64_t)n > SIZE_MAX ||
+        __builtin_mul_overflow((size_t)n, qf_dtype_size(dt), &nbytes) ||
+        __builtin_add_overflow(nbytes, sizeof(qf_tensor), &total) || total > PTRDIFF_MAX) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED,
+                     "OOM when allocating tensor with shape%s and type %s: size overflows",
+                     qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
+        return NULL;
+    }
+    qf_tensor *t = calloc(1, total);
+    if (!t) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating tensor with shape%s and type %s",
+                     qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->dtype = dt;
+    t->dtor = dt == QF_PTR ? dtor : NULL;
+    t->n = n;
+    t->nbytes = nbytes;
+    t->shape = *shape;
+    for (int i = shape->rank; i < QF_MAX_RANK; i++)
+        t->shape.dims[i] = 0;
+    return t;
+}
+
+static void tensor_destroy(qf_tensor *t)
+{
+    if (t->dtype == QF_STRING) {
+        qf_string *s = (qf_string *)t->buf;
+        for (int64_t i = 0; i < t->n; i++)
+            free(s[i].data);
+    } else if (t->dtype == QF_PTR && t->dtor) {
+        void **p = (void **)t->buf;
+        for (int64_t i = 0; i < t->n; i++)
+            if (p[i])
+                t->dtor(p[i]);
+    }
+    free(t);
+}
+
+qf_tensor *qf_tensor_new(qf_dtype dt, const qf_shape *shape)
+{
+    return tensor_alloc(dt, shape, NULL);
+}
+
+qf_tensor *qf_tensor_new_ptr(const qf_shape *shape, qf_ptr_dtor dtor)
+{
+    return tensor_alloc(QF_PTR, shape, dtor);
+}
+
+qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *data, size_t n_bytes)
+{
+    if (dt == QF_STRING || dt == QF_PTR) {
+        qf_set_error(QF_INVALID_ARGUMENT,
+                     "qf_tensor_new_from takes numeric and bool dtypes only, got %s",
+                     qf_dtype_name(dt));
+        return NULL;
+    }
+    qf_tensor *t = tensor_alloc(dt, shape, NULL);
+    if (!t)
+        return NULL;
+    if (n_bytes != t->nbytes || (n_bytes > 0 && !data)) {
+        char sh[SHAPE_TEXT];
+        qf_set_error(QF_INVALID_ARGUMENT,
+                     "Expected %zu bytes of data for a %s tensor of shape %s, got %zu%s", t->nbytes,
+                     qf_dtype_name(dt), qf_shape_format(shape, sh, sizeof(sh)), n_bytes,
+                     data ? "" : " (NULL)");
+        free(t);
+        return NULL;
+    }
+    if (n_bytes > 0)
+        memcpy(t->buf, data, n_bytes);
+    return t;
+}
+
+static qf_tensor *new_scalar(qf_dtype dt, const void *v)
+{
+    qf_shape s = qf_shape_scalar();
+    return qf_tensor_new_from(dt, &s, v, qf_dtype_size(dt));
+}
+
+qf_tensor *qf_tensor_new_bool(bool v)
+{
+    return new_scalar(QF_BOOL, &v);
+}
+
+qf_tensor *qf_tensor_new_i32(int32_t v)
+{
+    return new_scalar(QF_INT32, &v);
+}
+
+qf_tensor *qf_tensor_new_i64(int64_t v)
+{
+    return new_scalar(QF_INT64, &v);
+}
+
+qf_tensor *qf_tensor_new_f32(float v)
+{
+    return new_scalar(QF_FLOAT32, &v);
+}
+
+qf_tensor *qf_tensor_new_f64(double v)
+{
+    return new_scalar(QF_FLOAT64, &v);
+}
+
+/* Fills *dst (assumed empty) with a copy of s; an empty string stays NULL. */
+static qf_code string_assign(qf_string *dst, const char *s, size_t len)
+{
+    if (len == 0) {
+        dst->len = 0;
+        dst->data = NULL;
+        return QF_OK;
+    }
+    char *d = len < SIZE_MAX ? malloc(len + 1) : NULL;
+    if (!d)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a string of %zu bytes",
+                            len);
+    memcpy(d, s, len);
+    d[len] = '\0';
+    dst->len = len;
+    dst->data = d;
+    return QF_OK;
+}
+
+qf_tensor *qf_tensor_new_string(const char *s, size_t len)
+{
+    if (!s && len > 0) {
+        qf_set_error(QF_INVALID_ARGUMENT, "String data is NULL but length is %zu", len);
+        return NULL;
+    }
+    qf_shape sh = qf_shape_scalar();
+    qf_tensor *t = tensor_alloc(QF_STRING, &sh, NULL);
+    if (!t)
+        return NULL;
+    if (string_assign((qf_string *)t->buf, s, len) != QF_OK) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+qf_tensor *qf_tensor_new_cstr(const char *s)
+{
+    if (!s) {
+        qf_set_error(QF_INVALID_ARGUMENT, "String is NULL");
+        return NULL;
+    }
+    return qf_tensor_new_string(s, strlen(s));
+}
+
+qf_tensor *qf_tensor_new_scalar_ptr(void *p, qf_ptr_dtor dtor)
+{
+    qf_shape sh = qf_shape_scalar();
+    qf_tensor *t = tensor_alloc(QF_PTR, &sh, dtor);
+    if (t)
+        ((void **)t->buf)[0] = p;
+    return t;
+}
+
+qf_tensor *qf_tensor_ref(qf_tensor *t)
+{
+    if (t)
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    return t;
+}
+
+void qf_tensor_unref(qf_tensor *t)
+{
+    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_release) != 1)
+        return;
+#ifdef QF_TSAN
+    /* TSan does not model standalone fences; an acquire load of the same
+     * counter gives the same ordering in a form it understands. */
+    (void)atomic_load_explicit(&t->refs, memory_order_acquire);
+#else
+    atomic_thread_fence(memory_order_acquire);
+#endif
+    tensor_destroy(t);
+}
+
+uint32_t qf_tensor_refcount(const qf_tensor *t)
+{
+    return t ? atomic_load_explicit(&((qf_tensor *)t)->refs, memory_order_acquire) : 0;
+}
+
+qf_dtype qf_tensor_dtype(const qf_tensor *t)
+{
+    return t ? t->dtype : QF_DT_INVALID;
+}
+
+const qf_shape *qf_tensor_shape(const qf_tensor *t)
+{
+    return t ? &t->shape : NULL;
+}
+
+int64_t qf_tensor_num_elements(const qf_tensor *t)
+{
+    return t ? t->n : -1;
+}
+
+void *qf_tensor_data(qf_tensor *t)
+{
+    return t ? t->buf : NULL;
+}
+
+const void *qf_tensor_cdata(const qf_tensor *t)
+{
+    return t ? t->buf : NULL;
+}
+
+qf_ptr_dtor qf_tensor_ptr_dtor(const qf_tensor *t)
+{
+    return t ? t->dtor : NULL;
+}
+
+/* Checks that t has dtype dt and i indexes an element. */
+static qf_code check_index(const qf_tensor *t, qf_dtype dt, int64_t i)
+{
+    if (!t)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Tensor is NULL");
+    if (t->dtype != dt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Expected a %s tensor, got %s", qf_dtype_name(dt),
+                            qf_dtype_name(t->dtype));
+    if (i < 0 || i >= t->n)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Element index %lld out of range for a tensor of %lld elements",
+                            (long long)i, (long long)t->n);
+    return QF_OK;
+}
+
+static qf_code check_sole_owner(const qf_tensor *t)
+{
+    if (!is_sole_owner(t))
+        return qf_set_error(QF_FAILED_PRECONDITION, "Cannot modify a shared tensor (refcount %u)",
+                            qf_tensor_refcount(t));
+    return QF_OK;
+}
+
+const char *qf_tensor_string(const qf_tensor *t, int64_t i, size_t *ret_len)
+{
+    if (check_index(t, QF_STRING, i) != QF_OK)
+        return NULL;
+    const qf_string *s = &((const qf_string *)t->buf)[i];
+    if (ret_len)
+        *ret_len = s->len;
+    return s->data ? s->data : "";
+}
+
+qf_code qf_tensor_set_string(qf_tensor *t, int64_t i, const char *s, size_t len)
+{
+    qf_code rc = check_index(t, QF_STRING, i);
+    if (rc != QF_OK)
+        return rc;
+    if (!s && len > 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "String data is NULL but length is %zu", len);
+    if ((rc = check_sole_owner(t)) != QF_OK)
+        return rc;
+    qf_string fresh;
+    if ((rc = string_assign(&fresh, s, len)) != QF_OK)
+        return rc;
+    qf_string *slot = &((qf_string *)t->buf)[i];
+    free(slot->data);
+    *slot = fresh;
+    return QF_OK;
+}
+
+void *qf_tensor_ptr(const qf_tensor *t, int64_t i)
+{
+    if (check_index(t, QF_PTR, i) != QF_OK)
+        return NULL;
+    return ((void *const *)t->buf)[i];
+}
+
+qf_code qf_tensor_set_ptr(qf_tensor *t, int64_t i, void *p)
+{
+    qf_code rc = check_index(t, QF_PTR, i);
+    if (rc != QF_OK || (rc = check_sole_owner(t)) != QF_OK)
+        return rc;
+    void **slot = &((void **)t->buf)[i];
+    void *old = *slot;
+    *slot = p;
+    /* Storing the object that is already there must not destroy it. */
+    if (t->dtor && old && old != p)
+        t->dtor(old);
+    return QF_OK;
+}
+
+qf_code qf_tensor_take_ptr(qf_tensor *t, int64_t i, void **ret_p)
+{
+    if (!ret_p)
+        return qf_set_error(QF_INVALID_ARGUMENT, "ret_p is NULL");
+    qf_code rc = check_index(t, QF_PTR, i);
+    if (rc != QF_OK || (rc = check_sole_owner(t)) != QF_OK)
+        return rc;
+    void **slot = &((void **)t->buf)[i];
+    *ret_p = *slot;
+    *slot = NULL;
+    return QF_OK;
+}
+
+bool qf_tensor_equal(const qf_tensor *a, const qf_tensor *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || a->dtype != b->dtype || !qf_shape_equal(&a->shape, &b->shape))
+        return false;
+    if (a->dtype != QF_STRING)
+        return a->nbytes == 0 || memcmp(a->buf, b->buf, a->nbytes) == 0;
+    const qf_string *sa = (const qf_string *)a->buf, *sb = (const qf_string *)b->buf;
+    for (int64_t i = 0; i < a->n; i++)
+        if (sa[i].len != sb[i].len ||
+            (sa[i].len > 0 && memcmp(sa[i].data, sb[i].data, sa[i].len) != 0))
+            return false;
+    return true;
+}
+
+/* Copies `count` elements from src at soff to dst at doff; with `move`
+ * (the caller holds src's last reference) strings and pointers are stolen
+ * and src keeps empty strings and NULLs. dst's slots must be empty. On a
+ * failed string copy, what was copied so far stays in dst. */
+static qf_code transfer(qf_tensor *dst, int64_t doff, qf_tensor *src, int64_t soff, int64_t count,
+                        bool move)
+{
+    size_t es = qf_dtype_size(dst->dtype);
+    unsigned char *d = dst->buf + (size_t)doff * es;
+    unsigned char *s = src->buf + (size_t)soff * es;
+    if (dst->dtype == QF_STRING && !move) {
+        qf_string *ds = (qf_string *)d;
+        const qf_string *ss = (const qf_string *)s;
+        for (int64_t j = 0; j < count; j++) {
+            qf_code rc = string_assign(&ds[j], ss[j].data, ss[j].len);
+            if (rc != QF_OK)
+                return rc;
+        }
+        return QF_OK;
+    }
+    memcpy(d, s, (size_t)count * es);
+    if (move && (dst->dtype == QF_STRING || dst->dtype == QF_PTR))
+        memset(s, 0, (size_t)count * es);
+    return QF_OK;
+}
+
+static qf_code check_copyable(const qf_tensor *t, const char *what)
+{
+    if (t->dtype == QF_PTR && t->dtor)
+        return qf_set_error(QF_FAILED_PRECONDITION,
+                            "Cannot %s a ptr tensor that owns its objects (they cannot be "
+                            "duplicated)",
+                            what);
+    return QF_OK;
+}
+
+qf_tensor *qf_tensor_copy(const qf_tensor *t)
+{
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Tensor is NULL");
+        return NULL;
+    }
+    if (check_copyable(t, "copy") != QF_OK)
+        return NULL;
+    qf_tensor *c = tensor_alloc(t->dtype, &t->shape, NULL);
+    if (c && transfer(c, 0, (qf_tensor *)t, 0, t->n, false) != QF_OK) {
+        qf_tensor_unref(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Copies (or moves) all of `part` into the block of `out` that starts at
+ * element `base` and has shape `elem`. part's dims are each <= elem's; the
+ * rest of the block keeps its zero padding. Walks the part's rows (its last
+ * dimension) with an odometer over the leading dimensions, so every rank is
+ * handled by the same loop. */
+static qf_code place_part(qf_tensor *out, int64_t base, const qf_shape *elem, qf_tensor *part,
+                          bool move)
+{
+    const qf_shape *ps = &part->shape;
+    int r = ps->rank;
+    if (part->n == 0)
+        return QF_OK;
+    if (qf_shape_equal(ps, elem))
+        return transfer(out, base, part, 0, part->n, move);
+
+    int64_t ostride[QF_MAX_RANK], idx[QF_MAX_RANK] = {0};
+    ostride[r - 1] = 1;
+    for (int k = r - 2; k >= 0; k--)
+        ostride[k] = ostride[k + 1] * elem->dims[k + 1];
+    int64_t row = ps->dims[r - 1], soff = 0;
+    for (;;) {
+        int64_t doff = base;
+        for (int k = 0; k < r - 1; k++)
+            doff += idx[k] * ostride[k];
+        qf_code rc = transfer(out, doff, part, soff, row, move);
+        if (rc != QF_OK)
+            return rc;
+        soff += row;
+        int k = r - 2;
+        while (k >= 0 && ++idx[k] == ps->dims[k])
+            idx[k--] = 0;
+        if (k < 0)
+            return QF_OK;
+    }
+}
+
+/* Checks part i against the reference shape. Without `pad` the shapes must
+ * be equal; with it the known dims of ref must match and *elem grows to the
+ * largest size seen in each unknown dim. */
+static qf_code check_part_shape(size_t i, const qf_tensor *p, const qf_shape *ref, bool pad,
+                                qf_shape *elem)
+{
+    bool ok = p->shape.rank == ref->rank;
+    for (int k = 0; ok && k < ref->rank; k++) {
+        int64_t d = p->shape.dims[k];
+        if (pad && ref->dims[k] == QF_UNKNOWN_DIM) {
+            if (d > elem->dims[k])
+                elem->dims[k] = d;
+        } else if (d != ref->dims[k]) {
+            ok = false;
+        }
+    }
+    if (ok)
+        return QF_OK;
+    char want[SHAPE_TEXT], got[SHAPE_TEXT];
+    return qf_set_error(
+        QF_INVALID_ARGUMENT, "Shape mismatch in stack component %zu. Expected %s, got %s", i,
+        qf_shape_format(ref, want, sizeof(want)), qf_shape_format(&p->shape, got, sizeof(got)));
+}
+
+/* Validates the parts and works out the dtype, destructor and element shape
+ * of the batch. */
+static qf_code stack_check(qf_tensor **parts, size_t n, qf_dtype *dt, const qf_shape *ref, bool pad,
+                           qf_shape *elem, qf_ptr_dtor *dtor)
+{
+    char sh[SHAPE_TEXT];
+    if (*dt != QF_DT_INVALID && !qf_dtype_is_valid(*dt))
+        return qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d", (int)*dt);
+    if (n == 0 && *dt == QF_DT_INVALID)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Stacking zero tensors needs a dtype");
+    if (n > (uint64_t)INT64_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Too many tensors to stack: %zu", n);
+    for (size_t i = 0; i < n; i++)
+        if (!parts[i])
+            return qf_set_error(QF_INVALID_ARGUMENT, "Stack component %zu is NULL", i);
+
+    if (pad) {
+        if (!ref || !qf_shape_is_valid(ref) || ref->rank == QF_UNKNOWN_RANK)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Padded stack needs a pad shape with a defined rank, got %s",
+                                ref ? qf_shape_format(ref, sh, sizeof(sh)) : "NULL");
+    } else if (!ref) {
+        if (n == 0)
+            return qf_set_error(QF_INVALID_ARGUMENT, "Stacking zero tensors needs a shape");
+        ref = &parts[0]->shape;
+    } else if (!qf_shape_is_fully_defined(ref)) {
+        return qf_set_error(QF_INVALID_ARGUMENT, "Stack element shape %s is not fully defined",
+                            qf_shape_format(ref, sh, sizeof(sh)));
+    }
+    if (ref->rank >= QF_MAX_RANK)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Cannot stack tensors of rank %d: the batch would exceed rank %d",
+                            (int)ref->rank, QF_MAX_RANK);
+
+    /* Unknown dims start at 0: the size of an empty batch, and the
+     * identity for the maximum over the parts. */
+    *elem = *ref;
+    for (int k = 0; k < elem->rank; k++)
+        if (elem->dims[k] == QF_UNKNOWN_DIM)
+            elem->dims[k] = 0;
+    if (n == 0)
+        return QF_OK;
+
+    if (*dt == QF_DT_INVALID)
+        *dt = parts[0]->dtype;
+    *dtor = parts[0]->dtor;
+    for (size_t i = 0; i < n; i++) {
+        const qf_tensor *p = parts[i];
+        if (p->dtype != *dt)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Type mismatch in stack component %zu. Expected %s, got %s", i,
+                                qf_dtype_name(*dt), qf_dtype_name(p->dtype));
+        qf_code rc = check_part_shape(i, p, ref, pad, elem);
+        if (rc != QF_OK)
+            return rc;
+        /* The batch has a single destructor, so it can only own the
+         * objects if every part agrees on who destroys them. */
+        if (p->dtor != *dtor)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Pointer destructor mismatch in stack component %zu", i);
+        if (p->dtor && !is_sole_owner(p))
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "Cannot stack component %zu: it owns its pointers and is still "
+                                "shared (refcount %u)",
+                                i, qf_tensor_refcount(p));
+    }
+    return QF_OK;
+}
+
+static qf_code stack_impl(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *ref, bool pad,
+                          qf_tensor **ret_batch)
+{
+    qf_tensor *out = NULL;
+    qf_shape elem, batch_shape;
+    qf_ptr_dtor dtor = NULL;
+    qf_code rc;
+    if (n > 0 && !parts)
+        return qf_set_error(QF_INVALID_ARGUMENT, "parts is NULL");
+    if (!ret_batch) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "ret_batch is NULL");
+        goto done;
+    }
+    *ret_batch = NULL;
+    if ((rc = stack_check(parts, n, &dt, ref, pad, &elem, &dtor)) != QF_OK)
+        goto done;
+    batch_shape = qf_shape_prepend((int64_t)n, &elem);
+    if (!(out = tensor_alloc(dt, &batch_shape, dtor))) {
+        rc = qf_last_code();
+        goto done;
+    }
+    int64_t elem_n = n > 0 ? out->n / (int64_t)n : 0;
+    for (size_t i = 0; i < n && rc == QF_OK; i++)
+        rc = place_part(out, (int64_t)i * elem_n, &elem, parts[i], is_sole_owner(parts[i]));
+done:
+    for (size_t i = 0; i < n; i++)
+        qf_tensor_unref(parts[i]);
+    if (rc != QF_OK)
+        qf_tensor_unref(out);
+    else
+        *ret_batch = out;
+    return rc;
+}
+
+qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,
+                        qf_tensor **ret_batch)
+{
+    return stack_impl(parts, n, dt, elem_shape, false, ret_batch);
+}
+
+qf_code qf_tensor_stack_padded(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *pad_shape,
+                               qf_tensor **ret_batch)
+{
+    return stack_impl(parts, n, dt, pad_shape, true, ret_batch);
+}
+
+/* Row i of t as a new tensor; t must not own pointers unless `move`. */
+static qf_tensor *row_of(qf_tensor *t, int64_t i, const qf_shape *row_shape, int64_t row_n,
+                         bool move)
+{
+    qf_tensor *r = tensor_alloc(t->dtype, row_shape, t->dtor);
+    if (r && transfer(r, 0, t, i * row_n, row_n, move) != QF_OK) {
+        qf_tensor_unref(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The shape of one row of t; false (error recorded) for a scalar. */
+static bool row_shape_of(const qf_tensor *t, const char *what, qf_shape *ret)
+{
+    if (t->shape.rank < 1) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Cannot %s a scalar: the tensor must have rank >= 1",
+                     what);
+        return false;
+    }
+    *ret = qf_shape_make(t->shape.rank - 1, t->shape.dims + 1);
+    return true;
+}
+
+qf_code qf_tensor_unstack(qf_tensor *batch, qf_tensor **ret_parts)
+{
+    if (!batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Tensor to unstack is NULL");
+    qf_code rc = QF_OK;
+    qf_shape rs;
+    if (!ret_parts) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "ret_parts is NULL");
+        goto done;
+    }
+    if (!row_shape_of(batch, "unstack", &rs)) {
+        rc = qf_last_code();
+        goto done;
+    }
+    bool move = is_sole_owner(batch);
+    if (batch->dtor && !move) {
+        rc = qf_set_error(QF_FAILED_PRECONDITION,
+                          "Cannot unstack a ptr tensor that owns its objects while it is shared "
+                          "(refcount %u)",
+                          qf_tensor_refcount(batch));
+        goto done;
+    }
+    int64_t rows = batch->shape.dims[0];
+    int64_t row_n = rows > 0 ? batch->n / rows : 0;
+    for (int64_t i = 0; i < rows; i++) {
+        if (!(ret_parts[i] = row_of(batch, i, &rs, row_n, move))) {
+            rc = qf_last_code();
+            /* Rows already moved out are destroyed with their parts, the
+             * rest with the batch: every owned object exactly once. */
+            for (int64_t j = 0; j < i; j++) {
+                qf_tensor_unref(ret_parts[j]);
+                ret_parts[j] = NULL;
+            }
+            break;
+        }
+    }
+done:
+    qf_tensor_unref(batch);
+    return rc;
+}
+
+qf_tensor *qf_tensor_slice(const qf_tensor *t, int64_t i)
+{
+    qf_shape rs;
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "Tensor to slice is NULL");
+        return NULL;
+    }
+    if (!row_shape_of(t, "slice", &rs))
+        return NULL;
+    if (i < 0 || i >= t->shape.dims[0]) {
+        char sh[SHAPE_TEXT];
+        qf_set_error(QF_INVALID_ARGUMENT, "Slice index %lld is not in [0, %lld) for shape %s",
+                     (long long)i, (long long)t->shape.dims[0],
+                     qf_shape_format(&t->shape, sh, sizeof(sh)));
+        return NULL;
+    }
+    if (check_copyable(t, "slice") != QF_OK)
+        return NULL;
+    int64_t row_n = t->n / t->shape.dims[0];
+    return row_of((qf_tensor *)t, i, &rs, row_n, false);
+}

@@ -66,7 +66,8 @@ QF_API size_t qf_dtype_size(qf_dtype dt);
 /* One element of a QF_STRING tensor's buffer. Owned by the tensor. */
 typedef struct qf_string {
     size_t len;
-    char *data; /* NUL-terminated for convenience; may contain NULs */
+    char *data; /* NUL-terminated for convenience; may contain NULs;
+                 * may be NULL when len is 0 */
 } qf_string;
 
 /* ------------------------------------------------------------------ shapes */
@@ -92,14 +93,15 @@ QF_API qf_shape qf_shape_unknown(void);
  *  treats as invalid (qf_shape_is_valid() is false). */
 QF_API qf_shape qf_shape_make(int rank, const int64_t *dims);
 /* QF_SHAPE(3, 2) -> the shape [3,2]. Use qf_shape_scalar() for []. */
-#define QF_SHAPE(...)                                                                           \
-    qf_shape_make((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                  \
+#define QF_SHAPE(...)                                                                              \
+    qf_shape_make((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                       \
                   (const int64_t[]){__VA_ARGS__})
 
 QF_API bool qf_shape_is_valid(const qf_shape *s);
 /** Known rank and no unknown dimension. */
 QF_API bool qf_shape_is_fully_defined(const qf_shape *s);
-/** Product of dims (1 for a scalar); -1 if not fully defined. */
+/** Product of dims (1 for a scalar); -1 if not fully defined or the
+ *  product overflows int64_t. */
 QF_API int64_t qf_shape_num_elements(const qf_shape *s);
 /** Same rank and same dims (unknown equals only unknown). */
 QF_API bool qf_shape_equal(const qf_shape *a, const qf_shape *b);
@@ -208,8 +210,8 @@ QF_API qf_tensor *qf_tensor_copy(const qf_tensor *t);
  * Returns:     QF_OK and *ret_batch; INVALID_ARGUMENT when dtypes or shapes
  *              differ ("... Expected [2], got [3]").
  */
-QF_API qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt,
-                               const qf_shape *elem_shape, qf_tensor **ret_batch);
+QF_API qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,
+                               qf_tensor **ret_batch);
 
 /**
  * qf_tensor_stack_padded() - like qf_tensor_stack() but the parts may differ
@@ -252,8 +254,8 @@ QF_API qf_element *qf_element_of(size_t n, qf_tensor *const *tensors);
 /** qf_element_free() - release the element and its references. NULL-safe. */
 QF_API void qf_element_free(qf_element *e);
 QF_API size_t qf_element_size(const qf_element *e);
-/** Put t at i, taking ownership of one reference; a tensor already there is
- *  released. INVALID_ARGUMENT if i is out of range. */
+/** Put t at i, taking ownership of one reference (also on failure); a
+ *  tensor already there is released. INVALID_ARGUMENT if i is out of range. */
 QF_API qf_code qf_element_set(qf_element *e, size_t i, qf_tensor *t);
 /** The tensor at i, borrowed (valid while e holds it); NULL if none. */
 QF_API qf_tensor *qf_element_get(const qf_element *e, size_t i);

@@ -1,0 +1,305 @@
+/* test_queue_ptr.c - the zero-allocation pointer path and the poll (task)
+ * forms of qf_queue.h, including a hand-written waker. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "qflow.h"
+
+#define P(x) ((void *)(uintptr_t)(x))
+#define U(p) ((uintptr_t)(p))
+
+static qf_queue *mkq(int64_t cap, unsigned flags)
+{
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_ptr_queue_new(cap, "pq", flags, NULL, &q), QF_OK);
+    return q;
+}
+
+Test(queue_ptr, fifo_order_and_inline_mode)
+{
+    qf_queue *q = mkq(10, 0);
+    cr_expect(qf_queue_is_inline(q));
+    cr_expect_eq(qf_queue_num_components(q), 1);
+    cr_expect_eq(qf_queue_dtype(q, 0), QF_PTR);
+    for (uintptr_t i = 1; i <= 10; i++)
+        cr_assert_eq(qf_queue_enqueue_ptr(q, P(i)), QF_OK);
+    cr_expect_eq(qf_queue_size(q), 10);
+    for (uintptr_t i = 1; i <= 10; i++) {
+        void *p;
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+        cr_expect_eq(U(p), i);
+    }
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, try_forms_report_unavailable)
+{
+    qf_queue *q = mkq(2, 0);
+    void *p = P(99);
+    cr_expect_eq(qf_queue_try_dequeue_ptr(q, &p), QF_UNAVAILABLE);
+    cr_expect_eq(U(p), 99, "output untouched on failure");
+    cr_expect_eq(qf_queue_try_enqueue_ptr(q, P(1)), QF_OK);
+    cr_expect_eq(qf_queue_try_enqueue_ptr(q, P(2)), QF_OK);
+    cr_expect_eq(qf_queue_try_enqueue_ptr(q, P(3)), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_size(q), 2);
+    qf_queue_unref(q);
+}
+
+/* spec 38: a deadline leaves the queue usable. */
+Test(queue_ptr, deadline_exceeded_then_usable)
+{
+    qf_queue *q = mkq(1, 0);
+    void *p;
+    cr_expect_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.01), &p), QF_DEADLINE_EXCEEDED);
+    cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
+    cr_expect_eq(qf_queue_enqueue_ptr_until(q, P(2), qf_deadline_in_s(0.01)), QF_DEADLINE_EXCEEDED);
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(U(p), 1);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(37)), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(U(p), 37);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, many_and_up_to)
+{
+    qf_queue *q = mkq(8, 0);
+    void *in[5] = {P(1), P(2), P(3), P(4), P(5)}, *out[8];
+    size_t n = 0;
+    cr_assert_eq(qf_queue_enqueue_many_ptr(q, in, 5, QF_FOREVER, &n), QF_OK);
+    cr_expect_eq(n, 5);
+    cr_assert_eq(qf_queue_dequeue_many_ptr(q, 3, QF_FOREVER, out), QF_OK);
+    cr_expect(U(out[0]) == 1 && U(out[1]) == 2 && U(out[2]) == 3);
+    /* try form of dequeue_many takes nothing unless all are there */
+    cr_expect_eq(qf_queue_dequeue_many_ptr(q, 3, QF_NO_WAIT, out), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_size(q), 2);
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_up_to_ptr(q, 8, QF_FOREVER, out, &n), QF_OK);
+    cr_expect_eq(n, 2);
+    cr_expect(U(out[0]) == 4 && U(out[1]) == 5);
+    cr_expect_eq(qf_queue_dequeue_up_to_ptr(q, 8, QF_FOREVER, out, &n), QF_OUT_OF_RANGE);
+    cr_expect(strstr(qf_last_message(), "is closed and has insufficient elements") != NULL);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, closed_enqueue_is_cancelled)
+{
+    qf_queue *q = mkq(4, 0);
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    cr_expect(qf_queue_is_closed(q));
+    cr_expect_eq(qf_queue_enqueue_ptr(q, P(1)), QF_CANCELLED);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is closed.");
+    cr_expect_eq(qf_queue_close(q, false), QF_CANCELLED);
+    cr_expect_str_eq(qf_last_message(), "Queue 'pq' is already closed.");
+    cr_expect_eq(qf_queue_close(q, true), QF_OK, "a cancelling close of a closed queue succeeds");
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, wrong_queue_kind_rejected)
+{
+    qf_dtype dts[2] = {QF_INT32, QF_FLOAT32};
+    qf_queue_options o = {.capacity = 4, .num_components = 2, .dtypes = dts, .name = "q2"};
+    qf_queue *q;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    cr_expect(!qf_queue_is_inline(q));
+    cr_expect_eq(qf_queue_enqueue_ptr(q, P(1)), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_queue_unref(q);
+}
+
+static atomic_int destroyed;
+static void count_dtor(void *p)
+{
+    free(p);
+    atomic_fetch_add(&destroyed, 1);
+}
+
+Test(queue_ptr, leftover_objects_destroyed_once_at_unref)
+{
+    atomic_store(&destroyed, 0);
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(-1, "own", 0, count_dtor, &q), QF_OK);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(qf_queue_enqueue_ptr(q, malloc(8)), QF_OK);
+    void *p;
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    free(p); /* the dequeued object is the caller's */
+    qf_queue_unref(q);
+    cr_expect_eq(atomic_load(&destroyed), 4);
+}
+
+/* spec 6: negative capacity is unbounded; the ring spills to an overflow
+ * list and FIFO order survives the spill. */
+Test(queue_ptr, unbounded_keeps_order_past_the_ring)
+{
+    qf_queue *q = mkq(-1, 0);
+    cr_expect_eq(qf_queue_capacity(q), INT32_MAX);
+    const uintptr_t n = 20000;
+    for (uintptr_t i = 1; i <= n; i++)
+        cr_assert_eq(qf_queue_try_enqueue_ptr(q, P(i)), QF_OK);
+    cr_expect_eq(qf_queue_size(q), (int64_t)n);
+    for (uintptr_t i = 1; i <= n; i++) {
+        void *p;
+        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK);
+        cr_assert_eq(U(p), i);
+    }
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, single_producer_single_consumer_flags)
+{
+    qf_queue *q = mkq(4, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER);
+    void *in[3] = {P(7), P(8), P(9)}, *out[3];
+    cr_assert_eq(qf_queue_enqueue_many_ptr(q, in, 3, QF_FOREVER, NULL), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_many_ptr(q, 3, QF_FOREVER, out), QF_OK);
+    cr_expect(U(out[0]) == 7 && U(out[1]) == 8 && U(out[2]) == 9);
+    qf_queue_unref(q);
+}
+
+/* ------------------------------------------------ a hand-written waker */
+
+typedef struct {
+    qf_waker w;
+    atomic_int wakes;
+} counting_waker;
+
+static void on_wake(qf_waker *w)
+{
+    counting_waker *cw = (counting_waker *)w;
+    atomic_fetch_add(&cw->wakes, 1);
+}
+
+static void cw_init(counting_waker *cw)
+{
+    atomic_store(&cw->wakes, 0);
+    qf_waker_init(&cw->w, on_wake, NULL);
+}
+
+Test(queue_ptr, poll_dequeue_registers_waker_and_enqueue_wakes_it)
+{
+    qf_queue *q = mkq(4, 0);
+    counting_waker cw;
+    cw_init(&cw);
+    void *p = NULL;
+    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &cw.w, &p), QF_PENDING);
+    cr_expect_eq(qf_waker_state(&cw.w), QF_WAKER_REGISTERED);
+    cr_expect_eq(atomic_load(&cw.wakes), 0);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(5)), QF_OK);
+    cr_expect_eq(atomic_load(&cw.wakes), 1, "the enqueue woke the parked poller");
+    cr_expect_eq(qf_waker_state(&cw.w), QF_WAKER_DONE);
+    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &cw.w, &p), QF_OK);
+    cr_expect_eq(U(p), 5);
+    cr_expect_eq(atomic_load(&cw.wakes), 1);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, poll_enqueue_on_full_queue_woken_by_dequeue)
+{
+    qf_queue *q = mkq(1, 0);
+    counting_waker cw;
+    cw_init(&cw);
+    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, P(1), &cw.w), QF_OK);
+    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, P(2), &cw.w), QF_PENDING);
+    void *p;
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(atomic_load(&cw.wakes), 1);
+    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, P(2), &cw.w), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(U(p), 2);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, cancel_poll_withdraws_unwoken_waker)
+{
+    qf_queue *q = mkq(4, 0);
+    counting_waker cw;
+    cw_init(&cw);
+    void *p;
+    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &cw.w, &p), QF_PENDING);
+    cr_expect(qf_queue_cancel_poll(q, &cw.w));
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
+    cr_expect_eq(atomic_load(&cw.wakes), 0, "a cancelled waker is not woken");
+    qf_queue_unref(q);
+}
+
+/* spec 54: close wakes parked consumers, which then see end-of-data. */
+Test(queue_ptr, close_wakes_parked_pollers)
+{
+    qf_queue *q = mkq(4, 0);
+    counting_waker a, b;
+    cw_init(&a);
+    cw_init(&b);
+    void *p;
+    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &a.w, &p), QF_PENDING);
+    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &b.w, &p), QF_PENDING);
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    cr_expect_eq(atomic_load(&a.wakes), 1);
+    cr_expect_eq(atomic_load(&b.wakes), 1);
+    cr_expect_eq(qf_queue_poll_dequeue_ptr(q, &a.w, &p), QF_OUT_OF_RANGE);
+    qf_queue_unref(q);
+}
+
+/* spec 32: cancel_pending_enqueues wakes parked producers, which fail. */
+Test(queue_ptr, cancelling_close_fails_parked_producer)
+{
+    qf_queue *q = mkq(1, 0);
+    counting_waker cw;
+    cw_init(&cw);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
+    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, P(2), &cw.w), QF_PENDING);
+    cr_assert_eq(qf_queue_close(q, true), QF_OK);
+    cr_expect_eq(atomic_load(&cw.wakes), 1);
+    cr_expect_eq(qf_queue_poll_enqueue_ptr(q, P(2), &cw.w), QF_CANCELLED);
+    qf_queue_unref(q);
+}
+
+/* A thread blocked in dequeue is woken by a later enqueue from another
+ * thread; the hand-off carries the value. */
+static void *blocking_consumer(void *arg)
+{
+    qf_queue *q = arg;
+    void *p = NULL;
+    qf_code rc = qf_queue_dequeue_ptr(q, &p);
+    return rc == QF_OK ? p : NULL;
+}
+
+Test(queue_ptr, blocked_thread_receives_element)
+{
+    qf_queue *q = mkq(2, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, blocking_consumer, q);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(42)), QF_OK);
+    void *r;
+    pthread_join(t, &r);
+    cr_expect_eq(U(r), 42);
+    qf_queue_unref(q);
+}
+
+/* spec 54: a thread blocked on an empty queue gets OUT_OF_RANGE on close,
+ * whether it had already gone to sleep or not. */
+static void *blocking_consumer_rc(void *arg)
+{
+    qf_queue *q = arg;
+    void *p;
+    return (void *)(intptr_t)qf_queue_dequeue_ptr(q, &p);
+}
+
+Test(queue_ptr, close_ends_blocked_thread_with_out_of_range)
+{
+    qf_queue *q = mkq(2, 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, blocking_consumer_rc, q);
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        cr_expect_eq((qf_code)(intptr_t)r, QF_OUT_OF_RANGE);
+    }
+    qf_queue_unref(q);
+}
