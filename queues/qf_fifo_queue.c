@@ -454,3 +454,13 @@ void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);
 }
+
+const qf__queue_ops qf__fifo_ops = {
+    .put = qf__fifo_put,
+    .take = qf__fifo_take,
+    .size = qf__fifo_size,
+    .close = qf__fifo_close,
+    .cancel_poll = qf__fifo_cancel_poll,
+    .drain_all = qf__fifo_drain_all,
+    .destroy = NULL,
+};

@@ -51,8 +51,33 @@ static inline uint64_t qf__pending(uint64_t s)
     return s >> QF__PENDING_SHIFT;
 }
 
+typedef struct qf__wait qf__wait;
+
+/* What differs between queue kinds. The element and pointer APIs in
+ * qf_queue.c validate, convert and then call these with opaque slots
+ * (element pointers, or values in inline mode). Every kind implements the
+ * same waiting rules (qf__wait) and close/cancel semantics. */
+typedef struct qf__queue_ops {
+    qf_code (*put)(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                   size_t *ret_done);
+    qf_code (*take)(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
+                    size_t *ret_n);
+    int64_t (*size)(const qf_queue *q);
+    qf_code (*close)(qf_queue *q, bool cancel);
+    bool (*cancel_poll)(qf_queue *q, qf_waker *w);
+    /* The queue is being freed: hand every remaining slot to release(). */
+    void (*drain_all)(qf_queue *q, void (*release)(qf_queue *q, void *slot));
+    /* Free kind-specific storage (q->impl); may be NULL. */
+    void (*destroy)(qf_queue *q);
+} qf__queue_ops;
+
 struct qf_queue {
     /* Read-mostly after creation. */
+    const qf__queue_ops *ops;
+    void *impl; /* kind-specific storage (not used by the FIFO engine) */
+    /* PaddingFIFOQueue: shapes may have unknown dimensions; elements are
+     * checked for compatibility and batches are padded. */
+    bool padded;
     _Atomic uint32_t refs;
     qf_queue_kind kind;
     const char *kind_name;
@@ -92,11 +117,20 @@ typedef enum qf__wait_mode {
     QF__WAIT_POLL,     /* task: register the waker, QF_PENDING */
 } qf__wait_mode;
 
-typedef struct qf__wait {
+struct qf__wait {
     qf__wait_mode mode;
     qf_deadline deadline;
     qf_waker *waker;
-} qf__wait;
+};
+
+extern const qf__queue_ops qf__fifo_ops;
+
+/* Shared by every kind's constructor (qf_queue.c): validates the options,
+ * allocates the queue with a ring of the right size (kinds that do not use
+ * the ring pass capacity_for_ring = 1), copies dtypes/shapes/names. */
+qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
+                      const char *default_name, const qf__queue_ops *ops, bool allow_partial,
+                      qf_queue **ret_q);
 
 qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
                      size_t *ret_done);

@@ -51,7 +51,7 @@ static void queue_destroy_fields(qf_queue *q)
     free(q);
 }
 
-static qf_code check_options(const qf_queue_options *o)
+static qf_code check_options(const qf_queue_options *o, bool allow_partial)
 {
     if (!o)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
@@ -68,10 +68,16 @@ static qf_code check_options(const qf_queue_options *o)
             return qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d for component %zu",
                                 (int)o->dtypes[i], i);
     if (o->shapes)
-        for (size_t i = 0; i < o->num_components; i++)
-            if (!qf_shape_is_fully_defined(&o->shapes[i]))
+        for (size_t i = 0; i < o->num_components; i++) {
+            if (allow_partial && !qf_shape_is_valid(&o->shapes[i]))
+                return qf_set_error(QF_INVALID_ARGUMENT, "Shape of component %zu is invalid", i);
+            if (allow_partial && o->shapes[i].rank < 0)
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "Shape of component %zu must have a defined rank", i);
+            if (!allow_partial && !qf_shape_is_fully_defined(&o->shapes[i]))
                 return qf_set_error(QF_INVALID_ARGUMENT,
                                     "All shapes must be fully defined (component %zu)", i);
+        }
     if (o->names) {
         for (size_t i = 0; i < o->num_components; i++) {
             if (!o->names[i] || !o->names[i][0])
@@ -85,10 +91,11 @@ static qf_code check_options(const qf_queue_options *o)
     return QF_OK;
 }
 
-static qf_code queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
-                         const char *default_name, qf_queue **ret_q)
+qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
+                      const char *default_name, const qf__queue_ops *ops, bool allow_partial,
+                      qf_queue **ret_q)
 {
-    qf_code rc = check_options(o);
+    qf_code rc = check_options(o, allow_partial);
     if (rc != QF_OK)
         return rc;
     if (!ret_q)
@@ -99,6 +106,8 @@ static qf_code queue_new(const qf_queue_options *o, qf_queue_kind kind, const ch
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     memset(q, 0, sizeof(*q));
     atomic_init(&q->refs, 1);
+    q->ops = ops;
+    q->padded = allow_partial;
     q->kind = kind;
     q->kind_name = kind_name;
     q->unbounded = o->capacity < 0;
@@ -159,7 +168,8 @@ oom:
 
 qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
 {
-    return queue_new(opts, QF_QUEUE_FIFO, "FIFOQueue", "fifo_queue", ret_q);
+    return qf__queue_new(opts, QF_QUEUE_FIFO, "FIFOQueue", "fifo_queue", &qf__fifo_ops, false,
+                         ret_q);
 }
 
 qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags, qf_ptr_dtor dtor,
@@ -201,7 +211,9 @@ void qf_queue_unref(qf_queue *q)
     if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_release) != 1)
         return;
     atomic_thread_fence(memory_order_acquire);
-    qf__fifo_drain_all(q, release_slot);
+    q->ops->drain_all(q, release_slot);
+    if (q->ops->destroy)
+        q->ops->destroy(q);
     qf_waitlist_destroy(&q->deq_waiters);
     qf_waitlist_destroy(&q->enq_waiters);
     queue_destroy_fields(q);
@@ -246,7 +258,7 @@ bool qf_queue_is_inline(const qf_queue *q)
 
 int64_t qf_queue_size(const qf_queue *q)
 {
-    return q ? qf__fifo_size(q) : 0;
+    return q ? q->ops->size(q) : 0;
 }
 
 bool qf_queue_is_closed(const qf_queue *q)
@@ -259,7 +271,7 @@ qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues)
 {
     if (!q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue");
-    return qf__fifo_close(q, cancel_pending_enqueues);
+    return q->ops->close(q, cancel_pending_enqueues);
 }
 
 /* ----------------------------------------------------- inline conversions */
@@ -329,9 +341,9 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
     if (rc != QF_OK)
         return rc;
     if (!q->inline_mode)
-        return qf__fifo_put(q, (void *const *)&elem, 1, w, NULL);
+        return q->ops->put(q, (void *const *)&elem, 1, w, NULL);
     void *v = inline_bits(q, qf_element_get(elem, 0));
-    rc = qf__fifo_put(q, &v, 1, w, NULL);
+    rc = q->ops->put(q, &v, 1, w, NULL);
     if (rc == QF_OK) {
         disown_inline_ptr(q, qf_element_get(elem, 0), 0);
         qf_element_free(elem);
@@ -403,7 +415,7 @@ static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
         }
     }
     size_t done = 0;
-    qf_code rc = qf__fifo_put(q, slots, (size_t)rows, w, &done);
+    qf_code rc = q->ops->put(q, slots, (size_t)rows, w, &done);
     if (slots != small)
         free(slots);
     if (rc == QF_OK) {
@@ -509,7 +521,7 @@ static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, s
             return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
         rc = split_rows(q, batch, rows, els);
         if (rc == QF_OK) {
-            rc = qf__fifo_put(q, (void *const *)els, (size_t)rows, w, &done);
+            rc = q->ops->put(q, (void *const *)els, (size_t)rows, w, &done);
             if (rc == QF_OK)
                 qf_element_free(batch);
             else
@@ -546,7 +558,7 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     if (!q || !ret_elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_elem" : "queue");
     void *slot;
-    qf_code rc = qf__fifo_take(q, 1, false, w, &slot, NULL);
+    qf_code rc = q->ops->take(q, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
     if (!q->inline_mode) {
@@ -557,7 +569,7 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     if (!e) {
         qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
         /* Give the value back rather than lose it. */
-        qf__fifo_put(q, &slot, 1, &now, NULL);
+        q->ops->put(q, &slot, 1, &now, NULL);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue");
     }
     *ret_elem = e;
@@ -655,12 +667,12 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
     size_t got = 0;
     if (n > 0)
-        rc = qf__fifo_take(q, (size_t)n, up_to, w, slots, &got);
+        rc = q->ops->take(q, (size_t)n, up_to, w, slots, &got);
     if (rc == QF_OK) {
         qf_code brc = build_batch(q, slots, got, ret_batch);
         if (brc != QF_OK) {
             qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
-            qf__fifo_put(q, slots, got, &now, NULL);
+            q->ops->put(q, slots, got, &now, NULL);
             rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
         }
     }
@@ -727,7 +739,7 @@ static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *
             *ret_done = 0;
         return rc;
     }
-    return qf__fifo_put(q, ps, n, w, ret_done);
+    return q->ops->put(q, ps, n, w, ret_done);
 }
 
 qf_code qf_queue_enqueue_ptr(qf_queue *q, void *p)
@@ -778,7 +790,7 @@ static qf_code take_ptrs(qf_queue *q, size_t n, bool up_to, const qf__wait *w, v
             *ret_n = 0;
         return QF_OK;
     }
-    return qf__fifo_take(q, n, up_to, w, ret_ps, ret_n);
+    return q->ops->take(q, n, up_to, w, ret_ps, ret_n);
 }
 
 qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p)
@@ -824,5 +836,5 @@ bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w)
 {
     if (!q || !w)
         return false;
-    return qf__fifo_cancel_poll(q, w);
+    return q->ops->cancel_poll(q, w);
 }

@@ -106,7 +106,10 @@ qf_code qf__validate_element(const qf_queue *q, qf_element *e)
         return rc;
     for (size_t i = 0; i < q->ncomp; i++) {
         const qf_shape *got = qf_tensor_shape(qf_element_get(e, i));
-        if (!qf_shape_equal(got, &q->shapes[i]))
+        /* A padding queue's shapes may leave dimensions unknown. */
+        bool ok = q->padded ? qf_shape_compatible(got, &q->shapes[i])
+                            : qf_shape_equal(got, &q->shapes[i]);
+        if (!ok)
             return shape_mismatch(i, &q->shapes[i], got);
     }
     return QF_OK;
@@ -136,7 +139,8 @@ qf_code qf__validate_batch(const qf_queue *q, qf_element *b, int64_t *ret_rows)
                                 i, (long long)got->dims[0], (long long)rows);
         if (q->shapes) {
             qf_shape want = qf_shape_prepend(got->dims[0], &q->shapes[i]);
-            if (!qf_shape_equal(got, &want))
+            bool ok = q->padded ? qf_shape_compatible(got, &want) : qf_shape_equal(got, &want);
+            if (!ok)
                 return shape_mismatch(i, &want, got);
         }
     }
