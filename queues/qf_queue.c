@@ -481,7 +481,9 @@ static void rejoin_rows(qf_queue *q, qf_element *batch, qf_element **rows_e, siz
         for (size_t r = 0; r < n; r++)
             parts[r] = qf_element_take(rows_e[from + r], c);
         qf_tensor *b = NULL;
-        if (qf_tensor_stack(parts, n, q->dtypes[c], q->shapes ? &q->shapes[c] : NULL, &b) == QF_OK)
+        /* the rows came from one batch: same shapes, no padding needed */
+        const qf_shape *sh = q->shapes && !q->padded ? &q->shapes[c] : NULL;
+        if (qf_tensor_stack(parts, n, q->dtypes[c], sh, &b) == QF_OK)
             qf_element_set(batch, c, b);
     }
     free(parts);
@@ -636,7 +638,9 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
             for (size_t i = 0; i < n; i++)
                 parts[i] = qf_element_take(slots[i], c);
             qf_tensor *t = NULL;
-            qf_code rc = qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
+            qf_code rc = q->padded
+                             ? qf_tensor_stack_padded(parts, n, q->dtypes[c], &q->shapes[c], &t)
+                             : qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
             if (rc != QF_OK) {
                 free(parts);
                 qf_element_free(b);
