@@ -132,6 +132,21 @@ typedef struct qf_queue_options {
      * act is cheaper. 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative: never
      * spin. */
     int64_t spin_ns;
+    /* Shared queues (spec 9-11): non-NULL makes creation return the queue
+     * already registered under this name in `registry` (after checking
+     * that capacity, dtypes, shapes, min_after_dequeue and seeds agree), or
+     * create and register a new one. */
+    const char *shared_name;
+    /* The scope that shared names live in; NULL: the process-wide default
+     * (qf_queue_registry_default()). */
+    struct qf_queue_registry *registry;
+    /* RandomShuffleQueue only: 0 <= min_after_dequeue < capacity (spec 63). */
+    int64_t min_after_dequeue;
+    /* RandomShuffleQueue only: seed and seed2 both 0 means "seed randomly"
+     * (spec 72); any other pair gives a fixed order for a fixed sequence of
+     * operations from one thread. */
+    int64_t seed;
+    int64_t seed2;
 } qf_queue_options;
 
 /**
@@ -146,6 +161,63 @@ typedef struct qf_queue_options {
  *              when memory runs out. *ret_q is untouched on failure.
  */
 QF_API qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
+
+/**
+ * qf_random_shuffle_queue_new() - create a RandomShuffleQueue: each dequeue
+ * removes a uniformly chosen element (spec 71); while open, dequeues leave
+ * at least min_after_dequeue elements behind (spec 66-70).
+ *
+ * Returns:     as qf_fifo_queue_new(), plus QF_INVALID_ARGUMENT
+ *              "min_after_dequeue X must be >= 0" or "min_after_dequeue X
+ *              must be < capacity Y" (spec 63). Default name
+ *              "random_shuffle_queue".
+ */
+QF_API qf_code qf_random_shuffle_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
+
+/**
+ * qf_padding_fifo_queue_new() - create a PaddingFIFOQueue: FIFO order; shapes
+ * are required (spec 85) and may leave dimensions unknown
+ * (QF_UNKNOWN_DIM); dequeue returns elements as enqueued, dequeue_many and
+ * dequeue_up_to pad every unknown dimension to the largest in the batch
+ * (0, false, NULL or "") (spec 89-93). Default name "padding_fifo_queue".
+ */
+QF_API qf_code qf_padding_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
+
+/**
+ * qf_priority_queue_new() - create a PriorityQueue: opts describe the
+ * components *after* the priority; the queue's component 0 is an int64
+ * scalar priority that the queue adds (spec 97), so its elements have
+ * num_components + 1 components. Smallest priority first; dequeue_many(n)
+ * takes a batch only when n elements are present at once (spec 103).
+ * Default name "priority_queue".
+ */
+QF_API qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
+
+/* ------------------------------------------------------- shared queues
+ *
+ * A registry maps shared names to queues (TensorFlow's container of shared
+ * resources). Lookups take no lock (an RCU lock-free hash table); a
+ * registered queue stays alive while the registry or any handle holds it.
+ */
+typedef struct qf_queue_registry qf_queue_registry;
+
+/** qf_queue_registry_new() - an empty registry. Caller owns it. */
+QF_API qf_code qf_queue_registry_new(qf_queue_registry **ret_reg);
+/** qf_queue_registry_free() - drop the registry's references to its queues
+ *  and free it. Not concurrently with other use of the registry. NULL-safe. */
+QF_API void qf_queue_registry_free(qf_queue_registry *reg);
+/** qf_queue_registry_default() - the process-wide registry (never freed). */
+QF_API qf_queue_registry *qf_queue_registry_default(void);
+/** qf_queue_registry_lookup() - the queue registered as `shared_name`, with
+ *  a new reference for the caller, or NULL. Lock-free; any thread. */
+QF_API qf_queue *qf_queue_registry_lookup(qf_queue_registry *reg, const char *shared_name);
+/** qf_queue_registry_remove() - forget `shared_name` (the queue lives on
+ *  while handles hold it). Returns true when it was registered. */
+QF_API bool qf_queue_registry_remove(qf_queue_registry *reg, const char *shared_name);
+/** The shared name a queue was created with, or NULL. */
+QF_API const char *qf_queue_shared_name(const qf_queue *q);
+/** RandomShuffleQueue attributes (0 for other kinds). */
+QF_API int64_t qf_queue_min_after_dequeue(const qf_queue *q);
 
 /**
  * qf_ptr_queue_new() - shorthand for the zero-allocation queue: one QF_PTR
