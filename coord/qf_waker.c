@@ -29,7 +29,7 @@ void qf_waker_init(qf_waker *w, qf_wake_fn fn, void *ctx)
     w->wake = fn;
     w->ctx = ctx;
     w->qf__next = w->qf__prev = NULL;
-    w->qf__list = NULL;
+    __atomic_store_n(&w->qf__list, NULL, __ATOMIC_RELAXED);
     atomic_store_explicit(&w->qf__state, QF_WAKER_IDLE, memory_order_relaxed);
 }
 
@@ -99,7 +99,7 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
         wait_until_done(w);
     qf__lock(&wl->qf__lock);
     atomic_store_explicit(&w->qf__state, QF_WAKER_REGISTERED, memory_order_relaxed);
-    w->qf__list = wl;
+    __atomic_store_n(&w->qf__list, wl, __ATOMIC_RELAXED);
     w->qf__next = NULL;
     w->qf__prev = wl->qf__tail;
     if (wl->qf__tail)
@@ -126,7 +126,7 @@ static void unlink_locked(qf_waitlist *wl, qf_waker *w)
     else
         wl->qf__tail = w->qf__prev;
     w->qf__next = w->qf__prev = NULL;
-    w->qf__list = NULL;
+    __atomic_store_n(&w->qf__list, NULL, __ATOMIC_RELAXED);
     atomic_fetch_sub_explicit(&wl->qf__count, 1, memory_order_relaxed);
 }
 
@@ -215,4 +215,43 @@ void qf_eventcount_notify(qf_eventcount *ec, bool all)
         return;
     atomic_fetch_add_explicit(&ec->qf__seq, 1, memory_order_release);
     qf_futex_wake(&ec->qf__seq, all ? INT32_MAX : 1);
+}
+
+bool qf_waker_withdraw(qf_waker *w)
+{
+    for (;;) {
+        qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
+        if (!wl) {
+            if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+                wait_until_done(w);
+            return false;
+        }
+        /* The list can change only by a wake (to NULL) while we look, and
+         * cancel re-checks everything under that list's lock. */
+        qf__lock(&wl->qf__lock);
+        bool still = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED) == wl;
+        qf__unlock(&wl->qf__lock);
+        if (still)
+            return qf_waitlist_cancel(wl, w);
+    }
+}
+
+static _Thread_local bool in_task;
+
+void qf__set_in_task(bool v)
+{
+    in_task = v;
+}
+
+bool qf__in_task(void)
+{
+    return in_task;
+}
+
+int qf__blocking_in_task_error(const char *what)
+{
+    return qf_set_error(QF_FAILED_PRECONDITION,
+                        "%s would block a worker thread: it was called from inside a task; "
+                        "use the poll form (the task parks instead of the worker)",
+                        what);
 }

@@ -94,6 +94,23 @@ QF_API uint32_t qf_waker_state(const qf_waker *w);
  */
 QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline);
 
+/**
+ * qf_waker_withdraw() - take `w` off whatever wait list holds it, without
+ * knowing which (the runtime uses it when cancelling a parked task).
+ * Returns true when it was registered and is now IDLE; false when it was
+ * not registered or had been woken (then, as with qf_waitlist_cancel(), the
+ * call returns once the waking thread is done with it). Owner only.
+ */
+QF_API bool qf_waker_withdraw(qf_waker *w);
+
+/* Internal: set by a scheduler while a task runs on this thread, so that
+ * thread-blocking calls can refuse to block a worker (they return
+ * QF_FAILED_PRECONDITION and point at the poll form instead). */
+void qf__set_in_task(bool in_task);
+bool qf__in_task(void);
+/* Internal: the error a blocking call returns inside a task. */
+int qf__blocking_in_task_error(const char *what);
+
 /* A wait list. Embed it; initialise with qf_waitlist_init(). Pair with
  * qf_waitlist_destroy() once no waker is registered. */
 struct qf_waitlist {

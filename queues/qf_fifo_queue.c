@@ -229,6 +229,8 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, int64_t 
 
     qf_waker tw, *wk = w->waker;
     if (w->mode == QF__WAIT_DEADLINE) {
+        if (qf__in_task())
+            return qf__blocking_in_task_error("A blocking enqueue");
         qf_waker_init_thread(&tw);
         wk = &tw;
     }
@@ -383,6 +385,10 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
             continue;
         qf_waker tw, *wk = w->waker;
         if (w->mode == QF__WAIT_DEADLINE) {
+            if (qf__in_task()) {
+                put_back(q, ret_slots, got);
+                return qf__blocking_in_task_error("A blocking dequeue");
+            }
             qf_waker_init_thread(&tw);
             wk = &tw;
         }
@@ -433,11 +439,11 @@ qf_code qf__fifo_close(qf_queue *q, bool cancel)
 
 bool qf__fifo_cancel_poll(qf_queue *q, qf_waker *w)
 {
-    if (w->qf__list == &q->deq_waiters)
-        return qf_waitlist_cancel(&q->deq_waiters, w);
-    if (w->qf__list == &q->enq_waiters)
-        return qf_waitlist_cancel(&q->enq_waiters, w);
-    return false;
+    qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
+    if (wl == &q->deq_waiters || wl == &q->enq_waiters)
+        return qf_waitlist_cancel(wl, w);
+    /* Not registered here, or already woken: wait out a wake in progress. */
+    return qf_waker_withdraw(w);
 }
 
 void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))

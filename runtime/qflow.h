@@ -16,6 +16,7 @@
 #include "qf_coordinator.h"
 #include "qf_tensor.h"
 #include "qf_queue.h"
+#include "qf_runtime.h"
 
 QF_BEGIN_DECLS
 

@@ -1,0 +1,97 @@
+/* qf_runtime-impl.h - internal: runtime, worker and task structures.
+ *
+ * Task states (qf_task.state):
+ *
+ *   SCHEDULED --pop--> RUNNING --poll returns PENDING--> PARKED
+ *       ^                 |  \--wake while running--> NOTIFIED
+ *       |                 |                              |
+ *       +---- wake -------+------ poll returns ----------+   (re-queued)
+ *                         \--poll returns OK/error--> DONE
+ *
+ * Exactly one thread moves a task out of PARKED (the CAS in qf_task_wake),
+ * so a task is in at most one run queue at a time; a wake during RUNNING
+ * turns into NOTIFIED and the worker re-queues the task after the poll.
+ */
+#ifndef QF_RUNTIME_IMPL_H
+#define QF_RUNTIME_IMPL_H
+
+#include <ck_ring.h>
+#include <ck_stack.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "qf_runtime.h"
+
+enum { T_PARKED, T_SCHEDULED, T_RUNNING, T_NOTIFIED, T_DONE };
+
+struct qf_task {
+    ck_stack_entry_t inj; /* link in the injection stack */
+    _Atomic uint32_t state;
+    _Atomic uint32_t refs;
+    _Atomic uint32_t done; /* futex word for join: 0 -> 1 */
+    _Atomic bool cancelled;
+    qf_runtime *rt;
+    qf_task_fn fn;
+    void *arg;
+    char *name;
+    qf_waker waker;
+    qf_code result;
+    qf_status *status;
+    qf_coord_member *member;
+    /* timer: guarded by rt->timer_lock */
+    qf_deadline timer_at;
+    int64_t timer_idx; /* -1 when not armed */
+    /* live list: guarded by rt->live_lock */
+    qf_task *live_next, *live_prev;
+};
+
+#define QF__LOCAL_RING 256
+
+typedef struct qf__worker {
+    qf_runtime *rt;
+    int index;
+    pthread_t thread;
+    qf_task *next_slot; /* owner only */
+    unsigned next_streak;
+    unsigned tick;
+    uint64_t rng;
+    _Alignas(64) ck_ring_t ring; /* SPMC: the owner pushes, anyone pops */
+    ck_ring_buffer_t buf[QF__LOCAL_RING];
+} qf__worker;
+
+struct qf_runtime {
+    int nworkers;
+    qf__worker *workers; /* nworkers entries, or one for the host */
+    char *name;
+    _Alignas(64) ck_stack_t inject;
+    _Alignas(64) qf_eventcount idle;
+    _Atomic bool accepting;
+    _Atomic bool stopping;
+    /* timers */
+    _Atomic uint32_t timer_lock;
+    qf_task **heap;
+    size_t heap_n, heap_cap;
+    _Atomic int64_t next_timer; /* QF_FOREVER when none */
+    /* live tasks */
+    _Atomic uint32_t live_lock;
+    qf_task *live_head;
+    _Atomic int64_t live_n;
+    qf_eventcount live_ec;
+    /* host mode */
+    int efd;
+    _Atomic uint32_t efd_armed;
+    _Atomic uint32_t host_running;
+};
+
+/* qf_task.c */
+void qf__task_run(qf__worker *w, qf_task *t);
+void qf__task_unref(qf_task *t);
+
+/* qf_scheduler.c */
+void qf__schedule(qf_task *t);
+void qf__push_local(qf__worker *w, qf_task *t);
+void qf__timer_disarm(qf_task *t);
+qf__worker *qf__current_worker(void);
+void qf__set_current_task(qf_task *t);
+
+#endif

@@ -1,0 +1,209 @@
+/* qf_runtime.h - a fixed pool of worker threads running stackless tasks.
+ *
+ * A task is a poll function. The runtime calls it; it runs until it
+ * finishes (returns QF_OK or an error code), or until it would block: then
+ * it leaves a waker with whatever it waits for (a queue's poll form, the
+ * Coordinator, a timer) and returns QF_PENDING. A parked task holds no
+ * worker. A wake makes it runnable again; a wake that arrives while the
+ * task runs is remembered and the task is polled again, so no wake is lost.
+ * This is how qflow runs 10,000 QueueRunners on 2 workers.
+ *
+ * Scheduling: every worker has a local run queue (a Concurrency Kit SPMC
+ * ring: the worker pushes and pops, idle workers steal) and a "next" slot
+ * for the task it woke last (it runs next, while its data is still in the
+ * cache). Tasks spawned or woken from outside the pool go to a shared
+ * injection stack (ck_stack: push is one CAS, workers take the whole batch
+ * with one exchange). Idle workers sleep on an event count (futex) with the
+ * earliest timer as the deadline, so timers need no polling thread.
+ *
+ * A pool of 0 workers runs nothing by itself: the host program drives it
+ * with qf_runtime_run_once() from its own loop, waiting on
+ * qf_runtime_fd() and qf_runtime_next_deadline() (libuv-style embedding).
+ *
+ * Synchronization table
+ *   qf_task_spawn, qf_task_wake      any thread; lock-free (one CAS/push)
+ *   qf_task_* accessors              any thread; wait-free
+ *   qf_task_join                     any thread but a task; blocking
+ *   qf_runtime_run_once              one host thread at a time (0 workers)
+ *   qf_runtime_shutdown / free       one thread; blocking; not from a task
+ *
+ * Progress: waking and spawning are lock-free. Stealing is lock-free. The
+ * timer heap is guarded by a short futex mutex (armed and fired timers
+ * only). A worker runs one task poll at a time; a task that never returns
+ * holds its worker (tasks must not block: qflow's own blocking calls detect
+ * a task context and return QF_FAILED_PRECONDITION instead of sleeping).
+ */
+#ifndef QF_RUNTIME_H
+#define QF_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qf_coordinator.h"
+#include "qf_export.h"
+#include "qf_status.h"
+#include "qf_time.h"
+#include "qf_waker.h"
+
+QF_BEGIN_DECLS
+
+/* A task poll result besides QF_OK / errors / QF_PENDING (qf_queue.h):
+ * "I could go on, but let others run first": requeued at the back. */
+#define QF_YIELD ((qf_code)-2)
+#ifndef QF_PENDING
+#define QF_PENDING ((qf_code)-1)
+#endif
+
+typedef struct qf_runtime qf_runtime;
+typedef struct qf_task qf_task;
+
+/* The poll function. Returns QF_OK (finished), QF_PENDING (parked: a waker
+ * is registered), QF_YIELD (poll again later), or an error code (finished
+ * with that error; the thread's qf_last_message() is kept as its status). */
+typedef qf_code (*qf_task_fn)(qf_task *t, void *arg);
+
+typedef struct qf_runtime_options {
+    /* Worker threads: negative selects the number of online CPUs; 0 means
+     * the host drives the loop (qf_runtime_run_once). */
+    int workers;
+    /* Prefix of worker thread names (default "qflow"). Copied. */
+    const char *name;
+} qf_runtime_options;
+
+/**
+ * qf_runtime_new() - start a pool.
+ *
+ * Ownership:   the caller owns *ret_rt; free with qf_runtime_free().
+ * Blocking:    never (starts threads).
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT (more than 1024 workers);
+ *              QF_RESOURCE_EXHAUSTED (memory or threads).
+ */
+QF_API qf_code qf_runtime_new(const qf_runtime_options *opts, qf_runtime **ret_rt);
+
+/** qf_runtime_default() - the process-wide runtime (one worker per online
+ *  CPU), created on first use, like TensorFlow's default session. Never
+ *  freed by the library; do not pass it to qf_runtime_free(). */
+QF_API qf_runtime *qf_runtime_default(void);
+
+/**
+ * qf_runtime_shutdown() - stop accepting tasks (qf_task_spawn then fails
+ * with QF_CANCELLED), cancel every live task (qf_task_is_cancelled()
+ * becomes true, parked tasks are woken so they can finish), and wait until
+ * all have finished or the deadline passes.
+ *
+ * Blocking:    until every task finished or the deadline; with 0 workers
+ *              the calling thread runs the cancelled tasks itself.
+ * Returns:     QF_OK; QF_DEADLINE_EXCEEDED (tasks still running: the
+ *              runtime must then not be freed); QF_FAILED_PRECONDITION when
+ *              called from inside a task.
+ */
+QF_API qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline);
+
+/** qf_runtime_free() - shut down (waiting as long as it takes), join the
+ *  workers and free everything. NULL-safe. Not from inside a task. */
+QF_API void qf_runtime_free(qf_runtime *rt);
+
+QF_API int qf_runtime_num_workers(const qf_runtime *rt);
+/** Tasks spawned and not yet finished. Wait-free snapshot. */
+QF_API int64_t qf_runtime_num_tasks(const qf_runtime *rt);
+
+/**
+ * qf_runtime_run_once() - for a runtime with 0 workers: run every task that
+ * is runnable now (and those they wake), and fire due timers. If nothing
+ * was runnable, first wait until something is or the deadline passes
+ * (QF_NO_WAIT: do not wait).
+ *
+ * Returns:     the number of task polls run (>= 0), or -1 with
+ *              qf_last_code() QF_FAILED_PRECONDITION if the runtime has
+ *              workers or another thread is inside run_once.
+ */
+QF_API int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline);
+
+/** qf_runtime_fd() - a file descriptor that polls readable when a task of a
+ *  0-worker runtime became runnable from another thread (an eventfd; read
+ *  it to reset, or let run_once do so). -1 for runtimes with workers. */
+QF_API int qf_runtime_fd(const qf_runtime *rt);
+
+/** qf_runtime_next_deadline() - the earliest armed timer, or QF_FOREVER. */
+QF_API qf_deadline qf_runtime_next_deadline(qf_runtime *rt);
+
+/* ------------------------------------------------------------------ tasks */
+
+typedef struct qf_task_options {
+    /* Copied; shown in join reports and as the Coordinator member name. */
+    const char *name;
+    /* Non-NULL: the task is a member of this Coordinator until it finishes,
+     * so qf_coord_join() waits for it and names it if it lags. */
+    qf_coord *coord;
+} qf_task_options;
+
+/**
+ * qf_task_spawn() - create a task and make it runnable.
+ *
+ * Ownership:   `arg` is the caller's concern (it must outlive the task).
+ *              With ret_task non-NULL the caller gets a reference to the
+ *              task (release with qf_task_unref()); otherwise the task is
+ *              detached and freed when it finishes.
+ * Blocking:    never. Concurrency: any thread. Progress: lock-free.
+ * Returns:     QF_OK; QF_CANCELLED when the runtime is shutting down;
+ *              QF_INVALID_ARGUMENT; QF_RESOURCE_EXHAUSTED.
+ */
+QF_API qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_options *o,
+                             qf_task **ret_task);
+
+QF_API qf_task *qf_task_ref(qf_task *t);
+QF_API void qf_task_unref(qf_task *t);
+
+/**
+ * qf_task_wake() - make a parked task runnable (no effect on a runnable or
+ * finished one; a running one is polled again after it returns).
+ * Any thread; lock-free; never blocks. Release: what the caller wrote
+ * before waking is visible to the task's next poll.
+ */
+QF_API void qf_task_wake(qf_task *t);
+
+/** qf_task_waker() - the task's own waker, to hand to a queue's poll form
+ *  or qf_coord_register_waker(). Registered on at most one list at a time.
+ */
+QF_API qf_waker *qf_task_waker(qf_task *t);
+
+/** qf_task_waker_init() - prepare a caller-owned waker that wakes `t`, for
+ *  a task that waits on several things at once. The task must withdraw it
+ *  (qf_waker_withdraw) before it finishes. */
+QF_API void qf_task_waker_init(qf_task *t, qf_waker *w);
+
+/**
+ * qf_task_sleep_until() - arm the task's timer: it is woken at `deadline`
+ * (QF_FOREVER disarms). The task then returns QF_PENDING as usual; an
+ * earlier wake from elsewhere leaves the timer armed until it fires or is
+ * re-armed. Only from the task itself. Never blocks.
+ */
+QF_API void qf_task_sleep_until(qf_task *t, qf_deadline deadline);
+
+/** True once the runtime cancelled the task (shutdown). The task should
+ *  withdraw its wakers and return QF_CANCELLED. Wait-free; acquire. */
+QF_API bool qf_task_is_cancelled(const qf_task *t);
+
+/** The task running on the calling thread, or NULL. */
+QF_API qf_task *qf_task_current(void);
+
+QF_API const char *qf_task_name(const qf_task *t);
+QF_API void *qf_task_arg(const qf_task *t);
+/** True once the task finished. Wait-free; acquire. */
+QF_API bool qf_task_is_done(const qf_task *t);
+
+/**
+ * qf_task_join() - wait until the task finished.
+ *
+ * Blocking:    until done or the deadline. Not from inside a task
+ *              (QF_FAILED_PRECONDITION).
+ * Returns:     the task's result code (QF_OK or its error) once done, with
+ *              *ret_status (when non-NULL) a copy of its error status (NULL
+ *              for QF_OK); QF_DEADLINE_EXCEEDED if still running.
+ */
+QF_API qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status);
+
+QF_END_DECLS
+
+#endif

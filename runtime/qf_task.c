@@ -1,0 +1,220 @@
+/* qf_task.c - task lifecycle: spawn, wake, poll, finish, join. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_futex.h"
+#include "qf_lock-impl.h"
+#include "qf_runtime-impl.h"
+#include "qf_tsan-impl.h"
+
+static void task_free(qf_task *t)
+{
+    qf_status_free(t->status);
+    free(t->name);
+    free(t);
+}
+
+qf_task *qf_task_ref(qf_task *t)
+{
+    if (t)
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    return t;
+}
+
+void qf__task_unref(qf_task *t)
+{
+    if (t && atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+        task_free(t);
+}
+
+void qf_task_unref(qf_task *t)
+{
+    qf__task_unref(t);
+}
+
+static void on_task_wake(qf_waker *w)
+{
+    qf_task_wake(w->ctx);
+}
+
+qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_options *o,
+                      qf_task **ret_task)
+{
+    if (!rt || !fn)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", rt ? "task function" : "runtime");
+    qf_task *t = calloc(1, sizeof(*t));
+    const char *name = o && o->name ? o->name : "task";
+    if (!t || !(t->name = strdup(name))) {
+        free(t);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning task '%s'", name);
+    }
+    t->rt = rt;
+    t->fn = fn;
+    t->arg = arg;
+    t->timer_idx = -1;
+    t->timer_at = QF_FOREVER;
+    atomic_init(&t->refs, ret_task ? 2 : 1);
+    atomic_init(&t->state, T_SCHEDULED);
+    qf_waker_init(&t->waker, on_task_wake, t);
+    if (o && o->coord) {
+        qf_code rc = qf_coord_member_new(o->coord, t->name, &t->member);
+        if (rc != QF_OK) {
+            task_free(t);
+            return rc;
+        }
+    }
+    qf__lock(&rt->live_lock);
+    if (!atomic_load_explicit(&rt->accepting, memory_order_relaxed)) {
+        qf__unlock(&rt->live_lock);
+        if (t->member)
+            qf_coord_member_done(t->member);
+        task_free(t);
+        return qf_set_error(QF_CANCELLED, "Runtime is shutting down: task '%s' not started", name);
+    }
+    t->live_next = rt->live_head;
+    if (rt->live_head)
+        rt->live_head->live_prev = t;
+    rt->live_head = t;
+    atomic_fetch_add_explicit(&rt->live_n, 1, memory_order_relaxed);
+    qf__unlock(&rt->live_lock);
+    if (ret_task)
+        *ret_task = t;
+    qf__schedule(t);
+    return QF_OK;
+}
+
+void qf_task_wake(qf_task *t)
+{
+    uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
+    for (;;) {
+        if (s == T_PARKED) {
+            /* The one thread that wins this CAS queues the task. */
+            if (atomic_compare_exchange_weak_explicit(&t->state, &s, T_SCHEDULED,
+                                                      memory_order_acq_rel, memory_order_acquire)) {
+                qf__schedule(t);
+                return;
+            }
+        } else if (s == T_RUNNING) {
+            if (atomic_compare_exchange_weak_explicit(&t->state, &s, T_NOTIFIED,
+                                                      memory_order_acq_rel, memory_order_acquire))
+                return;
+        } else {
+            return; /* SCHEDULED, NOTIFIED or DONE: nothing to add */
+        }
+    }
+}
+
+static void finish(qf_task *t, qf_code rc)
+{
+    qf_runtime *rt = t->rt;
+    t->result = rc;
+    if (rc != QF_OK)
+        t->status = qf_last_status();
+    /* Safety net: a finished task must not stay on a wait list. */
+    qf_waker_withdraw(&t->waker);
+    qf__timer_disarm(t);
+    if (t->member)
+        qf_coord_member_done(t->member);
+    t->member = NULL;
+
+    qf__lock(&rt->live_lock);
+    if (t->live_prev)
+        t->live_prev->live_next = t->live_next;
+    else
+        rt->live_head = t->live_next;
+    if (t->live_next)
+        t->live_next->live_prev = t->live_prev;
+    qf__unlock(&rt->live_lock);
+
+    atomic_store_explicit(&t->state, T_DONE, memory_order_release);
+    atomic_store_explicit(&t->done, 1, memory_order_release);
+    qf_futex_wake(&t->done, INT32_MAX);
+    atomic_fetch_sub_explicit(&rt->live_n, 1, memory_order_acq_rel);
+    qf_eventcount_notify(&rt->live_ec, true);
+    qf__task_unref(t); /* the runtime's reference */
+}
+
+void qf__task_run(qf__worker *w, qf_task *t)
+{
+    QF_HB_ACQUIRE(t);
+    atomic_store_explicit(&t->state, T_RUNNING, memory_order_relaxed);
+    qf__set_current_task(t);
+    qf__set_in_task(true);
+    qf_code rc = t->fn(t, t->arg);
+    qf__set_in_task(false);
+    qf__set_current_task(NULL);
+
+    if ((rc == QF_PENDING || rc == QF_YIELD) &&
+        atomic_load_explicit(&t->cancelled, memory_order_acquire)) {
+        /* Shutdown asked it to stop and it did not: end it here rather
+         * than let it park forever. */
+        qf_waker_withdraw(&t->waker);
+        qf_set_error(QF_CANCELLED, "Task '%s' was cancelled: the runtime is shutting down",
+                     t->name);
+        rc = QF_CANCELLED;
+    }
+    if (rc == QF_PENDING) {
+        uint32_t s = T_RUNNING;
+        if (atomic_compare_exchange_strong_explicit(&t->state, &s, T_PARKED, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return;
+        /* woken while it ran (NOTIFIED): poll again */
+        atomic_store_explicit(&t->state, T_SCHEDULED, memory_order_relaxed);
+        qf__push_local(w, t);
+        return;
+    }
+    if (rc == QF_YIELD) {
+        atomic_store_explicit(&t->state, T_SCHEDULED, memory_order_relaxed);
+        qf__push_local(w, t);
+        return;
+    }
+    finish(t, rc);
+}
+
+qf_waker *qf_task_waker(qf_task *t)
+{
+    return &t->waker;
+}
+
+void qf_task_waker_init(qf_task *t, qf_waker *w)
+{
+    qf_waker_init(w, on_task_wake, t);
+}
+
+bool qf_task_is_cancelled(const qf_task *t)
+{
+    return atomic_load_explicit(&((qf_task *)t)->cancelled, memory_order_acquire);
+}
+
+const char *qf_task_name(const qf_task *t)
+{
+    return t->name;
+}
+
+void *qf_task_arg(const qf_task *t)
+{
+    return t->arg;
+}
+
+bool qf_task_is_done(const qf_task *t)
+{
+    return atomic_load_explicit(&((qf_task *)t)->done, memory_order_acquire) != 0;
+}
+
+qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status)
+{
+    if (!t)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL task");
+    while (!atomic_load_explicit(&t->done, memory_order_acquire)) {
+        if (qf__in_task())
+            return qf__blocking_in_task_error("qf_task_join");
+        if (qf_futex_wait(&t->done, 0, deadline) == QF_DEADLINE_EXCEEDED &&
+            !atomic_load_explicit(&t->done, memory_order_acquire))
+            return qf_set_error(QF_DEADLINE_EXCEEDED, "Task '%s' is still running", t->name);
+    }
+    if (ret_status)
+        *ret_status = t->status ? qf_status_copy(t->status) : NULL;
+    if (t->result != QF_OK && t->status)
+        qf_set_error(t->result, "%s", qf_status_message(t->status));
+    return t->result;
+}

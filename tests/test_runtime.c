@@ -1,0 +1,315 @@
+/* test_runtime.c - the worker pool and tasks (qf_runtime.h). */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qflow.h"
+
+static qf_runtime *mkrt(int workers)
+{
+    qf_runtime_options o = {.workers = workers, .name = "test"};
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
+    return rt;
+}
+
+static qf_code ok_task(qf_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return QF_OK;
+}
+
+Test(runtime, spawn_runs_task_and_join_reports_ok)
+{
+    qf_runtime *rt = mkrt(2);
+    atomic_int n = 0;
+    qf_task *t;
+    qf_task_options o = {.name = "one"};
+    cr_assert_eq(qf_task_spawn(rt, ok_task, &n, &o, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect(qf_task_is_done(t));
+    cr_expect_str_eq(qf_task_name(t), "one");
+    cr_expect_eq(atomic_load(&n), 1);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
+static qf_code failing_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return qf_set_error(QF_DATA_LOSS, "bad record at %d", 7);
+}
+
+Test(runtime, task_error_reaches_join_with_message)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, failing_task, NULL, NULL, &t), QF_OK);
+    qf_status *st = NULL;
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, &st), QF_DATA_LOSS);
+    cr_expect_str_eq(qf_status_message(st), "bad record at 7");
+    qf_status_free(st);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
+typedef struct {
+    qf_queue *q;
+    void *got;
+    atomic_int polls;
+} deq_arg;
+
+static qf_code dequeue_task(qf_task *t, void *arg)
+{
+    deq_arg *a = arg;
+    atomic_fetch_add(&a->polls, 1);
+    return qf_queue_poll_dequeue_ptr(a->q, qf_task_waker(t), &a->got);
+}
+
+Test(runtime, parked_task_woken_by_thread_enqueue)
+{
+    qf_runtime *rt = mkrt(2);
+    deq_arg a = {.got = NULL};
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &a.q), QF_OK);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, dequeue_task, &a, NULL, &t), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_ptr(a.q, (void *)0x42), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect_eq((uintptr_t)a.got, 0x42);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_queue_unref(a.q);
+}
+
+static qf_code self_waking_task(qf_task *t, void *arg)
+{
+    atomic_int *polls = arg;
+    if (atomic_fetch_add(polls, 1) == 0) {
+        qf_task_wake(t); /* a wake while running must not be lost */
+        return QF_PENDING;
+    }
+    return QF_OK;
+}
+
+Test(runtime, wake_during_poll_is_not_lost)
+{
+    qf_runtime *rt = mkrt(1);
+    atomic_int polls = 0;
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, self_waking_task, &polls, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&polls), 2);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
+static qf_code yielding_task(qf_task *t, void *arg)
+{
+    (void)t;
+    atomic_int *n = arg;
+    return atomic_fetch_add(n, 1) < 9 ? QF_YIELD : QF_OK;
+}
+
+Test(runtime, yield_requeues_until_done)
+{
+    qf_runtime *rt = mkrt(2);
+    atomic_int n = 0;
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, yielding_task, &n, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&n), 10);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
+typedef struct {
+    qf_deadline at;
+    atomic_int polls;
+} timer_arg;
+
+static qf_code timer_task(qf_task *t, void *arg)
+{
+    timer_arg *a = arg;
+    atomic_fetch_add(&a->polls, 1);
+    if (qf_deadline_passed(a->at))
+        return QF_OK;
+    qf_task_sleep_until(t, a->at);
+    return QF_PENDING;
+}
+
+Test(runtime, timer_wakes_parked_task_at_deadline)
+{
+    qf_runtime *rt = mkrt(2);
+    timer_arg a = {.at = qf_deadline_in_ns(3000000)};
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, timer_task, &a, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect_geq(qf_now_ns(), a.at);
+    cr_expect_leq(atomic_load(&a.polls), 3, "woken by the timer, not by polling");
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
+static qf_code blocking_inside_task(qf_task *t, void *arg)
+{
+    (void)t;
+    void *p;
+    return qf_queue_dequeue_ptr(arg, &p);
+}
+
+Test(runtime, blocking_call_inside_task_is_refused)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &q), QF_OK);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, blocking_inside_task, q, NULL, &t), QF_OK);
+    qf_status *st = NULL;
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, &st), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_status_message(st), "poll form") != NULL);
+    qf_status_free(st);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+static qf_code parked_forever(qf_task *t, void *arg)
+{
+    void *p;
+    if (qf_task_is_cancelled(t)) {
+        qf_queue_cancel_poll(arg, qf_task_waker(t));
+        return qf_set_error(QF_CANCELLED, "Dequeue operation was cancelled");
+    }
+    return qf_queue_poll_dequeue_ptr(arg, qf_task_waker(t), &p);
+}
+
+Test(runtime, shutdown_cancels_parked_tasks_and_refuses_new_ones)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &q), QF_OK);
+    qf_task *t[16];
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(qf_task_spawn(rt, parked_forever, q, NULL, &t[i]), QF_OK);
+    cr_assert_eq(qf_runtime_shutdown(rt, QF_FOREVER), QF_OK);
+    for (int i = 0; i < 16; i++) {
+        cr_expect_eq(qf_task_join(t[i], QF_FOREVER, NULL), QF_CANCELLED);
+        qf_task_unref(t[i]);
+    }
+    cr_expect_eq(qf_runtime_num_tasks(rt), 0);
+    atomic_int n = 0;
+    cr_expect_eq(qf_task_spawn(rt, ok_task, &n, NULL, NULL), QF_CANCELLED);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+static qf_code ignores_cancel(qf_task *t, void *arg)
+{
+    void *p;
+    return qf_queue_poll_dequeue_ptr(arg, qf_task_waker(t), &p);
+}
+
+Test(runtime, task_ignoring_cancellation_is_ended_with_cancelled)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &q), QF_OK);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, ignores_cancel, q, NULL, &t), QF_OK);
+    cr_assert_eq(qf_runtime_shutdown(rt, QF_FOREVER), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_CANCELLED);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    /* the task's waker was withdrawn: enqueueing touches no freed task */
+    cr_expect_eq(qf_queue_enqueue_ptr(q, NULL), QF_OK);
+    qf_queue_unref(q);
+}
+
+Test(runtime, host_driven_runtime_runs_only_in_run_once)
+{
+    qf_runtime *rt = mkrt(0);
+    cr_expect_eq(qf_runtime_num_workers(rt), 0);
+    cr_expect_geq(qf_runtime_fd(rt), 0);
+    atomic_int n = 0;
+    cr_assert_eq(qf_task_spawn(rt, ok_task, &n, NULL, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&n), 0, "nothing runs without the host");
+    struct pollfd pfd = {.fd = qf_runtime_fd(rt), .events = POLLIN};
+    cr_expect_eq(poll(&pfd, 1, 1000), 1, "the fd says work is waiting");
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), 1);
+    cr_expect_eq(atomic_load(&n), 1);
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), 0);
+    timer_arg a = {.at = qf_deadline_in_ns(2000000)};
+    cr_assert_eq(qf_task_spawn(rt, timer_task, &a, NULL, NULL), QF_OK);
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), 1);
+    cr_expect_neq(qf_runtime_next_deadline(rt), QF_FOREVER);
+    while (qf_runtime_num_tasks(rt) > 0)
+        qf_runtime_run_once(rt, qf_deadline_in_s(1.0));
+    cr_expect_geq(qf_now_ns(), a.at);
+    qf_runtime_free(rt);
+}
+
+Test(runtime, run_once_refused_with_workers)
+{
+    qf_runtime *rt = mkrt(1);
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), -1);
+    cr_expect_eq(qf_last_code(), QF_FAILED_PRECONDITION);
+    qf_runtime_free(rt);
+}
+
+/* Many parked tasks use no worker: 10,000 tasks wait on one queue on two
+ * workers; a thread feeds them one element each. */
+Test(runtime, ten_thousand_parked_tasks_on_two_workers, .timeout = 120)
+{
+    qf_runtime *rt = mkrt(2);
+    enum { N = 10000 };
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(-1, "q", 0, NULL, &q), QF_OK);
+    deq_arg *args = calloc(N, sizeof(deq_arg));
+    for (int i = 0; i < N; i++) {
+        args[i].q = q;
+        cr_assert_eq(qf_task_spawn(rt, dequeue_task, &args[i], NULL, NULL), QF_OK);
+    }
+    for (uintptr_t i = 1; i <= N; i++)
+        cr_assert_eq(qf_queue_enqueue_ptr(q, (void *)i), QF_OK);
+    cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(60)), QF_OK);
+    uint64_t sum = 0;
+    for (int i = 0; i < N; i++)
+        sum += (uintptr_t)args[i].got;
+    cr_expect_eq(sum, (uint64_t)N * (N + 1) / 2, "every task got exactly one element");
+    free(args);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+Test(runtime, tasks_are_coordinator_members)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_coord *c;
+    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
+    atomic_int n = 0;
+    qf_task_options o = {.name = "member", .coord = c};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(qf_task_spawn(rt, ok_task, &n, &o, NULL), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&n), 8);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+}
+
+Test(runtime, default_runtime_exists)
+{
+    qf_runtime *rt = qf_runtime_default();
+    cr_assert_not_null(rt);
+    cr_expect_eq(rt, qf_runtime_default());
+    atomic_int n = 0;
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, ok_task, &n, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    qf_task_unref(t);
+}
