@@ -95,8 +95,21 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
 {
     /* A task may be made runnable by its wake function and try to
      * re-register before the waking thread stored DONE. */
-    if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+    uint32_t s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+    if (s == QF_WAKER_CLAIMED)
         wait_until_done(w);
+    if (s == QF_WAKER_REGISTERED) {
+        /* A task woken by something else (a timer, a cancellation) polls
+         * again with its waker still registered. On this list already:
+         * keep that registration (linking it twice would corrupt the
+         * list). On another list: move it here. If a wake claims it
+         * meanwhile, the task is simply polled once more. */
+        if (__atomic_load_n(&w->qf__list, __ATOMIC_RELAXED) == wl) {
+            atomic_thread_fence(memory_order_seq_cst);
+            return;
+        }
+        qf_waker_withdraw(w);
+    }
     qf__lock(&wl->qf__lock);
     atomic_store_explicit(&w->qf__state, QF_WAKER_REGISTERED, memory_order_relaxed);
     __atomic_store_n(&w->qf__list, wl, __ATOMIC_RELAXED);

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "qf_ring-impl.h"
 #include "qf_runtime.h"
 
 enum { T_PARKED, T_SCHEDULED, T_RUNNING, T_NOTIFIED, T_DONE };
@@ -55,7 +56,11 @@ typedef struct qf__worker {
     unsigned next_streak;
     unsigned tick;
     uint64_t rng;
-    _Alignas(64) ck_ring_t ring; /* SPMC: the owner pushes, anyone pops */
+    /* SPMC: the owner pushes, anyone pops. The queue layer's ring
+     * operations (ck_ring indices, slots through ck_pr) are used rather
+     * than ck_ring_dequeue_spmc, whose plain slot copy races benignly
+     * with the owner's next write and would be reported by TSan. */
+    qf__ring ring;
     ck_ring_buffer_t buf[QF__LOCAL_RING];
 } qf__worker;
 

@@ -59,10 +59,24 @@ qf_task *qf_task_current(void)
 
 /* ----------------------------------------------------------- run queues */
 
+/* Push a chain first..last (linked through inj.next) onto the injection
+ * stack with one CAS. ck_stack's own push writes the link with a plain
+ * store TSan would see racing with the popper's read; ck_pr accesses are
+ * invisible to it, and the hand-off is announced with QF_HB_* instead. */
+static void inject_chain(qf_runtime *rt, ck_stack_entry_t *first, ck_stack_entry_t *last)
+{
+    ck_stack_entry_t *head = ck_pr_load_ptr(&rt->inject.head);
+    for (;;) {
+        ck_pr_store_ptr(&last->next, head);
+        if (ck_pr_cas_ptr_value(&rt->inject.head, head, first, &head))
+            return;
+    }
+}
+
 static void push_inject(qf_runtime *rt, qf_task *t)
 {
     QF_HB_RELEASE(t);
-    ck_stack_push_upmc(&rt->inject, &t->inj);
+    inject_chain(rt, &t->inj, &t->inj);
     if (rt->efd >= 0 && atomic_exchange_explicit(&rt->efd_armed, 0, memory_order_acq_rel)) {
         uint64_t one = 1;
         ssize_t r = write(rt->efd, &one, sizeof(one));
@@ -74,7 +88,8 @@ static void push_inject(qf_runtime *rt, qf_task *t)
 void qf__push_local(qf__worker *w, qf_task *t)
 {
     QF_HB_RELEASE(t);
-    if (!ck_ring_enqueue_spmc(&w->ring, w->buf, t)) {
+    void *v = t;
+    if (qf__ring_enqueue_sp(&w->ring, &v, 1) == 0) {
         push_inject(w->rt, t); /* ring full: let the others have it */
         return;
     }
@@ -97,7 +112,7 @@ void qf__schedule(qf_task *t)
 static qf_task *pop_local(qf__worker *w)
 {
     void *p;
-    if (ck_ring_dequeue_spmc(&w->ring, w->buf, &p)) {
+    if (qf__ring_dequeue_mc(&w->ring, &p, 1)) {
         QF_HB_ACQUIRE(p);
         return p;
     }
@@ -116,34 +131,36 @@ static qf_task *pop_inject(qf__worker *w)
         return NULL;
     ck_stack_entry_t *rev = NULL;
     while (e) { /* the stack is newest first */
-        ck_stack_entry_t *n = e->next;
-        e->next = rev;
+        ck_stack_entry_t *n = ck_pr_load_ptr(&e->next);
+        QF_HB_ACQUIRE(task_of_entry(e));
+        ck_pr_store_ptr(&e->next, rev);
         rev = e;
         e = n;
     }
     qf_task *first = task_of_entry(rev);
     QF_HB_ACQUIRE(first);
     bool pushed = false;
-    for (e = rev->next; e;) {
+    for (e = ck_pr_load_ptr(&rev->next); e;) {
         qf_task *t = task_of_entry(e);
         QF_HB_ACQUIRE(t);
         QF_HB_RELEASE(t);
-        if (!ck_ring_enqueue_spmc(&w->ring, w->buf, t))
+        void *v = t;
+        if (qf__ring_enqueue_sp(&w->ring, &v, 1) == 0)
             break;
         pushed = true;
-        e = e->next;
+        e = ck_pr_load_ptr(&e->next);
     }
     if (e) {
         /* The ring is full: return the rest to the injection stack in one
          * CAS (re-pushing one at a time would make a large batch cost
          * quadratic time). */
-        ck_stack_entry_t *last = e;
-        while (last->next)
-            last = last->next;
-        ck_stack_entry_t *head = ck_pr_load_ptr(&rt->inject.head);
-        do {
-            last->next = head;
-        } while (!ck_pr_cas_ptr_value(&rt->inject.head, head, e, &head));
+        ck_stack_entry_t *last = e, *n;
+        while ((n = ck_pr_load_ptr(&last->next)) != NULL) {
+            QF_HB_RELEASE(task_of_entry(last));
+            last = n;
+        }
+        QF_HB_RELEASE(task_of_entry(last));
+        inject_chain(rt, e, last);
         pushed = true;
     }
     if (pushed)
@@ -164,7 +181,7 @@ static qf_task *steal(qf__worker *w)
         if (v == w)
             continue;
         void *p;
-        if (ck_ring_dequeue_spmc(&v->ring, v->buf, &p)) {
+        if (qf__ring_dequeue_mc(&v->ring, &p, 1)) {
             QF_HB_ACQUIRE(p);
             return p;
         }
@@ -340,7 +357,7 @@ static bool work_visible(qf_runtime *rt)
         return true;
     int n = rt->nworkers ? rt->nworkers : 1;
     for (int i = 0; i < n; i++)
-        if (ck_ring_size(&rt->workers[i].ring) != 0)
+        if (qf__ring_size(&rt->workers[i].ring) != 0)
             return true;
     int64_t next = atomic_load_explicit(&rt->next_timer, memory_order_acquire);
     return next != QF_FOREVER && next <= qf_now_ns();
@@ -384,7 +401,9 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     w->rt = rt;
     w->index = index;
     w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(index + 1);
-    ck_ring_init(&w->ring, QF__LOCAL_RING);
+    ck_ring_init(&w->ring.ring, QF__LOCAL_RING);
+    w->ring.buf = w->buf;
+    w->ring.mask = QF__LOCAL_RING - 1;
 }
 
 qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
