@@ -31,6 +31,7 @@ struct qf_task {
     _Atomic uint32_t refs;
     _Atomic uint32_t done; /* futex word for join: 0 -> 1 */
     _Atomic bool cancelled;
+    bool daemon;
     qf_runtime *rt;
     qf_task_fn fn;
     void *arg;

@@ -136,6 +136,10 @@ typedef struct qf_task_options {
     /* Non-NULL: the task is a member of this Coordinator until it finishes,
      * so qf_coord_join() waits for it and names it if it lags. */
     qf_coord *coord;
+    /* Create the task parked: it first runs when qf_task_wake() is called. */
+    bool suspended;
+    /* Recorded (qf_task_is_daemon); every task ends at runtime shutdown. */
+    bool daemon;
 } qf_task_options;
 
 /**
@@ -189,6 +193,7 @@ QF_API bool qf_task_is_cancelled(const qf_task *t);
 QF_API qf_task *qf_task_current(void);
 
 QF_API const char *qf_task_name(const qf_task *t);
+QF_API bool qf_task_is_daemon(const qf_task *t);
 QF_API void *qf_task_arg(const qf_task *t);
 /** True once the task finished. Wait-free; acquire. */
 QF_API bool qf_task_is_done(const qf_task *t);

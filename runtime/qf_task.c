@@ -54,7 +54,9 @@ qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_op
     t->timer_idx = -1;
     t->timer_at = QF_FOREVER;
     atomic_init(&t->refs, ret_task ? 2 : 1);
-    atomic_init(&t->state, T_SCHEDULED);
+    bool suspended = o && o->suspended;
+    t->daemon = o && o->daemon;
+    atomic_init(&t->state, suspended ? T_PARKED : T_SCHEDULED);
     qf_waker_init(&t->waker, on_task_wake, t);
     if (o && o->coord) {
         qf_code rc = qf_coord_member_new(o->coord, t->name, &t->member);
@@ -79,7 +81,8 @@ qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_op
     qf__unlock(&rt->live_lock);
     if (ret_task)
         *ret_task = t;
-    qf__schedule(t);
+    if (!suspended)
+        qf__schedule(t);
     return QF_OK;
 }
 
@@ -179,6 +182,11 @@ qf_waker *qf_task_waker(qf_task *t)
 void qf_task_waker_init(qf_task *t, qf_waker *w)
 {
     qf_waker_init(w, on_task_wake, t);
+}
+
+bool qf_task_is_daemon(const qf_task *t)
+{
+    return t->daemon;
 }
 
 bool qf_task_is_cancelled(const qf_task *t)

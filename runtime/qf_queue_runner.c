@@ -1,0 +1,530 @@
+/* qf_queue_runner.c - QueueRunners: one task per enqueue op.
+ *
+ * Each task polls its op and then enqueues what the op produced, holding
+ * the element while the queue is full (a parked task, no worker). Per
+ * runtime the runner counts its live tasks, as TensorFlow counts threads
+ * per session: the last task to retire through a closed code runs the close
+ * op (spec 130-131); a start while tasks are still counted does nothing
+ * (spec 139).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_lock-impl.h"
+#include "qf_queue_runner-impl.h"
+
+/* Enqueues per poll before a runner task yields its worker to others. */
+#define BUDGET 64
+
+/* --------------------------------------------------------------- creation */
+
+static qf_code default_close(void *arg)
+{
+    return qf_queue_close(arg, false);
+}
+
+static qf_code default_cancel(void *arg)
+{
+    return qf_queue_close(arg, true);
+}
+
+static char *fmt_name(const char *a, const char *b)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s%s", a, b) < 0)
+        return NULL;
+    return s;
+}
+
+qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_ops,
+                            const qf_queue_runner_options *o, qf_queue_runner **ret)
+{
+    if (!queue || !ops || n_ops == 0 || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Must provide queue and enqueue_ops.");
+    for (size_t i = 0; i < n_ops; i++) {
+        const qf_enqueue_op *op = &ops[i];
+        bool ok = (op->kind == QF_OP_PRODUCE && op->produce) ||
+                  (op->kind == QF_OP_TRANSFORM && op->input) ||
+                  (op->kind == QF_OP_POLL && op->poll);
+        if (!ok)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Enqueue op %zu ('%s') of the runner for queue '%s' lacks its "
+                                "function or input queue",
+                                i, op->name ? op->name : "", qf_queue_name(queue));
+    }
+    if (o && o->n_closed_codes)
+        for (size_t i = 0; i < o->n_closed_codes; i++)
+            if (!o->closed_codes || !qf_code_is_valid(o->closed_codes[i]) ||
+                o->closed_codes[i] == QF_OK)
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "queue_closed_exception_types must be canonical error codes "
+                                    "(got %d)",
+                                    o->closed_codes ? (int)o->closed_codes[i] : -1);
+
+    qf_queue_runner *r = calloc(1, sizeof(*r));
+    if (!r)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+    r->queue = qf_queue_ref(queue);
+    r->n_ops = n_ops;
+    r->ops = calloc(n_ops, sizeof(*r->ops));
+    const char *qn = qf_queue_name(queue);
+    r->close_op = o && o->close_op ? o->close_op : default_close;
+    r->close_arg = o && o->close_op ? o->close_arg : queue;
+    r->cancel_op = o && o->cancel_op ? o->cancel_op : default_cancel;
+    r->cancel_arg = o && o->cancel_op ? o->cancel_arg : queue;
+    r->close_name = o && o->close_op_name ? strdup(o->close_op_name) : fmt_name(qn, "_Close");
+    r->cancel_name = o && o->cancel_op_name ? strdup(o->cancel_op_name) : fmt_name(qn, "_Close_1");
+    r->n_closed = o && o->n_closed_codes ? o->n_closed_codes : 1;
+    r->closed = malloc(r->n_closed * sizeof(qf_code));
+    if (!r->ops || !r->close_name || !r->cancel_name || !r->closed) {
+        qf_queue_runner_free(r);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+    }
+    if (o && o->n_closed_codes)
+        memcpy(r->closed, o->closed_codes, r->n_closed * sizeof(qf_code));
+    else
+        r->closed[0] = QF_OUT_OF_RANGE;
+    for (size_t i = 0; i < n_ops; i++) {
+        r->ops[i].op = ops[i];
+        char idx[32];
+        snprintf(idx, sizeof(idx), "enqueue_op_%zu", i);
+        r->ops[i].name = strdup(ops[i].name ? ops[i].name : idx);
+        r->ops[i].op.name = r->ops[i].name;
+        if (ops[i].input)
+            qf_queue_ref(ops[i].input);
+        if (!r->ops[i].name) {
+            qf_queue_runner_free(r);
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+        }
+    }
+    *ret = r;
+    return QF_OK;
+}
+
+qf_code qf_queue_runner_free(qf_queue_runner *r)
+{
+    if (!r)
+        return QF_OK;
+    qf__lock(&r->lock);
+    for (size_t i = 0; i < r->n_runs; i++)
+        if (r->runs[i].running) {
+            qf__unlock(&r->lock);
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "QueueRunner '%s' still has %zu running tasks",
+                                r->queue ? qf_queue_name(r->queue) : "", r->runs[i].running);
+        }
+    qf__unlock(&r->lock);
+    for (size_t i = 0; r->ops && i < r->n_ops; i++) {
+        free(r->ops[i].name);
+        qf_queue_unref(r->ops[i].op.input);
+    }
+    for (size_t i = 0; i < r->n_exc; i++)
+        qf_status_free(r->exc[i]);
+    free(r->exc);
+    free(r->runs);
+    free(r->ops);
+    free(r->closed);
+    free(r->close_name);
+    free(r->cancel_name);
+    qf_queue_unref(r->queue);
+    free(r);
+    return QF_OK;
+}
+
+const char *qf_queue_runner_name(const qf_queue_runner *r)
+{
+    return qf_queue_name(r->queue);
+}
+
+qf_queue *qf_queue_runner_queue(const qf_queue_runner *r)
+{
+    return r->queue;
+}
+
+size_t qf_queue_runner_num_ops(const qf_queue_runner *r)
+{
+    return r->n_ops;
+}
+
+size_t qf_queue_runner_closed_codes(const qf_queue_runner *r, qf_code *out, size_t cap)
+{
+    for (size_t i = 0; i < r->n_closed && i < cap; i++)
+        out[i] = r->closed[i];
+    return r->n_closed;
+}
+
+/* ------------------------------------------------------------ bookkeeping */
+
+static qf__runner_run *find_run(qf_queue_runner *r, const qf_runtime *rt, bool create)
+{
+    for (size_t i = 0; i < r->n_runs; i++)
+        if (r->runs[i].rt == rt)
+            return &r->runs[i];
+    if (!create)
+        return NULL;
+    if (r->n_runs == r->cap_runs) {
+        size_t nc = r->cap_runs ? r->cap_runs * 2 : 4;
+        qf__runner_run *nr = realloc(r->runs, nc * sizeof(*nr));
+        if (!nr)
+            return NULL;
+        r->runs = nr;
+        r->cap_runs = nc;
+    }
+    qf__runner_run *run = &r->runs[r->n_runs++];
+    memset(run, 0, sizeof(*run));
+    run->rt = rt;
+    return run;
+}
+
+size_t qf_queue_runner_running(const qf_queue_runner *r, const qf_runtime *rt)
+{
+    qf_queue_runner *mr = (qf_queue_runner *)r;
+    qf__lock(&mr->lock);
+    qf__runner_run *run = find_run(mr, rt, false);
+    size_t n = run ? run->running : 0;
+    qf__unlock(&mr->lock);
+    return n;
+}
+
+size_t qf_queue_runner_num_exceptions(const qf_queue_runner *r)
+{
+    qf_queue_runner *mr = (qf_queue_runner *)r;
+    qf__lock(&mr->lock);
+    size_t n = mr->n_exc;
+    qf__unlock(&mr->lock);
+    return n;
+}
+
+qf_status *qf_queue_runner_exception(const qf_queue_runner *r, size_t i)
+{
+    qf_queue_runner *mr = (qf_queue_runner *)r;
+    qf__lock(&mr->lock);
+    qf_status *s = i < mr->n_exc ? qf_status_copy(mr->exc[i]) : NULL;
+    qf__unlock(&mr->lock);
+    return s;
+}
+
+static void record_exception(qf_queue_runner *r, qf_status *st)
+{
+    qf__lock(&r->lock);
+    if (r->n_exc == r->cap_exc) {
+        size_t nc = r->cap_exc ? r->cap_exc * 2 : 4;
+        qf_status **ne = realloc(r->exc, nc * sizeof(*ne));
+        if (!ne) {
+            qf__unlock(&r->lock);
+            qf_status_free(st);
+            return;
+        }
+        r->exc = ne;
+        r->cap_exc = nc;
+    }
+    r->exc[r->n_exc++] = st;
+    qf__unlock(&r->lock);
+}
+
+static void cancel_action(void *arg)
+{
+    qf_queue_runner *r = arg;
+    r->cancel_op(r->cancel_arg); /* errors ignored (spec 134) */
+}
+
+/* A task leaves. The last one to leave through a closed code closes the
+ * queue; the last one in any case withdraws the stop action. */
+static void retire(qf__rtask *s, bool closed)
+{
+    qf_queue_runner *r = s->r;
+    qf_coord_action *action = NULL;
+    qf_coord *coord = NULL;
+    bool last;
+    qf__lock(&r->lock);
+    qf__runner_run *run = find_run(r, s->rt, false);
+    last = run && --run->running == 0;
+    if (last) {
+        action = run->action;
+        coord = run->coord;
+        run->action = NULL;
+        run->coord = NULL;
+    }
+    qf__unlock(&r->lock);
+    if (last && closed)
+        r->close_op(r->close_arg); /* errors ignored (spec 130) */
+    if (action)
+        qf_coord_remove_stop_action(coord, action);
+}
+
+/* ----------------------------------------------------------------- tasks */
+
+static bool is_closed_code(const qf_queue_runner *r, qf_code rc)
+{
+    for (size_t i = 0; i < r->n_closed; i++)
+        if (r->closed[i] == rc)
+            return true;
+    return false;
+}
+
+static void drop_pending(qf__rtask *s)
+{
+    qf_element_free(s->holding);
+    s->holding = NULL;
+    for (size_t i = s->row_i; i < s->nrows; i++)
+        qf_element_free(s->rows[i]);
+    free(s->rows);
+    s->rows = NULL;
+    s->nrows = s->row_i = 0;
+}
+
+/* The task's last poll: withdraw wakers, leave, free the state. */
+static qf_code leave(qf__rtask *s, qf_task *t, qf_code rc, bool closed)
+{
+    qf_waker_withdraw(qf_task_waker(t));
+    if (s->stop_registered)
+        qf_coord_cancel_waker(s->coord, &s->stop_waker);
+    drop_pending(s);
+    retire(s, closed);
+    free(s);
+    return rc;
+}
+
+static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
+{
+    qf_queue_runner *r = s->r;
+    if (is_closed_code(r, rc))
+        return leave(s, t, QF_OK, true); /* its input ended: a clean exit */
+    if (s->coord)
+        qf_coord_request_stop(s->coord, qf_last_status()); /* spec 133, 136 */
+    else
+        record_exception(r, qf_last_status()); /* spec 132 */
+    return leave(s, t, rc, false);
+}
+
+/* Split a batch element into row elements. Consumes the batch. */
+static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
+{
+    size_t nc = qf_element_size(batch);
+    const qf_tensor *t0 = qf_element_get(batch, 0);
+    if (!t0 || qf_tensor_shape(t0)->rank < 1) {
+        qf_element_free(batch);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Enqueue op '%s' for queue '%s' must produce a batch (rank >= 1)",
+                            s->op->name, qf_queue_name(q));
+    }
+    int64_t n = qf_tensor_shape(t0)->dims[0];
+    qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
+    s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
+    if (!parts || !s->rows) {
+        free(parts);
+        qf_element_free(batch);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
+    }
+    qf_code rc = QF_OK;
+    for (size_t c = 0; c < nc && rc == QF_OK; c++) {
+        qf_tensor *t = qf_element_take(batch, c);
+        if (!t || qf_tensor_shape(t)->rank < 1 || qf_tensor_shape(t)->dims[0] != n) {
+            qf_tensor_unref(t);
+            rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "All input tensors must have the same size in the 0th dimension. "
+                              "Component %zu differs",
+                              c);
+            break;
+        }
+        rc = qf_tensor_unstack(t, parts + c * (size_t)n);
+    }
+    qf_element_free(batch);
+    for (int64_t i = 0; i < n; i++) {
+        qf_tensor *row[64];
+        qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(*rp));
+        for (size_t c = 0; rp && c < nc; c++)
+            rp[c] = parts[c * (size_t)n + (size_t)i];
+        if (rc == QF_OK && rp) {
+            s->rows[i] = qf_element_of(nc, rp);
+        } else {
+            for (size_t c = 0; rp && c < nc; c++)
+                qf_tensor_unref(rp[c]);
+        }
+        if (rp != row)
+            free(rp);
+    }
+    free(parts);
+    s->nrows = rc == QF_OK ? (size_t)n : 0;
+    s->row_i = 0;
+    if (rc != QF_OK) {
+        for (int64_t i = 0; i < n; i++)
+            qf_element_free(s->rows[i]);
+        free(s->rows);
+        s->rows = NULL;
+    }
+    return rc;
+}
+
+static bool have_pending(const qf__rtask *s)
+{
+    return s->holding || s->row_i < s->nrows;
+}
+
+/* Run one step of the op. QF_OK: something is pending to enqueue (or, for
+ * a poll op, one run finished). */
+static qf_code run_op(qf__rtask *s, qf_task *t)
+{
+    const qf_enqueue_op *op = &s->op->op;
+    qf_element *e = NULL;
+    qf_code rc;
+    switch (op->kind) {
+    case QF_OP_PRODUCE:
+        rc = op->produce(op->arg, &e);
+        if (rc != QF_OK)
+            return rc;
+        if (!e)
+            return QF_OK;
+        if (op->many) {
+            free(s->rows);
+            s->rows = NULL;
+            return split_batch(s->r->queue, e, s);
+        }
+        s->holding = e;
+        return QF_OK;
+    case QF_OP_TRANSFORM:
+        rc = qf_queue_poll_dequeue(op->input, qf_task_waker(t), &e);
+        if (rc != QF_OK)
+            return rc;
+        if (!op->transform) {
+            s->holding = e;
+            return QF_OK;
+        }
+        return op->transform(op->arg, e, &s->holding);
+    case QF_OP_POLL:
+        return op->poll(t, op->arg);
+    }
+    return qf_set_error(QF_INTERNAL, "unknown enqueue op kind");
+}
+
+static qf_code runner_task(qf_task *t, void *arg)
+{
+    qf__rtask *s = arg;
+    if (qf_task_is_cancelled(t)) {
+        qf_set_error(QF_CANCELLED, "Enqueue operation was cancelled");
+        return leave(s, t, QF_CANCELLED, false);
+    }
+    if (s->coord && !s->stop_checked) {
+        /* Be woken by a stop even while parked on an input queue. */
+        s->stop_checked = true;
+        qf_task_waker_init(t, &s->stop_waker);
+        s->stop_registered = qf_coord_register_waker(s->coord, &s->stop_waker);
+    }
+    for (int step = 0; step < BUDGET; step++) {
+        if (!have_pending(s)) {
+            /* spec 138: a stop ends the task before it runs the op, and
+             * such an exit does not close the queue */
+            if (s->coord && qf_coord_should_stop(s->coord))
+                return leave(s, t, QF_OK, false);
+            qf_code rc = run_op(s, t);
+            if (rc == QF_PENDING)
+                return QF_PENDING;
+            if (rc != QF_OK)
+                return fail(s, t, rc);
+            if (s->op->op.kind == QF_OP_POLL || !have_pending(s))
+                continue;
+        }
+        qf_element *e = s->holding ? s->holding : s->rows[s->row_i];
+        qf_code rc = qf_queue_poll_enqueue(s->r->queue, e, qf_task_waker(t));
+        if (rc == QF_PENDING)
+            return QF_PENDING;
+        if (rc != QF_OK)
+            return fail(s, t, rc); /* the element stays pending and is freed */
+        if (s->holding)
+            s->holding = NULL;
+        else if (++s->row_i == s->nrows) {
+            free(s->rows);
+            s->rows = NULL;
+            s->nrows = s->row_i = 0;
+        }
+    }
+    return QF_YIELD;
+}
+
+/* ----------------------------------------------------------------- start */
+
+void qf_tasks_free(qf_task **tasks, size_t n)
+{
+    for (size_t i = 0; tasks && i < n; i++)
+        qf_task_unref(tasks[i]);
+    free(tasks);
+}
+
+qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord, unsigned flags,
+                              qf_task ***ret_tasks, size_t *ret_n)
+{
+    if (ret_tasks)
+        *ret_tasks = NULL;
+    if (ret_n)
+        *ret_n = 0;
+    if (!r || !rt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", r ? "runtime" : "runner");
+    qf__lock(&r->lock);
+    qf__runner_run *run = find_run(r, rt, true);
+    if (!run) {
+        qf__unlock(&r->lock);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
+    }
+    if (run->running > 0) { /* spec 139 */
+        qf__unlock(&r->lock);
+        return QF_OK;
+    }
+    for (size_t i = 0; i < r->n_exc; i++) /* spec 141 */
+        qf_status_free(r->exc[i]);
+    r->n_exc = 0;
+    run->running = r->n_ops;
+    run->coord = coord;
+    qf__unlock(&r->lock);
+
+    qf_coord_action *action = NULL;
+    if (coord) /* spec 134; runs at once if a stop is already in effect */
+        qf_coord_add_stop_action(coord, cancel_action, r, &action);
+    qf__lock(&r->lock);
+    run->action = action;
+    qf__unlock(&r->lock);
+
+    qf_task **tasks = calloc(r->n_ops, sizeof(*tasks));
+    size_t started = 0;
+    qf_code rc = QF_OK;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        qf__rtask *s = calloc(1, sizeof(*s));
+        char *name = NULL;
+        if (!s || asprintf(&name, "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
+                           r->ops[i].name) < 0) {
+            free(s);
+            rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
+            break;
+        }
+        s->r = r;
+        s->op = &r->ops[i];
+        s->rt = rt;
+        s->coord = coord;
+        qf_task_options to = {.name = name,
+                              .coord = coord,
+                              .suspended = !(flags & QF_RUNNER_START),
+                              .daemon = (flags & QF_RUNNER_DAEMON) != 0};
+        qf_task *t = NULL;
+        rc = qf_task_spawn(rt, runner_task, s, &to, tasks ? &t : NULL);
+        free(name);
+        if (rc != QF_OK) {
+            free(s);
+            break;
+        }
+        if (tasks)
+            tasks[started] = t;
+        started++;
+    }
+    /* Tasks that could not be created are not counted as running. */
+    for (size_t i = started; i < r->n_ops; i++) {
+        qf__rtask fake = {.r = r, .rt = rt};
+        retire(&fake, false);
+    }
+    if (ret_tasks)
+        *ret_tasks = tasks;
+    else
+        qf_tasks_free(tasks, started);
+    if (ret_n)
+        *ret_n = started;
+    return rc;
+}

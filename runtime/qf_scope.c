@@ -1,0 +1,496 @@
+/* qf_scope.c - scopes: collections of runners, start_queue_runners, the
+ * name registry, and runner definitions as text.
+ *
+ * A definition is a few "key: value" lines, close to TensorFlow's
+ * QueueRunnerDef text form:
+ *
+ *     queue_name: "scope/q"
+ *     enqueue_op_name: "scope/op"          (one line per op)
+ *     close_op_name: "scope/q_Close"
+ *     cancel_op_name: "scope/q_Close_1"
+ *     queue_closed_exception_types: 11     (canonical numbers)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_lock-impl.h"
+#include "qf_queue_runner-impl.h"
+
+typedef struct collection {
+    char *name;
+    qf_queue_runner **rs;
+    size_t n, cap;
+} collection;
+
+typedef struct named_queue {
+    char *name;
+    qf_queue *q;
+} named_queue;
+
+typedef struct named_op {
+    qf_enqueue_op op;
+    char *name;
+} named_op;
+
+typedef struct named_action {
+    char *name;
+    qf_runner_action_fn fn;
+    void *arg;
+} named_action;
+
+struct qf_scope {
+    _Atomic uint32_t lock;
+    collection *colls;
+    size_t n_colls;
+    qf_queue_runner **owned;
+    size_t n_owned, cap_owned;
+    qf_queue_registry *registry;
+    named_queue *queues;
+    size_t n_queues;
+    named_op *ops;
+    size_t n_ops;
+    named_action *actions;
+    size_t n_actions;
+};
+
+static bool grow(void **arr, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return true;
+    size_t nc = *cap ? *cap * 2 : 8;
+    void *na = realloc(*arr, nc * elem);
+    if (!na)
+        return false;
+    *arr = na;
+    *cap = nc;
+    return true;
+}
+
+qf_code qf_scope_new(qf_scope **ret_scope)
+{
+    if (!ret_scope)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_scope");
+    qf_scope *s = calloc(1, sizeof(*s));
+    if (!s)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a scope");
+    qf_code rc = qf_queue_registry_new(&s->registry);
+    if (rc != QF_OK) {
+        free(s);
+        return rc;
+    }
+    *ret_scope = s;
+    return QF_OK;
+}
+
+void qf_scope_free(qf_scope *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_colls; i++) {
+        free(s->colls[i].name);
+        free(s->colls[i].rs);
+    }
+    free(s->colls);
+    for (size_t i = 0; i < s->n_owned; i++)
+        qf_queue_runner_free(s->owned[i]);
+    free(s->owned);
+    for (size_t i = 0; i < s->n_queues; i++) {
+        free(s->queues[i].name);
+        qf_queue_unref(s->queues[i].q);
+    }
+    free(s->queues);
+    for (size_t i = 0; i < s->n_ops; i++) {
+        free(s->ops[i].name);
+        qf_queue_unref(s->ops[i].op.input);
+    }
+    free(s->ops);
+    for (size_t i = 0; i < s->n_actions; i++)
+        free(s->actions[i].name);
+    free(s->actions);
+    qf_queue_registry_free(s->registry);
+    free(s);
+}
+
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static qf_scope *default_scope;
+
+static void make_default(void)
+{
+    if (qf_scope_new(&default_scope) != QF_OK)
+        default_scope = NULL;
+}
+
+qf_scope *qf_scope_default(void)
+{
+    pthread_once(&default_once, make_default);
+    return default_scope;
+}
+
+qf_queue_registry *qf_scope_registry(qf_scope *s)
+{
+    return s ? s->registry : qf_queue_registry_default();
+}
+
+/* ------------------------------------------------------------ collections */
+
+static collection *find_coll(qf_scope *s, const char *name, bool create)
+{
+    for (size_t i = 0; i < s->n_colls; i++)
+        if (strcmp(s->colls[i].name, name) == 0)
+            return &s->colls[i];
+    if (!create)
+        return NULL;
+    collection *nc = realloc(s->colls, (s->n_colls + 1) * sizeof(*nc));
+    if (!nc)
+        return NULL;
+    s->colls = nc;
+    collection *c = &s->colls[s->n_colls];
+    memset(c, 0, sizeof(*c));
+    if (!(c->name = strdup(name)))
+        return NULL;
+    s->n_colls++;
+    return c;
+}
+
+qf_code qf_scope_add_queue_runner(qf_scope *s, qf_queue_runner *r, const char *collection_name)
+{
+    if (!r)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL runner");
+    if (!s)
+        s = qf_scope_default();
+    const char *cn = collection_name ? collection_name : QF_QUEUE_RUNNERS;
+    qf__lock(&s->lock);
+    collection *c = find_coll(s, cn, true);
+    bool owned = false;
+    for (size_t i = 0; i < s->n_owned; i++)
+        owned = owned || s->owned[i] == r;
+    if (!c || !grow((void **)&c->rs, c->n, &c->cap, sizeof(*c->rs)) ||
+        (!owned && !grow((void **)&s->owned, s->n_owned, &s->cap_owned, sizeof(*s->owned)))) {
+        qf__unlock(&s->lock);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory adding a QueueRunner");
+    }
+    c->rs[c->n++] = r;
+    if (!owned)
+        s->owned[s->n_owned++] = r;
+    qf__unlock(&s->lock);
+    return QF_OK;
+}
+
+size_t qf_scope_get_collection(qf_scope *s, const char *collection_name, const char *name_scope,
+                               qf_queue_runner **out, size_t cap)
+{
+    if (!s)
+        s = qf_scope_default();
+    const char *cn = collection_name ? collection_name : QF_QUEUE_RUNNERS;
+    size_t plen = name_scope ? strlen(name_scope) : 0;
+    size_t k = 0;
+    qf__lock(&s->lock);
+    collection *c = find_coll(s, cn, false);
+    for (size_t i = 0; c && i < c->n; i++) {
+        if (plen && strncmp(qf_queue_runner_name(c->rs[i]), name_scope, plen) != 0)
+            continue;
+        if (k < cap && out)
+            out[k] = c->rs[i];
+        k++;
+    }
+    qf__unlock(&s->lock);
+    return k;
+}
+
+qf_code qf_start_queue_runners(qf_runtime *rt, qf_coord *coord, qf_scope *s,
+                               const char *collection_name, unsigned flags, qf_task ***ret_tasks,
+                               size_t *ret_n)
+{
+    if (ret_tasks)
+        *ret_tasks = NULL;
+    if (ret_n)
+        *ret_n = 0;
+    if (!rt)
+        rt = qf_runtime_default();
+    if (!rt)
+        return qf_set_error(QF_FAILED_PRECONDITION,
+                            "Cannot start queue runners: No default runtime");
+    size_t n = qf_scope_get_collection(s, collection_name, NULL, NULL, 0);
+    qf_queue_runner **rs = malloc((n ? n : 1) * sizeof(*rs));
+    if (!rs)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting queue runners");
+    n = qf_scope_get_collection(s, collection_name, NULL, rs, n);
+    qf_task **all = NULL;
+    size_t n_all = 0, cap_all = 0;
+    qf_code rc = QF_OK;
+    for (size_t i = 0; i < n && rc == QF_OK; i++) {
+        qf_task **ts = NULL;
+        size_t nt = 0;
+        rc = qf_queue_runner_start(rs[i], rt, coord, flags, &ts, &nt);
+        for (size_t j = 0; j < nt; j++) {
+            if (!grow((void **)&all, n_all, &cap_all, sizeof(*all))) {
+                qf_task_unref(ts[j]);
+                continue;
+            }
+            all[n_all++] = ts[j];
+        }
+        free(ts);
+    }
+    free(rs);
+    if (ret_tasks)
+        *ret_tasks = all;
+    else
+        qf_tasks_free(all, n_all);
+    if (ret_n)
+        *ret_n = n_all;
+    return rc;
+}
+
+/* ------------------------------------------------------------ name registry */
+
+qf_code qf_scope_register_queue(qf_scope *s, qf_queue *q)
+{
+    if (!s || !q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", s ? "queue" : "scope");
+    qf__lock(&s->lock);
+    named_queue *nq = realloc(s->queues, (s->n_queues + 1) * sizeof(*nq));
+    char *name = nq ? strdup(qf_queue_name(q)) : NULL;
+    if (!name) {
+        if (nq)
+            s->queues = nq;
+        qf__unlock(&s->lock);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory registering a queue");
+    }
+    s->queues = nq;
+    s->queues[s->n_queues++] = (named_queue){name, qf_queue_ref(q)};
+    qf__unlock(&s->lock);
+    return QF_OK;
+}
+
+qf_code qf_scope_register_op(qf_scope *s, const qf_enqueue_op *op)
+{
+    if (!s || !op || !op->name)
+        return qf_set_error(QF_INVALID_ARGUMENT, "A registered op needs a scope and a name");
+    qf__lock(&s->lock);
+    named_op *no = realloc(s->ops, (s->n_ops + 1) * sizeof(*no));
+    char *name = no ? strdup(op->name) : NULL;
+    if (!name) {
+        if (no)
+            s->ops = no;
+        qf__unlock(&s->lock);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory registering an op");
+    }
+    s->ops = no;
+    named_op *slot = &s->ops[s->n_ops++];
+    slot->op = *op;
+    slot->name = name;
+    slot->op.name = name;
+    qf_queue_ref(op->input);
+    qf__unlock(&s->lock);
+    return QF_OK;
+}
+
+qf_code qf_scope_register_action(qf_scope *s, const char *name, qf_runner_action_fn fn, void *arg)
+{
+    if (!s || !name || !fn)
+        return qf_set_error(QF_INVALID_ARGUMENT, "A registered action needs a name and a function");
+    qf__lock(&s->lock);
+    named_action *na = realloc(s->actions, (s->n_actions + 1) * sizeof(*na));
+    char *nm = na ? strdup(name) : NULL;
+    if (!nm) {
+        if (na)
+            s->actions = na;
+        qf__unlock(&s->lock);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory registering an action");
+    }
+    s->actions = na;
+    s->actions[s->n_actions++] = (named_action){nm, fn, arg};
+    qf__unlock(&s->lock);
+    return QF_OK;
+}
+
+/* ---------------------------------------------------------------- defs */
+
+static const char *strip(const char *name, const char *scope)
+{
+    size_t n = scope ? strlen(scope) : 0;
+    return n && strncmp(name, scope, n) == 0 ? name + n : name;
+}
+
+qf_code qf_queue_runner_to_def(const qf_queue_runner *r, const char *export_scope, char **ret_text)
+{
+    if (!r || !ret_text)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", r ? "ret_text" : "runner");
+    const char *qn = qf_queue_name(r->queue);
+    if (export_scope && *export_scope && strncmp(qn, export_scope, strlen(export_scope)) != 0) {
+        *ret_text = NULL; /* not in the exported scope (spec 146) */
+        return QF_OK;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory writing a definition");
+    fprintf(f, "queue_name: \"%s\"\n", strip(qn, export_scope));
+    for (size_t i = 0; i < r->n_ops; i++)
+        fprintf(f, "enqueue_op_name: \"%s\"\n", strip(r->ops[i].name, export_scope));
+    fprintf(f, "close_op_name: \"%s\"\n", strip(r->close_name, export_scope));
+    fprintf(f, "cancel_op_name: \"%s\"\n", strip(r->cancel_name, export_scope));
+    for (size_t i = 0; i < r->n_closed; i++)
+        fprintf(f, "queue_closed_exception_types: %d\n", (int)r->closed[i]);
+    fclose(f);
+    *ret_text = buf;
+    return QF_OK;
+}
+
+/* Parse `key: "value"` or `key: number`; returns false on malformed text. */
+static bool parse_line(char *line, char **key, char **val)
+{
+    char *colon = strchr(line, ':');
+    if (!colon)
+        return false;
+    *colon = 0;
+    *key = line;
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == '\n' || v[n - 1] == '\r' || v[n - 1] == ' '))
+        v[--n] = 0;
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+        v[n - 1] = 0;
+        v++;
+    }
+    *val = v;
+    return true;
+}
+
+static char *scoped(const char *scope, const char *name)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s%s", scope ? scope : "", name) < 0)
+        return NULL;
+    return s;
+}
+
+qf_code qf_queue_runner_from_def(qf_scope *s, const char *text, const char *import_scope,
+                                 qf_queue_runner **ret)
+{
+    if (!s || !text || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL argument to qf_queue_runner_from_def");
+    char *copy = strdup(text);
+    char *queue_name = NULL, *close_name = NULL, *cancel_name = NULL;
+    char **op_names = NULL;
+    size_t n_ops = 0;
+    qf_code codes[QF_CODE_COUNT];
+    size_t n_codes = 0;
+    qf_code rc = QF_OK;
+    char *save = NULL;
+    for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line && rc == QF_OK;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *key, *val;
+        if (!*line)
+            continue;
+        if (!parse_line(line, &key, &val)) {
+            rc = qf_set_error(QF_INVALID_ARGUMENT, "Malformed QueueRunner definition line '%s'",
+                              line);
+            break;
+        }
+        if (strcmp(key, "queue_name") == 0) {
+            free(queue_name);
+            queue_name = scoped(import_scope, val);
+        } else if (strcmp(key, "enqueue_op_name") == 0) {
+            char **no = realloc(op_names, (n_ops + 1) * sizeof(*no));
+            if (no) {
+                op_names = no;
+                op_names[n_ops++] = scoped(import_scope, val);
+            }
+        } else if (strcmp(key, "close_op_name") == 0) {
+            free(close_name);
+            close_name = scoped(import_scope, val);
+        } else if (strcmp(key, "cancel_op_name") == 0) {
+            free(cancel_name);
+            cancel_name = scoped(import_scope, val);
+        } else if (strcmp(key, "queue_closed_exception_types") == 0) {
+            int code = atoi(val);
+            if (!qf_code_is_valid(code) || code == QF_OK || n_codes == QF_CODE_COUNT)
+                rc = qf_set_error(QF_INVALID_ARGUMENT, "Bad queue_closed_exception_types %s", val);
+            else
+                codes[n_codes++] = (qf_code)code;
+        } else {
+            rc =
+                qf_set_error(QF_INVALID_ARGUMENT, "Unknown QueueRunner definition field '%s'", key);
+        }
+    }
+    if (rc == QF_OK && !queue_name)
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "QueueRunner definition has no queue_name");
+
+    qf_queue *q = NULL;
+    qf_enqueue_op *ops = calloc(n_ops ? n_ops : 1, sizeof(*ops));
+    qf_queue_runner_options o = {0};
+    qf__lock(&s->lock);
+    for (size_t i = 0; rc == QF_OK && i < s->n_queues; i++)
+        if (strcmp(s->queues[i].name, queue_name) == 0)
+            q = s->queues[i].q;
+    if (rc == QF_OK && !q)
+        rc = qf_set_error(QF_NOT_FOUND,
+                          "Queue '%s' of the QueueRunner definition is not "
+                          "registered in the scope",
+                          queue_name);
+    for (size_t i = 0; rc == QF_OK && i < n_ops; i++) {
+        bool found = false;
+        for (size_t j = 0; j < s->n_ops && !found; j++)
+            if (op_names[i] && strcmp(s->ops[j].name, op_names[i]) == 0) {
+                ops[i] = s->ops[j].op;
+                found = true;
+            }
+        if (!found)
+            rc = qf_set_error(QF_NOT_FOUND, "Enqueue op '%s' is not registered in the scope",
+                              op_names[i] ? op_names[i] : "");
+    }
+    /* Close/cancel ops: the queue's defaults by their default names, or
+     * registered actions. */
+    char *def_close = q ? scoped(qf_queue_name(q), "_Close") : NULL;
+    char *def_cancel = q ? scoped(qf_queue_name(q), "_Close_1") : NULL;
+    const char *names[2] = {close_name, cancel_name};
+    for (int k = 0; k < 2 && rc == QF_OK; k++) {
+        const char *nm = names[k];
+        const char *def = k == 0 ? def_close : def_cancel;
+        if (!nm || (def && strcmp(nm, def) == 0))
+            continue;
+        bool found = false;
+        for (size_t j = 0; j < s->n_actions && !found; j++)
+            if (strcmp(s->actions[j].name, nm) == 0) {
+                found = true;
+                if (k == 0) {
+                    o.close_op = s->actions[j].fn;
+                    o.close_arg = s->actions[j].arg;
+                    o.close_op_name = nm;
+                } else {
+                    o.cancel_op = s->actions[j].fn;
+                    o.cancel_arg = s->actions[j].arg;
+                    o.cancel_op_name = nm;
+                }
+            }
+        if (!found)
+            rc = qf_set_error(QF_NOT_FOUND, "%s op '%s' is not registered in the scope",
+                              k == 0 ? "Close" : "Cancel", nm);
+    }
+    if (rc == QF_OK) {
+        qf_queue_ref(q);
+        o.closed_codes = n_codes ? codes : NULL;
+        o.n_closed_codes = n_codes; /* empty: {OUT_OF_RANGE} (spec 146) */
+    }
+    qf__unlock(&s->lock);
+    if (rc == QF_OK) {
+        rc = qf_queue_runner_new(q, ops, n_ops, &o, ret);
+        qf_queue_unref(q);
+    }
+    free(def_close);
+    free(def_cancel);
+    free(ops);
+    for (size_t i = 0; i < n_ops; i++)
+        free(op_names[i]);
+    free(op_names);
+    free(queue_name);
+    free(close_name);
+    free(cancel_name);
+    free(copy);
+    return rc;
+}
