@@ -1,2 +1,1080 @@
-/* in progress */
-typedef int qf__placeholder_qf_coordinator;
+/* qf_coordinator.c - the Coordinator: stop word, stop work, members, join.
+ *
+ * Implementation notes.
+ *
+ * The stop word. Bit 0 STOP, bit 1 SLEEPERS, bits 2..31 the epoch. The
+ * "key" of a stopped epoch is the word without SLEEPERS (epoch | STOP); it
+ * always has bit 0 set, so 0 means "never".
+ *   - should_stop: one acquire load. It pairs with the seq_cst fetch_or of
+ *     the requester, so whatever the requester wrote before (the recorded
+ *     status included) is visible once the bit is seen.
+ *   - wait_for_stop: sets SLEEPERS with a CAS before sleeping on the exact
+ *     value it saw (FUTEX_WAIT compares atomically in the kernel). A stop's
+ *     fetch_or returns the old word, so the requester learns from the same
+ *     RMW whether anyone sleeps: no waiter count, no Dekker fence, and no
+ *     syscall when nobody waits. Sleepers are woken all at once.
+ *   - clear_stop: the only writer that changes the epoch, always under the
+ *     mutex, with a CAS (SLEEPERS may be set concurrently by a waiter of a
+ *     running epoch, but only while STOP is clear, and clear_stop only
+ *     advances a stopped epoch, so in practice one CAS succeeds).
+ *   A waiter that saw epoch e returns true as soon as the word shows STOP or
+ *   another epoch: the stop of e was requested even if cleared since.
+ *   Epochs wrap after 2^30 clears; a waiter would have to sleep through
+ *   exactly that many stops to be fooled, and every stop wakes it.
+ *
+ * Recording. A non-signal request takes the mutex around its fetch_or, and
+ * the request whose fetch_or flips STOP records its status. So "first
+ * reportable status, and only if no stop came before it" is decided by the
+ * word itself: a stop from a signal handler (no mutex) that lands first
+ * makes the fetch_or see STOP and the status is dropped. A reader that
+ * observed STOP and then takes the mutex sees the record: the fetch_or sat
+ * inside the recorder's critical section, which therefore precedes the
+ * reader's.
+ *
+ * Stop work: waking the wait list of wakers and running the stop actions,
+ * once per stopped epoch. It cannot run in a signal handler, so it is not
+ * tied to the request itself: any non-signal call that observes STOP runs
+ * it unless `settled` already holds the epoch's key ("a full scan
+ * completed"). Several threads may run it for the same epoch at once; each
+ * action is claimed under the mutex by writing the key into action->ran,
+ * after checking that the word still holds that key. clear_stop advances
+ * the epoch under the same mutex, after finishing the stop work itself and
+ * after waiting for actions running elsewhere (inflight) to return. Hence:
+ *   - an action runs at most once per epoch (the claim), never for an epoch
+ *     that has been cleared (the key check under the mutex), never
+ *     concurrently with itself across epochs (clear_stop waits);
+ *   - at least once per stopped epoch while registered: the stop work is
+ *     finished before the epoch can advance (clear_stop settles first), and
+ *     an action added while STOP is set claims itself in the same critical
+ *     section that links it, so a scan that already passed cannot miss it.
+ * Actions run outside the mutex (they may call back into the coordinator);
+ * `busy` pins an action's list node meanwhile, so the scan continues from
+ * a->next after re-locking, and remove waits for busy == 0. Which thread is
+ * running which action is kept on a thread-local stack of frames, so that
+ * remove and clear_stop called from inside an action do not wait for
+ * themselves.
+ *
+ * Wakers are woken outside the mutex (a wake function may call back in),
+ * after re-checking the key; a clear_stop landing between that check and
+ * the wake can wake a waker of the new epoch spuriously, which the waker
+ * protocol allows (every waiter re-checks its condition).
+ *
+ * Join sleeps on an event count that member_done, the thread exit hooks and
+ * every stop notify; qf_eventcount_notify is lock-free and async-signal-safe,
+ * which is what lets a signal-handler stop wake join.
+ *
+ * Members are reference counted: the coordinator's registered set holds one
+ * reference, and the owner (a task's handle, a thread's exit hook) another.
+ * join drops the set's reference, so a laggard that finishes after join
+ * gave up on it still has a valid record to mark. done_inflight keeps
+ * qf_coord_free from freeing the coordinator while a member_done that join
+ * has already seen is still notifying the event count.
+ */
+#include "qf_coordinator.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "qf_futex.h"
+#include "qf_lock-impl.h"
+
+#define STOP QF__COORD_STOP
+#define SLEEPERS QF__COORD_SLEEPERS
+#define EPOCH_SHIFT QF__COORD_EPOCH_SHIFT
+
+enum member_kind {
+    MEMBER_TASK,           /* qf_coord_member_new: done by member_done */
+    MEMBER_THREAD_HOOKED,  /* a pthread that reports its own end */
+    MEMBER_THREAD_FOREIGN, /* a pthread join can only join */
+};
+
+struct qf_coord_member {
+    qf_coord *c;
+    struct qf_coord_member *next;     /* registered set (under c->lock) */
+    struct qf_coord_member *tls_next; /* the thread's exit-hook list */
+    _Atomic uint32_t done;
+    _Atomic uint32_t refs;
+    enum member_kind kind;
+    pthread_t thread;
+    char *name;
+    /* Used only by the join that detached the member. */
+    bool finished;
+    bool skip; /* a duplicate thread: counted once */
+    size_t extra_index;
+};
+
+struct qf_coord_action {
+    qf_coord_action_fn fn;
+    void *arg;
+    /* Under c->lock. */
+    struct qf_coord_action *prev, *next;
+    uint32_t ran;  /* key of the last epoch it was claimed for */
+    unsigned busy; /* runs in progress (pins the list node) */
+    bool removed;
+    bool orphan; /* removed from inside itself: freed when busy drops to 0 */
+};
+
+struct qf_coord {
+    /* Read by every should_stop: its own cache line, with the key of the
+     * last settled epoch that check_stop reads next to it. */
+    _Alignas(64) _Atomic uint32_t word;
+    _Atomic uint32_t settled;
+    _Atomic uint32_t joined;
+
+    _Alignas(64) qf_eventcount ec;
+    qf_waitlist wakers;
+    _Atomic uint32_t done_inflight;
+    _Atomic uint64_t next_id;
+    uint32_t clean_mask;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* busy / inflight dropped, for waiters */
+    /* Under lock. */
+    qf_status *recorded;
+    uint64_t dropped;
+    struct qf_coord_member *members_head, *members_tail;
+    struct qf_coord_action *actions_head, *actions_tail;
+    unsigned inflight; /* stop actions running, all threads */
+    unsigned waiters;  /* threads in pthread_cond_wait on cond */
+};
+
+/* ------------------------------------------------------------------------
+ * Small helpers
+ */
+
+static uint32_t key_of(uint32_t w)
+{
+    return w & ~(uint32_t)SLEEPERS;
+}
+
+static uint32_t load_word(const qf_coord *c)
+{
+    return atomic_load_explicit(&((qf_coord *)c)->word, memory_order_acquire);
+}
+
+uint32_t qf__coord_word(const qf_coord *c)
+{
+    return load_word(c);
+}
+
+static bool is_clean(const qf_coord *c, qf_code code)
+{
+    if (code == QF_OK)
+        return true;
+    return qf_code_is_valid(code) && (c->clean_mask & (1u << code));
+}
+
+/* A frame per stop action running on this thread (innermost first). */
+struct frame {
+    const qf_coord *c;
+    const qf_coord_action *a;
+    struct frame *prev;
+};
+static _Thread_local struct frame *tl_frames;
+
+static unsigned own_frames(const qf_coord *c)
+{
+    unsigned n = 0;
+    for (struct frame *f = tl_frames; f; f = f->prev)
+        n += f->c == c;
+    return n;
+}
+
+static bool running_here(const qf_coord_action *a)
+{
+    for (struct frame *f = tl_frames; f; f = f->prev)
+        if (f->a == a)
+            return true;
+    return false;
+}
+
+static void action_unlink_locked(qf_coord *c, qf_coord_action *a)
+{
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        c->actions_head = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    else
+        c->actions_tail = a->prev;
+}
+
+/* Run a claimed action (busy and inflight already counted) with the mutex
+ * released; returns with the mutex held and the action possibly freed. */
+static void run_claimed_locked(qf_coord *c, qf_coord_action *a)
+{
+    struct frame fr = {c, a, tl_frames};
+    pthread_mutex_unlock(&c->lock);
+    tl_frames = &fr;
+    a->fn(a->arg);
+    tl_frames = fr.prev;
+    pthread_mutex_lock(&c->lock);
+    a->busy--;
+    c->inflight--;
+    if (c->waiters)
+        pthread_cond_broadcast(&c->cond);
+}
+
+/* ------------------------------------------------------------------------
+ * Stop work
+ */
+
+static void run_stop_work(qf_coord *c, uint32_t key)
+{
+    /* Wakers first and outside the mutex: their functions may call back
+     * into the coordinator. The key check keeps a stale runner from waking
+     * the next epoch's wakers, except in the window the header documents. */
+    if (key_of(load_word(c)) == key)
+        qf_waitlist_wake(&c->wakers, INT32_MAX);
+
+    pthread_mutex_lock(&c->lock);
+    bool complete = true;
+    qf_coord_action *a = c->actions_head;
+    while (a) {
+        /* Under the mutex the key can only change by clear_stop, which
+         * holds it too: a claim made here is for a live stopped epoch. */
+        if (key_of(atomic_load_explicit(&c->word, memory_order_acquire)) != key) {
+            complete = false;
+            break;
+        }
+        if (a->ran == key || a->removed) {
+            a = a->next;
+            continue;
+        }
+        a->ran = key;
+        a->busy++;
+        c->inflight++;
+        run_claimed_locked(c, a);
+        /* busy pinned the node, so a->next is the live successor. */
+        qf_coord_action *next = a->next;
+        if (a->busy == 0 && a->orphan) {
+            action_unlink_locked(c, a);
+            free(a);
+        }
+        a = next;
+    }
+    /* Release: pairs with the acquire in settle(); a thread that skips the
+     * work because of this store sees the actions' effects. */
+    if (complete && key_of(atomic_load_explicit(&c->word, memory_order_acquire)) == key)
+        atomic_store_explicit(&c->settled, key, memory_order_release);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Called by every non-signal path that observed `w` with STOP set. */
+static void settle(qf_coord *c, uint32_t w)
+{
+    uint32_t key = key_of(w);
+    if (atomic_load_explicit(&c->settled, memory_order_acquire) != key)
+        run_stop_work(c, key);
+}
+
+/* The part of a stop that is async-signal-safe: wake the futex sleepers
+ * (only if the old word says there are any) and a thread in join. */
+static void wake_sleepers(qf_coord *c, uint32_t old)
+{
+    if (old & SLEEPERS)
+        qf_futex_wake(&c->word, INT32_MAX);
+    qf_eventcount_notify(&c->ec, true);
+}
+
+/* ------------------------------------------------------------------------
+ * Lifecycle
+ */
+
+qf_code qf_coord_new(const qf_code *clean_codes, size_t n_clean, qf_coord **ret_c)
+{
+    if (!ret_c)
+        return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_new: ret_c is NULL");
+    uint32_t mask = 1u << QF_OUT_OF_RANGE;
+    if (clean_codes) {
+        mask = 0;
+        for (size_t i = 0; i < n_clean; i++) {
+            if (!qf_code_is_valid(clean_codes[i]))
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "qf_coord_new: clean-stop code %d is not a canonical code",
+                                    (int)clean_codes[i]);
+            if (clean_codes[i] != QF_OK)
+                mask |= 1u << clean_codes[i];
+        }
+    }
+    size_t size = (sizeof(qf_coord) + 63) & ~(size_t)63;
+    qf_coord *c = aligned_alloc(64, size);
+    if (!c)
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_new: out of memory");
+    memset(c, 0, sizeof(*c));
+    atomic_init(&c->word, 0);
+    atomic_init(&c->settled, 0);
+    atomic_init(&c->joined, 0);
+    atomic_init(&c->done_inflight, 0);
+    atomic_init(&c->next_id, 0);
+    qf_eventcount_init(&c->ec);
+    qf_waitlist_init(&c->wakers);
+    c->clean_mask = mask;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    *ret_c = c;
+    return QF_OK;
+}
+
+static void member_unref(qf_coord_member *m)
+{
+    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1) {
+        free(m->name);
+        free(m);
+    }
+}
+
+void qf_coord_free(qf_coord *c)
+{
+    if (!c)
+        return;
+    /* A member_done whose store join has seen may still be notifying. */
+    for (unsigned i = 0; atomic_load_explicit(&c->done_inflight, memory_order_acquire); i++) {
+        if (i < 1000)
+            qf__cpu_relax();
+        else
+            sched_yield();
+    }
+    for (qf_coord_member *m = c->members_head, *n; m; m = n) {
+        n = m->next;
+        member_unref(m);
+    }
+    for (qf_coord_action *a = c->actions_head, *n; a; a = n) {
+        n = a->next;
+        free(a);
+    }
+    qf_status_free(c->recorded);
+    qf_waitlist_destroy(&c->wakers);
+    pthread_cond_destroy(&c->cond);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* ------------------------------------------------------------------------
+ * Stop flag
+ */
+
+bool qf_coord_should_stop(const qf_coord *c)
+{
+    return load_word(c) & STOP;
+}
+
+bool qf_coord_check_stop(qf_coord *c)
+{
+    uint32_t w = load_word(c);
+    if (!(w & STOP))
+        return false;
+    settle(c, w);
+    return true;
+}
+
+qf_code qf_coord_request_stop(qf_coord *c, qf_status *st)
+{
+    qf_code code = qf_status_code(st);
+    bool clean = is_clean(c, code);
+
+    pthread_mutex_lock(&c->lock);
+    if (!clean && atomic_load_explicit(&c->joined, memory_order_relaxed)) {
+        /* spec 121: nobody is left to report it to; hand it back. */
+        pthread_mutex_unlock(&c->lock);
+        qf_set_error(code, "%s", qf_status_message(st));
+        qf_status_free(st);
+        return code;
+    }
+    /* The one RMW that requests the stop. seq_cst: release for
+     * should_stop's acquire, and a total order with the event count's
+     * fences so a join about to sleep cannot miss it. */
+    uint32_t old = atomic_fetch_or_explicit(&c->word, STOP, memory_order_seq_cst);
+    if (!(old & STOP)) {
+        if (!clean) {
+            c->recorded = st; /* spec 109-110: first of the epoch */
+            st = NULL;
+        }
+    } else if (!clean) {
+        c->dropped++; /* spec 111 */
+    }
+    pthread_mutex_unlock(&c->lock);
+    qf_status_free(st); /* NULL when recorded */
+
+    if (!(old & STOP))
+        wake_sleepers(c, old);
+    settle(c, old | STOP);
+    return QF_OK;
+}
+
+void qf_coord_request_stop_from_signal(qf_coord *c)
+{
+    int saved = errno;
+    uint32_t old = atomic_fetch_or_explicit(&c->word, STOP, memory_order_seq_cst);
+    if (!(old & STOP))
+        wake_sleepers(c, old);
+    errno = saved;
+}
+
+qf_code qf_coord_report(qf_coord *c, qf_code code)
+{
+    if (code == QF_OK)
+        return QF_OK;
+    qf_status *st =
+        qf_last_code() == code ? qf_last_status() : qf_status_new(code, "%s", qf_code_name(code));
+    qf_coord_request_stop(c, st);
+    return code;
+}
+
+bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
+{
+    uint32_t w = load_word(c);
+    const uint32_t epoch = w >> EPOCH_SHIFT;
+    for (;;) {
+        if ((w >> EPOCH_SHIFT) != epoch)
+            return true; /* stopped, and cleared since */
+        if (w & STOP) {
+            settle(c, w);
+            return true;
+        }
+        if (deadline != QF_FOREVER && qf_deadline_passed(deadline))
+            return false;
+        if (!(w & SLEEPERS)) {
+            /* Announce the sleep in the word itself, so the requester's
+             * fetch_or tells it whether to make the wake syscall. */
+            if (!atomic_compare_exchange_weak_explicit(&c->word, &w, w | SLEEPERS,
+                                                       memory_order_acquire, memory_order_acquire))
+                continue;
+            w |= SLEEPERS;
+        }
+        /* Sleeps only while the word still equals w: a stop between the
+         * CAS and the syscall makes it return at once. */
+        qf_futex_wait(&c->word, w, deadline);
+        w = load_word(c);
+    }
+}
+
+void qf_coord_clear_stop(qf_coord *c)
+{
+    for (;;) {
+        uint32_t w = load_word(c);
+        if (w & STOP)
+            settle(c, w); /* finish the epoch's stop work first */
+        pthread_mutex_lock(&c->lock);
+        w = atomic_load_explicit(&c->word, memory_order_acquire);
+        if (w & STOP) {
+            if (atomic_load_explicit(&c->settled, memory_order_relaxed) != key_of(w)) {
+                /* A stop (from a signal) slipped in after our check. */
+                pthread_mutex_unlock(&c->lock);
+                continue;
+            }
+            if (own_frames(c) == 0 && c->inflight > 0) {
+                /* Actions of this epoch still running elsewhere. From
+                 * inside an action we do not wait: two actions clearing
+                 * on two threads would wait for each other. */
+                c->waiters++;
+                pthread_cond_wait(&c->cond, &c->lock);
+                c->waiters--;
+                pthread_mutex_unlock(&c->lock);
+                continue;
+            }
+            uint32_t next = ((w >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT;
+            /* acq_rel: the resets below are published by the mutex; the
+             * release here orders the epoch change after the stop work
+             * for anyone reading the word. */
+            while (!atomic_compare_exchange_weak_explicit(&c->word, &w, next, memory_order_acq_rel,
+                                                          memory_order_acquire))
+                next = ((w >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT;
+            atomic_store_explicit(&c->settled, 0, memory_order_relaxed);
+        }
+        qf_status_free(c->recorded);
+        c->recorded = NULL;
+        c->dropped = 0;
+        atomic_store_explicit(&c->joined, 0, memory_order_release);
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+}
+
+qf_code qf_coord_raise_requested_exception(qf_coord *c, qf_status **ret_status)
+{
+    pthread_mutex_lock(&c->lock);
+    qf_status *copy = c->recorded ? qf_status_copy(c->recorded) : NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (!copy)
+        return QF_OK;
+    qf_code code = qf_set_error(qf_status_code(copy), "%s", qf_status_message(copy));
+    if (ret_status)
+        *ret_status = copy;
+    else
+        qf_status_free(copy);
+    return code;
+}
+
+bool qf_coord_joined(const qf_coord *c)
+{
+    return atomic_load_explicit(&((qf_coord *)c)->joined, memory_order_acquire) != 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Stop actions and wakers
+ */
+
+qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
+                                 qf_coord_action **ret_action)
+{
+    if (!fn)
+        return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_add_stop_action: fn is NULL");
+    qf_coord_action *a = calloc(1, sizeof(*a));
+    if (!a)
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
+                                    "qf_coord_add_stop_action: out of memory");
+    a->fn = fn;
+    a->arg = arg;
+    if (ret_action)
+        *ret_action = a;
+
+    pthread_mutex_lock(&c->lock);
+    a->prev = c->actions_tail;
+    if (c->actions_tail)
+        c->actions_tail->next = a;
+    else
+        c->actions_head = a;
+    c->actions_tail = a;
+    /* Linking and the claim for a stop in effect happen in one critical
+     * section: a stop-work scan either finds the action already claimed
+     * or has not passed it yet. */
+    uint32_t w = atomic_load_explicit(&c->word, memory_order_acquire);
+    if (w & STOP) {
+        a->ran = key_of(w);
+        a->busy++;
+        c->inflight++;
+        run_claimed_locked(c, a);
+        if (a->busy == 0 && a->orphan) {
+            action_unlink_locked(c, a);
+            free(a);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (w & STOP)
+        settle(c, w);
+    return QF_OK;
+}
+
+void qf_coord_remove_stop_action(qf_coord *c, qf_coord_action *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&c->lock);
+    a->removed = true;
+    if (running_here(a)) {
+        /* Waiting for busy == 0 would wait for ourselves. */
+        a->orphan = true;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    while (a->busy) {
+        c->waiters++;
+        pthread_cond_wait(&c->cond, &c->lock);
+        c->waiters--;
+    }
+    action_unlink_locked(c, a);
+    pthread_mutex_unlock(&c->lock);
+    free(a);
+}
+
+bool qf_coord_register_waker(qf_coord *c, qf_waker *w)
+{
+    /* register ends with a seq_cst fence: this load cannot be satisfied
+     * from before the link became visible. Either the stop's wake (which
+     * takes the list lock after its fetch_or) finds the waker, or this
+     * load sees STOP. */
+    qf_waitlist_register(&c->wakers, w);
+    uint32_t s = atomic_load_explicit(&c->word, memory_order_seq_cst);
+    if (!(s & STOP))
+        return true;
+    bool withdrawn = qf_waitlist_cancel(&c->wakers, w);
+    settle(c, s);
+    return !withdrawn;
+}
+
+bool qf_coord_cancel_waker(qf_coord *c, qf_waker *w)
+{
+    return qf_waitlist_cancel(&c->wakers, w);
+}
+
+/* ------------------------------------------------------------------------
+ * Members
+ */
+
+static qf_coord_member *member_alloc(qf_coord *c, enum member_kind kind, const char *name,
+                                     const char *prefix, uint32_t refs)
+{
+    qf_coord_member *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    uint64_t id = atomic_fetch_add_explicit(&c->next_id, 1, memory_order_relaxed);
+    if (name) {
+        m->name = strdup(name);
+    } else {
+        char buf[48];
+        snprintf(buf, sizeof(buf), "%s-%llu", prefix, (unsigned long long)id);
+        m->name = strdup(buf);
+    }
+    if (!m->name) {
+        free(m);
+        return NULL;
+    }
+    m->c = c;
+    m->kind = kind;
+    atomic_init(&m->done, 0);
+    atomic_init(&m->refs, refs);
+    return m;
+}
+
+static void member_link(qf_coord *c, qf_coord_member *m)
+{
+    pthread_mutex_lock(&c->lock);
+    m->next = NULL;
+    if (c->members_tail)
+        c->members_tail->next = m;
+    else
+        c->members_head = m;
+    c->members_tail = m;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void qf_coord_member_done(qf_coord_member *m)
+{
+    if (!m)
+        return;
+    qf_coord *c = m->c;
+    /* Counted before the release store: a join that sees `done` also sees
+     * this increment, so qf_coord_free waits for the notify below. */
+    atomic_fetch_add_explicit(&c->done_inflight, 1, memory_order_relaxed);
+    atomic_store_explicit(&m->done, 1, memory_order_release);
+    qf_eventcount_notify(&c->ec, true);
+    member_unref(m);
+    atomic_fetch_sub_explicit(&c->done_inflight, 1, memory_order_release);
+}
+
+qf_code qf_coord_member_new(qf_coord *c, const char *name, qf_coord_member **ret_m)
+{
+    if (!ret_m)
+        return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_member_new: ret_m is NULL");
+    /* Two references: the caller's handle and the registered set. */
+    qf_coord_member *m = member_alloc(c, MEMBER_TASK, name, "member", 2);
+    if (!m)
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_member_new: out of memory");
+    member_link(c, m);
+    *ret_m = m;
+    return QF_OK;
+}
+
+/* Thread exit hooks: a thread-specific value listing the members the
+ * thread reports at its end. glibc runs the destructor both on return
+ * from the start routine and on pthread_exit. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static int exit_key_err;
+
+static void exit_hook(void *p)
+{
+    for (qf_coord_member *m = p, *n; m; m = n) {
+        n = m->tls_next;
+        qf_coord_member_done(m);
+    }
+}
+
+static void make_exit_key(void)
+{
+    exit_key_err = pthread_key_create(&exit_key, exit_hook);
+}
+
+/* Make the calling thread report `m` (holding one reference) at its end. */
+static bool hook_current_thread(qf_coord_member *m)
+{
+    pthread_once(&exit_once, make_exit_key);
+    if (exit_key_err)
+        return false;
+    m->tls_next = pthread_getspecific(exit_key);
+    return pthread_setspecific(exit_key, m) == 0;
+}
+
+qf_code qf_coord_register_thread(qf_coord *c, pthread_t t, const char *name)
+{
+    bool self = pthread_equal(t, pthread_self());
+    qf_coord_member *m = member_alloc(c, self ? MEMBER_THREAD_HOOKED : MEMBER_THREAD_FOREIGN, name,
+                                      "thread", self ? 2 : 1);
+    if (!m)
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
+                                    "qf_coord_register_thread: out of memory");
+    m->thread = t;
+    if (self && !hook_current_thread(m)) {
+        /* No exit hook: join will join it like a foreign thread. */
+        m->kind = MEMBER_THREAD_FOREIGN;
+        atomic_store_explicit(&m->refs, 1, memory_order_relaxed);
+    }
+    member_link(c, m);
+    return QF_OK;
+}
+
+struct trampoline {
+    qf_coord_member *m;
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *thread_main(void *p)
+{
+    struct trampoline t = *(struct trampoline *)p;
+    free(p);
+    if (hook_current_thread(t.m))
+        return t.fn(t.arg); /* the exit hook reports the end */
+    void *r = t.fn(t.arg);
+    qf_coord_member_done(t.m);
+    return r;
+}
+
+qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *), void *arg,
+                               pthread_t *ret_thread)
+{
+    if (!fn || !ret_thread)
+        return qf__set_error_static(QF_INVALID_ARGUMENT,
+                                    "qf_coord_thread_create: fn or ret_thread is NULL");
+    /* References: the registered set and the thread's exit hook. */
+    qf_coord_member *m = member_alloc(c, MEMBER_THREAD_HOOKED, name, "thread", 2);
+    struct trampoline *tr = m ? malloc(sizeof(*tr)) : NULL;
+    if (!tr) {
+        if (m) {
+            free(m->name);
+            free(m);
+        }
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: out of memory");
+    }
+    tr->m = m;
+    tr->fn = fn;
+    tr->arg = arg;
+    pthread_t t;
+    int err = pthread_create(&t, NULL, thread_main, tr);
+    if (err) {
+        free(tr);
+        free(m->name);
+        free(m);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: pthread_create: %s",
+                            strerror(err));
+    }
+    /* The thread may already have ended: its record stays valid (the
+     * set's reference), and join will see it done. */
+    m->thread = t;
+    member_link(c, m);
+    *ret_thread = t;
+    return QF_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * join
+ */
+
+void qf_coord_join_report_clear(qf_coord_join_report *r)
+{
+    if (!r)
+        return;
+    qf_status_free(r->status);
+    for (size_t i = 0; r->finished && i < r->n_finished; i++)
+        free(r->finished[i]);
+    for (size_t i = 0; r->running && i < r->n_running; i++)
+        free(r->running[i]);
+    free(r->finished);
+    free(r->running);
+    memset(r, 0, sizeof(*r));
+}
+
+/* pthread_timedjoin_np takes CLOCK_REALTIME; the grace deadline is
+ * monotonic. Convert the remaining time per call and re-check the
+ * monotonic deadline after a timeout, so a wall-clock step can at worst
+ * lengthen one wait. (pthread_clockjoin_np would avoid the conversion,
+ * but ThreadSanitizer does not intercept it and would lose the join's
+ * happens-before edge.) */
+static int timedjoin_mono(pthread_t t, qf_deadline deadline)
+{
+    if (deadline == QF_FOREVER)
+        return pthread_join(t, NULL);
+    for (;;) {
+        int64_t left = deadline - qf_now_ns();
+        if (left <= 0)
+            return ETIMEDOUT;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = (int64_t)ts.tv_nsec + left % 1000000000;
+        ts.tv_sec += (time_t)(left / 1000000000 + ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        int r = pthread_timedjoin_np(t, NULL, &ts);
+        if (r != ETIMEDOUT)
+            return r;
+    }
+}
+
+/* Whether `m` has finished, without blocking (except to reap a hooked
+ * thread that has already reported its end). */
+static bool member_poll(qf_coord_member *m)
+{
+    if (m->finished || m->skip)
+        return true;
+    switch (m->kind) {
+    case MEMBER_TASK:
+        m->finished = atomic_load_explicit(&m->done, memory_order_acquire) != 0;
+        break;
+    case MEMBER_THREAD_HOOKED:
+        if (atomic_load_explicit(&m->done, memory_order_acquire)) {
+            /* It ran its exit hook; what remains of its exit is short. */
+            pthread_join(m->thread, NULL);
+            m->finished = true;
+        }
+        break;
+    case MEMBER_THREAD_FOREIGN:
+        /* EBUSY: still running. Anything else (joined, or not joinable)
+         * means there is nothing left to wait for. */
+        m->finished = pthread_tryjoin_np(m->thread, NULL) != EBUSY;
+        break;
+    }
+    return m->finished;
+}
+
+static void member_name(const qf_coord_member *m, char *buf, size_t cap, const char **out)
+{
+    if (m->name) {
+        *out = m->name;
+    } else {
+        snprintf(buf, cap, "thread-%zu", m->extra_index);
+        *out = buf;
+    }
+}
+
+/* Names of the members with finished == want, or NULL when out of memory. */
+static char **collect_names(qf_coord_member **ms, size_t n, bool want, size_t count)
+{
+    if (count == 0)
+        return NULL;
+    char **names = calloc(count, sizeof(*names));
+    if (!names)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < count; i++) {
+        if (ms[i]->skip || ms[i]->finished != want)
+            continue;
+        char buf[48];
+        const char *name;
+        member_name(ms[i], buf, sizeof(buf), &name);
+        names[k] = strdup(name);
+        if (!names[k]) {
+            while (k--)
+                free(names[k]);
+            free(names);
+            return NULL;
+        }
+        k++;
+    }
+    return names;
+}
+
+/* QF_COORD_LAGGARD_PREFIX + names separated by single spaces (spec 117). */
+static qf_status *laggard_status(qf_coord_member **ms, size_t n)
+{
+    size_t len = strlen(QF_COORD_LAGGARD_PREFIX) + 1;
+    char buf[48];
+    const char *name;
+    for (size_t i = 0; i < n; i++) {
+        if (ms[i]->skip || ms[i]->finished)
+            continue;
+        member_name(ms[i], buf, sizeof(buf), &name);
+        len += strlen(name) + 1;
+    }
+    char *msg = malloc(len);
+    if (!msg)
+        return qf_status_new(QF_DEADLINE_EXCEEDED, "%s(names lost: out of memory)",
+                             QF_COORD_LAGGARD_PREFIX);
+    char *p = msg;
+    p += sprintf(p, "%s", QF_COORD_LAGGARD_PREFIX);
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        if (ms[i]->skip || ms[i]->finished)
+            continue;
+        member_name(ms[i], buf, sizeof(buf), &name);
+        p += sprintf(p, "%s%s", first ? "" : " ", name);
+        first = false;
+    }
+    qf_status *st = qf_status_new(QF_DEADLINE_EXCEEDED, "%s", msg);
+    free(msg);
+    return st;
+}
+
+qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
+                      double stop_grace_period_secs, bool ignore_live_threads,
+                      qf_coord_join_report *ret_report)
+{
+    if (n_extra && !extra_threads)
+        return qf__set_error_static(QF_INVALID_ARGUMENT,
+                                    "qf_coord_join: extra_threads is NULL with n_extra > 0");
+    if (!(stop_grace_period_secs >= 0))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",
+                            stop_grace_period_secs);
+
+    /* Take the registered set (spec 120 empties it; members registered
+     * from now on are left for the next join). */
+    pthread_mutex_lock(&c->lock);
+    qf_coord_member *head = c->members_head, *tail = c->members_tail;
+    c->members_head = c->members_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    size_t n_reg = 0;
+    for (qf_coord_member *m = head; m; m = m->next)
+        n_reg++;
+
+    qf_coord_member **ms = malloc((n_reg + n_extra + 1) * sizeof(*ms));
+    qf_coord_member *xs = n_extra ? calloc(n_extra, sizeof(*xs)) : NULL;
+    if (!ms || (n_extra && !xs)) {
+        free(ms);
+        free(xs);
+        if (head) { /* put them back in front, order kept */
+            pthread_mutex_lock(&c->lock);
+            tail->next = c->members_head;
+            if (!c->members_head)
+                c->members_tail = tail;
+            c->members_head = head;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_join: out of memory");
+    }
+    size_t n = 0;
+    for (qf_coord_member *m = head; m; m = m->next)
+        ms[n++] = m;
+    for (size_t i = 0; i < n_extra; i++) {
+        qf_coord_member *x = &xs[i];
+        x->c = c;
+        x->kind = MEMBER_THREAD_FOREIGN;
+        x->thread = extra_threads[i];
+        x->extra_index = i;
+        ms[n++] = x;
+    }
+    /* A thread registered twice, or also passed as extra, is one member
+     * (a set union in TensorFlow, spec 115) and must be joined once. */
+    size_t n_members = 0;
+    for (size_t i = 0; i < n; i++) {
+        ms[i]->finished = false;
+        ms[i]->skip = false;
+        if (ms[i]->kind != MEMBER_TASK) {
+            for (size_t j = 0; j < i; j++) {
+                if (!ms[j]->skip && ms[j]->kind != MEMBER_TASK &&
+                    pthread_equal(ms[i]->thread, ms[j]->thread)) {
+                    ms[i]->skip = true;
+                    break;
+                }
+            }
+        }
+        n_members += !ms[i]->skip;
+    }
+
+    bool stopped = false, grace_expired = false;
+    qf_deadline deadline = QF_FOREVER;
+    for (;;) {
+        /* Prepare before looking: a member_done or a stop after this
+         * ticket makes the wait below return at once. */
+        uint32_t ticket = qf_eventcount_prepare(&c->ec);
+        size_t left = 0;
+        qf_coord_member *foreign = NULL;
+        bool wakeable = false;
+        for (size_t i = 0; i < n; i++) {
+            if (member_poll(ms[i]))
+                continue;
+            left++;
+            if (ms[i]->kind == MEMBER_THREAD_FOREIGN) {
+                if (!foreign)
+                    foreign = ms[i];
+            } else {
+                wakeable = true;
+            }
+        }
+        if (left == 0) {
+            qf_eventcount_cancel(&c->ec);
+            break;
+        }
+        if (!stopped) {
+            uint32_t w = load_word(c);
+            if (w & STOP) {
+                /* spec 117: the grace period starts now. */
+                qf_eventcount_cancel(&c->ec);
+                stopped = true;
+                deadline = qf_deadline_in_s(stop_grace_period_secs);
+                settle(c, w); /* actions may be what unblocks the members */
+                continue;
+            }
+        } else if (qf_deadline_passed(deadline)) {
+            qf_eventcount_cancel(&c->ec);
+            grace_expired = true;
+            break;
+        }
+        if (wakeable) {
+            qf_eventcount_wait(&c->ec, ticket, deadline);
+            continue;
+        }
+        /* Only threads that cannot announce their end are left: join them.
+         * Before a stop that is a plain pthread_join (documented: a later
+         * stop is noticed when it returns); after, bounded by the grace. */
+        qf_eventcount_cancel(&c->ec);
+        int r = timedjoin_mono(foreign->thread, stopped ? deadline : QF_FOREVER);
+        if (r != ETIMEDOUT)
+            foreign->finished = true;
+    }
+
+    /* A stop that came in while the members were finishing (or with no
+     * members at all) still gets its stop work from this call. */
+    uint32_t w_end = load_word(c);
+    if (w_end & STOP)
+        settle(c, w_end);
+
+    /* spec 119-120: the recorded status wins; then the laggards. */
+    pthread_mutex_lock(&c->lock);
+    atomic_store_explicit(&c->joined, 1, memory_order_release);
+    qf_status *result = c->recorded ? qf_status_copy(c->recorded) : NULL;
+    uint64_t dropped = c->dropped;
+    pthread_mutex_unlock(&c->lock);
+
+    size_t n_finished = 0, n_running = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ms[i]->skip)
+            continue;
+        if (ms[i]->finished)
+            n_finished++;
+        else
+            n_running++;
+    }
+    if (!result && n_running && !ignore_live_threads)
+        result = laggard_status(ms, n);
+    qf_code code = QF_OK;
+    if (result)
+        code = qf_set_error(qf_status_code(result), "%s", qf_status_message(result));
+
+    if (ret_report) {
+        memset(ret_report, 0, sizeof(*ret_report));
+        ret_report->code = code;
+        ret_report->status = result;
+        result = NULL;
+        ret_report->stop_requested = stopped || (w_end & STOP);
+        ret_report->grace_expired = grace_expired;
+        ret_report->n_members = n_members;
+        ret_report->n_finished = n_finished;
+        ret_report->finished = collect_names(ms, n, true, n_finished);
+        ret_report->n_running = n_running;
+        ret_report->running = collect_names(ms, n, false, n_running);
+        ret_report->n_dropped = dropped;
+    }
+    qf_status_free(result);
+
+    for (size_t i = 0; i < n_reg; i++)
+        member_unref(ms[i]);
+    free(xs);
+    free(ms);
+    return code;
+}
