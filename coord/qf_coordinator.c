@@ -440,6 +440,12 @@ bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
         }
         if (deadline != QF_FOREVER && qf_deadline_passed(deadline))
             return false;
+        if (qf__in_task()) {
+            /* Sleeping here would hold a worker: a task registers a waker
+             * (qf_coord_register_waker) instead. */
+            qf__blocking_in_task_error("qf_coord_wait_for_stop");
+            return false;
+        }
         if (!(w & SLEEPERS)) {
             /* Announce the sleep in the word itself, so the requester's
              * fetch_or tells it whether to make the wake syscall. */
@@ -917,6 +923,8 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
     if (n_extra && !extra_threads)
         return qf__set_error_static(QF_INVALID_ARGUMENT,
                                     "qf_coord_join: extra_threads is NULL with n_extra > 0");
+    if (qf__in_task())
+        return qf__blocking_in_task_error("qf_coord_join");
     if (!(stop_grace_period_secs >= 0))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",

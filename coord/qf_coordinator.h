@@ -261,7 +261,10 @@ QF_API qf_code qf_coord_report(qf_coord *c, qf_code code);
  * Returns:     true when that stop was requested (also if it has been
  *              cleared since), false when the deadline passed first
  *              (spec 107). Runs pending stop work before returning true in
- *              the same epoch (so not async-signal-safe).
+ *              the same epoch (so not async-signal-safe). Inside a task of a
+ *              qflow runtime it never sleeps: it returns false with
+ *              qf_last_code() QF_FAILED_PRECONDITION when it would have to
+ *              (register a waker instead).
  */
 QF_API bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline);
 
@@ -508,7 +511,9 @@ QF_API void qf_coord_join_report_clear(qf_coord_join_report *r);
  *              message of a non-OK return is in qf_last_message().
  *              QF_INVALID_ARGUMENT for extra_threads NULL with n_extra > 0
  *              or a negative / NaN grace; QF_RESOURCE_EXHAUSTED when out of
- *              memory (nothing waited, members stay registered).
+ *              memory (nothing waited, members stay registered);
+ *              QF_FAILED_PRECONDITION when called from inside a task of a
+ *              qflow runtime (it would hold a worker).
  */
 QF_API qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
                              double stop_grace_period_secs, bool ignore_live_threads,
