@@ -1,0 +1,163 @@
+/* bench_queue.c - the queue benchmarks of issue 3: which cases exist, with
+ * which parameters and work sizes, and the exactly-once check they share.
+ * The run functions are in bench_queue_tput.c, _pingpong.c and _alloc.c. */
+#include <stdio.h>
+
+#include "bench_queue.h"
+
+/* 1 + 2 + ... + n and 1^2 + ... + n^2, modulo 2^64 like the sums kept by
+ * qb_record() (the divisions happen before anything can wrap). */
+static uint64_t sum_to(uint64_t n)
+{
+    return n % 2 ? n * ((n + 1) / 2) : (n / 2) * (n + 1);
+}
+
+static uint64_t sumsq_to(uint64_t n)
+{
+    uint64_t a = n, b = n + 1, c = 2 * n + 1;
+    if (a % 2 == 0)
+        a /= 2;
+    else
+        b /= 2;
+    if (a % 3 == 0)
+        a /= 3;
+    else if (b % 3 == 0)
+        b /= 3;
+    else
+        c /= 3;
+    return a * b * c;
+}
+
+void qb_verify(const char *what, const uint64_t *sent, int producers, const qb_seen *seen,
+               int consumers)
+{
+    uint64_t out_of_order = 0;
+    for (int c = 0; c < consumers; c++)
+        out_of_order += seen[c].out_of_order;
+    for (int p = 0; p < producers; p++) {
+        uint64_t count = 0, sum = 0, sumsq = 0;
+        for (int c = 0; c < consumers; c++) {
+            count += seen[c].count[p];
+            sum += seen[c].sum[p];
+            sumsq += seen[c].sumsq[p];
+        }
+        if (count != sent[p] || sum != sum_to(sent[p]) || sumsq != sumsq_to(sent[p]))
+            bench_fail("%s: exactly-once check failed for producer %d: sent %llu elements, "
+                       "consumers received %llu (sums %s)",
+                       what, p, (unsigned long long)sent[p], (unsigned long long)count,
+                       sum == sum_to(sent[p]) && sumsq == sumsq_to(sent[p]) ? "match" : "differ");
+    }
+    if (out_of_order)
+        fprintf(stderr,
+                "\nqflow-bench: warning: %s: %llu elements arrived out of their "
+                "producer's order\n",
+                what, (unsigned long long)out_of_order);
+}
+
+/* ------------------------------------------------------------ the cases */
+
+#define K 1000
+#define M 1000000
+
+static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyncqueue,
+                                            &bq_ck_ring_spin};
+#define N_MPMC (sizeof(mpmc_impls) / sizeof(mpmc_impls[0]))
+
+static tput_cfg threads_cfg[3][N_MPMC];
+static tput_cfg batch_cfg[2], spsc_cfg[2];
+static pingpong_cfg pingpong_cfg_of[2];
+static alloc_cfg alloc_cfg_qflow;
+
+static const char *capacity_str(const bq_impl *impl)
+{
+    return impl == &bq_gasyncqueue ? "unbounded" : NULL;
+}
+
+static void register_tput(const char *name, tput_cfg *cfg)
+{
+    const char *cap = capacity_str(cfg->impl);
+    bench_register(&(bench_case){
+        .name = name,
+        .impl = cfg->impl->name,
+        .unit = BENCH_ITEMS_PER_S,
+        .params = {{.key = "producers", .num = cfg->producers},
+                   {.key = "consumers", .num = cfg->consumers},
+                   {.key = "capacity", .str = cap, .num = QB_CAPACITY},
+                   {.key = "batch", .num = cfg->batch},
+                   {.key = "flags",
+                    .str = cfg->flags ? "single_producer|single_consumer" : "mpmc"}},
+        .note = cfg->impl->note,
+        .run = qb_run_tput,
+        .arg = cfg,
+    });
+}
+
+void bench_register_queue(void)
+{
+    static const char *const names[3] = {"queue.tput.p1c1", "queue.tput.p2c2", "queue.tput.p4c4"};
+    static const int threads[3] = {1, 2, 4};
+    for (int t = 0; t < 3; t++) {
+        for (size_t i = 0; i < N_MPMC; i++) {
+            threads_cfg[t][i] = (tput_cfg){.impl = mpmc_impls[i],
+                                           .producers = threads[t],
+                                           .consumers = threads[t],
+                                           .batch = 1,
+                                           .items_quick = 1 * M,
+                                           .items_full = 5 * M};
+            register_tput(names[t], &threads_cfg[t][i]);
+        }
+    }
+
+    const bq_impl *batch_impls[2] = {&bq_qflow, &bq_mutex_cond};
+    for (int i = 0; i < 2; i++) {
+        batch_cfg[i] = (tput_cfg){.impl = batch_impls[i],
+                                  .producers = 1,
+                                  .consumers = 1,
+                                  .batch = 32,
+                                  .items_quick = 4 * M,
+                                  .items_full = 20 * M};
+        register_tput("queue.tput.batch32", &batch_cfg[i]);
+    }
+
+    const bq_impl *spsc_impls[2] = {&bq_qflow, &bq_ck_ring_spsc};
+    for (int i = 0; i < 2; i++) {
+        spsc_cfg[i] = (tput_cfg){.impl = spsc_impls[i],
+                                 .producers = 1,
+                                 .consumers = 1,
+                                 .batch = 1,
+                                 .flags = BQ_SINGLE_PRODUCER | BQ_SINGLE_CONSUMER,
+                                 .items_quick = 4 * M,
+                                 .items_full = 20 * M};
+        register_tput("queue.tput.spsc", &spsc_cfg[i]);
+    }
+
+    const bq_impl *pp_impls[2] = {&bq_qflow, &bq_mutex_cond};
+    for (int i = 0; i < 2; i++) {
+        pingpong_cfg_of[i] = (pingpong_cfg){.impl = pp_impls[i]};
+        bench_register(&(bench_case){
+            .name = "queue.pingpong",
+            .impl = pp_impls[i]->name,
+            .unit = BENCH_NS,
+            .outputs = {"queue.pingpong.p50", "queue.pingpong.p99"},
+            .params = {{.key = "capacity", .num = QB_CAPACITY},
+                       {.key = "flags", .str = "mpmc"},
+                       {.key = "measures", .str = "round trip"}},
+            .run = qb_run_pingpong,
+            .arg = &pingpong_cfg_of[i],
+        });
+    }
+
+    alloc_cfg_qflow = (alloc_cfg){.impl = &bq_qflow, .producers = 2, .consumers = 2};
+    bench_register(&(bench_case){
+        .name = "queue.alloc",
+        .impl = "qflow",
+        .unit = BENCH_ALLOCS_PER_ITEM,
+        .params = {{.key = "producers", .num = 2},
+                   {.key = "consumers", .num = 2},
+                   {.key = "capacity", .num = QB_CAPACITY},
+                   {.key = "counts", .str = "malloc calloc realloc memalign family"}},
+        .note = "allocations per element (enqueue + dequeue) after a warm-up, all threads",
+        .run = qb_run_alloc,
+        .arg = &alloc_cfg_qflow,
+    });
+}

@@ -1,0 +1,79 @@
+/* bench_run.h - the harness side of qflow-bench: running registered cases,
+ * the results they give, and what is done with them (tables, JSON,
+ * comparison, plots). Benchmark authors need only bench.h.
+ */
+#ifndef BENCH_RUN_H
+#define BENCH_RUN_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "bench.h"
+
+/* One result: a bench/impl pair summarised over its repetitions. */
+typedef struct bench_result {
+    char *bench; /* owned */
+    char *impl;  /* owned */
+    char *unit;  /* owned */
+    double median, min, max;
+    unsigned reps;
+    unsigned truncated_reps; /* repetitions that hit a time budget */
+    const bench_case *bc;    /* params and note; NULL when read from a file */
+} bench_result;
+
+typedef struct bench_results {
+    bench_result *v;
+    size_t n, cap;
+} bench_results;
+
+typedef struct bench_options {
+    bool quick;
+    unsigned reps;
+    const regex_t *filter; /* NULL: everything */
+} bench_options;
+
+/* Registry (bench.c). */
+size_t bench_case_count(void);
+const bench_case *bench_case_at(size_t i);
+/* The result names of a case (its .outputs, or its .name); returns count. */
+unsigned bench_case_outputs(const bench_case *c, const char *ret_names[BENCH_MAX_OUTPUTS]);
+/* True when "bench/impl" matches the filter (NULL matches everything). */
+bool bench_filter_matches(const regex_t *filter, const char *bench, const char *impl);
+/* True for units where a larger value is better (items/s). */
+bool bench_unit_higher_is_better(const char *unit);
+
+/* Results (bench_run.c). */
+bench_result *bench_results_add(bench_results *rs, const char *bench, const char *impl,
+                                const char *unit);
+void bench_results_free(bench_results *rs);
+const bench_result *bench_results_find(const bench_results *rs, const char *bench,
+                                       const char *impl);
+
+/* Run every matching case; progress goes to stderr. */
+void bench_run_all(const bench_options *o, bench_results *ret);
+
+/* Terminal tables, one per bench (report.c). */
+void bench_print_tables(const bench_results *rs);
+/* Format a value with its unit's usual precision ("5.81 M", "412 ns"). */
+void bench_format_value(char *buf, size_t len, double v, const char *unit);
+
+/* JSON (results_json.c). Return 0, or -1 with a message on stderr. */
+int bench_write_json(const char *path, const bench_results *rs, const bench_options *o);
+int bench_read_json(const char *path, bench_results *ret);
+
+/* Machine description as JSON members (machine.c). */
+struct json_writer;
+void bench_write_machine(struct json_writer *w, const bench_options *o);
+
+/* --compare (compare.c): prints the table (old results outside `filter`
+ * are left out); returns the number of qflow results worse than
+ * `threshold_pct`. */
+int bench_compare(const bench_results *old_rs, const bench_results *new_rs, double threshold_pct,
+                  const regex_t *filter);
+
+/* --plot (plot.c): returns 0 when the charts were written or gnuplot is
+ * absent (a note is printed), -1 on error. */
+int bench_plot(const char *dir, const bench_results *rs);
+
+#endif

@@ -1,0 +1,198 @@
+/* qflow-bench - qflow's benchmark program: runs the registered benchmark
+ * cases (bench.h), prints a table per benchmark with qflow next to each
+ * baseline, and optionally writes JSON, compares with an earlier run and
+ * draws charts. Exit status: 0; 1 when --compare found a qflow result
+ * worse than the threshold; 2 on a usage error or a failed check. */
+#include <getopt.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_run.h"
+
+/* Every group of benchmarks; add yours here (see bench.h). */
+static void (*const groups[])(void) = {
+    bench_register_queue,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: qflow-bench [options]\n"
+               "  --quick            small work sizes: the whole run takes under 60 s on 2 cores\n"
+               "                     (default: full sizes, a few minutes)\n"
+               "  --filter REGEX     run only cases whose \"bench/impl\" matches the POSIX\n"
+               "                     extended REGEX (e.g. 'tput.p1c1', '/qflow$')\n"
+               "  --reps N           repetitions per case (default 5): median, min, max\n"
+               "  --json FILE        write the results as JSON to FILE\n"
+               "  --compare OLD.json after the run, show the change against OLD.json and exit 1\n"
+               "                     when a qflow result is worse by more than the threshold\n"
+               "  --threshold PCT    threshold of --compare, e.g. 10%% (default 10%%)\n"
+               "  --plot DIR         write PNG charts to DIR (needs gnuplot)\n"
+               "  --list             list the cases (after --filter) and exit\n"
+               "  --help             this text\n");
+}
+
+static void list_cases(const regex_t *filter)
+{
+    printf("%-22s %-14s %-12s %s\n", "bench", "impl", "unit", "params");
+    for (size_t i = 0; i < bench_case_count(); i++) {
+        const bench_case *c = bench_case_at(i);
+        const char *names[BENCH_MAX_OUTPUTS];
+        unsigned n = bench_case_outputs(c, names);
+        for (unsigned k = 0; k < n; k++) {
+            if (!bench_filter_matches(filter, names[k], c->impl))
+                continue;
+            printf("%-22s %-14s %-12s", names[k], c->impl, c->unit);
+            for (int p = 0; p < BENCH_MAX_PARAMS && c->params[p].key; p++) {
+                if (c->params[p].str)
+                    printf(" %s=%s", c->params[p].key, c->params[p].str);
+                else
+                    printf(" %s=%g", c->params[p].key, c->params[p].num);
+            }
+            printf("\n");
+        }
+    }
+}
+
+static double parse_threshold(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || (*end && strcmp(end, "%") != 0) || v < 0) {
+        fprintf(stderr, "qflow-bench: bad --threshold '%s' (want e.g. 10%%)\n", s);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        OPT_QUICK = 1,
+        OPT_FILTER,
+        OPT_REPS,
+        OPT_JSON,
+        OPT_COMPARE,
+        OPT_THRESHOLD,
+        OPT_PLOT,
+        OPT_LIST,
+        OPT_HELP
+    };
+    static const struct option longopts[] = {
+        {"quick", no_argument, NULL, OPT_QUICK},
+        {"filter", required_argument, NULL, OPT_FILTER},
+        {"reps", required_argument, NULL, OPT_REPS},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"compare", required_argument, NULL, OPT_COMPARE},
+        {"threshold", required_argument, NULL, OPT_THRESHOLD},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"list", no_argument, NULL, OPT_LIST},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    bench_options o = {.quick = false, .reps = 5, .filter = NULL};
+    const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL;
+    double threshold = 10;
+    bool list = false;
+    regex_t filter;
+
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_QUICK:
+            o.quick = true;
+            break;
+        case OPT_FILTER:
+            filter_src = optarg;
+            break;
+        case OPT_REPS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*end || n < 1 || n > 1000) {
+                fprintf(stderr, "qflow-bench: bad --reps '%s' (1..1000)\n", optarg);
+                return 2;
+            }
+            o.reps = (unsigned)n;
+            break;
+        }
+        case OPT_JSON:
+            json_path = optarg;
+            break;
+        case OPT_COMPARE:
+            compare_path = optarg;
+            break;
+        case OPT_THRESHOLD:
+            threshold = parse_threshold(optarg);
+            break;
+        case OPT_PLOT:
+            plot_dir = optarg;
+            break;
+        case OPT_LIST:
+            list = true;
+            break;
+        case OPT_HELP:
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "qflow-bench: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (filter_src) {
+        int err = regcomp(&filter, filter_src, REG_EXTENDED | REG_NOSUB);
+        if (err) {
+            char msg[256];
+            regerror(err, &filter, msg, sizeof(msg));
+            fprintf(stderr, "qflow-bench: bad --filter '%s': %s\n", filter_src, msg);
+            return 2;
+        }
+        o.filter = &filter;
+    }
+
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        groups[i]();
+    if (list) {
+        list_cases(o.filter);
+        return 0;
+    }
+
+    bench_results old_rs = {0}, new_rs = {0};
+    if (compare_path && bench_read_json(compare_path, &old_rs) != 0)
+        return 2;
+
+    printf("qflow-bench: %s mode, %u reps, %ld CPUs online%s%s\n", o.quick ? "quick" : "default",
+           o.reps, sysconf(_SC_NPROCESSORS_ONLN), filter_src ? ", filter " : "",
+           filter_src ? filter_src : "");
+    fflush(stdout);
+    uint64_t t0 = bench_now_ns();
+    bench_run_all(&o, &new_rs);
+    if (new_rs.n == 0)
+        fprintf(stderr, "qflow-bench: no case matches the filter (see --list)\n");
+    bench_print_tables(&new_rs);
+    printf("\ntotal time %.1f s\n", (double)(bench_now_ns() - t0) / 1e9);
+
+    int status = 0;
+    if (json_path) {
+        if (bench_write_json(json_path, &new_rs, &o) != 0)
+            status = 2;
+        else
+            printf("results: %s\n", json_path);
+    }
+    if (plot_dir && bench_plot(plot_dir, &new_rs) != 0)
+        status = 2;
+    if (compare_path && bench_compare(&old_rs, &new_rs, threshold, o.filter) > 0 && status == 0)
+        status = 1;
+
+    bench_results_free(&old_rs);
+    bench_results_free(&new_rs);
+    if (filter_src)
+        regfree(&filter);
+    return status;
+}
