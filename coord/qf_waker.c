@@ -30,6 +30,7 @@ void qf_waker_init(qf_waker *w, qf_wake_fn fn, void *ctx)
     w->ctx = ctx;
     w->qf__next = w->qf__prev = NULL;
     __atomic_store_n(&w->qf__list, NULL, __ATOMIC_RELAXED);
+    w->qf__woken_from = NULL;
     atomic_store_explicit(&w->qf__state, QF_WAKER_IDLE, memory_order_relaxed);
 }
 
@@ -110,6 +111,7 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
         }
         qf_waker_withdraw(w);
     }
+    w->qf__woken_from = NULL; /* re-registering uses the earlier wake */
     qf__lock(&wl->qf__lock);
     atomic_store_explicit(&w->qf__state, QF_WAKER_REGISTERED, memory_order_relaxed);
     __atomic_store_n(&w->qf__list, wl, __ATOMIC_RELAXED);
@@ -167,6 +169,7 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
     while (k < n && wl->qf__head) {
         qf_waker *w = wl->qf__head;
         unlink_locked(wl, w);
+        w->qf__woken_from = wl;
         atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_relaxed);
         /* Reuse qf__next for a private singly linked batch. */
         if (last)
@@ -235,8 +238,17 @@ bool qf_waker_withdraw(qf_waker *w)
     for (;;) {
         qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
         if (!wl) {
-            if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+            uint32_t st = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+            if (st == QF_WAKER_CLAIMED) {
                 wait_until_done(w);
+                st = QF_WAKER_DONE;
+            }
+            if (st == QF_WAKER_DONE && w->qf__woken_from) {
+                /* Woken and abandoned: hand the wake to the next waiter. */
+                qf_waitlist *from = w->qf__woken_from;
+                w->qf__woken_from = NULL;
+                qf_waitlist_wake(from, 1);
+            }
             return false;
         }
         /* The list can change only by a wake (to NULL) while we look, and
@@ -247,6 +259,11 @@ bool qf_waker_withdraw(qf_waker *w)
         if (still)
             return qf_waitlist_cancel(wl, w);
     }
+}
+
+void qf_waker_consumed(qf_waker *w)
+{
+    w->qf__woken_from = NULL;
 }
 
 static _Thread_local bool in_task;

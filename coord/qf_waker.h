@@ -68,6 +68,9 @@ struct qf_waker {
     qf_waker *qf__next;
     qf_waker *qf__prev;
     qf_waitlist *qf__list;
+    /* The list whose wake is not yet used: withdrawing the waker then hands
+     * the wake on to the next waiter there (NULL once used). */
+    qf_waitlist *qf__woken_from;
     QF_ATOMIC(uint32_t) qf__state;
 };
 
@@ -99,9 +102,17 @@ QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline);
  * knowing which (the runtime uses it when cancelling a parked task).
  * Returns true when it was registered and is now IDLE; false when it was
  * not registered or had been woken (then, as with qf_waitlist_cancel(), the
- * call returns once the waking thread is done with it). Owner only.
+ * call returns once the waking thread is done with it). A wake that was
+ * delivered but not used (see qf_waker_consumed()) is passed on to the next
+ * waiter of the list that sent it, so abandoning a wait never loses a
+ * wake. Owner only.
  */
 QF_API bool qf_waker_withdraw(qf_waker *w);
+
+/** qf_waker_consumed() - the wake `w` received has been used (the poll it
+ *  was for succeeded), so withdrawing it later passes nothing on. Owner
+ *  only; wait-free. */
+QF_API void qf_waker_consumed(qf_waker *w);
 
 /* Internal: set by a scheduler while a task runs on this thread, so that
  * thread-blocking calls can refuse to block a worker (they return

@@ -1,17 +1,28 @@
-/* qf_fifo_queue.c - the FIFO engine: reserve, insert, take, wait, close.
+/* qf_fifo_queue.c - the FIFO engine: reserve, publish, take, wait, close.
  *
  * Everything here moves opaque slots (element pointers or inline values);
  * qf_queue.c wraps it in the element and pointer APIs.
  *
- * Invariants (see the state word in qf_queue-impl.h):
- *   - count is raised before an element becomes visible (reserve before the
- *     ring write, raise before a put-back) and lowered after it was removed,
- *     so count never underflows and ring occupancy <= count;
- *   - a producer's reservation succeeds only when count < capacity, so a
- *     bounded queue's ring (>= capacity slots) can never be full;
- *   - "closed and drained" is CLOSED && count == 0 && pending == 0 in one
- *     snapshot: nothing is in the queue, nothing is being inserted, and no
- *     enqueue that began before a plain close is still waiting.
+ * The fast path touches no shared counter: capacity comes from the ring
+ * indices (qf_ring-impl.h), and the state word (qf_queue-impl.h) is read,
+ * not written, by enqueues and dequeues. A producer reserves ring slots,
+ * checks the state word (closed?), writes and publishes them with a seq_cst
+ * store, then reads the state word for sleeping consumers. A consumer takes
+ * with a seq_cst CAS and then reads the state word for sleeping producers.
+ * A waiter registers its waker, sets its side's wait bit with a seq_cst
+ * fetch_or and re-checks the indices with seq_cst loads: by sequential
+ * consistency either the waiter sees the other side's index move, or the
+ * other side sees the wait bit. Nothing is lost and nobody sleeps through.
+ *
+ * Closed and drained. A consumer reports end-of-data only when the queue is
+ * closed, no enqueue that was blocked before a plain close is still pending,
+ * no other consumer holds elements it may put back (a cut-short
+ * dequeue_many), and nothing is reserved in the ring or waiting in the side
+ * lists. A producer that reserved slots and then finds the queue closed
+ * cannot hand the slots back (later producers may hold later slots), so it
+ * publishes tombstones there, which consumers discard, and fails. Hence a
+ * reservation either becomes an element delivered before end-of-data, or a
+ * failed enqueue; never an element stranded behind an end-of-data.
  */
 #include <limits.h>
 #include <sched.h>
@@ -22,12 +33,11 @@
 #include "qf_queue-impl.h"
 #include "qf_status.h"
 
-/* Largest number of rows one reservation asks for, so that transient
- * over-reservations can never carry count into the flag bits. */
-#define MAX_RESERVE 65536u
-/* Spins while an element is reserved but not yet published, before
- * yielding the CPU to the (probably preempted) producer. */
+/* Waits for an in-flight publication before sleeping on it instead. */
 #define INFLIGHT_SPINS 64
+
+static char tombstone_object;
+#define TOMBSTONE ((void *)&tombstone_object)
 
 /* ---------------------------------------------------------------- errors */
 
@@ -54,114 +64,126 @@ static qf_code err_insufficient(const qf_queue *q, size_t requested)
                         q->kind_name, q->name, requested, (long long)qf__fifo_size(q));
 }
 
-/* ----------------------------------------------------------------- waking */
+/* ---------------------------------------------------------------- helpers */
 
-static void wake_consumers(qf_queue *q, uint64_t seen, size_t k)
+static uint64_t state_sc(qf_queue *q)
 {
-    if ((seen & QF__DEQ_WAIT) && qf_waitlist_count(&q->deq_waiters) != 0)
-        qf_waitlist_wake(&q->deq_waiters, k > INT32_MAX ? INT32_MAX : (int)k);
+    return atomic_load_explicit(&q->state, memory_order_seq_cst);
 }
 
-/* Lower count by k (elements taken, or a reservation undone) and wake as
- * many blocked producers as the freed room allows. Only a decrement that
- * takes count below capacity wakes anyone: an undo by a producer that
- * found the queue full must not wake another producer, or full-queue
- * producers would wake each other forever. */
-static void release_count(qf_queue *q, size_t k)
+static int clamp_n(size_t n)
 {
-    uint64_t old = atomic_fetch_sub_explicit(&q->state, k, memory_order_acq_rel);
-    if (!(old & QF__ENQ_WAIT))
-        return;
-    uint64_t now = qf__count(old) - k;
-    if (now < (uint64_t)q->capacity && qf_waitlist_count(&q->enq_waiters) != 0) {
-        uint64_t room = (uint64_t)q->capacity - now;
-        size_t n = room < k ? (size_t)room : k;
-        qf_waitlist_wake(&q->enq_waiters, n > INT32_MAX ? INT32_MAX : (int)n);
-    }
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* After publishing (seq_cst): wake sleeping consumers, if any. */
+static void wake_consumers(qf_queue *q, size_t k)
+{
+    if ((state_sc(q) & QF__DEQ_WAIT) && qf_waitlist_count(&q->deq_waiters) != 0)
+        qf_waitlist_wake(&q->deq_waiters, clamp_n(k));
+}
+
+/* After consuming ring slots (seq_cst): wake sleeping producers, if any. */
+static void wake_producers(qf_queue *q, size_t k)
+{
+    if ((state_sc(q) & QF__ENQ_WAIT) && qf_waitlist_count(&q->enq_waiters) != 0)
+        qf_waitlist_wake(&q->enq_waiters, clamp_n(k));
+}
+
+static void wake_all_consumers_if_closed(qf_queue *q, uint64_t seen)
+{
+    if ((seen & QF__CLOSED) && qf_waitlist_count(&q->deq_waiters) != 0)
+        qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
 }
 
 static void drop_pending(qf_queue *q)
 {
-    uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__PENDING_ONE, memory_order_acq_rel);
+    uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
     /* The last enqueue that outlived a plain close has finished: consumers
-     * waiting on an empty closed queue can now be told it is drained. */
-    if ((old & QF__CLOSED) && qf__pending(old) == 1)
-        wake_consumers(q, old | QF__DEQ_WAIT, INT32_MAX);
+     * on an empty closed queue can now be told it is drained. */
+    if (qf__pending(old) == 1)
+        wake_all_consumers_if_closed(q, old);
 }
 
-/* -------------------------------------------------------------- spinning */
-
-static int64_t spin_budget(const qf_queue *q)
+static bool become_pending(qf_queue *q, qf_code *ret_err)
 {
-    static int ncpu;
-    if (ncpu == 0)
-        ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    /* Spinning for a partner only helps when it can run at the same time. */
-    return ncpu > 1 ? q->spin_ns : 0;
-}
-
-/* Spin a little; false once the spin budget (started at *spin_end) is
- * spent. */
-static bool spin_once(const qf_queue *q, int64_t *spin_end)
-{
-    int64_t budget = spin_budget(q);
-    if (budget <= 0)
+    uint64_t old = atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
+    if (old & (QF__CLOSED | QF__CANCELLED)) {
+        drop_pending(q);
+        *ret_err = (old & QF__CANCELLED) ? err_enqueue_cancelled() : err_closed(q);
         return false;
-    int64_t now = qf_now_ns();
-    if (*spin_end == 0)
-        *spin_end = now + budget;
-    if (now >= *spin_end)
-        return false;
-    for (int i = 0; i < 32; i++)
-        qf__cpu_relax();
+    }
     return true;
 }
 
-static void inflight_pause(unsigned *spins)
+static int ncpus(void)
 {
-    if (++*spins < INFLIGHT_SPINS)
+    static _Atomic int ncpu;
+    int n = atomic_load_explicit(&ncpu, memory_order_relaxed);
+    if (n == 0) {
+        n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store_explicit(&ncpu, n > 0 ? n : 1, memory_order_relaxed);
+    }
+    return n > 0 ? n : 1;
+}
+
+/* Spinning before sleeping catches a partner that is about to act (a futex
+ * hand-off costs microseconds), but only when the partner is running; on
+ * an oversubscribed or busy machine the spinner burns the time slice its
+ * partner needs (measured here: 10-20x slower than not spinning at all).
+ * So the budget adapts per queue, as an adaptive mutex's does: a spin that
+ * caught its partner doubles it (up to spin_ns), a spin that ended in a
+ * sleep anyway halves it. Relaxed updates: it is a hint. */
+typedef struct spin {
+    int64_t end; /* 0: not started; -1: done or not allowed; else deadline */
+} spin;
+
+static void spin_feedback(qf_queue *q, bool caught)
+{
+    int32_t b = atomic_load_explicit(&q->spin_dyn, memory_order_relaxed);
+    int32_t nb = caught ? (b < 1000 ? 1000 : b * 2) : b / 2;
+    if (nb > q->spin_ns)
+        nb = (int32_t)q->spin_ns;
+    if (nb != b)
+        atomic_store_explicit(&q->spin_dyn, nb, memory_order_relaxed);
+}
+
+/* The operation made progress (or ended): a spin still running caught it. */
+static void spin_release(qf_queue *q, spin *sp)
+{
+    if (sp->end > 0)
+        spin_feedback(q, true);
+    sp->end = 0;
+}
+
+/* Spin a little; false once the budget is spent (then it sleeps). */
+static bool spin_once(qf_queue *q, spin *sp)
+{
+    if (sp->end < 0 || q->spin_ns <= 0 || ncpus() < 2)
+        return false;
+    int64_t now = qf_now_ns();
+    if (sp->end == 0) {
+        int32_t budget = atomic_load_explicit(&q->spin_dyn, memory_order_relaxed);
+        if (budget <= 0) {
+            /* Probe now and then so the budget can grow back when the
+             * machine quietens down. */
+            uint32_t t = atomic_fetch_add_explicit(&q->spin_probe, 1, memory_order_relaxed);
+            if (t % 64 != 0) {
+                sp->end = -1;
+                return false;
+            }
+            budget = 1000;
+        }
+        sp->end = now + budget;
+    }
+    if (now >= sp->end) {
+        spin_feedback(q, false);
+        sp->end = -1;
+        return false;
+    }
+    for (int i = 0; i < 16; i++)
         qf__cpu_relax();
-    else
-        sched_yield();
-}
-
-/* ------------------------------------------------------------- producers */
-
-typedef enum { RES_OK, RES_FULL, RES_CLOSED, RES_CANCELLED } reserve_result;
-
-/* Reserve room for up to `want` elements; *ret_k gets how many (>= 1). */
-static reserve_result reserve(qf_queue *q, size_t want, bool pending, size_t *ret_k,
-                              uint64_t *ret_seen)
-{
-    if (want > MAX_RESERVE)
-        want = MAX_RESERVE;
-    uint64_t old = atomic_fetch_add_explicit(&q->state, want, memory_order_acq_rel);
-    *ret_seen = old;
-    uint64_t c = qf__count(old);
-    if (old & QF__CANCELLED) {
-        release_count(q, want);
-        return RES_CANCELLED;
-    }
-    if ((old & QF__CLOSED) && !pending) {
-        release_count(q, want);
-        return RES_CLOSED;
-    }
-    if (c >= (uint64_t)q->capacity) {
-        release_count(q, want);
-        return RES_FULL;
-    }
-    uint64_t room = (uint64_t)q->capacity - c;
-    size_t k = room < want ? (size_t)room : want;
-    if (k < want)
-        release_count(q, want - k);
-    *ret_k = k;
-    return RES_OK;
-}
-
-static size_t ring_put(qf_queue *q, void *const *slots, size_t k)
-{
-    return q->single_producer ? qf__ring_enqueue_sp(&q->ring, slots, k)
-                              : qf__ring_enqueue_mp(&q->ring, slots, k);
+    return true;
 }
 
 static void oom_abort(const char *what)
@@ -170,61 +192,64 @@ static void oom_abort(const char *what)
     abort();
 }
 
-/* Make k reserved elements visible. */
-static void insert(qf_queue *q, void *const *slots, size_t k)
+/* ------------------------------------------------------------- producers */
+
+/* The verdict of the state word for a producer. */
+static qf_code closed_for(const qf_queue *q, uint64_t s, bool pending)
 {
-    size_t done = 0;
-    if (!q->unbounded) {
-        /* Cannot fail for long: the reservation guarantees ring room; a
-         * short miss is a consumer between its CAS and its count release. */
-        while (done < k) {
-            size_t r = ring_put(q, slots + done, k - done);
-            if (r == 0)
-                qf__cpu_relax();
-            done += r;
-        }
-        return;
-    }
-    /* Unbounded: the ring first, the overflow list when it is full. Once
-     * anything sits in overflow, later elements go there too, so the ring
-     * only ever holds elements older than the overflow's (FIFO holds). */
-    if (atomic_load_explicit(&q->overflow_n, memory_order_acquire) == 0)
-        done = ring_put(q, slots, k);
-    if (done == k)
-        return;
-    qf__lock(&q->side_lock);
-    while (done < k) {
-        if (q->overflow.len == 0) {
-            size_t r = ring_put(q, slots + done, k - done);
-            done += r;
-            if (done == k)
-                break;
-        }
-        if (!qf__deque_push_back(&q->overflow, slots[done]))
-            oom_abort("growing an unbounded queue");
-        atomic_fetch_add_explicit(&q->overflow_n, 1, memory_order_release);
-        done++;
-    }
-    qf__unlock(&q->side_lock);
+    if (s & QF__CANCELLED)
+        return pending ? err_enqueue_cancelled() : err_closed(q);
+    if ((s & QF__CLOSED) && !pending)
+        return err_closed(q);
+    return QF_OK;
 }
 
-static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, int64_t *spin_end)
+/* Unbounded (or huge) queues: the overflow list behind the ring. Puts all
+ * n slots or none; returns true when they went in (or the queue refused them
+ * with *ret_err), false when there is no room for all n. */
+static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, qf_code *ret_err)
+{
+    qf__lock(&q->side_lock);
+    if (!q->unbounded_cap) {
+        uint64_t used = qf__ring_reserved(&q->ring) + q->overflow.len;
+        if (used + n > (uint64_t)q->capacity) {
+            qf__unlock(&q->side_lock);
+            return false;
+        }
+    }
+    /* Announce first, then check closed: a consumer that saw it drained
+     * either misses the announcement (and we then see CLOSED) or waits. */
+    atomic_fetch_add_explicit(&q->overflow_n, (uint32_t)n, memory_order_seq_cst);
+    *ret_err = closed_for(q, state_sc(q), pending);
+    if (*ret_err != QF_OK) {
+        atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)n, memory_order_seq_cst);
+        qf__unlock(&q->side_lock);
+        wake_all_consumers_if_closed(q, QF__CLOSED);
+        return true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!qf__deque_push_back(&q->overflow, slots[i]))
+            oom_abort("growing an unbounded queue");
+    qf__unlock(&q->side_lock);
+    wake_consumers(q, n);
+    return true;
+}
+
+static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, spin *sp, size_t want)
 {
     if (w->mode == QF__WAIT_TRY)
         return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
     if (w->mode == QF__WAIT_DEADLINE && !*pending) {
         /* From here on this enqueue is "pending": a plain close lets it
          * finish, and consumers wait for it before reporting end-of-data. */
-        uint64_t old = atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_acq_rel);
-        if (old & (QF__CLOSED | QF__CANCELLED)) {
-            drop_pending(q);
-            return (old & QF__CANCELLED) ? err_enqueue_cancelled() : err_closed(q);
-        }
+        qf_code err;
+        if (!become_pending(q, &err))
+            return err;
         *pending = true;
     }
     if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline))
         return err_timeout();
-    if (w->mode == QF__WAIT_DEADLINE && spin_once(q, spin_end))
+    if (w->mode == QF__WAIT_DEADLINE && spin_once(q, sp))
         return QF_OK; /* retry */
 
     qf_waker tw, *wk = w->waker;
@@ -236,10 +261,12 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, int64_t 
     }
     qf_waitlist_register(&q->enq_waiters, wk);
     uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    bool closed_for_us = (old & QF__CANCELLED) || ((old & QF__CLOSED) && !*pending);
-    if (qf__count(old) < (uint64_t)q->capacity || closed_for_us) {
-        qf_waitlist_cancel(&q->enq_waiters, wk);
-        return QF_OK; /* retry now */
+    bool room =
+        q->unbounded_cap ? true : qf__ring_room(&q->ring) >= (want < q->ring.cap ? want : 1);
+    if (room || closed_for(q, old, *pending) != QF_OK) {
+        if (!qf_waitlist_cancel(&q->enq_waiters, wk))
+            wake_producers(q, 1); /* woken meanwhile: do not swallow it */
+        return QF_OK;             /* retry now */
     }
     if (w->mode == QF__WAIT_POLL)
         return QF_PENDING;
@@ -253,41 +280,73 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
 {
     size_t done = 0;
     bool pending = false;
-    int64_t spin_end = 0;
+    spin sp = {0};
     qf_code rc = QF_OK;
+    bool try_all = w->mode == QF__WAIT_TRY && n > 1;
 
-    if (w->mode == QF__WAIT_TRY && n > 1) {
-        /* all or nothing */
-        uint64_t old = atomic_load_explicit(&q->state, memory_order_relaxed);
-        if (qf__count(old) + n > (uint64_t)q->capacity && !(old & (QF__CLOSED))) {
+    if (n > 1 && w->mode == QF__WAIT_DEADLINE) {
+        /* A multi-row enqueue is pending from its start, so a plain close
+         * between its rows cannot cut it in two (spec 30, 59). */
+        if (!become_pending(q, &rc)) {
             if (ret_done)
                 *ret_done = 0;
-            return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+            return rc;
         }
+        pending = true;
+    } else if ((rc = closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire),
+                                pending)) != QF_OK) {
+        /* Already closed: refuse before reserving, so no tombstone. */
+        if (ret_done)
+            *ret_done = 0;
+        return rc;
     }
     while (done < n) {
+        unsigned ticket = 0;
         size_t k = 0;
-        uint64_t seen;
-        reserve_result r = reserve(q, n - done, pending, &k, &seen);
-        if (r == RES_OK) {
-            insert(q, slots + done, k);
+        bool to_overflow = q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire);
+        if (!to_overflow)
+            k = qf__ring_reserve(&q->ring, n - done, q->single_producer, try_all, &ticket);
+        if (k > 0) {
+            rc = closed_for(q, state_sc(q), pending);
+            if (rc != QF_OK) {
+                /* Reserved after a close: publish tombstones, fail. */
+                atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
+                for (size_t i = 0; i < k; i++)
+                    qf__ring_write(&q->ring, ticket + (unsigned)i, TOMBSTONE);
+                qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
+                wake_consumers(q, k);
+                break;
+            }
+            for (size_t i = 0; i < k; i++)
+                qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
+            qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
+            wake_consumers(q, k);
             done += k;
-            wake_consumers(q, seen, k);
-            spin_end = 0;
+            spin_release(q, &sp);
             continue;
         }
-        if (r == RES_CANCELLED) {
-            rc = pending ? err_enqueue_cancelled() : err_closed(q);
-            break;
+        if (q->spill) {
+            /* A try of several rows goes in whole or not at all. */
+            size_t m = try_all ? n - done : 1;
+            qf_code err = QF_OK;
+            if (overflow_push(q, slots + done, m, pending, &err)) {
+                if (err != QF_OK) {
+                    rc = err;
+                    break;
+                }
+                done += m;
+                continue;
+            }
         }
-        if (r == RES_CLOSED) {
-            rc = err_closed(q);
+        /* Full. A closed queue fails rather than waits. */
+        rc = closed_for(q, state_sc(q), pending);
+        if (rc != QF_OK)
             break;
-        }
-        rc = wait_room(q, w, &pending, &spin_end);
+        rc = wait_room(q, w, &pending, &sp, try_all ? n : 1);
         if (rc != QF_OK)
             break;
     }
+    spin_release(q, &sp);
     if (pending)
         drop_pending(q);
     if (ret_done)
@@ -297,32 +356,48 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
 
 /* ------------------------------------------------------------- consumers */
 
+/* Compact n taken slots, dropping tombstones; returns the real count. */
+static size_t drop_tombstones(qf_queue *q, void **slots, size_t n)
+{
+    size_t real = 0;
+    for (size_t i = 0; i < n; i++)
+        if (slots[i] != TOMBSTONE)
+            slots[real++] = slots[i];
+    if (real != n)
+        atomic_fetch_sub_explicit(&q->tomb_n, (uint32_t)(n - real), memory_order_relaxed);
+    return real;
+}
+
+/* Take up to max elements: the put-back stash first, then the ring, then
+ * the overflow list. Tombstones are dropped. */
 static size_t take_some(qf_queue *q, void **out, size_t max)
 {
     size_t k = 0;
     if (atomic_load_explicit(&q->stash_n, memory_order_acquire) != 0) {
         qf__lock(&q->side_lock);
         k = qf__deque_pop_front(&q->stash, out, max);
-        atomic_fetch_sub_explicit(&q->stash_n, (uint32_t)k, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&q->stash_n, (uint32_t)k, memory_order_seq_cst);
         qf__unlock(&q->side_lock);
     }
-    if (k < max)
-        k += q->single_consumer ? qf__ring_dequeue_sc(&q->ring, out + k, max - k)
-                                : qf__ring_dequeue_mc(&q->ring, out + k, max - k);
-    if (k < max && q->unbounded && atomic_load_explicit(&q->overflow_n, memory_order_acquire)) {
+    while (k < max) {
+        size_t r = qf__ring_take(&q->ring, out + k, max - k, q->single_consumer);
+        if (r == 0)
+            break;
+        k += drop_tombstones(q, out + k, r);
+        wake_producers(q, r);
+    }
+    if (k < max && q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire)) {
         qf__lock(&q->side_lock);
-        /* The ring may have refilled meanwhile; it holds the older ones. */
-        if (q->single_consumer)
-            k += qf__ring_dequeue_sc(&q->ring, out + k, max - k);
-        else
-            k += qf__ring_dequeue_mc(&q->ring, out + k, max - k);
-        size_t r = qf__deque_pop_front(&q->overflow, out + k, max - k);
-        atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)r, memory_order_relaxed);
-        k += r;
+        /* The ring holds the older elements: take from it first. */
+        size_t r = qf__ring_take(&q->ring, out + k, max - k, q->single_consumer);
+        k += drop_tombstones(q, out + k, r);
+        size_t o = qf__deque_pop_front(&q->overflow, out + k, max - k);
+        atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)o, memory_order_seq_cst);
+        k += o;
         qf__unlock(&q->side_lock);
+        if (r + o)
+            wake_producers(q, r + o);
     }
-    if (k)
-        release_count(q, k);
     return k;
 }
 
@@ -331,94 +406,146 @@ static void put_back(qf_queue *q, void *const *slots, size_t n)
 {
     if (n == 0)
         return;
-    /* Count first, so a consumer that takes them cannot underflow count. */
-    uint64_t old = atomic_fetch_add_explicit(&q->state, n, memory_order_acq_rel);
     qf__lock(&q->side_lock);
     if (!qf__deque_push_front(&q->stash, slots, n))
         oom_abort("returning elements to a queue");
-    atomic_fetch_add_explicit(&q->stash_n, (uint32_t)n, memory_order_release);
+    atomic_fetch_add_explicit(&q->stash_n, (uint32_t)n, memory_order_seq_cst);
     qf__unlock(&q->side_lock);
-    wake_consumers(q, old, n);
+    wake_consumers(q, n);
 }
 
-static bool drained(uint64_t s)
+void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n)
 {
-    return (s & QF__CLOSED) && qf__count(s) == 0 && qf__pending(s) == 0;
+    put_back(q, slots, n);
+}
+
+/* Anything a consumer could take now, or that is on its way (seq_cst: it
+ * is the re-check of a waiter). */
+static bool something_there(qf_queue *q, bool include_reserved)
+{
+    if (atomic_load_explicit(&q->stash_n, memory_order_seq_cst) ||
+        atomic_load_explicit(&q->overflow_n, memory_order_seq_cst))
+        return true;
+    unsigned c = QF__LD(&q->ring.ring.c_head, SEQ_CST);
+    unsigned p = include_reserved ? QF__LD(&q->ring.ring.p_head, SEQ_CST)
+                                  : QF__LD(&q->ring.ring.p_tail, SEQ_CST);
+    return p != c;
+}
+
+/* Closed, nothing pending, nothing anywhere; non-holders also need no
+ * other consumer to be holding elements it may put back. */
+static bool drained(qf_queue *q, uint64_t s, bool holder)
+{
+    if (!(s & QF__CLOSED) || qf__pending(s) != 0)
+        return false;
+    if (!holder && qf__holders(s) != 0)
+        return false;
+    return !something_there(q, true);
+}
+
+static void release_holder(qf_queue *q)
+{
+    uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
+    wake_all_consumers_if_closed(q, old);
 }
 
 qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
                       size_t *ret_n)
 {
     size_t got = 0;
-    int64_t spin_end = 0;
+    spin sp = {0};
     unsigned inflight = 0;
+    bool holder = false;
+    qf_code rc = QF_OK;
 
     for (;;) {
         got += take_some(q, ret_slots + got, n - got);
         if (got == n)
             break;
         uint64_t s = atomic_load_explicit(&q->state, memory_order_acquire);
-        if (qf__count(s) > 0 && !(w->mode == QF__WAIT_TRY && inflight >= INFLIGHT_SPINS)) {
-            /* Reserved but not yet published, or another consumer won the
-             * race for it: the state will move soon. A try gives up after a
-             * short while and reports what it saw as empty. */
-            inflight_pause(&inflight);
-            continue;
-        }
-        if (drained(s)) {
+        if (something_there(q, false))
+            continue; /* raced with another consumer; try again */
+        if (drained(q, s, holder)) {
             if (up_to && got > 0)
                 break;
             put_back(q, ret_slots, got);
-            return err_insufficient(q, n);
+            rc = err_insufficient(q, n);
+            goto fail;
         }
         if (w->mode == QF__WAIT_TRY) {
+            if (inflight++ < INFLIGHT_SPINS && something_there(q, true)) {
+                qf__cpu_relax(); /* a publication is on its way */
+                continue;
+            }
             if (up_to && got > 0)
                 break;
             put_back(q, ret_slots, got);
-            return qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+            rc = qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+            goto fail;
         }
         if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
             put_back(q, ret_slots, got);
-            return err_timeout();
+            rc = err_timeout();
+            goto fail;
         }
-        if (w->mode == QF__WAIT_DEADLINE && spin_once(q, &spin_end))
+        if (w->mode == QF__WAIT_DEADLINE && spin_once(q, &sp))
             continue;
+        if (got > 0 && !holder) {
+            /* We hold elements a close may make us put back: others must
+             * not call the queue drained before we do. */
+            atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
+            holder = true;
+        }
         qf_waker tw, *wk = w->waker;
         if (w->mode == QF__WAIT_DEADLINE) {
             if (qf__in_task()) {
                 put_back(q, ret_slots, got);
-                return qf__blocking_in_task_error("A blocking dequeue");
+                rc = qf__blocking_in_task_error("A blocking dequeue");
+                goto fail;
             }
             qf_waker_init_thread(&tw);
             wk = &tw;
         }
         qf_waitlist_register(&q->deq_waiters, wk);
         uint64_t old = atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
-        if (qf__count(old) > 0 || drained(old)) {
-            qf_waitlist_cancel(&q->deq_waiters, wk);
+        if (something_there(q, false) || drained(q, old, holder)) {
+            if (!qf_waitlist_cancel(&q->deq_waiters, wk))
+                wake_consumers(q, 1); /* woken meanwhile: pass it on */
             continue;
         }
         if (w->mode == QF__WAIT_POLL) {
             /* Poll forms take one element, so nothing is held here. */
             put_back(q, ret_slots, got);
-            return QF_PENDING;
+            rc = QF_PENDING;
+            goto fail;
         }
         if (qf_waker_wait(wk, w->deadline) == QF_DEADLINE_EXCEEDED &&
             qf_waitlist_cancel(&q->deq_waiters, wk)) {
             put_back(q, ret_slots, got);
-            return err_timeout();
+            rc = err_timeout();
+            goto fail;
         }
-        inflight = 0;
     }
+    spin_release(q, &sp);
+    if (holder)
+        release_holder(q);
     if (ret_n)
         *ret_n = got;
     return QF_OK;
+fail:
+    spin_release(q, &sp);
+    if (holder)
+        release_holder(q);
+    return rc;
 }
 
 int64_t qf__fifo_size(const qf_queue *q)
 {
     qf_queue *mq = (qf_queue *)q;
     int64_t n = qf__ring_size(&mq->ring);
+    n -= atomic_load_explicit(&mq->tomb_n, memory_order_relaxed);
+    if (n < 0)
+        n = 0; /* a tombstone counted before its slot was published */
     n += atomic_load_explicit(&mq->stash_n, memory_order_relaxed);
     n += atomic_load_explicit(&mq->overflow_n, memory_order_relaxed);
     return n;
@@ -427,7 +554,7 @@ int64_t qf__fifo_size(const qf_queue *q)
 qf_code qf__fifo_close(qf_queue *q, bool cancel)
 {
     uint64_t bits = QF__CLOSED | (cancel ? QF__CANCELLED : 0);
-    uint64_t old = atomic_fetch_or_explicit(&q->state, bits, memory_order_acq_rel);
+    uint64_t old = atomic_fetch_or_explicit(&q->state, bits, memory_order_seq_cst);
     if (!cancel && (old & QF__CLOSED))
         return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", q->name);
     /* Everyone re-checks: blocked consumers may now be at end-of-data,
@@ -439,10 +566,8 @@ qf_code qf__fifo_close(qf_queue *q, bool cancel)
 
 bool qf__fifo_cancel_poll(qf_queue *q, qf_waker *w)
 {
-    qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
-    if (wl == &q->deq_waiters || wl == &q->enq_waiters)
-        return qf_waitlist_cancel(wl, w);
-    /* Not registered here, or already woken: wait out a wake in progress. */
+    (void)q;
+    /* A wake that came and is now abandoned is passed on (qf_waker.c). */
     return qf_waker_withdraw(w);
 }
 
@@ -453,9 +578,10 @@ void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
     while ((k = qf__deque_pop_front(&q->stash, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);
-    while ((k = qf__ring_dequeue_mc(&q->ring, buf, 64)) > 0)
+    while ((k = qf__ring_take(&q->ring, buf, 64, true)) > 0)
         for (size_t i = 0; i < k; i++)
-            release(q, buf[i]);
+            if (buf[i] != TOMBSTONE)
+                release(q, buf[i]);
     while ((k = qf__deque_pop_front(&q->overflow, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);
@@ -469,4 +595,5 @@ const qf__queue_ops qf__fifo_ops = {
     .cancel_poll = qf__fifo_cancel_poll,
     .drain_all = qf__fifo_drain_all,
     .destroy = NULL,
+    .give_back = qf__fifo_give_back,
 };

@@ -1,26 +1,24 @@
 /* qf_queue-impl.h - internal: the queue object and the FIFO engine.
  *
- * The state word. One 64-bit atomic carries everything an enqueue or a
- * dequeue must agree on, so the fast path pays one RMW on it:
+ * The state word. One 64-bit atomic carries what enqueues and dequeues must
+ * agree on besides the ring indices. It is written only on slow paths
+ * (closing, a waiter announcing itself, a blocked enqueue becoming pending,
+ * a consumer holding a partial batch), so on the fast path every side only
+ * reads it and the cache line stays shared:
  *
- *   bits  0..31  count: elements in the queue or being inserted (a producer
- *                reserves before it writes the ring; a consumer releases
- *                after it took from the ring). Put-backs count too.
+ *   bits  0..19  holders: consumers waiting while they hold elements of a
+ *                cut-short dequeue_many they may put back
  *   bit   32     CLOSED
  *   bit   33     CANCELLED (close with cancel_pending_enqueues)
  *   bit   34     DEQ_WAIT: some consumer registered a waker (sticky hint)
  *   bit   35     ENQ_WAIT: some producer registered a waker (sticky hint)
- *   bits 40..63  pending: blocked enqueues that started before a plain
- *                close and may still complete after it
+ *   bits 40..63  pending: enqueues that were blocked (or multi-row) before
+ *                a plain close and may still complete after it
  *
- * Why one word: a producer's reservation must fail exactly when the queue
- * is full or closed, and a consumer's "closed and drained" verdict must not
- * miss an element that is being inserted. With count, CLOSED and pending
- * in one word, each decision is a single atomic snapshot. The wait bits let
- * the other side notice a sleeper from the value its own RMW returned: a
- * waiter registers its waker first and then sets the bit with an RMW, so
- * either the notifier's RMW sees the bit, or the waiter's RMW sees the
- * notifier's change and does not sleep. No seq_cst fence on the fast path.
+ * A waiter registers its waker and then sets its wait bit with a seq_cst
+ * RMW before re-checking the ring indices; the other side publishes with a
+ * seq_cst index update and then loads the word: one of the two sees the
+ * other (see qf_fifo_queue.c).
  */
 #ifndef QF_QUEUE_IMPL_H
 #define QF_QUEUE_IMPL_H
@@ -34,7 +32,8 @@
 #include "qf_ring-impl.h"
 #include "qf_waker.h"
 
-#define QF__COUNT_MASK ((uint64_t)0xffffffffu)
+#define QF__HOLDER_ONE ((uint64_t)1)
+#define QF__HOLDER_MASK ((uint64_t)0xfffff)
 #define QF__CLOSED ((uint64_t)1 << 32)
 #define QF__CANCELLED ((uint64_t)1 << 33)
 #define QF__DEQ_WAIT ((uint64_t)1 << 34)
@@ -42,9 +41,9 @@
 #define QF__PENDING_SHIFT 40
 #define QF__PENDING_ONE ((uint64_t)1 << QF__PENDING_SHIFT)
 
-static inline uint64_t qf__count(uint64_t s)
+static inline uint64_t qf__holders(uint64_t s)
 {
-    return s & QF__COUNT_MASK;
+    return s & QF__HOLDER_MASK;
 }
 static inline uint64_t qf__pending(uint64_t s)
 {
@@ -58,8 +57,7 @@ typedef struct qf__wait qf__wait;
  * (element pointers, or values in inline mode). Every kind implements the
  * same waiting rules (qf__wait) and close/cancel semantics. */
 typedef struct qf__queue_ops {
-    qf_code (*put)(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
-                   size_t *ret_done);
+    qf_code (*put)(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done);
     qf_code (*take)(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
                     size_t *ret_n);
     int64_t (*size)(const qf_queue *q);
@@ -69,6 +67,9 @@ typedef struct qf__queue_ops {
     void (*drain_all)(qf_queue *q, void (*release)(qf_queue *q, void *slot));
     /* Free kind-specific storage (q->impl); may be NULL. */
     void (*destroy)(qf_queue *q);
+    /* Return slots a consumer took but cannot deliver (out of memory while
+     * building the result) to the front; never fails. NULL: use put. */
+    void (*give_back)(qf_queue *q, void *const *slots, size_t n);
 } qf__queue_ops;
 
 struct qf_queue {
@@ -82,9 +83,11 @@ struct qf_queue {
     qf_queue_kind kind;
     const char *kind_name;
     char *name;
-    int64_t capacity; /* INT32_MAX when unbounded */
-    bool unbounded;
-    bool inline_mode; /* slots hold values, not qf_element pointers */
+    int64_t capacity;   /* INT32_MAX when unbounded */
+    bool unbounded;     /* capacity was negative (no limit) */
+    bool unbounded_cap; /* same, read by the engine */
+    bool spill;         /* the ring is smaller than the capacity: overflow list */
+    bool inline_mode;   /* slots hold values, not qf_element pointers */
     bool single_producer, single_consumer;
     size_t ncomp;
     qf_dtype *dtypes;
@@ -92,14 +95,32 @@ struct qf_queue {
     char **names;     /* NULL: no names */
     qf_ptr_dtor ptr_dtor;
     int64_t spin_ns;
+    /* Shared queues (qf_queue_registry.c). shared_name: NULL when not
+     * shared, else points into this allocation. shared_reg: where it is
+     * published (read only until then). published: registered under
+     * shared_name, so other handles may use it; set before the queue
+     * becomes visible and never cleared. min_after_dequeue and the
+     * seeds are RandomShuffleQueue's as requested (0 for other kinds);
+     * they exist so an attaching request can be checked (spec 11, 83). */
+    const char *shared_name;
+    qf_queue_registry *shared_reg;
+    bool published;
+    int64_t min_after_dequeue;
+    int64_t seed, seed2;
 
     qf__ring ring;
 
     _Alignas(64) _Atomic uint64_t state;
+    /* adaptive spin budget in ns (qf_fifo_queue.c) */
+    _Alignas(64) _Atomic int32_t spin_dyn;
+    _Atomic uint32_t spin_probe;
 
     /* Side storage: put-backs (front) and unbounded overflow (back). */
     _Alignas(64) _Atomic uint32_t stash_n;
     _Atomic uint32_t overflow_n;
+    /* Tombstones published and not yet taken (qf_fifo_queue.c); only
+     * enqueues that lose a race with close write any, so it stays cold. */
+    _Atomic uint32_t tomb_n;
     _Atomic uint32_t side_lock;
     qf__deque stash;
     qf__deque overflow;
@@ -132,12 +153,34 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
                       const char *default_name, const qf__queue_ops *ops, bool allow_partial,
                       qf_queue **ret_q);
 
+/* Shared queues (qf_queue_registry.c).
+ *
+ * With opts->shared_name, qf__queue_new() first looks the name up: an
+ * existing queue is checked against the request and returned as it is
+ * (q->published is true: a kind constructor must return it untouched).
+ * Otherwise it creates a fresh queue. Queues on the FIFO engine
+ * (qf__fifo_ops) need nothing more and are published at once; a kind that
+ * initialises more after qf__queue_new() (q->impl) must end its
+ * constructor with `return qf__queue_publish(q, ret_q);`, which registers
+ * the queue, or, when another thread registered the name first, checks
+ * that queue, frees q and returns the other. For a queue that is not
+ * shared it just sets *ret_q = q. On failure q has been freed. */
+qf_code qf__queue_publish(qf_queue *q, qf_queue **ret_q);
+/* The queue registered as o->shared_name in o->registry (NULL: the
+ * default), checked against the request (kind, capacity, dtypes, shapes,
+ * compatible ones when `padded`, min_after_dequeue and seeds): QF_OK and a
+ * new reference in *ret_q (NULL when the name is not registered), or
+ * QF_INVALID_ARGUMENT naming what differs. */
+qf_code qf__queue_find_shared(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
+                              bool padded, qf_queue **ret_q);
+
 qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
                      size_t *ret_done);
 /* up_to: once closed and drained, return what was gathered (>= 1). */
 qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
                       size_t *ret_n);
 int64_t qf__fifo_size(const qf_queue *q);
+void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n);
 qf_code qf__fifo_close(qf_queue *q, bool cancel);
 bool qf__fifo_cancel_poll(qf_queue *q, qf_waker *w);
 /* Release what the queue still holds (the queue is being freed). */

@@ -20,10 +20,28 @@
 
 /* ------------------------------------------------------------- creation */
 
+/* The FIFO engine marks abandoned ring slots with a private sentinel
+ * address, which no user pointer can equal. Numbers up to 4 bytes are stored
+ * with the top bit of the slot set (see number_slot()), which no user-space
+ * address has, so they cannot equal it either; 8-byte numbers could, and go
+ * through the element path instead. */
 static bool inline_dtype(qf_dtype dt)
 {
-    return dt != QF_STRING && dt != QF_COMPLEX128 && qf_dtype_is_valid(dt) &&
-           qf_dtype_size(dt) <= sizeof(void *);
+#if UINTPTR_MAX == UINT64_MAX && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return dt == QF_PTR || (dt != QF_STRING && qf_dtype_size(dt) <= 4);
+#else
+    return dt == QF_PTR;
+#endif
+}
+
+/* A number of sz <= 4 bytes as a slot value: its bytes first (so memcpy
+ * back out of the slot works), the top bit set. */
+static void *number_slot(const void *src, size_t sz)
+{
+    uintptr_t u = 0;
+    memcpy(&u, src, sz);
+    u |= (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);
+    return (void *)u;
 }
 
 static char *dup_str(const char *s)
@@ -91,6 +109,12 @@ static qf_code check_options(const qf_queue_options *o, bool allow_partial)
     return QF_OK;
 }
 
+/* The shared name a request asks for: TensorFlow treats "" as no name. */
+static const char *requested_shared_name(const qf_queue_options *o)
+{
+    return o->shared_name && o->shared_name[0] ? o->shared_name : NULL;
+}
+
 qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
                       const char *default_name, const qf__queue_ops *ops, bool allow_partial,
                       qf_queue **ret_q)
@@ -101,10 +125,37 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     if (!ret_q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
 
-    qf_queue *q = aligned_alloc(64, (sizeof(qf_queue) + 63) & ~(size_t)63);
+    /* Shared queues (spec 9-11): an existing queue of that name, after the
+     * checks, is the result; otherwise create one and publish it below. */
+    const char *shared = requested_shared_name(o);
+    size_t shared_len = shared ? strlen(shared) + 1 : 0;
+    if (shared) {
+        qf_queue *existing = NULL;
+        rc = qf__queue_find_shared(o, kind, kind_name, allow_partial, &existing);
+        if (rc != QF_OK)
+            return rc;
+        if (existing) {
+            *ret_q = existing;
+            return QF_OK;
+        }
+    }
+
+    /* The shared name lives in the same allocation, after the struct. */
+    qf_queue *q = aligned_alloc(64, (sizeof(qf_queue) + shared_len + 63) & ~(size_t)63);
     if (!q)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     memset(q, 0, sizeof(*q));
+    if (shared) {
+        char *tail = (char *)(q + 1);
+        memcpy(tail, shared, shared_len);
+        q->shared_name = tail;
+        q->shared_reg = o->registry ? o->registry : qf_queue_registry_default();
+    }
+    if (kind == QF_QUEUE_RANDOM_SHUFFLE) {
+        q->min_after_dequeue = o->min_after_dequeue;
+        q->seed = o->seed;
+        q->seed2 = o->seed2;
+    }
     atomic_init(&q->refs, 1);
     q->ops = ops;
     q->padded = allow_partial;
@@ -117,7 +168,11 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     q->single_consumer = (o->flags & QF_QUEUE_SINGLE_CONSUMER) != 0;
     q->ptr_dtor = o->ptr_dtor;
     q->spin_ns = o->spin_ns == 0 ? QF_QUEUE_DEFAULT_SPIN_NS : (o->spin_ns < 0 ? 0 : o->spin_ns);
-    q->name = dup_str(o->name ? o->name : default_name);
+    if (q->spin_ns > 1000000000)
+        q->spin_ns = 1000000000;
+    atomic_init(&q->spin_dyn, (int32_t)(q->spin_ns / 4));
+    /* A shared queue is named after its shared name, as in TensorFlow. */
+    q->name = dup_str(o->name ? o->name : shared ? shared : default_name);
     q->dtypes = malloc(q->ncomp * sizeof(qf_dtype));
     if (!q->name || !q->dtypes)
         goto oom;
@@ -136,15 +191,18 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
             if (!(q->names[i] = dup_str(o->names[i])))
                 goto oom;
     }
+    /* Rank 0 only: a padding queue's scalar component has nothing to pad,
+     * so inline mode is safe for it too. */
     q->inline_mode =
         q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 && inline_dtype(q->dtypes[0]);
 
     /* Ring: the next power of two holding `capacity` (ck_ring keeps one
      * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
     unsigned slots;
+    q->unbounded_cap = q->unbounded;
     if (q->unbounded || q->capacity + 1 > RING_MAX_SLOTS) {
         slots = q->unbounded ? UNBOUNDED_RING_SLOTS : RING_MAX_SLOTS;
-        q->unbounded = true; /* storage may spill; capacity is still enforced */
+        q->spill = true; /* storage may spill; capacity is still enforced */
     } else {
         slots = 2;
         while (slots < (unsigned)q->capacity + 1)
@@ -153,12 +211,14 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     q->ring.buf = calloc(slots, sizeof(ck_ring_buffer_t));
     if (!q->ring.buf)
         goto oom;
-    ck_ring_init(&q->ring.ring, slots);
-    q->ring.mask = slots - 1;
-    atomic_init(&q->ring.commit_waiters, 0);
+    qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity);
     atomic_init(&q->state, 0);
     qf_waitlist_init(&q->deq_waiters);
     qf_waitlist_init(&q->enq_waiters);
+    /* The FIFO engine needs nothing more: publish now. Other kinds finish
+     * their own storage first and publish themselves. */
+    if (shared && ops == &qf__fifo_ops)
+        return qf__queue_publish(q, ret_q);
     *ret_q = q;
     return QF_OK;
 oom:
@@ -274,6 +334,17 @@ qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues)
     return q->ops->close(q, cancel_pending_enqueues);
 }
 
+/* Slots a consumer took but cannot deliver go back to the front. */
+static void give_back(qf_queue *q, void *const *slots, size_t n)
+{
+    if (q->ops->give_back) {
+        q->ops->give_back(q, slots, n);
+        return;
+    }
+    qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    q->ops->put(q, slots, n, &now, NULL);
+}
+
 /* ----------------------------------------------------- inline conversions */
 
 /* The slot value of a validated one-component scalar element. */
@@ -281,9 +352,7 @@ static void *inline_bits(const qf_queue *q, const qf_tensor *t)
 {
     if (q->dtypes[0] == QF_PTR)
         return qf_tensor_ptr(t, 0);
-    void *v = NULL;
-    memcpy(&v, qf_tensor_cdata(t), qf_dtype_size(q->dtypes[0]));
-    return v;
+    return number_slot(qf_tensor_cdata(t), qf_dtype_size(q->dtypes[0]));
 }
 
 /* A QF_PTR tensor that owns its objects can only hand them over when the
@@ -374,7 +443,10 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    return enqueue_one(q, elem, &w);
+    qf_code rc = enqueue_one(q, elem, &w);
+    if (rc != QF_PENDING)
+        qf_waker_consumed(wk); /* the wake, if any, was used */
+    return rc;
 }
 
 /* Rows [from, rows) of an inline batch as a new tensor (moving owned
@@ -409,10 +481,8 @@ static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
             slots[i] = qf_tensor_ptr(t, i);
     } else {
         size_t sz = qf_dtype_size(q->dtypes[0]);
-        for (int64_t i = 0; i < rows; i++) {
-            slots[i] = NULL;
-            memcpy(&slots[i], (const char *)qf_tensor_cdata(t) + i * sz, sz);
-        }
+        for (int64_t i = 0; i < rows; i++)
+            slots[i] = number_slot((const char *)qf_tensor_cdata(t) + i * sz, sz);
     }
     size_t done = 0;
     qf_code rc = q->ops->put(q, slots, (size_t)rows, w, &done);
@@ -512,8 +582,6 @@ static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, s
         uint64_t s = atomic_load_explicit(&q->state, memory_order_relaxed);
         if (s & QF__CLOSED)
             return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
-        if (qf__count(s) + (uint64_t)rows > (uint64_t)q->capacity)
-            return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
     }
     if (q->inline_mode) {
         rc = enqueue_many_inline(q, batch, rows, w, &done);
@@ -569,9 +637,8 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     }
     qf_element *e = inline_element(q, slot);
     if (!e) {
-        qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
-        /* Give the value back rather than lose it. */
-        q->ops->put(q, &slot, 1, &now, NULL);
+        /* Give the value back (to the front) rather than lose it. */
+        give_back(q, &slot, 1);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue");
     }
     *ret_elem = e;
@@ -601,7 +668,10 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    return dequeue_one(q, &w, ret_elem);
+    qf_code rc = dequeue_one(q, &w, ret_elem);
+    if (rc != QF_PENDING)
+        qf_waker_consumed(wk); /* the wake, if any, was used */
+    return rc;
 }
 
 /* Stack n taken slots into one batch element. Consumes the slots. */
@@ -675,8 +745,7 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     if (rc == QF_OK) {
         qf_code brc = build_batch(q, slots, got, ret_batch);
         if (brc != QF_OK) {
-            qf__wait now = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
-            q->ops->put(q, slots, got, &now, NULL);
+            give_back(q, slots, got);
             rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
         }
     }
@@ -769,7 +838,10 @@ qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    return put_ptrs(q, &p, 1, &w, NULL);
+    qf_code rc = put_ptrs(q, &p, 1, &w, NULL);
+    if (rc != QF_PENDING)
+        qf_waker_consumed(wk); /* the wake, if any, was used */
+    return rc;
 }
 
 qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n, qf_deadline deadline,
@@ -820,7 +892,10 @@ qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    return take_ptrs(q, 1, false, &w, ret_p, NULL);
+    qf_code rc = take_ptrs(q, 1, false, &w, ret_p, NULL);
+    if (rc != QF_PENDING)
+        qf_waker_consumed(wk); /* the wake, if any, was used */
+    return rc;
 }
 
 qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)

@@ -8,10 +8,10 @@
  * signal of an input pipeline.
  *
  * Storage. Elements travel through a Concurrency Kit ring (ck_ring) of
- * pointer-sized slots. A queue of one scalar component whose dtype fits in
- * a slot (QF_PTR, numbers up to 8 bytes, bool) is in *inline mode*: the value
- * itself sits in the slot, and the _ptr calls below move it with no
- * allocation at all. Other queues store an element pointer per slot.
+ * pointer-sized slots. A queue of one scalar QF_PTR component is in *inline
+ * mode*: the pointer itself sits in the slot, and the _ptr calls below move
+ * it with no allocation at all. Other queues store an element pointer per
+ * slot.
  *
  * Three forms of every call that may wait (STYLE: names say whether a call
  * blocks):
@@ -41,15 +41,18 @@
  *   qf_queue_unref            the last reference needs quiescence: nothing
  *                             may be blocked in or calling the queue.
  *
- * Progress. The fast path (space/elements available) is one atomic RMW on a
- * state word plus one ck_ring operation. ck_ring's multi-producer enqueue
- * waits for earlier producers to publish their slots, so enqueue on a
- * multi-producer queue is NOT lock-free under preemption: a producer that
- * stops between reserving and publishing delays later producers (qflow
- * parks them on a futex instead of spinning). Single-producer enqueue and
- * every dequeue are lock-free in the ring itself; a dequeuer can still see
- * "an element is reserved but not yet published" and then waits for it.
- * Waiting (full/empty) blocks on futexes only; nothing polls with sleeps.
+ * Progress. The fast path (room/elements available) is one ck_ring
+ * operation (a CAS on the producer or consumer index, or a plain store on a
+ * single-producer/consumer side) plus a read of a state word that only slow
+ * paths write; no counter is shared between producers and consumers.
+ * ck_ring's multi-producer enqueue publishes in reservation order, so
+ * enqueue on a multi-producer queue is NOT lock-free under preemption: a
+ * producer that stops between reserving and publishing delays later
+ * producers (qflow parks them on a futex instead of spinning).
+ * Single-producer enqueue and every dequeue are lock-free in the ring
+ * itself; a dequeuer can still find "an element is reserved but not yet
+ * published" and then waits for it. Waiting (full/empty) blocks on futexes
+ * only, after an adaptive spin; nothing polls with sleeps.
  *
  * Ordering. A successful enqueue happens-before the dequeue that returns
  * that element (release/acquire through the ring). Elements of one producer
@@ -63,7 +66,11 @@
  *   - a plain close() takes effect at once instead of waiting behind blocked
  *     enqueues (spec 25, 30); enqueues already blocked when it happens still
  *     complete (so the same elements arrive, in the same order), and
- *     dequeuers see end-of-data only after those have finished.
+ *     dequeuers see end-of-data only after those have finished. This holds
+ *     for the thread forms; a task parked in a poll-form enqueue is refused
+ *     with QF_CANCELLED "... is closed." when it polls again after the close
+ *     (a QueueRunner closes its own queue only after its tasks retired, so
+ *     its own close never meets its own parked enqueue).
  */
 #ifndef QF_QUEUE_H
 #define QF_QUEUE_H
@@ -249,8 +256,10 @@ QF_API qf_dtype qf_queue_dtype(const qf_queue *q, size_t i);
 QF_API const qf_shape *qf_queue_shape(const qf_queue *q, size_t i);
 /** Component i's name, or NULL when the queue has no names. */
 QF_API const char *qf_queue_component_name(const qf_queue *q, size_t i);
-/** True when the queue stores values inline (the _ptr calls apply to
- *  QF_PTR inline queues). */
+/** True when the queue stores values in its slots rather than elements:
+ *  one scalar component of QF_PTR or of a number type of at most 4 bytes
+ *  (on 64-bit little-endian targets). The _ptr calls apply to QF_PTR
+ *  inline queues. Either way the element API behaves the same. */
 QF_API bool qf_queue_is_inline(const qf_queue *q);
 
 /**
@@ -394,7 +403,9 @@ QF_API qf_code qf_queue_dequeue_ptr_until(qf_queue *q, qf_deadline deadline, voi
 QF_API qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p);
 
 /** Enqueue ps[0..n): on failure *ret_enqueued (if non-NULL) says how many
- *  of the first went in; the rest stay the caller's. */
+ *  of the first went in; the rest stay the caller's. For these three
+ *  array calls a deadline of QF_NO_WAIT is the try form (QF_UNAVAILABLE,
+ *  and enqueue_many_ptr then inserts all or nothing). */
 QF_API qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n,
                                          qf_deadline deadline, size_t *ret_enqueued);
 /** Dequeue exactly n pointers into ret_ps[0..n) (same rules as

@@ -31,6 +31,11 @@ static qf_code check_names(const qf_queue *q, qf_element *e)
                             q->kind_name, q->name);
     /* Same set of names, any order: find each queue name in the element. */
     size_t n = q->ncomp;
+    if (qf_element_size(e) != n)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Element names do not match names of Queue '%s': the element has %zu "
+                            "named components, the queue %zu",
+                            q->name, qf_element_size(e), n);
     size_t map_small[16];
     size_t *map = n <= 16 ? map_small : malloc(n * sizeof(size_t));
     if (!map)
@@ -99,9 +104,11 @@ static qf_code shape_mismatch(size_t i, const qf_shape *want, const qf_shape *go
 
 qf_code qf__validate_element(const qf_queue *q, qf_element *e)
 {
-    qf_code rc = check_count(q, e);
+    /* Names first: they may reorder the components before dtypes are
+     * checked by position. */
+    qf_code rc = check_names(q, e);
     if (rc == QF_OK)
-        rc = check_names(q, e);
+        rc = check_count(q, e);
     if (rc != QF_OK || !q->shapes)
         return rc;
     for (size_t i = 0; i < q->ncomp; i++) {
@@ -117,9 +124,9 @@ qf_code qf__validate_element(const qf_queue *q, qf_element *e)
 
 qf_code qf__validate_batch(const qf_queue *q, qf_element *b, int64_t *ret_rows)
 {
-    qf_code rc = check_count(q, b);
+    qf_code rc = check_names(q, b);
     if (rc == QF_OK)
-        rc = check_names(q, b);
+        rc = check_count(q, b);
     if (rc != QF_OK)
         return rc;
     int64_t rows = -1;

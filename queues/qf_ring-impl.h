@@ -2,37 +2,45 @@
  *
  * Implementation notes.
  *
- * The ring is ck_ring_t with ck_ring's index protocol: consumers advance
- * c_head, producers reserve by advancing p_head (multi-producer) and publish
- * by advancing p_tail in ticket order. Single-element multi-producer
- * reservations use ck_ring_enqueue_reserve_mpmc() itself. Three things are
- * ours, built on the same fields with ck_pr primitives:
+ * The data structure is ck_ring_t: a power-of-two array of pointer slots,
+ * c_head (next slot to consume) on its own cache line, p_head (next slot to
+ * reserve) and p_tail (end of the published slots) together on another.
+ * The protocol is ck_ring's: producers reserve by advancing p_head and
+ * publish in ticket order by advancing p_tail; consumers advance c_head.
+ * What qflow adds, and why:
  *
- *  1. The commit wait. ck's commit spins until every earlier producer has
- *     published (p_tail == my ticket). With more producers than cores an
- *     earlier producer is often preempted between reserve and commit, and
- *     the spinners burn whole time slices waiting for it: ck_ring MPMC
- *     collapses to thousands of items/s at 4P4C on 2 cores. We spin
- *     briefly, then sleep on p_tail itself with a futex; the committer wakes
- *     sleepers only when commit_waiters says there are any (a seq_cst store
- *     and load on each side make that Dekker check sound).
- *  2. Bulk reserve/commit and bulk dequeue: one CAS moves k indices, so
- *     enqueue_many/dequeue_many pay one contended operation per batch.
- *  3. Slot accesses go through ck_pr loads and stores. A multi-consumer
- *     dequeue may read a slot that a producer is overwriting (it then loses
- *     the CAS and discards the value): benign by design, but a plain read
- *     would be reported by ThreadSanitizer. ck_pr accesses are inline
- *     assembly, invisible to TSan; the hand-off itself is stated to TSan with
- *     release/acquire annotations on the slot address (qf_tsan-impl.h).
- *
- * Capacity: the ring holds at most mask (= size - 1) items. The queue keeps
- * its own element count and never asks the ring for more than fits, except
- * in unbounded mode, where a full ring spills to an overflow list.
+ *  1. Capacity from the indices. A reservation succeeds only while
+ *     p_head - c_head < capacity (the queue's exact capacity, any value up
+ *     to the ring's size - 1), so no separate element counter is written by
+ *     both sides: per element the producer writes only the producer line
+ *     and the consumer only the consumer line.
+ *  2. Cached opposite index. Each side keeps the last value it read of the
+ *     other side's index and re-reads the real one only when the cached
+ *     value says "full" (producer) or "empty" (consumer). In the steady
+ *     state a producer does not touch the consumer's line at all. The cache
+ *     is published with release and read with acquire, so the hand-off of
+ *     slot contents stays ordered through it.
+ *  3. Seq_cst publication. The store that publishes (p_tail) and the RMW
+ *     that consumes (c_head) are sequentially consistent, so each side can
+ *     then look at the queue's state word for sleepers of the other side (a
+ *     Dekker pair with the waiter's seq_cst fetch_or followed by its
+ *     re-check of the indices). On x86 this is the xchg/lock that the RMW
+ *     already is.
+ *  4. The commit wait. Multi-producer publication must wait for earlier
+ *     producers (ck_ring spins there); with more producers than cores the
+ *     earlier producer is often preempted and the spinners burn whole time
+ *     slices. qflow spins briefly, then sleeps on p_tail with a futex; the
+ *     committer wakes only when commit_waiters says someone sleeps.
+ *  5. Bulk reserve and dequeue: one CAS moves k indices.
+ *  6. Every index and slot access is a C11 __atomic operation (ck_pr's are
+ *     inline assembly, invisible to ThreadSanitizer), so TSan checks the
+ *     real happens-before edges; a multi-consumer's stale read of a slot
+ *     that is being rewritten is an atomic relaxed load whose value is
+ *     discarded when its CAS fails.
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
 
-#include <ck_pr.h>
 #include <ck_ring.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -41,14 +49,14 @@
 
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
-#include "qf_tsan-impl.h"
 
 typedef struct qf__ring {
-    ck_ring_t ring; /* ck pads c_head and p_tail/p_head onto separate lines */
+    ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
     ck_ring_buffer_t *buf;
     unsigned mask;
-    /* producers asleep in the commit wait; on its own line so the common
-     * "nobody sleeps" check does not share a line with the indices */
+    unsigned cap;                        /* most slots in use at once (<= mask) */
+    _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
+    _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
     _Alignas(64) _Atomic uint32_t commit_waiters;
     char pad_[64 - sizeof(uint32_t)];
 } qf__ring;
@@ -59,151 +67,152 @@ typedef struct qf__ring {
 #define QF_WIDEN() ((void)0)
 #endif
 
+#define QF__LD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
+#define QF__ST(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
+
+static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned slots, unsigned cap)
+{
+    ck_ring_init(&r->ring, slots);
+    r->buf = buf;
+    r->mask = slots - 1;
+    r->cap = cap;
+    r->prod_cached_c = 0;
+    r->cons_cached_p = 0;
+    atomic_init(&r->commit_waiters, 0);
+}
+
+/* Published and not yet consumed. */
 static inline unsigned qf__ring_size(qf__ring *r)
 {
-    unsigned c = ck_pr_load_uint(&r->ring.c_head);
-    unsigned p = ck_pr_load_uint(&r->ring.p_tail);
+    unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
+    unsigned p = QF__LD(&r->ring.p_tail, ACQUIRE);
     return p - c;
 }
 
-static inline void qf__slot_store(qf__ring *r, unsigned idx, void *v)
+/* Reserved (published or not) and not yet consumed; seq_cst so it can be
+ * the re-check of a waiter. */
+static inline unsigned qf__ring_reserved(qf__ring *r)
 {
-    ck_ring_buffer_t *s = &r->buf[idx & r->mask];
-    ck_pr_store_ptr(&s->value, v);
-    QF_HB_RELEASE(s);
+    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
+    unsigned p = QF__LD(&r->ring.p_head, SEQ_CST);
+    return p - c;
 }
 
-/* Publish [start, end) once every earlier producer has published. */
-static inline void qf__ring_commit_mp(qf__ring *r, unsigned start, unsigned end)
+/* Room for how many more, by the real indices (seq_cst: a waiter's
+ * re-check). */
+static inline unsigned qf__ring_room(qf__ring *r)
 {
-    unsigned *tail = &r->ring.p_tail;
-    if (ck_pr_load_uint(tail) != start) {
-        for (int i = 0; i < 64 && ck_pr_load_uint(tail) != start; i++)
-            qf__cpu_relax();
-        while (ck_pr_load_uint(tail) != start) {
-            atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
-            unsigned seen = __atomic_load_n(tail, __ATOMIC_SEQ_CST);
-            if (seen != start)
-                qf_futex_wait((_Atomic uint32_t *)tail, seen, QF_FOREVER);
-            atomic_fetch_sub_explicit(&r->commit_waiters, 1, memory_order_relaxed);
-        }
-    }
-    /* seq_cst store (xchg on x86): orders the publication before the look
-     * at commit_waiters below; pairs with the waiter's seq_cst increment
-     * followed by its seq_cst re-read of p_tail. It is also a release for
-     * the slot contents. */
-    __atomic_store_n(tail, end, __ATOMIC_SEQ_CST);
-    if (atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst) != 0)
-        qf_futex_wake((_Atomic uint32_t *)tail, INT32_MAX);
+    unsigned p = QF__LD(&r->ring.p_head, SEQ_CST);
+    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
+    unsigned used = p - c;
+    return used >= r->cap ? 0 : r->cap - used;
 }
 
-/* Multi-producer: enqueue up to n values; returns how many (0: full). */
-static inline size_t qf__ring_enqueue_mp(qf__ring *r, void *const *vals, size_t n)
+/* Reserve up to n slots (exactly n or none when all_or_nothing); returns
+ * how many, 0 when full. *ret_ticket is the first index. */
+static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_producer,
+                                      bool all_or_nothing, unsigned *ret_ticket)
 {
-    if (n == 1) {
-        unsigned ticket;
-        void *slot = ck_ring_enqueue_reserve_mpmc(&r->ring, r->buf, &ticket);
-        if (!slot)
-            return 0;
-        ck_pr_store_ptr(&((ck_ring_buffer_t *)slot)->value, vals[0]);
-        QF_HB_RELEASE(slot);
-        QF_WIDEN();
-        qf__ring_commit_mp(r, ticket, ticket + 1);
-        return 1;
-    }
-    unsigned p = ck_pr_load_uint(&r->ring.p_head), k;
+    unsigned p = QF__LD(&r->ring.p_head, RELAXED);
     for (;;) {
-        ck_pr_fence_load();
-        unsigned c = ck_pr_load_uint(&r->ring.c_head);
-        unsigned space = r->mask - (p - c);
-        if ((int)space <= 0) {
-            /* Either full or our p snapshot is stale; ck's own reserve
-             * distinguishes the two the same way. */
-            unsigned np = ck_pr_load_uint(&r->ring.p_head);
-            if (np == p)
-                return 0;
-            p = np;
-            continue;
-        }
-        k = space < n ? space : (unsigned)n;
-        if (ck_pr_cas_uint_value(&r->ring.p_head, p, p + k, &p))
-            break;
-    }
-    for (unsigned i = 0; i < k; i++)
-        qf__slot_store(r, p + i, vals[i]);
-    QF_WIDEN();
-    qf__ring_commit_mp(r, p, p + k);
-    return k;
-}
-
-/* Single producer: enqueue up to n values; returns how many (0: full). */
-static inline size_t qf__ring_enqueue_sp(qf__ring *r, void *const *vals, size_t n)
-{
-    unsigned p = r->ring.p_tail; /* only we write it */
-    unsigned c = ck_pr_load_uint(&r->ring.c_head);
-    unsigned space = r->mask - (p - c);
-    unsigned k = space < n ? space : (unsigned)n;
-    if (k == 0)
-        return 0;
-    /* The consumer's c_head store happened after it read the slots we are
-     * about to overwrite (see the load->store fence in dequeue). */
-    ck_pr_fence_load_store();
-    for (unsigned i = 0; i < k; i++)
-        qf__slot_store(r, p + i, vals[i]);
-    ck_pr_fence_store();
-    ck_pr_store_uint(&r->ring.p_tail, p + k);
-    return k;
-}
-
-/* Multi-consumer: take up to n values into out; returns how many. */
-static inline size_t qf__ring_dequeue_mc(qf__ring *r, void **out, size_t n)
-{
-    unsigned c = ck_pr_load_uint(&r->ring.c_head);
-    for (;;) {
-        ck_pr_fence_load();
-        unsigned p = ck_pr_load_uint(&r->ring.p_tail);
-        unsigned avail = p - c;
-        if (avail == 0 || avail > r->mask + 1u) {
-            /* empty, or a stale c snapshot */
-            unsigned nc = ck_pr_load_uint(&r->ring.c_head);
-            if (nc == c)
-                return 0;
-            c = nc;
-            continue;
-        }
-        unsigned k = avail < n ? avail : (unsigned)n;
-        ck_pr_fence_load();
-        for (unsigned i = 0; i < k; i++)
-            out[i] = ck_pr_load_ptr(&r->buf[(c + i) & r->mask].value);
-        /* The slot reads must complete before the CAS lets producers reuse
-         * the slots. */
-        ck_pr_fence_load_store();
-        if (ck_pr_cas_uint_value(&r->ring.c_head, c, c + k, &c)) {
-            for (unsigned i = 0; i < k; i++) {
-                QF_HB_ACQUIRE(&r->buf[(c + i) & r->mask]);
+        unsigned c = QF__LD(&r->prod_cached_c, ACQUIRE);
+        unsigned used = p - c;
+        if (used >= r->cap || (all_or_nothing && r->cap - used < n)) {
+            c = QF__LD(&r->ring.c_head, ACQUIRE);
+            QF__ST(&r->prod_cached_c, c, RELEASE);
+            used = p - c;
+            if (used > r->cap) { /* stale p (other producers moved on) */
+                p = QF__LD(&r->ring.p_head, RELAXED);
+                continue;
             }
+            if (used == r->cap || (all_or_nothing && r->cap - used < n))
+                return 0;
+        }
+        unsigned room = r->cap - used;
+        unsigned k = room < n ? room : (unsigned)n;
+        if (single_producer) {
+            /* seq_cst: the closed check that follows must not be satisfied
+             * before consumers can see the reservation. */
+            QF__ST(&r->ring.p_head, p + k, SEQ_CST);
+            *ret_ticket = p;
+            return k;
+        }
+        if (__atomic_compare_exchange_n(&r->ring.p_head, &p, p + k, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED)) {
+            *ret_ticket = p;
             return k;
         }
     }
 }
 
-/* Single consumer. */
-static inline size_t qf__ring_dequeue_sc(qf__ring *r, void **out, size_t n)
+static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
 {
-    unsigned c = r->ring.c_head; /* only we write it */
-    unsigned p = ck_pr_load_uint(&r->ring.p_tail);
-    unsigned avail = p - c;
-    if (avail == 0)
-        return 0;
-    unsigned k = avail < n ? avail : (unsigned)n;
-    ck_pr_fence_load();
-    for (unsigned i = 0; i < k; i++) {
-        out[i] = ck_pr_load_ptr(&r->buf[(c + i) & r->mask].value);
-        QF_HB_ACQUIRE(&r->buf[(c + i) & r->mask]);
+    QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
+}
+
+/* Publish [start, start + k) once every earlier reservation is published. */
+static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, bool single_producer)
+{
+    unsigned *tail = &r->ring.p_tail;
+    if (!single_producer && QF__LD(tail, ACQUIRE) != start) {
+        for (int i = 0; i < 64 && QF__LD(tail, ACQUIRE) != start; i++)
+            qf__cpu_relax();
+        while (QF__LD(tail, ACQUIRE) != start) {
+            atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
+            unsigned seen = QF__LD(tail, SEQ_CST);
+            if (seen != start)
+                qf_futex_wait((_Atomic uint32_t *)tail, seen, QF_FOREVER);
+            atomic_fetch_sub_explicit(&r->commit_waiters, 1, memory_order_relaxed);
+        }
     }
-    ck_pr_fence_load_store();
-    ck_pr_store_uint(&r->ring.c_head, c + k);
-    return k;
+    QF_WIDEN();
+    /* seq_cst (xchg on x86): a release for the slots, and ordered before
+     * the look at commit_waiters and at the consumers' wait bit. */
+    __atomic_exchange_n(tail, start + k, __ATOMIC_SEQ_CST);
+    if (!single_producer && atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
+        qf_futex_wake((_Atomic uint32_t *)tail, INT32_MAX);
+}
+
+/* Take up to n published values. Returns how many. */
+static inline size_t qf__ring_take(qf__ring *r, void **out, size_t n, bool single_consumer)
+{
+    unsigned c = QF__LD(&r->ring.c_head, RELAXED);
+    for (;;) {
+        unsigned p = QF__LD(&r->cons_cached_p, ACQUIRE);
+        unsigned avail = p - c;
+        if (avail == 0 || avail > r->mask + 1u) {
+            p = QF__LD(&r->ring.p_tail, ACQUIRE);
+            QF__ST(&r->cons_cached_p, p, RELEASE);
+            avail = p - c;
+            if (avail == 0)
+                return 0;
+            if (avail > r->mask + 1u) { /* stale c */
+                c = QF__LD(&r->ring.c_head, RELAXED);
+                continue;
+            }
+        }
+        unsigned k = avail < n ? avail : (unsigned)n;
+        for (unsigned i = 0; i < k; i++)
+            out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
+        if (single_consumer) {
+            QF__ST(&r->ring.c_head, c + k, SEQ_CST);
+            return k;
+        }
+        if (__atomic_compare_exchange_n(&r->ring.c_head, &c, c + k, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+            return k;
+    }
+}
+
+/* One value, single producer (the runtime's local run queues). */
+static inline bool qf__ring_push_sp(qf__ring *r, void *v)
+{
+    unsigned t;
+    if (qf__ring_reserve(r, 1, true, false, &t) == 0)
+        return false;
+    qf__ring_write(r, t, v);
+    qf__ring_publish(r, t, 1, true);
+    return true;
 }
 
 #endif

@@ -43,7 +43,7 @@ static qf_code looper_task(qf_task *t, void *arg)
 
     qf_code rc = l->fn(l->arg);
     if (rc != QF_OK) { /* spec 125: reported, and the looper ends */
-        qf_coord_request_stop(l->coord, qf_last_status());
+        qf_coord_report(l->coord, rc);
         return looper_leave(l, t, rc);
     }
     if (qf_coord_should_stop(l->coord))

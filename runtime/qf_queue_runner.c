@@ -291,10 +291,16 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
     qf_queue_runner *r = s->r;
     if (is_closed_code(r, rc))
         return leave(s, t, QF_OK, true); /* its input ended: a clean exit */
-    if (s->coord)
-        qf_coord_request_stop(s->coord, qf_last_status()); /* spec 133, 136 */
-    else
-        record_exception(r, qf_last_status()); /* spec 132 */
+    if (s->coord) {
+        qf_coord_report(s->coord, rc); /* spec 133, 136 */
+    } else {
+        /* spec 132; an op may return a code without a message of its own */
+        qf_status *st = qf_last_code() == rc
+                            ? qf_last_status()
+                            : qf_status_new(rc, "Enqueue op '%s' of QueueRunner '%s' failed: %s",
+                                            s->op->name, qf_queue_name(r->queue), qf_code_name(rc));
+        record_exception(r, st);
+    }
     return leave(s, t, rc, false);
 }
 
@@ -481,6 +487,9 @@ qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coor
     if (coord) /* spec 134; runs at once if a stop is already in effect */
         qf_coord_add_stop_action(coord, cancel_action, r, &action);
     qf__lock(&r->lock);
+    /* Look it up again: a start on another runtime may have grown (moved)
+     * the array while the lock was dropped. */
+    run = find_run(r, rt, false);
     run->action = action;
     qf__unlock(&r->lock);
 

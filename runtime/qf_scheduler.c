@@ -88,8 +88,7 @@ static void push_inject(qf_runtime *rt, qf_task *t)
 void qf__push_local(qf__worker *w, qf_task *t)
 {
     QF_HB_RELEASE(t);
-    void *v = t;
-    if (qf__ring_enqueue_sp(&w->ring, &v, 1) == 0) {
+    if (!qf__ring_push_sp(&w->ring, t)) {
         push_inject(w->rt, t); /* ring full: let the others have it */
         return;
     }
@@ -112,7 +111,7 @@ void qf__schedule(qf_task *t)
 static qf_task *pop_local(qf__worker *w)
 {
     void *p;
-    if (qf__ring_dequeue_mc(&w->ring, &p, 1)) {
+    if (qf__ring_take(&w->ring, &p, 1, false)) {
         QF_HB_ACQUIRE(p);
         return p;
     }
@@ -144,8 +143,7 @@ static qf_task *pop_inject(qf__worker *w)
         qf_task *t = task_of_entry(e);
         QF_HB_ACQUIRE(t);
         QF_HB_RELEASE(t);
-        void *v = t;
-        if (qf__ring_enqueue_sp(&w->ring, &v, 1) == 0)
+        if (!qf__ring_push_sp(&w->ring, t))
             break;
         pushed = true;
         e = ck_pr_load_ptr(&e->next);
@@ -181,7 +179,7 @@ static qf_task *steal(qf__worker *w)
         if (v == w)
             continue;
         void *p;
-        if (qf__ring_dequeue_mc(&v->ring, &p, 1)) {
+        if (qf__ring_take(&v->ring, &p, 1, false)) {
             QF_HB_ACQUIRE(p);
             return p;
         }
@@ -401,9 +399,7 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     w->rt = rt;
     w->index = index;
     w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(index + 1);
-    ck_ring_init(&w->ring.ring, QF__LOCAL_RING);
-    w->ring.buf = w->buf;
-    w->ring.mask = QF__LOCAL_RING - 1;
+    qf__ring_init(&w->ring, w->buf, QF__LOCAL_RING, QF__LOCAL_RING - 1);
 }
 
 qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)

@@ -111,13 +111,17 @@ static void finish(qf_task *t, qf_code rc)
 {
     qf_runtime *rt = t->rt;
     t->result = rc;
-    if (rc != QF_OK)
-        t->status = qf_last_status();
+    if (rc != QF_OK) {
+        /* The poll function may have returned a code without recording a
+         * message (or after an unrelated one): keep the code truthful. */
+        t->status = qf_last_code() == rc
+                        ? qf_last_status()
+                        : qf_status_new(rc, "Task '%s' failed: %s", t->name, qf_code_name(rc));
+    }
     /* Safety net: a finished task must not stay on a wait list. */
     qf_waker_withdraw(&t->waker);
     qf__timer_disarm(t);
-    if (t->member)
-        qf_coord_member_done(t->member);
+    qf_coord_member *member = t->member;
     t->member = NULL;
 
     qf__lock(&rt->live_lock);
@@ -132,6 +136,10 @@ static void finish(qf_task *t, qf_code rc)
     atomic_store_explicit(&t->state, T_DONE, memory_order_release);
     atomic_store_explicit(&t->done, 1, memory_order_release);
     qf_futex_wake(&t->done, INT32_MAX);
+    /* Only now: a Coordinator join that sees the member finished must also
+     * see the task done. */
+    if (member)
+        qf_coord_member_done(member);
     atomic_fetch_sub_explicit(&rt->live_n, 1, memory_order_acq_rel);
     qf_eventcount_notify(&rt->live_ec, true);
     qf__task_unref(t); /* the runtime's reference */
