@@ -1,0 +1,654 @@
+/* qf_locked_queue.c - the locked engine: RandomShuffleQueue and
+ * PriorityQueue storage behind one futex mutex, with the FIFO engine's
+ * waiting, close and cancel rules (qf_fifo_queue.c).
+ *
+ * Implementation notes.
+ *
+ * One lock, tiny critical sections. Every decision (is there room, is
+ * there an element to take, is the queue closed and drained, must this
+ * call wait) is made with `lock` held on a consistent state, so the subtle
+ * single-word encoding of the FIFO engine is not needed. Nothing inside the
+ * lock allocates, formats a message or makes a system call: errors are
+ * decided inside and reported (qf_set_error) after unlocking; storage grows
+ * by allocating outside and swapping inside; wakes are counted inside and
+ * delivered outside.
+ *
+ * Lost wakes. A waiter registers its waker while holding `lock`, after
+ * finding under the same lock that it cannot proceed; a notifier changes
+ * the state under `lock` and then looks at the wait list (still under the
+ * lock) to decide whom to wake. Either the notifier's critical section
+ * comes first, and the waiter sees the new state and does not register, or
+ * the registration comes first, and the notifier sees it. The lock's
+ * acquire/release orders both; no extra fence is needed.
+ *
+ * Whom to wake. Consumers of the shuffle queue and single-element takes of
+ * the priority queue can all use any one more element, so k elements made
+ * takeable wake at most k of them (oldest first). A woken waiter that finds
+ * nothing left (someone faster took it) simply registers again: an element
+ * is never left behind with nobody told about it, because a waiter only
+ * registers when nothing is takeable. Whole-batch takes (priority
+ * dequeue_many(n > 1)) need n at once; they wait on their own list and the
+ * engine remembers the smallest n among them, waking the list only when
+ * that many are present. Producers all need one free place; k removals wake
+ * at most k of them. close, cancel, and the end of the last pending enqueue
+ * after a close wake everyone, since every verdict may have changed.
+ *
+ * Pending enqueues. As in the FIFO engine, a thread-form enqueue that has
+ * to wait becomes "pending": a later plain close lets it finish, and
+ * consumers report end-of-data only once no pending enqueue is left (the
+ * elements it brings would otherwise be lost to them). A cancelling close
+ * fails pending enqueues with "Enqueue operation was cancelled".
+ *
+ * Put-backs. A shuffle dequeue_many cut short (close, deadline, try) puts
+ * the elements it held back (spec 74). That may exceed the capacity for a
+ * moment (producers may have filled the freed places meanwhile), exactly
+ * as in TensorFlow; storage grows if it has to.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qf_lock-impl.h"
+#include "qf_locked_queue-impl.h"
+#include "qf_status.h"
+
+/* Preallocate storage up to this many entries; beyond, grow on demand. */
+#define PREALLOC_MAX 65536u
+#define INITIAL_UNBOUNDED 1024u
+/* Keys (priorities) are read from elements in chunks of this many, before
+ * the lock is taken. */
+#define KEY_CHUNK 64u
+
+static inline qf__locked *locked(const qf_queue *q)
+{
+    return (qf__locked *)q->impl;
+}
+
+/* ------------------------------------------------------------- outcomes */
+
+/* What a critical section decided; acted upon after unlocking. */
+typedef enum {
+    GO_ON,       /* retry at once (more to do) */
+    DONE,        /* finished */
+    WAIT,        /* a waker is registered */
+    SPIN,        /* spin a little, then retry */
+    GROW,        /* storage must grow first */
+    E_CLOSED,    /* "... is closed." */
+    E_CANCELLED, /* "Enqueue operation was cancelled" */
+    E_FULL,      /* try form: full */
+    E_EMPTY,     /* try form: empty */
+    E_RANGE,     /* closed and drained */
+    E_TIMEOUT,   /* deadline passed */
+    E_IN_TASK,   /* a thread form called from a task */
+    E_NOMEM,     /* storage could not grow */
+} outcome;
+
+/* Wakes decided under the lock, delivered after it. */
+typedef struct {
+    size_t deq, enq; /* how many to wake on q's lists (SIZE_MAX: all) */
+    bool many;       /* wake every whole-batch waiter */
+} wakes;
+
+static int clamp_wake(size_t k)
+{
+    return k > INT32_MAX ? INT32_MAX : (int)k;
+}
+
+static void deliver(qf_queue *q, qf__locked *L, const wakes *wk)
+{
+    if (wk->deq)
+        qf_waitlist_wake(&q->deq_waiters, clamp_wake(wk->deq));
+    if (wk->many)
+        qf_waitlist_wake(&L->many_waiters, INT32_MAX);
+    if (wk->enq)
+        qf_waitlist_wake(&q->enq_waiters, clamp_wake(wk->enq));
+}
+
+static qf_code report(const qf_queue *q, outcome o, size_t requested)
+{
+    switch (o) {
+    case E_CLOSED:
+        return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
+    case E_CANCELLED:
+        return qf__set_error_static(QF_CANCELLED, "Enqueue operation was cancelled");
+    case E_FULL:
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+    case E_EMPTY:
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+    case E_TIMEOUT:
+        return qf__set_error_static(QF_DEADLINE_EXCEEDED, "Timed out waiting for notification");
+    case E_RANGE:
+        return qf_set_error(QF_OUT_OF_RANGE,
+                            "%s '%s' is closed and has insufficient elements (requested %zu, "
+                            "current size %lld)",
+                            q->kind_name, q->name, requested, (long long)qf__locked_size(q));
+    default:
+        return qf_set_error(QF_INTERNAL, "%s '%s': unexpected engine state", q->kind_name, q->name);
+    }
+}
+
+static void oom_abort(const char *what)
+{
+    fprintf(stderr, "qflow: out of memory %s\n", what);
+    abort();
+}
+
+/* ------------------------------------------------------ state, with lock */
+
+static size_t floor_now(const qf__locked *L)
+{
+    /* After close the min_after_dequeue limit no longer applies (spec 67). */
+    return L->closed ? 0 : L->floor_open;
+}
+
+static void publish(qf__locked *L)
+{
+    atomic_store_explicit(&L->size_pub, (int64_t)L->n, memory_order_relaxed);
+}
+
+/* k elements were added: whom to wake. */
+static void note_added(qf__locked *L, size_t k, wakes *wk)
+{
+    publish(L);
+    if (L->deq_flag) {
+        if (qf_waitlist_count(&L->q->deq_waiters) == 0) {
+            L->deq_flag = false;
+        } else {
+            size_t fl = floor_now(L);
+            size_t takeable = L->n > fl ? L->n - fl : 0;
+            size_t w = k < takeable ? k : takeable;
+            wk->deq = wk->deq > SIZE_MAX - w ? SIZE_MAX : wk->deq + w;
+        }
+    }
+    if (L->many_flag && L->n >= L->many_need) {
+        /* They re-register (and rebuild many_need) if still unsatisfied. */
+        L->many_flag = false;
+        L->many_need = SIZE_MAX;
+        wk->many = true;
+    }
+}
+
+/* k elements were removed: whom to wake. */
+static void note_removed(qf__locked *L, size_t k, wakes *wk)
+{
+    publish(L);
+    if (L->enq_flag) {
+        if (qf_waitlist_count(&L->q->enq_waiters) == 0) {
+            L->enq_flag = false;
+        } else if (L->n < L->cap) {
+            size_t room = L->cap - L->n;
+            wk->enq += k < room ? k : room;
+        }
+    }
+}
+
+/* Everyone on the consumer side re-checks (close, last pending gone). */
+static void wake_all_consumers(wakes *wk)
+{
+    wk->deq = SIZE_MAX;
+    wk->many = true;
+}
+
+/* ------------------------------------------------------------- storage */
+
+/* Make room for at least `target` entries. Allocates with the lock
+ * released; swaps the buffers under it (the copy is the only O(n) work
+ * ever done under the lock, amortized by doubling). */
+static bool grow(qf__locked *L, size_t target)
+{
+    size_t esz = L->st->entry_size;
+    void *nb = malloc(target * esz);
+    if (!nb)
+        return false;
+    void *old = NULL;
+    qf__lock(&L->lock);
+    if (L->alloc < target) {
+        memcpy(nb, L->buf, L->n * esz);
+        old = L->buf;
+        L->buf = nb;
+        L->alloc = target;
+        nb = NULL;
+    }
+    qf__unlock(&L->lock);
+    free(old);
+    free(nb);
+    return true;
+}
+
+static size_t grow_target(const qf__locked *L, size_t need)
+{
+    size_t t = L->alloc ? L->alloc * 2 : INITIAL_UNBOUNDED;
+    return t < L->n + need ? L->n + need : t;
+}
+
+/* Return held slots to the queue (ignoring capacity, as TensorFlow does)
+ * and wake consumers for them. Lock not held on entry. */
+static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
+{
+    while (k > 0) {
+        wakes wk = {0, 0, false};
+        size_t target = 0;
+        qf__lock(&L->lock);
+        size_t fit = L->alloc - L->n;
+        size_t m = k < fit ? k : fit;
+        for (size_t i = 0; i < m; i++)
+            L->st->insert(L, slots[i], 0);
+        if (m)
+            note_added(L, m, &wk);
+        if (m < k)
+            target = grow_target(L, k - m);
+        qf__unlock(&L->lock);
+        deliver(q, L, &wk);
+        slots += m;
+        k -= m;
+        if (target && !grow(L, target))
+            oom_abort("returning elements to a queue");
+    }
+}
+
+/* ------------------------------------------------------------- spinning */
+
+/* Spin until `ready` or the spin budget (measured from the first spin of
+ * this wait) is spent. Returns true to retry, false once exhausted. */
+typedef bool (*ready_fn)(const qf_queue *q, const qf__locked *L, size_t arg);
+
+static bool spin(const qf_queue *q, const qf__locked *L, qf_deadline deadline, int64_t *spin_end,
+                 ready_fn ready, size_t arg)
+{
+    int64_t now = qf_now_ns();
+    if (*spin_end == 0) {
+        *spin_end = now + L->spin_ns;
+        if (deadline != QF_FOREVER && deadline < *spin_end)
+            *spin_end = deadline; /* then the retry reports the timeout */
+    }
+    while (now < *spin_end) {
+        if (ready(q, L, arg))
+            return true;
+        for (int i = 0; i < 32; i++)
+            qf__cpu_relax();
+        now = qf_now_ns();
+    }
+    return false;
+}
+
+static bool room_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+{
+    (void)arg;
+    uint64_t s = atomic_load_explicit(&((qf_queue *)q)->state, memory_order_relaxed);
+    return atomic_load_explicit(&((qf__locked *)L)->size_pub, memory_order_relaxed) <
+               (int64_t)L->cap ||
+           (s & QF__CANCELLED);
+}
+
+/* arg: elements that must be present; bit 63 set: the queue was seen open. */
+#define SEEN_OPEN ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+static bool elements_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+{
+    uint64_t s = atomic_load_explicit(&((qf_queue *)q)->state, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&((qf__locked *)L)->size_pub, memory_order_relaxed);
+    return n >= (int64_t)(arg & ~SEEN_OPEN) || ((arg & SEEN_OPEN) && (s & QF__CLOSED));
+}
+
+/* ------------------------------------------------------------------ init */
+
+qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st, size_t floor_open)
+{
+    atomic_init(&L->lock, 0);
+    L->closed = L->cancelled = false;
+    L->deq_flag = L->enq_flag = L->many_flag = false;
+    L->n = 0;
+    L->pending = 0;
+    L->many_need = SIZE_MAX;
+    atomic_init(&L->size_pub, 0);
+    L->st = st;
+    L->q = q;
+    L->cap = (size_t)q->capacity;
+    L->floor_open = floor_open;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* Spinning for a partner only helps when it can run at the same time. */
+    L->spin_ns = ncpu > 1 ? q->spin_ns : 0;
+    qf_waitlist_init(&L->many_waiters);
+    L->alloc = L->cap <= PREALLOC_MAX ? L->cap : INITIAL_UNBOUNDED;
+    L->buf = malloc(L->alloc * st->entry_size);
+    if (!L->buf) {
+        L->alloc = 0;
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+    }
+    return QF_OK;
+}
+
+/* ------------------------------------------------------------- producers */
+
+qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                       size_t *ret_done)
+{
+    qf__locked *L = locked(q);
+    const qf__locked_storage *st = L->st;
+    size_t done = 0, kbase = 0, kn = 0;
+    int64_t keys[KEY_CHUNK];
+    bool pending = false, spun_out = L->spin_ns <= 0;
+    int64_t spin_end = 0;
+    outcome o = DONE;
+    qf_waker tw;
+
+    while (done < n) {
+        if (st->key && done >= kbase + kn) {
+            kbase = done;
+            kn = n - done < KEY_CHUNK ? n - done : KEY_CHUNK;
+            for (size_t i = 0; i < kn; i++)
+                keys[i] = st->key(slots[kbase + i]);
+        }
+        wakes wk = {0, 0, false};
+        size_t target = 0;
+        qf_waker *waker = NULL;
+
+        qf__lock(&L->lock);
+        size_t rem = n - done;
+        size_t room = L->n < L->cap ? L->cap - L->n : 0;
+        if (L->cancelled) {
+            o = pending ? E_CANCELLED : E_CLOSED;
+        } else if (L->closed && !pending) {
+            o = E_CLOSED;
+        } else if (w->mode == QF__WAIT_TRY && rem > 1 && room < rem) {
+            o = E_FULL; /* the try form of enqueue_many is all or nothing */
+        } else {
+            size_t k = rem < room ? rem : room;
+            if (st->key && k > kbase + kn - done)
+                k = kbase + kn - done;
+            size_t fit = L->alloc - L->n;
+            if (k > fit) {
+                k = fit;
+                if (k == 0)
+                    target = grow_target(L, rem < room ? rem : room);
+            }
+            for (size_t i = 0; i < k; i++)
+                st->insert(L, slots[done + i], st->key ? keys[done + i - kbase] : 0);
+            if (k) {
+                done += k;
+                note_added(L, k, &wk);
+                spin_end = 0;
+                spun_out = L->spin_ns <= 0;
+            }
+            if (target) {
+                o = GROW;
+            } else if (done == n) {
+                o = DONE;
+            } else if (L->n < L->cap) {
+                o = GO_ON; /* stopped at the end of a key chunk */
+            } else if (w->mode == QF__WAIT_TRY) {
+                o = E_FULL;
+            } else {
+                if (w->mode == QF__WAIT_DEADLINE && !pending) {
+                    /* From here on a plain close lets this enqueue finish,
+                     * and consumers wait for it before reporting the end. */
+                    pending = true;
+                    L->pending++;
+                }
+                if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
+                    o = E_TIMEOUT;
+                } else if (w->mode == QF__WAIT_DEADLINE && !spun_out) {
+                    o = SPIN;
+                } else if (w->mode == QF__WAIT_DEADLINE && qf__in_task()) {
+                    o = E_IN_TASK;
+                } else {
+                    waker = w->waker;
+                    if (w->mode == QF__WAIT_DEADLINE) {
+                        qf_waker_init_thread(&tw);
+                        waker = &tw;
+                    }
+                    qf_waitlist_register(&q->enq_waiters, waker);
+                    L->enq_flag = true;
+                    o = WAIT;
+                }
+            }
+        }
+        qf__unlock(&L->lock);
+        /* Race widening (stress builds): between the state change and the
+         * wake, and between registering and sleeping. */
+        if (wk.deq || wk.many || o == WAIT)
+            QF_WIDEN();
+        deliver(q, L, &wk);
+
+        if (o == DONE || o == GO_ON)
+            continue;
+        if (o == GROW) {
+            if (!grow(L, target)) {
+                o = E_NOMEM;
+                break;
+            }
+            continue;
+        }
+        if (o == SPIN) {
+            spun_out = !spin(q, L, w->deadline, &spin_end, room_ready, 0);
+            continue;
+        }
+        if (o != WAIT)
+            break;
+        if (w->mode == QF__WAIT_POLL)
+            break;
+        if (qf_waker_wait(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
+            qf_waitlist_cancel(&q->enq_waiters, waker)) {
+            o = E_TIMEOUT;
+            break;
+        }
+        /* woken (or the wake raced the deadline): retry */
+    }
+
+    if (pending) {
+        wakes wk = {0, 0, false};
+        qf__lock(&L->lock);
+        L->pending--;
+        /* The last enqueue that outlived a plain close has finished:
+         * consumers waiting on a closed queue may now be at the end. */
+        if (L->closed && L->pending == 0 && (L->deq_flag || L->many_flag))
+            wake_all_consumers(&wk);
+        qf__unlock(&L->lock);
+        deliver(q, L, &wk);
+    }
+    if (ret_done)
+        *ret_done = done;
+    if (done == n)
+        return QF_OK;
+    if (o == WAIT)
+        return QF_PENDING; /* poll form */
+    if (o == E_IN_TASK)
+        return qf__blocking_in_task_error("A blocking enqueue");
+    if (o == E_NOMEM)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory growing %s '%s'", q->kind_name,
+                            q->name);
+    return report(q, o, 0);
+}
+
+/* ------------------------------------------------------------- consumers */
+
+qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
+                        size_t *ret_n)
+{
+    qf__locked *L = locked(q);
+    const qf__locked_storage *st = L->st;
+    size_t got = 0;
+    bool spun_out = L->spin_ns <= 0;
+    int64_t spin_end = 0;
+    outcome o;
+    qf_waker tw;
+
+    for (;;) {
+        wakes wk = {0, 0, false};
+        qf_waker *waker = NULL;
+        qf_waitlist *list = NULL;
+        size_t need = 0, before = got;
+        bool was_open;
+
+        qf__lock(&L->lock);
+        was_open = !L->closed;
+        if (st->whole_batches) {
+            /* Nothing is taken until n are present at once (spec 103). */
+            size_t take = 0;
+            if (L->n >= n)
+                take = n;
+            else if (up_to && L->n > 0 &&
+                     ((L->closed && L->pending == 0) || w->mode == QF__WAIT_TRY))
+                take = L->n; /* spec 104: what is left, sorted */
+            for (size_t i = 0; i < take; i++)
+                ret_slots[got++] = st->remove(L);
+            if (take)
+                o = DONE;
+            else if (L->closed && L->pending == 0)
+                o = E_RANGE; /* nothing removed (spec 104) */
+            else if (w->mode == QF__WAIT_TRY)
+                o = E_EMPTY;
+            else
+                o = WAIT, need = n;
+        } else {
+            /* One at a time while more than the floor remain (spec 66). */
+            size_t fl = floor_now(L);
+            size_t takeable = L->n > fl ? L->n - fl : 0;
+            bool ended = L->closed && L->pending == 0;
+            if (!up_to && takeable < n - got && (ended || w->mode == QF__WAIT_TRY)) {
+                /* Can never finish (closed) or must not wait (try form):
+                 * take nothing rather than take and put back. */
+                o = ended ? E_RANGE : E_EMPTY;
+            } else {
+                while (got < n && L->n > fl)
+                    ret_slots[got++] = st->remove(L);
+                if (got == n)
+                    o = DONE;
+                else if (ended && L->n == 0)
+                    o = up_to && got > 0 ? DONE : E_RANGE;
+                else if (w->mode == QF__WAIT_TRY)
+                    o = up_to && got > 0 ? DONE : E_EMPTY;
+                else
+                    o = WAIT, need = fl + 1;
+            }
+        }
+        if (got > before) {
+            note_removed(L, got - before, &wk);
+            spin_end = 0;
+            spun_out = L->spin_ns <= 0;
+        }
+        if (o == WAIT) {
+            if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
+                o = E_TIMEOUT;
+            } else if (w->mode == QF__WAIT_DEADLINE && !spun_out) {
+                o = SPIN;
+            } else if (w->mode == QF__WAIT_DEADLINE && qf__in_task()) {
+                o = E_IN_TASK;
+            } else {
+                waker = w->waker;
+                if (w->mode == QF__WAIT_DEADLINE) {
+                    qf_waker_init_thread(&tw);
+                    waker = &tw;
+                }
+                if (st->whole_batches && n > 1) {
+                    list = &L->many_waiters;
+                    L->many_flag = true;
+                    if (n < L->many_need)
+                        L->many_need = n;
+                } else {
+                    list = &q->deq_waiters;
+                    L->deq_flag = true;
+                }
+                qf_waitlist_register(list, waker);
+            }
+        }
+        qf__unlock(&L->lock);
+        if (wk.enq || o == WAIT)
+            QF_WIDEN();
+        deliver(q, L, &wk);
+
+        if (o == DONE)
+            break;
+        if (o == SPIN) {
+            spun_out = !spin(q, L, w->deadline, &spin_end, elements_ready,
+                             need | (was_open ? SEEN_OPEN : 0));
+            continue;
+        }
+        if (o != WAIT)
+            break;
+        if (w->mode == QF__WAIT_POLL)
+            break; /* poll forms take one element: nothing is held */
+        if (qf_waker_wait(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
+            qf_waitlist_cancel(list, waker)) {
+            o = E_TIMEOUT;
+            break;
+        }
+    }
+
+    if (o == DONE) {
+        if (ret_n)
+            *ret_n = got;
+        return QF_OK;
+    }
+    /* Failed: what this call held goes back (spec 36, 74). */
+    put_back(q, L, ret_slots, got);
+    if (o == WAIT)
+        return QF_PENDING;
+    if (o == E_IN_TASK)
+        return qf__blocking_in_task_error("A blocking dequeue");
+    return report(q, o, n);
+}
+
+/* ------------------------------------------------------- size and close */
+
+int64_t qf__locked_size(const qf_queue *q)
+{
+    return atomic_load_explicit(&locked(q)->size_pub, memory_order_relaxed);
+}
+
+qf_code qf__locked_close(qf_queue *q, bool cancel)
+{
+    qf__locked *L = locked(q);
+    qf__lock(&L->lock);
+    if (!cancel && L->closed) {
+        qf__unlock(&L->lock);
+        return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", q->name);
+    }
+    L->closed = true;
+    L->cancelled = L->cancelled || cancel;
+    /* qf_queue_is_closed() reads the shared state word. */
+    atomic_fetch_or_explicit(&q->state, QF__CLOSED | (cancel ? QF__CANCELLED : 0),
+                             memory_order_release);
+    qf__unlock(&L->lock);
+    /* Everyone re-checks: consumers may be at end-of-data (and the shuffle
+     * floor is gone), producers may be cancelled or refused. */
+    qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
+    qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
+    qf_waitlist_wake(&L->many_waiters, INT32_MAX);
+    return QF_OK;
+}
+
+bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w)
+{
+    qf__locked *L = locked(q);
+    qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
+    if (wl == &q->deq_waiters || wl == &q->enq_waiters || wl == &L->many_waiters)
+        return qf_waitlist_cancel(wl, w);
+    /* Not registered here, or already woken: wait out a wake in progress. */
+    return qf_waker_withdraw(w);
+}
+
+/* --------------------------------------------------------------- teardown */
+
+void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
+{
+    qf__locked *L = locked(q);
+    if (!L)
+        return;
+    for (size_t i = 0; i < L->n; i++)
+        release(q, L->st->slot_at(L, i));
+    L->n = 0;
+    publish(L);
+}
+
+void qf__locked_destroy(qf_queue *q)
+{
+    qf__locked *L = locked(q);
+    if (!L)
+        return;
+    qf_waitlist_destroy(&L->many_waiters);
+    free(L->buf);
+    free(q->impl);
+    q->impl = NULL;
+}
