@@ -17,6 +17,7 @@
 #include "qf_tensor.h"
 #include "qf_queue.h"
 #include "qf_runtime.h"
+#include "qf_reader.h"
 
 QF_BEGIN_DECLS
 

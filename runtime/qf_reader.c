@@ -1,0 +1,716 @@
+/* qf_reader.c - ReaderBase: work items, counters, reset, records, and the
+ * buffered sequential file every file reader reads through.
+ *
+ * The read loop is TensorFlow's ReaderBase::ReadUpTo (read is read_up_to(1),
+ * which behaves identically): take a work item when there is none, start
+ * it, pull records until n are produced or the item ends; at the end of an
+ * item return if anything was produced, else go round for the next item.
+ * So a work item is only ever dequeued while the call has produced nothing,
+ * which is what lets the poll form return QF_PENDING without having to hold
+ * records across polls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qf_reader-impl.h"
+
+/* ---------------------------------------------------------------- records */
+
+void qf_record_init(qf_record *rec)
+{
+    if (rec)
+        memset(rec, 0, sizeof(*rec));
+}
+
+void qf_record_clear(qf_record *rec)
+{
+    if (!rec)
+        return;
+    free(rec->key);
+    free(rec->value);
+    memset(rec, 0, sizeof(*rec));
+}
+
+void qf_records_clear(qf_record *recs, size_t n)
+{
+    if (!recs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        qf_record_clear(&recs[i]);
+}
+
+qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
+{
+    if (!rec || !ret_elem)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", rec ? "ret_elem" : "record");
+    qf_tensor *ts[2];
+    ts[0] = qf_tensor_new_string(rec->key ? rec->key : "", rec->key ? rec->key_len : 0);
+    ts[1] = qf_tensor_new_string(rec->value ? rec->value : "", rec->value ? rec->value_len : 0);
+    if (!ts[0] || !ts[1]) {
+        qf_tensor_unref(ts[0]);
+        qf_tensor_unref(ts[1]);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory making a record element");
+    }
+    qf_element *e = qf_element_of(2, ts); /* takes both references */
+    if (!e)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory making a record element");
+    *ret_elem = e;
+    return QF_OK;
+}
+
+/* Grow *buf to hold n bytes plus a NUL. Doubling keeps a stream of slowly
+ * growing lines from reallocating on every record. */
+static qf_code reserve(char **buf, size_t *cap, size_t n)
+{
+    if (n < *cap)
+        return QF_OK;
+    if (n >= SIZE_MAX / 2)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "record of %zu bytes is too large", n);
+    size_t c = *cap ? *cap : 64;
+    while (c <= n)
+        c *= 2;
+    char *p = realloc(*buf, c);
+    if (!p)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory for a record of %zu bytes", n);
+    *buf = p;
+    *cap = c;
+    return QF_OK;
+}
+
+qf_code qf__record_reserve_value(qf_record *rec, size_t n)
+{
+    return reserve(&rec->value, &rec->value_cap, n);
+}
+
+static qf_code set_bytes(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    qf_code rc = reserve(buf, cap, n);
+    if (rc != QF_OK)
+        return rc;
+    if (n)
+        memcpy(*buf, s, n);
+    (*buf)[n] = '\0';
+    *len = n;
+    return QF_OK;
+}
+
+qf_code qf__record_set_value(qf_record *rec, const char *s, size_t n)
+{
+    return set_bytes(&rec->value, &rec->value_len, &rec->value_cap, s, n);
+}
+
+qf_code qf__record_set_key(qf_record *rec, const char *s, size_t n)
+{
+    return set_bytes(&rec->key, &rec->key_len, &rec->key_cap, s, n);
+}
+
+qf_code qf__record_set_key_num(qf_reader *r, qf_record *rec, uint64_t n)
+{
+    /* 20 digits hold any uint64_t. */
+    qf_code rc = reserve(&rec->key, &rec->key_cap, r->work_len + 1 + 20);
+    if (rc != QF_OK)
+        return rc;
+    char *k = rec->key;
+    memcpy(k, r->work, r->work_len);
+    k += r->work_len;
+    *k++ = ':';
+    char digits[20];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    while (nd)
+        *k++ = digits[--nd];
+    *k = '\0';
+    rec->key_len = (size_t)(k - rec->key);
+    return QF_OK;
+}
+
+/* --------------------------------------------------------- buffered file */
+
+/* errno -> canonical code, once for all readers (TensorFlow's mapping,
+ * narrowed to what open/read can report). */
+static qf_code errno_code(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case ENXIO:
+    case ENODEV:
+        return QF_NOT_FOUND;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return QF_PERMISSION_DENIED;
+    case EISDIR:
+    case EBADF:
+    case EBUSY:
+    case ETXTBSY:
+        return QF_FAILED_PRECONDITION;
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case ENOSPC:
+    case ENOBUFS:
+        return QF_RESOURCE_EXHAUSTED;
+    case EINVAL:
+    case ENAMETOOLONG:
+    case ELOOP:
+        return QF_INVALID_ARGUMENT;
+    case EAGAIN:
+    case EINTR:
+        return QF_UNAVAILABLE;
+    default:
+        return QF_UNKNOWN;
+    }
+}
+
+/* "<path>; <strerror>", TensorFlow's IOError text. */
+static qf_code io_error(const char *path, int err)
+{
+    char buf[128];
+    const char *msg = strerror_r(err, buf, sizeof(buf)); /* GNU: returns the text */
+    return qf_set_error(errno_code(err), "%s; %s", path, msg);
+}
+
+static void advise(qf__rbuf *rb, uint64_t off, uint64_t len, int advice)
+{
+    if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX)
+        return;
+    /* Advice only: a failure (a pipe, a file system without readahead)
+     * changes nothing we rely on. */
+    (void)posix_fadvise(rb->fd, (off_t)off, (off_t)len, advice);
+}
+
+qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
+{
+    qf__rbuf_close(rb);
+    rb->path = path;
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return io_error(path, errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return io_error(path, err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return io_error(path, EISDIR);
+    }
+    rb->fd = fd;
+    rb->pos = rb->lim = 0;
+    rb->base = 0;
+    rb->eof = false;
+    rb->size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
+    rb->advised = 0;
+    /* Sequential: the kernel doubles the readahead window and drops pages
+     * behind us sooner. A file that fits in one chunk needs nothing more. */
+    if (rb->size < 0 || (uint64_t)rb->size > rb->cap)
+        advise(rb, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return QF_OK;
+}
+
+void qf__rbuf_close(qf__rbuf *rb)
+{
+    if (rb->fd >= 0)
+        close(rb->fd);
+    rb->fd = -1;
+    rb->pos = rb->lim = 0;
+    rb->base = 0;
+    rb->eof = true;
+}
+
+qf_code qf__rbuf_fill(qf__rbuf *rb)
+{
+    if (rb->eof)
+        return QF_OK;
+    if (rb->pos == rb->lim) {
+        rb->base += rb->lim;
+        rb->pos = rb->lim = 0;
+    } else if (rb->lim == rb->cap) {
+        size_t keep = rb->lim - rb->pos;
+        memmove(rb->buf, rb->buf + rb->pos, keep);
+        rb->base += rb->pos;
+        rb->pos = 0;
+        rb->lim = keep;
+    }
+    size_t want = rb->cap - rb->lim;
+    ssize_t got;
+    do
+        got = read(rb->fd, rb->buf + rb->lim, want);
+    while (got < 0 && errno == EINTR);
+    if (got < 0)
+        return io_error(rb->path, errno);
+    rb->lim += (size_t)got;
+    uint64_t end = rb->base + rb->lim; /* the file offset of the next read */
+    /* A regular file ends where its size says; a short read there saves the
+     * read(2) that would return 0. Anything else ends at a 0 read. */
+    if (got == 0 || (rb->size >= 0 && (size_t)got < want && end >= (uint64_t)rb->size)) {
+        rb->eof = true;
+        return QF_OK;
+    }
+    /* Start the kernel on the next chunk while this one is consumed, so the
+     * next read(2) finds it in the page cache (see qf_reader.h). */
+    if ((rb->size < 0 || end < (uint64_t)rb->size) && end >= rb->advised) {
+        advise(rb, end, rb->cap, POSIX_FADV_WILLNEED);
+        rb->advised = end + rb->cap;
+    }
+    return QF_OK;
+}
+
+qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
+{
+    while (rb->lim - rb->pos < n && !rb->eof) {
+        /* Make room at the back if n bytes from pos would not fit. */
+        if (rb->cap - rb->pos < n && rb->pos > 0) {
+            size_t keep = rb->lim - rb->pos;
+            memmove(rb->buf, rb->buf + rb->pos, keep);
+            rb->base += rb->pos;
+            rb->pos = 0;
+            rb->lim = keep;
+        }
+        qf_code rc = qf__rbuf_fill(rb);
+        if (rc != QF_OK)
+            return rc;
+    }
+    *ret_ok = rb->lim - rb->pos >= n;
+    return QF_OK;
+}
+
+qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t n, bool *ret_ok)
+{
+    for (;;) {
+        size_t avail = rb->lim - rb->pos;
+        if (avail >= n) {
+            rb->pos += (size_t)n;
+            *ret_ok = true;
+            return QF_OK;
+        }
+        n -= avail;
+        rb->pos = rb->lim;
+        if (rb->eof) {
+            *ret_ok = false;
+            return QF_OK;
+        }
+        qf_code rc = qf__rbuf_fill(rb);
+        if (rc != QF_OK)
+            return rc;
+    }
+}
+
+qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t avail = rb->lim - rb->pos;
+        if (avail) {
+            size_t c = avail < n - got ? avail : n - got;
+            memcpy(dst + got, rb->buf + rb->pos, c);
+            rb->pos += c;
+            got += c;
+            continue;
+        }
+        if (rb->eof)
+            break;
+        if (n - got >= rb->cap) {
+            /* A large remainder goes straight to its destination: no second
+             * copy through the buffer. pos == lim here; keep base in step. */
+            ssize_t r;
+            do
+                r = read(rb->fd, dst + got, n - got);
+            while (r < 0 && errno == EINTR);
+            if (r < 0)
+                return io_error(rb->path, errno);
+            if (r == 0) {
+                rb->eof = true;
+                break;
+            }
+            rb->base += rb->lim + (size_t)r;
+            rb->pos = rb->lim = 0;
+            got += (size_t)r;
+            continue;
+        }
+        qf_code rc = qf__rbuf_fill(rb);
+        if (rc != QF_OK)
+            return rc;
+    }
+    *ret_got = got;
+    return QF_OK;
+}
+
+/* ---------------------------------------------------------------- readers */
+
+static const qf__reader_ops *ops_of(qf_reader_kind kind)
+{
+    switch (kind) {
+    case QF_READER_TEXT_LINE:
+        return &qf__text_line_reader_ops;
+    case QF_READER_FIXED_LENGTH_RECORD:
+        return &qf__fixed_length_reader_ops;
+    case QF_READER_IDENTITY:
+        return &qf__identity_reader_ops;
+    case QF_READER_TFRECORD:
+        return &qf__tfrecord_reader_ops;
+    }
+    return NULL;
+}
+
+static qf_code check_size(const char *attr, int64_t v)
+{
+    if (v < 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s must be >= 0 not %lld", attr, (long long)v);
+    return QF_OK;
+}
+
+qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
+{
+    if (!o || !ret_reader)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", o ? "ret_reader" : "options");
+    const qf__reader_ops *ops = ops_of(o->kind);
+    if (!ops)
+        return qf_set_error(QF_INVALID_ARGUMENT, "unknown reader kind %d", (int)o->kind);
+    size_t cap = o->buffer_bytes ? o->buffer_bytes : QF_READER_DEFAULT_BUFFER;
+    if (cap < QF__RBUF_MIN)
+        cap = QF__RBUF_MIN;
+    if (ops->kind == QF_READER_TEXT_LINE) {
+        if (check_size("skip_header_lines", o->skip_header_lines) != QF_OK)
+            return QF_INVALID_ARGUMENT;
+    } else if (ops->kind == QF_READER_FIXED_LENGTH_RECORD) {
+        /* TensorFlow checks in this order (spec 201). */
+        if (check_size("header_bytes", o->header_bytes) != QF_OK ||
+            check_size("record_bytes", o->record_bytes) != QF_OK ||
+            check_size("footer_bytes", o->footer_bytes) != QF_OK ||
+            check_size("hop_bytes", o->hop_bytes) != QF_OK)
+            return QF_INVALID_ARGUMENT;
+        if (o->record_bytes == 0)
+            return qf_set_error(QF_INVALID_ARGUMENT, "record_bytes must be > 0 not 0");
+        /* The buffer holds a whole record and its footer, so ensure() can
+         * always satisfy a record from one window. */
+        uint64_t window = (uint64_t)o->record_bytes + (uint64_t)o->footer_bytes;
+        if (window >= SIZE_MAX / 2)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED,
+                                "record_bytes + footer_bytes = %llu is too large",
+                                (unsigned long long)window);
+        if (cap < window)
+            cap = (size_t)window;
+    }
+    qf_reader *r = calloc(1, sizeof(*r));
+    if (!r)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a reader");
+    r->ops = ops;
+    r->name = strdup(o->name ? o->name : ops->kind_name);
+    r->rb.fd = -1;
+    r->rb.eof = true;
+    if (ops->reads_files) {
+        r->rb.buf = malloc(cap);
+        r->rb.cap = cap;
+    }
+    if (!r->name || (ops->reads_files && !r->rb.buf)) {
+        free(r->rb.buf);
+        free(r->name);
+        free(r);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a %s (%zu bytes)",
+                            ops->kind_name, cap);
+    }
+    r->skip_header_lines = o->skip_header_lines;
+    if (ops->kind == QF_READER_FIXED_LENGTH_RECORD) {
+        r->record_bytes = (uint64_t)o->record_bytes;
+        r->header_bytes = (uint64_t)o->header_bytes;
+        r->footer_bytes = (uint64_t)o->footer_bytes;
+        r->hop_bytes = o->hop_bytes ? (uint64_t)o->hop_bytes : (uint64_t)o->record_bytes;
+    }
+    atomic_init(&r->produced, 0);
+    atomic_init(&r->completed, 0);
+    *ret_reader = r;
+    return QF_OK;
+}
+
+qf_code qf_text_line_reader_new(int64_t skip_header_lines, qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_TEXT_LINE;
+    o.skip_header_lines = skip_header_lines;
+    return qf_reader_new(&o, ret_reader);
+}
+
+qf_code qf_fixed_length_record_reader_new(int64_t record_bytes, int64_t header_bytes,
+                                          int64_t footer_bytes, int64_t hop_bytes,
+                                          qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_FIXED_LENGTH_RECORD;
+    o.record_bytes = record_bytes;
+    o.header_bytes = header_bytes;
+    o.footer_bytes = footer_bytes;
+    o.hop_bytes = hop_bytes;
+    return qf_reader_new(&o, ret_reader);
+}
+
+qf_code qf_identity_reader_new(qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_IDENTITY;
+    return qf_reader_new(&o, ret_reader);
+}
+
+qf_code qf_tfrecord_reader_new(qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_TFRECORD;
+    return qf_reader_new(&o, ret_reader);
+}
+
+static void finish_work(qf_reader *r)
+{
+    if (r->in_progress)
+        r->ops->finish(r);
+    r->in_progress = false;
+}
+
+void qf_reader_free(qf_reader *r)
+{
+    if (!r)
+        return;
+    finish_work(r);
+    qf__rbuf_close(&r->rb);
+    qf_status_free(r->deferred);
+    free(r->rb.buf);
+    free(r->work);
+    free(r->name);
+    free(r);
+}
+
+const char *qf_reader_name(const qf_reader *r)
+{
+    return r ? r->name : NULL;
+}
+
+qf_reader_kind qf_reader_get_kind(const qf_reader *r)
+{
+    return r ? r->ops->kind : QF_READER_TEXT_LINE;
+}
+
+const char *qf_reader_kind_name(const qf_reader *r)
+{
+    return r ? r->ops->kind_name : NULL;
+}
+
+int64_t qf_reader_num_records_produced(const qf_reader *r)
+{
+    return r ? atomic_load_explicit(&r->produced, memory_order_relaxed) : 0;
+}
+
+int64_t qf_reader_num_work_units_completed(const qf_reader *r)
+{
+    return r ? atomic_load_explicit(&r->completed, memory_order_relaxed) : 0;
+}
+
+void qf_reader_reset(qf_reader *r)
+{
+    if (!r)
+        return;
+    finish_work(r);
+    r->work_len = 0;
+    qf_status_free(r->deferred);
+    r->deferred = NULL;
+    atomic_store_explicit(&r->produced, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->completed, 0, memory_order_relaxed);
+}
+
+/* One writer: a plain load and store, no read-modify-write needed. */
+static void bump(QF_ATOMIC(int64_t) * c, int64_t by)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                          memory_order_relaxed);
+}
+
+/* How a call waits for a work item. */
+typedef enum { WAIT_DEADLINE, WAIT_TRY, WAIT_POLL } wait_mode;
+
+typedef struct {
+    wait_mode mode;
+    qf_deadline deadline;
+    qf_waker *waker;
+} waiter;
+
+/* Dequeue the next work item into r->work (spec 183-184). */
+static qf_code next_work(qf_reader *r, qf_queue *q, const waiter *w)
+{
+    /* Check the queue before taking anything from it, so a wrong queue
+     * loses no element. */
+    if (qf_queue_num_components(q) != 1)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Expected single component queue");
+    if (qf_queue_dtype(q, 0) != QF_STRING)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Expected queue with single string component");
+    qf_element *e = NULL;
+    qf_code rc;
+    switch (w->mode) {
+    case WAIT_POLL:
+        rc = qf_queue_poll_dequeue(q, w->waker, &e);
+        break;
+    case WAIT_TRY:
+        rc = qf_queue_try_dequeue(q, &e);
+        break;
+    default:
+        rc = qf_queue_dequeue_until(q, w->deadline, &e);
+        break;
+    }
+    if (rc != QF_OK)
+        return rc; /* the queue's code and message; QF_PENDING for poll */
+    const qf_tensor *t = qf_element_size(e) == 1 ? qf_element_get(e, 0) : NULL;
+    if (!t || qf_tensor_dtype(t) != QF_STRING || qf_tensor_num_elements(t) != 1) {
+        qf_element_free(e);
+        return qf_set_error(QF_INVALID_ARGUMENT, "Expected to dequeue a one-element string tensor");
+    }
+    size_t len = 0;
+    const char *s = qf_tensor_string(t, 0, &len); /* may be NULL when len is 0 */
+    rc = reserve(&r->work, &r->work_cap, len);
+    if (rc == QF_OK) {
+        if (len)
+            memcpy(r->work, s, len);
+        r->work[len] = '\0';
+        r->work_len = len;
+    }
+    qf_element_free(e);
+    return rc;
+}
+
+static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w, qf_record *recs,
+                            size_t *ret_n)
+{
+    if (!r || !q || !ret_n || (n && !recs) || (w->mode == WAIT_POLL && !w->waker))
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !r                                  ? "reader"
+                            : !q                                ? "work queue"
+                            : !ret_n                            ? "ret_n"
+                            : !w->waker && w->mode == WAIT_POLL ? "waker"
+                                                                : "records");
+    if (r->deferred) {
+        qf_status *d = r->deferred;
+        r->deferred = NULL;
+        qf_code code = qf_set_error(qf_status_code(d), "%s", qf_status_message(d));
+        qf_status_free(d);
+        return code;
+    }
+    size_t got = 0;
+    while (got < n) {
+        if (!r->in_progress) {
+            /* Only here with nothing produced yet (see the top). */
+            qf_code rc = next_work(r, q, w);
+            if (rc != QF_OK)
+                return rc;
+            if (r->ops->reads_files && memchr(r->work, '\0', r->work_len))
+                return qf_set_error(QF_INVALID_ARGUMENT, "%s: file name contains a NUL byte",
+                                    r->name);
+            r->file_done = false;
+            r->index = 0;
+            rc = r->ops->start(r);
+            if (rc != QF_OK) {
+                r->ops->finish(r); /* the item is dropped, as TensorFlow does */
+                return rc;
+            }
+            r->in_progress = true;
+        }
+        bool at_end = false;
+        qf_code rc = QF_OK;
+        size_t before = got;
+        while (got < n && !at_end) {
+            bool produced = false;
+            rc = r->ops->next(r, &recs[got], &produced, &at_end);
+            if (rc != QF_OK)
+                break;
+            if (produced)
+                got++;
+        }
+        if (got > before)
+            bump(&r->produced, (int64_t)(got - before));
+        if (rc != QF_OK) {
+            /* An error inside the item: abandon it (not completed). */
+            finish_work(r);
+            if (got == 0)
+                return rc;
+            r->deferred = qf_last_status();
+            break;
+        }
+        if (at_end) {
+            finish_work(r);
+            bump(&r->completed, 1);
+            if (got > 0)
+                break; /* spec 189: return at the end of a file */
+        }
+    }
+    *ret_n = got;
+    return QF_OK;
+}
+
+static qf_code read_one(qf_reader *r, qf_queue *q, const waiter *w, qf_record *rec)
+{
+    if (!rec)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_rec");
+    size_t got;
+    return read_records(r, q, 1, w, rec, &got);
+}
+
+qf_code qf_reader_read(qf_reader *r, qf_queue *work, qf_record *ret_rec)
+{
+    waiter w = {WAIT_DEADLINE, QF_FOREVER, NULL};
+    return read_one(r, work, &w, ret_rec);
+}
+
+qf_code qf_reader_read_until(qf_reader *r, qf_queue *work, qf_deadline deadline, qf_record *ret_rec)
+{
+    waiter w = {WAIT_DEADLINE, deadline, NULL};
+    return read_one(r, work, &w, ret_rec);
+}
+
+qf_code qf_reader_try_read(qf_reader *r, qf_queue *work, qf_record *ret_rec)
+{
+    waiter w = {WAIT_TRY, QF_NO_WAIT, NULL};
+    return read_one(r, work, &w, ret_rec);
+}
+
+qf_code qf_reader_poll_read(qf_reader *r, qf_queue *work, qf_waker *waker, qf_record *ret_rec)
+{
+    waiter w = {WAIT_POLL, QF_NO_WAIT, waker};
+    return read_one(r, work, &w, ret_rec);
+}
+
+qf_code qf_reader_read_up_to(qf_reader *r, qf_queue *work, size_t n, qf_record *ret_recs,
+                             size_t *ret_n)
+{
+    waiter w = {WAIT_DEADLINE, QF_FOREVER, NULL};
+    return read_records(r, work, n, &w, ret_recs, ret_n);
+}
+
+qf_code qf_reader_read_up_to_until(qf_reader *r, qf_queue *work, size_t n, qf_deadline deadline,
+                                   qf_record *ret_recs, size_t *ret_n)
+{
+    waiter w = {WAIT_DEADLINE, deadline, NULL};
+    return read_records(r, work, n, &w, ret_recs, ret_n);
+}
+
+qf_code qf_reader_try_read_up_to(qf_reader *r, qf_queue *work, size_t n, qf_record *ret_recs,
+                                 size_t *ret_n)
+{
+    waiter w = {WAIT_TRY, QF_NO_WAIT, NULL};
+    return read_records(r, work, n, &w, ret_recs, ret_n);
+}
+
+qf_code qf_reader_poll_read_up_to(qf_reader *r, qf_queue *work, size_t n, qf_waker *waker,
+                                  qf_record *ret_recs, size_t *ret_n)
+{
+    waiter w = {WAIT_POLL, QF_NO_WAIT, waker};
+    return read_records(r, work, n, &w, ret_recs, ret_n);
+}

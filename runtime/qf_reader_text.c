@@ -1,0 +1,135 @@
+/* qf_reader_text.c - TextLineReader (spec 190-196).
+ *
+ * A line is what lies before a '\n'; one '\r' right before the '\n' (or at
+ * the end of the file) is removed, a '\r' anywhere else stays (spec 191).
+ * At the end of the file the bytes after the last '\n' form a last line
+ * when, after removing that one '\r', anything is left (spec 192-193): so a
+ * trailing "\n" adds no empty record, and a final lone "\r" gives none.
+ * Keys are "<file>:<line number>", numbered from 1 and counting skipped
+ * header lines (spec 195).
+ *
+ * The hot path is a memchr over the read buffer and one memcpy of the line
+ * into the caller's record. A line that crosses the end of the buffer is
+ * assembled directly in the record's value (no second buffer): the part in
+ * the buffer is appended, the buffer refilled, and the search goes on.
+ */
+#include <string.h>
+
+#include "qf_reader-impl.h"
+
+static qf_code text_start(qf_reader *r)
+{
+    qf_code rc = qf__rbuf_open(&r->rb, r->work);
+    if (rc != QF_OK)
+        return rc;
+    r->index = 0;
+    qf__rbuf *rb = &r->rb;
+    /* Skip header lines without copying them (spec 195-196): a file that
+     * ends first simply has no records. */
+    for (int64_t i = 0; i < r->skip_header_lines; i++) {
+        for (;;) {
+            const char *p = rb->buf + rb->pos;
+            const char *nl = memchr(p, '\n', rb->lim - rb->pos);
+            if (nl) {
+                rb->pos += (size_t)(nl - p) + 1;
+                break;
+            }
+            rb->pos = rb->lim;
+            if (rb->eof) {
+                r->file_done = true;
+                return QF_OK;
+            }
+            rc = qf__rbuf_fill(rb);
+            if (rc != QF_OK)
+                return rc;
+        }
+        r->index++;
+    }
+    return QF_OK;
+}
+
+static qf_code append(qf_record *rec, size_t *len, const char *p, size_t n)
+{
+    qf_code rc = qf__record_reserve_value(rec, *len + n);
+    if (rc != QF_OK)
+        return rc;
+    memcpy(rec->value + *len, p, n);
+    *len += n;
+    return QF_OK;
+}
+
+static qf_code text_next(qf_reader *r, qf_record *rec, bool *produced, bool *at_end)
+{
+    qf__rbuf *rb = &r->rb;
+    if (r->file_done) {
+        *at_end = true;
+        return QF_OK;
+    }
+    size_t len = 0;
+    qf_code rc;
+    for (;;) {
+        const char *p = rb->buf + rb->pos;
+        size_t avail = rb->lim - rb->pos;
+        const char *nl = memchr(p, '\n', avail);
+        if (nl) {
+            size_t seg = (size_t)(nl - p);
+            rc = append(rec, &len, p, seg);
+            if (rc != QF_OK)
+                return rc;
+            rb->pos += seg + 1;
+            break;
+        }
+        if (avail) {
+            rc = append(rec, &len, p, avail);
+            if (rc != QF_OK)
+                return rc;
+            rb->pos = rb->lim;
+        }
+        if (rb->eof) {
+            /* The end: a last line without '\n', if anything remains after
+             * dropping one '\r'. */
+            if (len && rec->value[len - 1] == '\r')
+                len--;
+            if (len == 0) {
+                r->file_done = true;
+                *at_end = true;
+                return QF_OK;
+            }
+            goto produce;
+        }
+        rc = qf__rbuf_fill(rb);
+        if (rc != QF_OK)
+            return rc;
+    }
+    if (len && rec->value[len - 1] == '\r')
+        len--;
+produce:
+    if (len == 0) {
+        /* An empty line: make sure the value is a valid "" (spec 193). */
+        rc = qf__record_reserve_value(rec, 0);
+        if (rc != QF_OK)
+            return rc;
+    }
+    rec->value[len] = '\0';
+    rec->value_len = len;
+    r->index++;
+    rc = qf__record_set_key_num(r, rec, r->index);
+    if (rc != QF_OK)
+        return rc;
+    *produced = true;
+    return QF_OK;
+}
+
+static void text_finish(qf_reader *r)
+{
+    qf__rbuf_close(&r->rb);
+}
+
+const qf__reader_ops qf__text_line_reader_ops = {
+    .kind = QF_READER_TEXT_LINE,
+    .kind_name = "TextLineReader",
+    .reads_files = true,
+    .start = text_start,
+    .next = text_next,
+    .finish = text_finish,
+};
