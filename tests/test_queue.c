@@ -1933,7 +1933,7 @@ Test(queue, enqueue_into_a_full_queue_blocks_until_room)
 /* Close (spec 25, 30-36, 53-59)                                          */
 /* ====================================================================== */
 
-/* spec 31: once closed, every enqueue form fails with CANCELLED
+/* spec 1, 31: once closed, every enqueue form fails with CANCELLED
  * "<QueueType> '<name>' is closed." and the caller keeps the element. */
 Test(queue, enqueue_after_close_is_cancelled)
 {

@@ -189,6 +189,8 @@ static qf_code parked_forever(qf_task *t, void *arg)
     return qf_queue_poll_dequeue_ptr(arg, qf_task_waker(t), &p);
 }
 
+/* spec 37: closing TensorFlow's session cancels blocked queue operations;
+ * here shutting the runtime down wakes parked tasks as cancelled. */
 Test(runtime, shutdown_cancels_parked_tasks_and_refuses_new_ones)
 {
     qf_runtime *rt = mkrt(2);
