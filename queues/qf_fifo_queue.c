@@ -6,13 +6,15 @@
  * The fast path touches no shared counter: capacity comes from the ring
  * indices (qf_ring-impl.h), and the state word (qf_queue-impl.h) is read,
  * not written, by enqueues and dequeues. A producer reserves ring slots,
- * checks the state word (closed?), writes and publishes them with a seq_cst
- * store, then reads the state word for sleeping consumers. A consumer takes
- * with a seq_cst CAS and then reads the state word for sleeping producers.
- * A waiter registers its waker, sets its side's wait bit with a seq_cst
- * fetch_or and re-checks the indices with seq_cst loads: by sequential
- * consistency either the waiter sees the other side's index move, or the
- * other side sees the wait bit. Nothing is lost and nobody sleeps through.
+ * checks the state word (closed?), writes and publishes them with a
+ * release store and a light fence, then reads the state word for sleeping
+ * consumers. A consumer takes with a CAS (or, single, a store and a light
+ * fence) and then reads the state word for sleeping producers. A waiter
+ * registers its waker, sets its side's wait bit with a seq_cst fetch_or,
+ * runs the heavy fence and re-checks the indices: the asymmetric pair of
+ * coord/qf_fence-impl.h orders the two sides, so either the waiter sees the
+ * other side's index move, or the other side sees the wait bit. Nothing is
+ * lost and nobody sleeps through.
  *
  * Closed and drained. A consumer reports end-of-data only when the queue is
  * closed, no enqueue that was blocked before a plain close is still pending,
@@ -76,14 +78,14 @@ static int clamp_n(size_t n)
     return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
-/* After publishing (seq_cst): wake sleeping consumers, if any. */
+/* After publishing (and its light fence): wake sleeping consumers, if any. */
 static void wake_consumers(qf_queue *q, size_t k)
 {
     if ((state_sc(q) & QF__DEQ_WAIT) && qf_waitlist_count(&q->deq_waiters) != 0)
         qf_waitlist_wake(&q->deq_waiters, clamp_n(k));
 }
 
-/* After consuming ring slots (seq_cst): wake sleeping producers, if any. */
+/* After consuming ring slots (fenced): wake sleeping producers, if any. */
 static void wake_producers(qf_queue *q, size_t k)
 {
     if ((state_sc(q) & QF__ENQ_WAIT) && qf_waitlist_count(&q->enq_waiters) != 0)
@@ -261,8 +263,18 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, spin *sp
     }
     qf_waitlist_register(&q->enq_waiters, wk);
     uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    bool room =
-        q->unbounded_cap ? true : qf__ring_room(&q->ring) >= (want < q->ring.cap ? want : 1);
+    qf__fence_heavy(); /* pairs with consumers' light fence after c_head */
+    /* The same rule the producer used to decide it must wait: a spilling
+     * queue counts its overflow list too, else it would spin here. */
+    bool room;
+    if (q->unbounded_cap)
+        room = true;
+    else if (q->spill)
+        room = (uint64_t)qf__ring_reserved(&q->ring) +
+                   atomic_load_explicit(&q->overflow_n, memory_order_seq_cst) + want <=
+               (uint64_t)q->capacity;
+    else
+        room = qf__ring_room(&q->ring) >= (want < q->ring.cap ? want : 1);
     if (room || closed_for(q, old, *pending) != QF_OK) {
         if (!qf_waitlist_cancel(&q->enq_waiters, wk))
             wake_producers(q, 1); /* woken meanwhile: do not swallow it */
@@ -434,12 +446,19 @@ static bool something_there(qf_queue *q, bool include_reserved)
 
 /* Closed, nothing pending, nothing anywhere; non-holders also need no
  * other consumer to be holding elements it may put back. */
-static bool drained(qf_queue *q, uint64_t s, bool holder)
+static bool drained(qf_queue *q, uint64_t s, bool holder, bool fenced)
 {
     if (!(s & QF__CLOSED) || qf__pending(s) != 0)
         return false;
     if (!holder && qf__holders(s) != 0)
         return false;
+    if (something_there(q, true))
+        return false;
+    /* A producer reserves, fences lightly, then checks CLOSED: after a
+     * heavy fence either its reservation is visible or it saw CLOSED and
+     * will fail with a tombstone. */
+    if (!fenced)
+        qf__fence_heavy();
     return !something_there(q, true);
 }
 
@@ -458,6 +477,13 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
     bool holder = false;
     qf_code rc = QF_OK;
 
+    if (n > 1) {
+        /* This call may put back what it takes (close, deadline): count it
+         * as a holder before the first take, so no other consumer calls the
+         * queue drained while the elements are in its hands. */
+        atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
+        holder = true;
+    }
     for (;;) {
         got += take_some(q, ret_slots + got, n - got);
         if (got == n)
@@ -465,7 +491,7 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
         uint64_t s = atomic_load_explicit(&q->state, memory_order_acquire);
         if (something_there(q, false))
             continue; /* raced with another consumer; try again */
-        if (drained(q, s, holder)) {
+        if (drained(q, s, holder, false)) {
             if (up_to && got > 0)
                 break;
             put_back(q, ret_slots, got);
@@ -508,7 +534,8 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
         }
         qf_waitlist_register(&q->deq_waiters, wk);
         uint64_t old = atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
-        if (something_there(q, false) || drained(q, old, holder)) {
+        qf__fence_heavy(); /* pairs with producers' light fence after p_tail */
+        if (something_there(q, false) || drained(q, old, holder, true)) {
             if (!qf_waitlist_cancel(&q->deq_waiters, wk))
                 wake_consumers(q, 1); /* woken meanwhile: pass it on */
             continue;

@@ -15,10 +15,10 @@
  *   bits 40..63  pending: enqueues that were blocked (or multi-row) before
  *                a plain close and may still complete after it
  *
- * A waiter registers its waker and then sets its wait bit with a seq_cst
- * RMW before re-checking the ring indices; the other side publishes with a
- * seq_cst index update and then loads the word: one of the two sees the
- * other (see qf_fifo_queue.c).
+ * A waiter registers its waker, sets its wait bit with a seq_cst RMW and
+ * runs the heavy fence before re-checking the ring indices; the other side
+ * updates an index, runs the light fence and then loads the word: one of
+ * the two sees the other (qf_fifo_queue.c, coord/qf_fence-impl.h).
  */
 #ifndef QF_QUEUE_IMPL_H
 #define QF_QUEUE_IMPL_H

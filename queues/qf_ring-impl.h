@@ -20,12 +20,16 @@
  *     state a producer does not touch the consumer's line at all. The cache
  *     is published with release and read with acquire, so the hand-off of
  *     slot contents stays ordered through it.
- *  3. Seq_cst publication. The store that publishes (p_tail) and the RMW
- *     that consumes (c_head) are sequentially consistent, so each side can
- *     then look at the queue's state word for sleepers of the other side (a
- *     Dekker pair with the waiter's seq_cst fetch_or followed by its
- *     re-check of the indices). On x86 this is the xchg/lock that the RMW
- *     already is.
+ *  3. Asymmetric fences. After the store that publishes (p_tail), the
+ *     single producer's reservation (p_head) and the single consumer's
+ *     c_head store comes qf__fence_light(), so each side can then look at
+ *     the queue's state word for sleepers of the other side: a Dekker pair
+ *     with the waiter's fetch_or, qf__fence_heavy() and re-check of the
+ *     indices (coord/qf_fence-impl.h). The light fence is a compiler
+ *     barrier where membarrier(2) works, so a single-producer,
+ *     single-consumer hand-off has no locked instruction at all, and a
+ *     multi-producer one only its reservation CAS. Multi-side CASes stay
+ *     seq_cst (they are full barriers on x86 anyway).
  *  4. The commit wait. Multi-producer publication must wait for earlier
  *     producers (ck_ring spins there); with more producers than cores the
  *     earlier producer is often preempted and the spinners burn whole time
@@ -47,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qf_fence-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 
@@ -76,6 +81,7 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->buf = buf;
     r->mask = slots - 1;
     r->cap = cap;
+    qf__fence_init();
     r->prod_cached_c = 0;
     r->cons_cached_p = 0;
     atomic_init(&r->commit_waiters, 0);
@@ -131,9 +137,10 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
         unsigned room = r->cap - used;
         unsigned k = room < n ? room : (unsigned)n;
         if (single_producer) {
-            /* seq_cst: the closed check that follows must not be satisfied
+            /* Fenced: the closed check that follows must not be satisfied
              * before consumers can see the reservation. */
-            QF__ST(&r->ring.p_head, p + k, SEQ_CST);
+            QF__ST(&r->ring.p_head, p + k, RELAXED);
+            qf__fence_light();
             *ret_ticket = p;
             return k;
         }
@@ -159,6 +166,7 @@ static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, boo
             qf__cpu_relax();
         while (QF__LD(tail, ACQUIRE) != start) {
             atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
+            qf__fence_heavy();
             unsigned seen = QF__LD(tail, SEQ_CST);
             if (seen != start)
                 qf_futex_wait((_Atomic uint32_t *)tail, seen, QF_FOREVER);
@@ -166,9 +174,10 @@ static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, boo
         }
     }
     QF_WIDEN();
-    /* seq_cst (xchg on x86): a release for the slots, and ordered before
-     * the look at commit_waiters and at the consumers' wait bit. */
-    __atomic_exchange_n(tail, start + k, __ATOMIC_SEQ_CST);
+    /* Release for the slots; the fence orders it before the look at
+     * commit_waiters and at the consumers' wait bit. */
+    QF__ST(tail, start + k, RELEASE);
+    qf__fence_light();
     if (!single_producer && atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
         qf_futex_wake((_Atomic uint32_t *)tail, INT32_MAX);
 }
@@ -195,7 +204,8 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t n, bool singl
         for (unsigned i = 0; i < k; i++)
             out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
         if (single_consumer) {
-            QF__ST(&r->ring.c_head, c + k, SEQ_CST);
+            QF__ST(&r->ring.c_head, c + k, RELEASE);
+            qf__fence_light(); /* before the look at producers' wait bit */
             return k;
         }
         if (__atomic_compare_exchange_n(&r->ring.c_head, &c, c + k, false, __ATOMIC_SEQ_CST,
@@ -212,6 +222,9 @@ static inline bool qf__ring_push_sp(qf__ring *r, void *v)
         return false;
     qf__ring_write(r, t, v);
     qf__ring_publish(r, t, 1, true);
+    /* No heavy side pairs with this push: the runtime's idle protocol
+     * relies on qf_eventcount_notify()'s own full fence, which its callers
+     * run straight after. */
     return true;
 }
 

@@ -155,3 +155,119 @@ Test(queue_stress, unbounded_mpmc, .timeout = 300)
 {
     run(-1, 0, 4, 2, 400000, 5);
 }
+
+/* The sleep/wake pairing (qf_fence-impl.h): with spinning off every wait
+ * goes through register, wait bit, heavy fence, re-check; a ping-pong over
+ * two capacity-1 queues makes each hand-off race a publish against a
+ * sleeper. A lost wake hangs the test (its timeout fails it). */
+typedef struct {
+    qf_queue *ping, *pong;
+    long rounds;
+} pingpong;
+
+static void *ponger(void *a)
+{
+    pingpong *p = a;
+    for (long i = 0; i < p->rounds; i++) {
+        void *v;
+        if (qf_queue_dequeue_ptr(p->ping, &v) != QF_OK ||
+            qf_queue_enqueue_ptr(p->pong, (void *)((uintptr_t)v + 1)) != QF_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void run_pingpong(unsigned flags)
+{
+    qf_dtype dt = QF_PTR;
+    qf_shape sc = qf_shape_scalar();
+    qf_queue_options o = {.capacity = 1,
+                          .num_components = 1,
+                          .dtypes = &dt,
+                          .shapes = &sc,
+                          .flags = flags,
+                          .spin_ns = -1};
+    pingpong p = {.rounds = scale(100000)};
+    o.name = "ping";
+    cr_assert_eq(qf_fifo_queue_new(&o, &p.ping), QF_OK);
+    o.name = "pong";
+    cr_assert_eq(qf_fifo_queue_new(&o, &p.pong), QF_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, ponger, &p);
+    uintptr_t x = 0;
+    for (long i = 0; i < p.rounds; i++) {
+        cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)x), QF_OK);
+        void *v;
+        cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
+        cr_assert_eq((uintptr_t)v, x + 1);
+        x += 2;
+    }
+    void *ret;
+    pthread_join(t, &ret);
+    cr_expect_null(ret);
+    qf_queue_unref(p.ping);
+    qf_queue_unref(p.pong);
+}
+
+Test(queue_stress, pingpong_without_spinning_spsc, .timeout = 300)
+{
+    run_pingpong(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER);
+}
+
+Test(queue_stress, pingpong_without_spinning_mpmc, .timeout = 300)
+{
+    run_pingpong(0);
+}
+
+/* spec 36, 55: a dequeue_many cut short by close puts back what it took;
+ * while it holds the element, a concurrent dequeue must not be told the
+ * queue is drained (it would leave the element behind its end-of-data). */
+typedef struct {
+    qf_queue *q;
+    atomic_int go;
+    qf_code many_rc, one_rc;
+} hold_race;
+
+static void *take_two(void *a)
+{
+    hold_race *h = a;
+    void *ps[2];
+    while (!atomic_load(&h->go))
+        ;
+    h->many_rc = qf_queue_dequeue_many_ptr(h->q, 2, QF_FOREVER, ps);
+    return NULL;
+}
+
+static void *take_one(void *a)
+{
+    hold_race *h = a;
+    void *p;
+    while (!atomic_load(&h->go))
+        ;
+    h->one_rc = qf_queue_dequeue_ptr(h->q, &p);
+    return NULL;
+}
+
+Test(queue_stress, held_element_is_not_behind_end_of_data, .timeout = 300)
+{
+    long runs = scale(4000);
+    for (long i = 0; i < runs; i++) {
+        hold_race h = {.go = 0};
+        cr_assert_eq(qf_ptr_queue_new(4, "h", 0, NULL, &h.q), QF_OK);
+        cr_assert_eq(qf_queue_try_enqueue_ptr(h.q, (void *)1), QF_OK);
+        cr_assert_eq(qf_queue_close(h.q, false), QF_OK);
+        pthread_t a, b;
+        pthread_create(&a, NULL, take_two, &h);
+        pthread_create(&b, NULL, take_one, &h);
+        atomic_store(&h.go, 1);
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        cr_assert_eq(h.many_rc, QF_OUT_OF_RANGE);
+        if (h.one_rc != QF_OK) {
+            void *p;
+            cr_assert_neq(qf_queue_try_dequeue_ptr(h.q, &p), QF_OK,
+                          "run %ld: end-of-data while the element was still there", i);
+        }
+        qf_queue_unref(h.q);
+    }
+}
