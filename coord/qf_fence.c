@@ -8,6 +8,9 @@
 #include "qf_fence-impl.h"
 
 _Atomic bool qf__fence_asym;
+#ifdef QF_TSAN
+_Atomic unsigned qf__fence_tsan_word;
+#endif
 
 static int membarrier(int cmd)
 {
@@ -39,7 +42,11 @@ void qf__fence_init(void)
 
 void qf__fence_heavy(void)
 {
+#ifdef QF_TSAN
+    atomic_fetch_add_explicit(&qf__fence_tsan_word, 0, memory_order_seq_cst);
+#else
     atomic_thread_fence(memory_order_seq_cst);
+#endif
     if (atomic_load_explicit(&qf__fence_asym, memory_order_relaxed) &&
         membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
         /* Registered, so this cannot fail short of a kernel bug; a fence

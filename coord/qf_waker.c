@@ -111,7 +111,8 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
         }
         qf_waker_withdraw(w);
     }
-    w->qf__woken_from = NULL; /* re-registering uses the earlier wake */
+    __atomic_store_n(&w->qf__woken_from, NULL,
+                     __ATOMIC_RELAXED); /* re-registering uses the earlier wake */
     qf__lock(&wl->qf__lock);
     atomic_store_explicit(&w->qf__state, QF_WAKER_REGISTERED, memory_order_relaxed);
     __atomic_store_n(&w->qf__list, wl, __ATOMIC_RELAXED);
@@ -169,7 +170,7 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
     while (k < n && wl->qf__head) {
         qf_waker *w = wl->qf__head;
         unlink_locked(wl, w);
-        w->qf__woken_from = wl;
+        __atomic_store_n(&w->qf__woken_from, wl, __ATOMIC_RELAXED);
         atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_relaxed);
         /* Reuse qf__next for a private singly linked batch. */
         if (last)
@@ -243,10 +244,10 @@ bool qf_waker_withdraw(qf_waker *w)
                 wait_until_done(w);
                 st = QF_WAKER_DONE;
             }
-            if (st == QF_WAKER_DONE && w->qf__woken_from) {
+            qf_waitlist *from = __atomic_load_n(&w->qf__woken_from, __ATOMIC_RELAXED);
+            if (st == QF_WAKER_DONE && from) {
                 /* Woken and abandoned: hand the wake to the next waiter. */
-                qf_waitlist *from = w->qf__woken_from;
-                w->qf__woken_from = NULL;
+                __atomic_store_n(&w->qf__woken_from, NULL, __ATOMIC_RELAXED);
                 qf_waitlist_wake(from, 1);
             }
             return false;
@@ -263,7 +264,11 @@ bool qf_waker_withdraw(qf_waker *w)
 
 void qf_waker_consumed(qf_waker *w)
 {
-    w->qf__woken_from = NULL;
+    /* A wake may be under way (claimed by a list, its function not yet
+     * run): let it finish, so the two do not write the field at once. */
+    if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+        wait_until_done(w);
+    __atomic_store_n(&w->qf__woken_from, NULL, __ATOMIC_RELAXED);
 }
 
 static _Thread_local bool in_task;

@@ -33,6 +33,8 @@ struct qf_queue_runner {
     size_t n_runs, cap_runs;
     qf_status **exc;
     size_t n_exc, cap_exc;
+    void (*cleanup)(void *arg); /* options.cleanup, run last by free */
+    void *cleanup_arg;
 };
 
 /* The state of one runner task (freed by its last poll). */

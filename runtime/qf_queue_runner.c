@@ -98,6 +98,10 @@ qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_
             return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
         }
     }
+    if (o) { /* set last: a failed creation must not run the cleanup */
+        r->cleanup = o->cleanup;
+        r->cleanup_arg = o->cleanup_arg;
+    }
     *ret = r;
     return QF_OK;
 }
@@ -128,7 +132,11 @@ qf_code qf_queue_runner_free(qf_queue_runner *r)
     free(r->close_name);
     free(r->cancel_name);
     qf_queue_unref(r->queue);
+    void (*cleanup)(void *) = r->cleanup;
+    void *cleanup_arg = r->cleanup_arg;
     free(r);
+    if (cleanup)
+        cleanup(cleanup_arg);
     return QF_OK;
 }
 
@@ -404,9 +412,24 @@ static qf_code run_op(qf__rtask *s, qf_task *t)
     return qf_set_error(QF_INTERNAL, "unknown enqueue op kind");
 }
 
+static qf_code runner_step(qf_task *t, qf__rtask *s);
+
 static qf_code runner_task(qf_task *t, void *arg)
 {
     qf__rtask *s = arg;
+    qf_code rc = runner_step(t, s);
+    /* A shutdown that cancelled the task while it ran would otherwise end
+     * it at the runtime's safety net, skipping leave(): the runner would
+     * count it running forever and leak its state. */
+    if ((rc == QF_PENDING || rc == QF_YIELD) && qf_task_is_cancelled(t)) {
+        qf_set_error(QF_CANCELLED, "Enqueue operation was cancelled");
+        return leave(s, t, QF_CANCELLED, false);
+    }
+    return rc;
+}
+
+static qf_code runner_step(qf_task *t, qf__rtask *s)
+{
     if (qf_task_is_cancelled(t)) {
         qf_set_error(QF_CANCELLED, "Enqueue operation was cancelled");
         return leave(s, t, QF_CANCELLED, false);

@@ -85,6 +85,12 @@ typedef struct qf_queue_runner_options {
     /* Codes that mean "the queue was closed"; none: {QF_OUT_OF_RANGE}. */
     const qf_code *closed_codes;
     size_t n_closed_codes;
+    /* Called once as cleanup(cleanup_arg) by qf_queue_runner_free() after
+     * the runner let go of everything else: hands state the ops use (their
+     * args) over to the runner, and so to a scope that owns it. Not called
+     * when qf_queue_runner_new() fails. NULL: nothing. */
+    void (*cleanup)(void *arg);
+    void *cleanup_arg;
 } qf_queue_runner_options;
 
 typedef struct qf_queue_runner qf_queue_runner;
@@ -94,8 +100,9 @@ typedef struct qf_queue_runner qf_queue_runner;
  *
  * Ownership:   the runner takes a reference to the queue (and to each
  *              op's input queue); ops and names are copied; op args stay
- *              the caller's. Free with qf_queue_runner_free(), or hand the
- *              runner to a scope (qf_scope_add_queue_runner()).
+ *              the caller's unless handed over with options.cleanup.
+ *              Free with qf_queue_runner_free(), or hand the runner to a
+ *              scope (qf_scope_add_queue_runner()).
  * Returns:     QF_OK; QF_INVALID_ARGUMENT "Must provide queue and
  *              enqueue_ops." for a NULL queue or no ops, an op missing its
  *              function or input, or closed codes that are not canonical
