@@ -18,6 +18,9 @@
 #include "qf_queue.h"
 #include "qf_runtime.h"
 #include "qf_reader.h"
+#include "qf_queue_runner.h"
+#include "qf_input.h"
+#include "qf_batch.h"
 
 QF_BEGIN_DECLS
 

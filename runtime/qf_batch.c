@@ -1,0 +1,1105 @@
+/* qf_batch.c - batch, shuffle_batch, batch_join, shuffle_batch_join and the
+ * maybe_* variants: the queue, the runner's ops and the batcher handle.
+ *
+ * The runner's ops are poll ops, one per task (num_threads copies of one
+ * source, or one per source of a join). Each owns an instance of its source
+ * and a small pipeline:
+ *
+ *     pull (source poll form) -> keep? -> order components -> enqueue
+ *
+ * "Order components": the queue's components are the source's without the
+ * keep component, sorted by name when there are names (spec 169). The
+ * queue itself is positional; names go back onto each *batch* when it is
+ * taken (one copy of the names per batch instead of one per example). When
+ * the source's order already is the queue's and there is no keep component,
+ * the pulled element goes into the queue as it is: no allocation beyond
+ * what the source made.
+ *
+ * With enqueue_many the pulled batch is split into rows (the keep decision
+ * taken per row), and the rows are enqueued one per run, each with the
+ * queue's poll form, so a full queue parks the task between rows. Scratch
+ * arrays (rows, parts, keep flags) grow to the largest batch seen and are
+ * reused.
+ *
+ * All op state is touched only by the op's task (see qf_input.c for the
+ * argument); it belongs to the runner through its cleanup hook.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_batch-impl.h"
+
+static qf_code oom(void)
+{
+    return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory building a batch");
+}
+
+/* --------------------------------------------------------------- op state */
+
+typedef struct bstate bstate;
+
+typedef struct bop {
+    bstate *bs;
+    qf__src_inst *inst;
+    size_t src;        /* index of its source */
+    const size_t *map; /* queue position j <- source component map[j] */
+    bool as_is;        /* source order == queue order, no keep component */
+    qf_element *holding;
+    qf_element **rows;
+    size_t nrows, row_i, rows_cap;
+    qf_tensor **parts;
+    size_t parts_cap;
+    bool *keep;
+    size_t keep_cap;
+} bop;
+
+struct bstate {
+    qf_queue *q; /* a reference */
+    size_t nq;   /* queue components */
+    bool many;
+    bool has_keep;
+    qf_keep_input keep;
+    qf_batch_source **srcs;
+    size_t n_srcs;
+    size_t *maps; /* n_srcs * nq */
+    bop *ops;
+    size_t n_ops;
+};
+
+static void bstate_free(void *arg)
+{
+    bstate *bs = arg;
+    if (!bs)
+        return;
+    for (size_t i = 0; bs->ops && i < bs->n_ops; i++) {
+        bop *o = &bs->ops[i];
+        qf__source_instance_free(o->inst);
+        qf_element_free(o->holding);
+        for (size_t r = o->row_i; r < o->nrows; r++)
+            qf_element_free(o->rows[r]);
+        free(o->rows);
+        free(o->parts);
+        free(o->keep);
+    }
+    free(bs->ops);
+    for (size_t i = 0; bs->srcs && i < bs->n_srcs; i++)
+        qf_batch_source_free(bs->srcs[i]);
+    free(bs->srcs);
+    free(bs->maps);
+    qf_queue_unref(bs->q);
+    free(bs);
+}
+
+/* Index in `e` of source component i: by name when both have names. */
+static qf_code locate(const bop *o, const qf_element *e, size_t i, size_t *ret)
+{
+    const qf_batch_source *src = o->bs->srcs[o->src];
+    if (src->names && qf_element_has_names(e)) {
+        size_t n = qf_element_size(e);
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(qf_element_name(e, k), src->names[i]) == 0) {
+                *ret = k;
+                return QF_OK;
+            }
+        return qf_set_error(QF_INVALID_ARGUMENT, "an example of queue '%s' has no component '%s'",
+                            qf_queue_name(o->bs->q), src->names[i]);
+    }
+    *ret = i;
+    return QF_OK;
+}
+
+static qf_code check_arity(const bop *o, const qf_element *e)
+{
+    size_t want = o->bs->srcs[o->src]->comps.n;
+    if (qf_element_size(e) == want)
+        return QF_OK;
+    return qf_set_error(QF_INVALID_ARGUMENT,
+                        "a source of queue '%s' yielded %zu components, it declared %zu",
+                        qf_queue_name(o->bs->q), qf_element_size(e), want);
+}
+
+/* The keep component of `e` as a bool tensor of rank `rank` (checked). */
+static qf_code keep_tensor(const bop *o, const qf_element *e, int rank, const qf_tensor **ret)
+{
+    size_t k;
+    qf_code rc = locate(o, e, o->bs->keep.component, &k);
+    if (rc != QF_OK)
+        return rc;
+    const qf_tensor *t = qf_element_get(e, k);
+    if (!t || qf_tensor_dtype(t) != QF_BOOL || qf_tensor_shape(t)->rank != rank)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "`keep_input` of queue '%s' must be a bool %s for every example",
+                            qf_queue_name(o->bs->q), rank ? "vector" : "scalar");
+    *ret = t;
+    return QF_OK;
+}
+
+static bool grow(void **arr, size_t *cap, size_t want, size_t elem)
+{
+    if (want <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : 8;
+    while (nc < want)
+        nc *= 2;
+    void *na = realloc(*arr, nc * elem);
+    if (!na)
+        return false;
+    *arr = na;
+    *cap = nc;
+    return true;
+}
+
+/* One example (not enqueue_many): decide, order, hold. Consumes e. */
+static qf_code take_example(bop *o, qf_element *e)
+{
+    bstate *bs = o->bs;
+    qf_code rc = check_arity(o, e);
+    if (rc != QF_OK)
+        goto out;
+    if (bs->has_keep) {
+        bool keep;
+        if (bs->keep.kind == QF_KEEP_FN) {
+            keep = bs->keep.fn(bs->keep.arg, e, 0, o->src);
+        } else {
+            const qf_tensor *t = NULL;
+            if ((rc = keep_tensor(o, e, 0, &t)) != QF_OK)
+                goto out;
+            keep = *(const bool *)qf_tensor_cdata(t);
+        }
+        if (!keep)
+            goto out; /* dropped (spec 172) */
+    }
+    if (o->as_is && !qf_element_has_names(e)) {
+        o->holding = e; /* the fast path: the source's element as it is */
+        return QF_OK;
+    }
+    if (!grow((void **)&o->parts, &o->parts_cap, bs->nq, sizeof(*o->parts))) {
+        rc = oom();
+        goto out;
+    }
+    for (size_t j = 0; j < bs->nq; j++) {
+        size_t k;
+        if ((rc = locate(o, e, o->map[j], &k)) != QF_OK) {
+            for (size_t i = 0; i < j; i++)
+                qf_tensor_unref(o->parts[i]);
+            goto out;
+        }
+        o->parts[j] = qf_tensor_ref(qf_element_get(e, k));
+    }
+    o->holding = qf_element_of(bs->nq, o->parts);
+    if (!o->holding)
+        rc = qf_last_code();
+out:
+    qf_element_free(e);
+    return rc;
+}
+
+/* A batch of examples (enqueue_many): split into rows. Consumes e. */
+static qf_code take_rows(bop *o, qf_element *e)
+{
+    bstate *bs = o->bs;
+    qf_code rc = check_arity(o, e);
+    if (rc != QF_OK)
+        goto out;
+    size_t k0;
+    if ((rc = locate(o, e, o->map[0], &k0)) != QF_OK)
+        goto out;
+    const qf_tensor *t0 = qf_element_get(e, k0);
+    if (!t0 || qf_tensor_shape(t0)->rank < 1) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "with enqueue_many every component of queue '%s' needs rank >= 1",
+                          qf_queue_name(bs->q));
+        goto out;
+    }
+    size_t n = (size_t)qf_tensor_shape(t0)->dims[0];
+    if (!grow((void **)&o->keep, &o->keep_cap, n ? n : 1, sizeof(*o->keep)) ||
+        !grow((void **)&o->parts, &o->parts_cap, (n ? n : 1) * bs->nq, sizeof(*o->parts)) ||
+        !grow((void **)&o->rows, &o->rows_cap, n ? n : 1, sizeof(*o->rows))) {
+        rc = oom();
+        goto out;
+    }
+    /* Decide every row first, while the element is whole. */
+    for (size_t r = 0; r < n; r++)
+        o->keep[r] = true;
+    if (bs->has_keep && bs->keep.kind == QF_KEEP_FN) {
+        for (size_t r = 0; r < n; r++)
+            o->keep[r] = bs->keep.fn(bs->keep.arg, e, (int64_t)r, o->src);
+    } else if (bs->has_keep) {
+        const qf_tensor *t = NULL;
+        if ((rc = keep_tensor(o, e, 1, &t)) != QF_OK)
+            goto out;
+        if ((size_t)qf_tensor_shape(t)->dims[0] != n) {
+            rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "`keep_input` of queue '%s' has %" PRId64 " rows, the examples %zu",
+                              qf_queue_name(bs->q), qf_tensor_shape(t)->dims[0], n);
+            goto out;
+        }
+        memcpy(o->keep, qf_tensor_cdata(t), n * sizeof(bool));
+    }
+    /* Take each queue component out of the element and unstack it. */
+    size_t done = 0;
+    for (size_t j = 0; j < bs->nq && rc == QF_OK; j++) {
+        size_t k;
+        if ((rc = locate(o, e, o->map[j], &k)) != QF_OK)
+            break;
+        qf_tensor *t = qf_element_take(e, k);
+        if (!t || qf_tensor_shape(t)->rank < 1 || (size_t)qf_tensor_shape(t)->dims[0] != n) {
+            qf_tensor_unref(t);
+            rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "All input tensors must have the same size in the 0th dimension. "
+                              "Component %zu of queue '%s' differs (expected %zu)",
+                              j, qf_queue_name(bs->q), n);
+            break;
+        }
+        if ((rc = qf_tensor_unstack(t, o->parts + j * n)) == QF_OK)
+            done = j + 1;
+    }
+    if (rc != QF_OK) {
+        for (size_t i = 0; i < done * n; i++)
+            qf_tensor_unref(o->parts[i]);
+        goto out;
+    }
+    /* Rows: gather component j of row r from parts[j * n + r]. */
+    qf_tensor *rowbuf[16];
+    qf_tensor **row = bs->nq <= 16 ? rowbuf : malloc(bs->nq * sizeof(*row));
+    size_t kept = 0;
+    for (size_t r = 0; r < n; r++) {
+        for (size_t j = 0; row && j < bs->nq; j++)
+            row[j] = o->parts[j * n + r];
+        if (!row || !o->keep[r] || rc != QF_OK) {
+            for (size_t j = 0; j < bs->nq; j++)
+                qf_tensor_unref(o->parts[j * n + r]);
+            continue;
+        }
+        qf_element *re = qf_element_of(bs->nq, row);
+        if (!re)
+            rc = qf_last_code();
+        else
+            o->rows[kept++] = re;
+    }
+    if (!row)
+        rc = oom();
+    if (row != rowbuf)
+        free(row);
+    o->nrows = kept;
+    o->row_i = 0;
+out:
+    qf_element_free(e);
+    return rc;
+}
+
+static qf_code batch_op_poll(qf_task *task, void *arg)
+{
+    bop *o = arg;
+    bstate *bs = o->bs;
+    for (;;) {
+        qf_element *next = o->holding;
+        if (!next && o->row_i < o->nrows)
+            next = o->rows[o->row_i];
+        if (next) {
+            qf_code rc = qf_queue_poll_enqueue(bs->q, next, qf_task_waker(task));
+            if (rc != QF_OK)
+                return rc; /* QF_PENDING: parked, the example held */
+            if (o->holding) {
+                o->holding = NULL;
+            } else if (++o->row_i == o->nrows) {
+                o->nrows = o->row_i = 0;
+            }
+            return QF_OK; /* one run: one example in */
+        }
+        qf_element *e = NULL;
+        qf_code rc = qf__source_pull(o->inst, task, &e);
+        if (rc != QF_OK)
+            return rc; /* QF_PENDING, the end (OUT_OF_RANGE), or an error */
+        if (!e)
+            return QF_OK;
+        rc = bs->many ? take_rows(o, e) : take_example(o, e);
+        if (rc != QF_OK)
+            return rc;
+        if (!o->holding && o->nrows == 0)
+            return QF_OK; /* everything was filtered out */
+    }
+}
+
+/* ---------------------------------------------------------------- batcher */
+
+struct qf_batcher {
+    qf_queue *q;
+    qf_queue_runner *runner;
+    int64_t batch_size;
+    bool smaller, padded;
+    size_t nq;
+    qf_dtype *dtypes;
+    qf_shape *shapes; /* per example */
+    char **names;     /* sorted, or NULL */
+    qf_fill_gauge gauge;
+};
+
+void qf_batcher_free(qf_batcher *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; b->names && i < b->nq; i++)
+        free(b->names[i]);
+    free(b->names);
+    free(b->dtypes);
+    free(b->shapes);
+    qf_queue_unref(b->q);
+    free(b);
+}
+
+enum variant { V_BATCH, V_SHUFFLE };
+
+typedef struct build_args {
+    qf_scope *s;
+    qf_batch_source **srcs; /* owned here */
+    size_t n_srcs;
+    bool join;
+    enum variant v;
+    const qf_keep_input *keep;
+    int64_t batch_size;
+    const qf_batch_options *o;
+} build_args;
+
+static const char *default_name(const build_args *a)
+{
+    if (a->v == V_SHUFFLE)
+        return a->join ? "shuffle_batch_join" : "shuffle_batch";
+    return a->join ? "batch_join" : "batch";
+}
+
+static int cmp_names_idx(const void *x, const void *y, void *names)
+{
+    char **n = names;
+    return strcmp(n[*(const size_t *)x], n[*(const size_t *)y]);
+}
+
+/* Insertion sort of idx[0..n) by names[idx[i]] (n is small). */
+static void sort_by_name(size_t *idx, size_t n, char **names)
+{
+    for (size_t i = 1; i < n; i++) {
+        size_t v = idx[i], j = i;
+        while (j > 0 && cmp_names_idx(&idx[j - 1], &v, names) > 0) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
+    }
+}
+
+static qf_code check_keep(const build_args *a, const qf_batch_source *src)
+{
+    const qf_keep_input *k = a->keep;
+    if (k->kind == QF_KEEP_FN)
+        return k->fn ? QF_OK : qf_set_error(QF_INVALID_ARGUMENT, "keep_input needs a function");
+    if (k->kind != QF_KEEP_COMPONENT)
+        return qf_set_error(QF_INVALID_ARGUMENT, "unknown keep_input kind %d", (int)k->kind);
+    if (k->component >= src->comps.n)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "`keep_input` component %zu is out of range (%zu components)",
+                            k->component, src->comps.n);
+    if (src->dtypes[k->component] != QF_BOOL)
+        return qf_set_error(QF_INVALID_ARGUMENT, "`keep_input` must be a bool component, not %s",
+                            qf_dtype_name(src->dtypes[k->component]));
+    if (!src->shapes || src->shapes[k->component].rank == QF_UNKNOWN_RANK)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "`keep_input` dimensions must be known at graph construction.");
+    int whole = src->shapes[k->component].rank + (a->o->enqueue_many ? 1 : 0);
+    if (whole > 1)
+        return qf_set_error(QF_INVALID_ARGUMENT, "`keep_input` must be 0 or 1 dimensions.");
+    if (whole == 1 && !a->o->enqueue_many)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "`keep_input` cannot be a vector when `enqueue_many=False`.");
+    return QF_OK;
+}
+
+/* Do the sources of a join agree (spec 176)? */
+static qf_code check_join(const build_args *a)
+{
+    const qf_batch_source *s0 = a->srcs[0];
+    for (size_t i = 1; i < a->n_srcs; i++) {
+        const qf_batch_source *si = a->srcs[i];
+        if (!s0->names != !si->names)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Sources of a join must all be named or all positional: they "
+                                "must have the same keys");
+        if (si->comps.n != s0->comps.n)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                s0->names ? "Sources of a join must have the same keys"
+                                          : "Expected types to be consistent: source 0 has %zu "
+                                            "components, source %zu has %zu",
+                                s0->comps.n, i, si->comps.n);
+        for (size_t c = 0; c < s0->comps.n; c++) {
+            size_t m = c;
+            if (s0->names) {
+                for (m = 0; m < si->comps.n; m++)
+                    if (strcmp(si->names[m], s0->names[c]) == 0)
+                        break;
+                if (m == si->comps.n)
+                    return qf_set_error(QF_INVALID_ARGUMENT,
+                                        "Sources of a join must have the same keys: source %zu "
+                                        "has no '%s'",
+                                        i, s0->names[c]);
+            }
+            if (si->dtypes[m] != s0->dtypes[c])
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "Expected types to be consistent: component %zu is %s in "
+                                    "source 0 and %s in source %zu",
+                                    c, qf_dtype_name(s0->dtypes[c]), qf_dtype_name(si->dtypes[m]),
+                                    i);
+        }
+    }
+    return QF_OK;
+}
+
+static qf_code build(build_args *a, qf_batcher **ret)
+{
+    qf_batch_options dflt;
+    memset(&dflt, 0, sizeof(dflt));
+    const qf_batch_options *o = a->o ? a->o : &dflt;
+    a->o = o;
+    qf_code rc = QF_OK;
+    bstate *bs = NULL;
+    qf_batcher *b = NULL;
+    size_t *order = NULL;
+    qf_dtype *qdt = NULL;
+    qf_shape *qsh = NULL;
+    qf_queue_runner *runner = NULL;
+    qf_enqueue_op *ops = NULL;
+
+    /* ---- arguments */
+    if (!ret)
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
+    else if (a->n_srcs == 0 || !a->srcs)
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "a batch needs at least one source");
+    for (size_t i = 0; rc == QF_OK && i < a->n_srcs; i++)
+        if (!a->srcs[i])
+            rc = qf_set_error(QF_INVALID_ARGUMENT, "source %zu is NULL", i);
+    if (rc != QF_OK)
+        goto fail;
+    if (a->batch_size < 1) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "batch_size must be >= 1 not %" PRId64,
+                          a->batch_size);
+        goto fail;
+    }
+    if (o->num_threads < 0) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "num_threads must be >= 0 not %d", o->num_threads);
+        goto fail;
+    }
+    int64_t capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
+    if (a->v == V_SHUFFLE) {
+        if (o->dynamic_pad) {
+            rc = qf_set_error(QF_INVALID_ARGUMENT, "shuffle batching has no dynamic_pad");
+            goto fail;
+        }
+        if (o->min_after_dequeue < 0 || capacity <= o->min_after_dequeue) { /* spec 177 */
+            rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "capacity %" PRId64 " must be bigger than min_after_dequeue %" PRId64
+                              ".",
+                              capacity, o->min_after_dequeue);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < a->n_srcs; i++) {
+        int many = qf__source_many(a->srcs[i]);
+        if (many >= 0 && (many != 0) != o->enqueue_many) {
+            rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "source %zu comes from an op with many=%s, but enqueue_many is %s", i,
+                              many ? "true" : "false", o->enqueue_many ? "true" : "false");
+            goto fail;
+        }
+    }
+    if ((rc = check_join(a)) != QF_OK)
+        goto fail;
+    const qf_batch_source *s0 = a->srcs[0];
+    bool has_keep = a->keep != NULL;
+    size_t kc = (size_t)-1;
+    if (has_keep) {
+        for (size_t i = 0; i < a->n_srcs; i++)
+            if ((rc = check_keep(a, a->srcs[i])) != QF_OK)
+                goto fail;
+        if (a->keep->kind == QF_KEEP_COMPONENT)
+            kc = a->keep->component;
+    }
+
+    /* ---- queue components: source 0's order minus keep, sorted by name */
+    size_t nq = s0->comps.n - (kc != (size_t)-1 ? 1 : 0);
+    if (nq == 0) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "nothing to batch besides keep_input");
+        goto fail;
+    }
+    order = calloc(nq, sizeof(*order)); /* queue position -> source 0 component */
+    qdt = calloc(nq, sizeof(*qdt));
+    qsh = calloc(nq, sizeof(*qsh));
+    bs = calloc(1, sizeof(*bs));
+    b = calloc(1, sizeof(*b));
+    if (!order || !qdt || !qsh || !bs || !b) {
+        rc = oom();
+        goto fail;
+    }
+    for (size_t c = 0, j = 0; c < s0->comps.n; c++)
+        if (c != kc)
+            order[j++] = c;
+    /* Per-example shapes in source order (without keep): opts or source. */
+    for (size_t j = 0; j < nq; j++) {
+        const qf_shape *sh = o->shapes ? &o->shapes[j] : s0->shapes ? &s0->shapes[order[j]] : NULL;
+        if (!sh || sh->rank == QF_UNKNOWN_RANK) { /* spec 168 */
+            rc = qf_set_error(QF_INVALID_ARGUMENT, "Cannot infer Tensor's rank: component %zu%s%s",
+                              j, s0->names ? " " : "", s0->names ? s0->names[order[j]] : "");
+            goto fail;
+        }
+        qsh[j] = *sh;
+    }
+    if (s0->names) { /* spec 169: sorted keys */
+        qf_shape *tmp = calloc(nq, sizeof(*tmp));
+        size_t *pos = calloc(nq, sizeof(*pos));
+        if (!tmp || !pos) {
+            free(tmp);
+            free(pos);
+            rc = oom();
+            goto fail;
+        }
+        for (size_t j = 0; j < nq; j++)
+            pos[j] = j;
+        /* sort positions by the names of the components they stand for */
+        char **nm = calloc(nq, sizeof(*nm));
+        if (!nm) {
+            free(tmp);
+            free(pos);
+            rc = oom();
+            goto fail;
+        }
+        for (size_t j = 0; j < nq; j++)
+            nm[j] = s0->names[order[j]];
+        sort_by_name(pos, nq, nm);
+        size_t *ord2 = calloc(nq, sizeof(*ord2));
+        if (!ord2) {
+            free(tmp);
+            free(pos);
+            free(nm);
+            rc = oom();
+            goto fail;
+        }
+        for (size_t j = 0; j < nq; j++) {
+            ord2[j] = order[pos[j]];
+            tmp[j] = qsh[pos[j]];
+        }
+        memcpy(order, ord2, nq * sizeof(*order));
+        memcpy(qsh, tmp, nq * sizeof(*qsh));
+        free(ord2);
+        free(tmp);
+        free(pos);
+        free(nm);
+    }
+    for (size_t j = 0; j < nq; j++)
+        qdt[j] = s0->dtypes[order[j]];
+    for (size_t i = 1; i < a->n_srcs; i++) /* a join's sources must fit these shapes */
+        for (size_t j = 0; j < nq && a->srcs[i]->shapes && !o->shapes; j++) {
+            const qf_batch_source *si = a->srcs[i];
+            size_t m = order[j];
+            if (s0->names)
+                for (m = 0; m < si->comps.n; m++)
+                    if (strcmp(si->names[m], s0->names[order[j]]) == 0)
+                        break;
+            if (!qf_shape_compatible(&si->shapes[m], &qsh[j])) {
+                rc = qf_set_error(QF_INVALID_ARGUMENT,
+                                  "source %zu's component %zu has a shape incompatible with "
+                                  "source 0's",
+                                  i, m);
+                goto fail;
+            }
+        }
+
+    /* ---- the queue */
+    const char *name = o->name ? o->name : default_name(a);
+    const char *qkind = a->v == V_SHUFFLE ? "random_shuffle_queue"
+                        : o->dynamic_pad  ? "padding_fifo_queue"
+                                          : "fifo_queue";
+    char qname[256];
+    snprintf(qname, sizeof(qname), "%s/%s", name, qkind);
+    qf_scope *s = a->s ? a->s : qf_scope_default();
+    qf_queue_options qo;
+    memset(&qo, 0, sizeof(qo));
+    qo.capacity = capacity;
+    qo.num_components = nq;
+    qo.dtypes = qdt;
+    qo.shapes = qsh;
+    qo.name = qname;
+    qo.shared_name = o->shared_name;
+    qo.registry = qf_scope_registry(s);
+    qo.min_after_dequeue = a->v == V_SHUFFLE ? o->min_after_dequeue : 0;
+    qo.seed = a->v == V_SHUFFLE ? o->seed : 0;
+    qf_queue *q = NULL;
+    if (a->v == V_SHUFFLE)
+        rc = qf_random_shuffle_queue_new(&qo, &q);
+    else if (o->dynamic_pad)
+        rc = qf_padding_fifo_queue_new(&qo, &q);
+    else
+        rc = qf_fifo_queue_new(&qo, &q); /* spec 168: shapes must be fully defined */
+    if (rc != QF_OK)
+        goto fail;
+    bs->q = q;
+
+    /* ---- the op state: sources move in, one map per source */
+    bs->nq = nq;
+    bs->many = o->enqueue_many;
+    bs->has_keep = has_keep;
+    if (has_keep)
+        bs->keep = *a->keep;
+    bs->srcs = a->srcs;
+    bs->n_srcs = a->n_srcs;
+    a->srcs = NULL; /* bs owns them now */
+    bs->maps = calloc(bs->n_srcs * nq, sizeof(*bs->maps));
+    bs->n_ops = a->join ? bs->n_srcs : (size_t)(o->num_threads ? o->num_threads : 1);
+    bs->ops = calloc(bs->n_ops, sizeof(*bs->ops));
+    ops = calloc(bs->n_ops, sizeof(*ops));
+    if (!bs->maps || !bs->ops || !ops) {
+        rc = oom();
+        goto fail;
+    }
+    for (size_t i = 0; i < bs->n_srcs; i++) {
+        const qf_batch_source *si = bs->srcs[i];
+        size_t *map = bs->maps + i * nq;
+        for (size_t j = 0; j < nq; j++) {
+            map[j] = order[j];
+            if (si->names)
+                for (map[j] = 0; map[j] < si->comps.n; map[j]++)
+                    if (strcmp(si->names[map[j]], s0->names[order[j]]) == 0)
+                        break;
+        }
+    }
+    /* batch: one op run num_threads times (one name, as TensorFlow's
+     * [enqueue_op] * num_threads); join: "..._enqueue", "..._enqueue_1", ... */
+    char base[300];
+    snprintf(base, sizeof(base), "%s_enqueue", qname);
+    char **names_copy = calloc(bs->n_ops, sizeof(*names_copy));
+    if (!names_copy) {
+        rc = oom();
+        goto fail;
+    }
+    for (size_t i = 0; i < bs->n_ops; i++) {
+        bop *op = &bs->ops[i];
+        op->bs = bs;
+        op->src = a->join ? i : 0;
+        op->map = bs->maps + op->src * nq;
+        op->as_is =
+            !(has_keep && bs->keep.kind == QF_KEEP_COMPONENT) && nq == bs->srcs[op->src]->comps.n;
+        for (size_t j = 0; op->as_is && j < nq; j++)
+            op->as_is = op->map[j] == j;
+        if (rc == QF_OK)
+            rc = qf__source_instance(bs->srcs[op->src], &op->inst);
+        char tmp[sizeof(base) + 24]; /* base, "_", a size_t */
+        if (a->join && i > 0)
+            snprintf(tmp, sizeof(tmp), "%s_%zu", base, i);
+        else
+            snprintf(tmp, sizeof(tmp), "%s", base);
+        names_copy[i] = strdup(tmp);
+        if (!names_copy[i] && rc == QF_OK)
+            rc = oom();
+        ops[i] = (qf_enqueue_op){
+            .name = names_copy[i], .kind = QF_OP_POLL, .poll = batch_op_poll, .arg = op};
+    }
+    qf_queue_runner_options ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.cleanup = bstate_free;
+    ro.cleanup_arg = bs;
+    if (rc == QF_OK)
+        rc = qf_queue_runner_new(q, ops, bs->n_ops, &ro, &runner);
+    for (size_t i = 0; i < bs->n_ops; i++)
+        free(names_copy[i]);
+    free(names_copy);
+    if (rc != QF_OK)
+        goto fail;
+    bs = NULL; /* the runner owns it */
+
+    /* ---- the handle */
+    b->q = qf_queue_ref(q);
+    b->runner = runner;
+    b->batch_size = a->batch_size;
+    b->smaller = o->allow_smaller_final_batch;
+    b->padded = o->dynamic_pad && a->v != V_SHUFFLE;
+    b->nq = nq;
+    b->dtypes = qdt;
+    b->shapes = qsh;
+    qdt = NULL;
+    qsh = NULL;
+    if (s0->names) { /* s0 lives on in the runner's state */
+        b->names = calloc(nq, sizeof(*b->names));
+        for (size_t j = 0; b->names && j < nq; j++)
+            b->names[j] = strdup(s0->names[order[j]]);
+        bool ok = b->names != NULL;
+        for (size_t j = 0; ok && j < nq; j++)
+            ok = b->names[j] != NULL;
+        if (!ok) {
+            qf_queue_runner_free(runner);
+            runner = NULL;
+            rc = oom();
+            goto fail;
+        }
+    }
+    b->gauge.queue = q;
+    b->gauge.capacity = qf_queue_capacity(q);
+    if (a->v == V_SHUFFLE) { /* spec 178 */
+        b->gauge.min_after_dequeue = o->min_after_dequeue;
+        snprintf(b->gauge.name, sizeof(b->gauge.name),
+                 "%s/fraction_over_%" PRId64 "_of_%" PRId64 "_full", name, o->min_after_dequeue,
+                 b->gauge.capacity - o->min_after_dequeue);
+    } else { /* spec 161 */
+        snprintf(b->gauge.name, sizeof(b->gauge.name), "%s/fraction_of_%" PRId64 "_full", name,
+                 b->gauge.capacity);
+    }
+    if ((rc = qf_scope_add_queue_runner(s, runner, o->collection)) != QF_OK) {
+        qf_queue_runner_free(runner);
+        runner = NULL;
+        goto fail;
+    }
+    free(order);
+    free(ops);
+    *ret = b;
+    return QF_OK;
+
+fail:
+    /* Sources not yet moved into bs are still ours. */
+    for (size_t i = 0; a->srcs && i < a->n_srcs; i++)
+        qf_batch_source_free(a->srcs[i]);
+    free(a->srcs);
+    a->srcs = NULL;
+    bstate_free(bs);
+    qf_batcher_free(b);
+    free(order);
+    free(qdt);
+    free(qsh);
+    free(ops);
+    return rc;
+}
+
+/* ------------------------------------------------------------ batch calls */
+
+/* Copy the caller's array of sources (the build frees what it owns). */
+static qf_code run_build(qf_scope *s, qf_batch_source *const *srcs, size_t n, bool join,
+                         enum variant v, const qf_keep_input *keep, bool keep_required,
+                         int64_t batch_size, const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_batch_source **own = n && srcs ? calloc(n, sizeof(*own)) : NULL;
+    if (own)
+        memcpy(own, srcs, n * sizeof(*own));
+    else
+        for (size_t i = 0; srcs && i < n; i++)
+            qf_batch_source_free(srcs[i]);
+    if (n && srcs && !own)
+        return oom();
+    if (keep_required && !keep) {
+        for (size_t i = 0; i < n; i++)
+            qf_batch_source_free(own[i]);
+        free(own);
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL keep_input");
+    }
+    build_args a = {.s = s,
+                    .srcs = own,
+                    .n_srcs = own ? n : 0,
+                    .join = join,
+                    .v = v,
+                    .keep = keep,
+                    .batch_size = batch_size,
+                    .o = o};
+    return build(&a, ret); /* takes `own`: into the runner's state, or freed */
+}
+
+qf_code qf_batch(qf_scope *s, qf_batch_source *src, int64_t batch_size,
+                 const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, &src, src ? 1 : 0, false, V_BATCH, NULL, false, batch_size, opts, ret);
+}
+
+qf_code qf_batch_join(qf_scope *s, qf_batch_source *const *srcs, size_t n, int64_t batch_size,
+                      const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, srcs, n, true, V_BATCH, NULL, false, batch_size, opts, ret);
+}
+
+qf_code qf_shuffle_batch(qf_scope *s, qf_batch_source *src, int64_t batch_size,
+                         const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, &src, src ? 1 : 0, false, V_SHUFFLE, NULL, false, batch_size, opts, ret);
+}
+
+qf_code qf_shuffle_batch_join(qf_scope *s, qf_batch_source *const *srcs, size_t n,
+                              int64_t batch_size, const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, srcs, n, true, V_SHUFFLE, NULL, false, batch_size, opts, ret);
+}
+
+qf_code qf_maybe_batch(qf_scope *s, qf_batch_source *src, const qf_keep_input *keep,
+                       int64_t batch_size, const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, &src, src ? 1 : 0, false, V_BATCH, keep, true, batch_size, opts, ret);
+}
+
+qf_code qf_maybe_batch_join(qf_scope *s, qf_batch_source *const *srcs, size_t n,
+                            const qf_keep_input *keep, int64_t batch_size,
+                            const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, srcs, n, true, V_BATCH, keep, true, batch_size, opts, ret);
+}
+
+qf_code qf_maybe_shuffle_batch(qf_scope *s, qf_batch_source *src, const qf_keep_input *keep,
+                               int64_t batch_size, const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, &src, src ? 1 : 0, false, V_SHUFFLE, keep, true, batch_size, opts, ret);
+}
+
+qf_code qf_maybe_shuffle_batch_join(qf_scope *s, qf_batch_source *const *srcs, size_t n,
+                                    const qf_keep_input *keep, int64_t batch_size,
+                                    const qf_batch_options *opts, qf_batcher **ret)
+{
+    return run_build(s, srcs, n, true, V_SHUFFLE, keep, true, batch_size, opts, ret);
+}
+
+/* ---------------------------------------------------------- taking batches */
+
+/* Put the component names on a batch taken from the (positional) queue. */
+static qf_code name_batch(const qf_batcher *b, qf_element *e, qf_element **ret)
+{
+    if (b->names) {
+        qf_code rc = qf_element_set_names(e, (const char *const *)b->names);
+        if (rc != QF_OK) {
+            qf_element_free(e);
+            return rc;
+        }
+    }
+    *ret = e;
+    return QF_OK;
+}
+
+qf_code qf_batcher_next_until(qf_batcher *b, qf_deadline deadline, qf_element **ret_batch)
+{
+    if (!b || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", b ? "ret_batch" : "batcher");
+    qf_element *e = NULL;
+    qf_code rc;
+    if (b->smaller) /* spec 164: the last batch may be short */
+        rc = deadline == QF_FOREVER
+                 ? qf_queue_dequeue_up_to(b->q, b->batch_size, &e)
+                 : qf_queue_dequeue_up_to_until(b->q, b->batch_size, deadline, &e);
+    else /* spec 163: a short remainder is never returned */
+        rc = deadline == QF_FOREVER
+                 ? qf_queue_dequeue_many(b->q, b->batch_size, &e)
+                 : qf_queue_dequeue_many_until(b->q, b->batch_size, deadline, &e);
+    if (rc != QF_OK)
+        return rc;
+    return name_batch(b, e, ret_batch);
+}
+
+qf_code qf_batcher_next(qf_batcher *b, qf_element **ret_batch)
+{
+    return qf_batcher_next_until(b, QF_FOREVER, ret_batch);
+}
+
+qf_code qf_batcher_try_next(qf_batcher *b, qf_element **ret_batch)
+{
+    if (!b || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", b ? "ret_batch" : "batcher");
+    qf_element *e = NULL;
+    qf_code rc = qf_queue_try_dequeue_many(b->q, b->batch_size, &e);
+    if (rc == QF_OUT_OF_RANGE && b->smaller)
+        rc = qf_queue_try_dequeue_up_to(b->q, b->batch_size, &e);
+    if (rc != QF_OK)
+        return rc;
+    return name_batch(b, e, ret_batch);
+}
+
+/* ------------------------------------------------------------------ poller */
+
+struct qf_batcher_poller {
+    qf_queue *q;
+    int64_t batch_size;
+    bool smaller, padded;
+    size_t nq;
+    qf_dtype *dtypes;
+    qf_shape *shapes;
+    char **names;
+    qf_element **held;
+    size_t n_held;
+    qf_tensor **parts;   /* nq * batch_size */
+    qf_tensor **stacked; /* nq */
+    qf_waker *pending;   /* registered by the last poll */
+};
+
+void qf_batcher_poller_free(qf_batcher_poller *p)
+{
+    if (!p)
+        return;
+    if (p->pending)
+        qf_queue_cancel_poll(p->q, p->pending);
+    for (size_t i = 0; i < p->n_held; i++)
+        qf_element_free(p->held[i]);
+    for (size_t i = 0; p->names && i < p->nq; i++)
+        free(p->names[i]);
+    free(p->names);
+    free(p->dtypes);
+    free(p->shapes);
+    free(p->held);
+    free(p->parts);
+    free(p->stacked);
+    qf_queue_unref(p->q);
+    free(p);
+}
+
+qf_code qf_batcher_poller_new(qf_batcher *b, qf_batcher_poller **ret)
+{
+    if (!b || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", b ? "ret" : "batcher");
+    qf_batcher_poller *p = calloc(1, sizeof(*p));
+    if (!p)
+        return oom();
+    p->q = qf_queue_ref(b->q);
+    p->batch_size = b->batch_size;
+    p->smaller = b->smaller;
+    p->padded = b->padded;
+    p->nq = b->nq;
+    size_t bsz = (size_t)b->batch_size;
+    p->dtypes = malloc(b->nq * sizeof(*p->dtypes));
+    p->shapes = malloc(b->nq * sizeof(*p->shapes));
+    p->held = calloc(bsz, sizeof(*p->held));
+    p->parts = calloc(bsz * b->nq, sizeof(*p->parts));
+    p->stacked = calloc(b->nq, sizeof(*p->stacked));
+    bool ok = p->dtypes && p->shapes && p->held && p->parts && p->stacked;
+    if (ok) {
+        memcpy(p->dtypes, b->dtypes, b->nq * sizeof(*p->dtypes));
+        memcpy(p->shapes, b->shapes, b->nq * sizeof(*p->shapes));
+    }
+    if (ok && b->names) {
+        p->names = calloc(b->nq, sizeof(*p->names));
+        ok = p->names != NULL;
+        for (size_t i = 0; ok && i < b->nq; i++)
+            ok = (p->names[i] = strdup(b->names[i])) != NULL;
+    }
+    if (!ok) {
+        qf_batcher_poller_free(p);
+        return oom();
+    }
+    *ret = p;
+    return QF_OK;
+}
+
+/* Stack the n held examples into one batch element. */
+static qf_code stack_held(qf_batcher_poller *p, qf_element **ret)
+{
+    size_t n = p->n_held;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t c = 0; c < p->nq; c++)
+            p->parts[c * n + i] = qf_element_take(p->held[i], c);
+        qf_element_free(p->held[i]);
+        p->held[i] = NULL;
+    }
+    p->n_held = 0;
+    qf_code rc = QF_OK;
+    size_t done = 0;
+    for (size_t c = 0; c < p->nq; c++) {
+        qf_code r = p->padded ? qf_tensor_stack_padded(p->parts + c * n, n, p->dtypes[c],
+                                                       &p->shapes[c], &p->stacked[c])
+                              : qf_tensor_stack(p->parts + c * n, n, p->dtypes[c], &p->shapes[c],
+                                                &p->stacked[c]);
+        if (r != QF_OK && rc == QF_OK)
+            rc = r; /* stacking consumes the parts either way; go on */
+        if (r == QF_OK)
+            done = c + 1;
+        else
+            p->stacked[c] = NULL;
+    }
+    if (rc != QF_OK) {
+        for (size_t c = 0; c < done; c++)
+            qf_tensor_unref(p->stacked[c]);
+        return rc;
+    }
+    qf_element *e = qf_element_of(p->nq, p->stacked);
+    if (!e)
+        return qf_last_code();
+    if (p->names) {
+        rc = qf_element_set_names(e, (const char *const *)p->names);
+        if (rc != QF_OK) {
+            qf_element_free(e);
+            return rc;
+        }
+    }
+    *ret = e;
+    return QF_OK;
+}
+
+qf_code qf_batcher_poll_next(qf_batcher_poller *p, qf_waker *waker, qf_element **ret_batch)
+{
+    if (!p || !waker || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL argument to qf_batcher_poll_next");
+    p->pending = NULL;
+    while ((int64_t)p->n_held < p->batch_size) {
+        qf_element *e = NULL;
+        qf_code rc = qf_queue_poll_dequeue(p->q, waker, &e);
+        if (rc == QF_PENDING) {
+            p->pending = waker;
+            return QF_PENDING;
+        }
+        if (rc == QF_OUT_OF_RANGE && p->smaller && p->n_held > 0)
+            break; /* the final, smaller batch (spec 164) */
+        if (rc != QF_OK) {
+            if (rc == QF_OUT_OF_RANGE) { /* spec 163: the remainder is dropped */
+                for (size_t i = 0; i < p->n_held; i++)
+                    qf_element_free(p->held[i]);
+                p->n_held = 0;
+            }
+            return rc;
+        }
+        p->held[p->n_held++] = e;
+    }
+    return stack_held(p, ret_batch);
+}
+
+/* -------------------------------------------------------------- accessors */
+
+qf_queue *qf_batcher_queue(const qf_batcher *b)
+{
+    return b ? b->q : NULL;
+}
+
+qf_queue_runner *qf_batcher_runner(const qf_batcher *b)
+{
+    return b ? b->runner : NULL;
+}
+
+int64_t qf_batcher_size(const qf_batcher *b)
+{
+    return b ? b->batch_size : 0;
+}
+
+size_t qf_batcher_num_components(const qf_batcher *b)
+{
+    return b ? b->nq : 0;
+}
+
+const char *qf_batcher_component_name(const qf_batcher *b, size_t i)
+{
+    return b && b->names && i < b->nq ? b->names[i] : NULL;
+}
+
+qf_dtype qf_batcher_dtype(const qf_batcher *b, size_t i)
+{
+    return b && i < b->nq ? b->dtypes[i] : QF_DT_INVALID;
+}
+
+qf_shape qf_batcher_output_shape(const qf_batcher *b, size_t i)
+{
+    if (!b || i >= b->nq)
+        return qf_shape_make(-1, NULL); /* invalid */
+    return qf_shape_prepend(b->smaller ? QF_UNKNOWN_DIM : b->batch_size, &b->shapes[i]);
+}
+
+const qf_fill_gauge *qf_batcher_gauge(const qf_batcher *b)
+{
+    return b ? &b->gauge : NULL;
+}
+
+double qf_batcher_fraction_full(const qf_batcher *b)
+{
+    return b ? qf_fill_gauge_value(&b->gauge) : 0.0;
+}

@@ -1,0 +1,421 @@
+/* qf_input.c - fill gauges, limit_epochs and the input producers.
+ *
+ * Every producer is the same machine over a table of rows: rows[i][c] is
+ * row i of input component c, sliced once at construction and shared by
+ * reference afterwards (a row tensor is immutable once made). The runner's
+ * op is a poll op that owns a cursor into the current epoch's permutation:
+ *
+ *     pos == n_rows  ->  start an epoch: count it against num_epochs (the
+ *                        run after the last epoch returns OUT_OF_RANGE,
+ *                        TensorFlow's limit_epochs), reshuffle perm
+ *     otherwise      ->  wrap rows[perm[pos]] in an element, pos++, and
+ *                        enqueue it with the queue's poll form; while the
+ *                        queue is full the element waits in `holding` and
+ *                        the task is parked on the queue.
+ *
+ * The op state is touched only by the runner's one task for this op (a
+ * runner starts one task per op and never two for the same op on one
+ * runtime), so it needs no synchronisation: the runtime's hand-off between
+ * polls orders it. The state belongs to the runner (its cleanup hook).
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_input.h"
+#include "qf_rng-impl.h"
+
+/* ------------------------------------------------------------ fill gauges */
+
+double qf_fill_gauge_value(const qf_fill_gauge *g)
+{
+    if (!g || !g->queue)
+        return 0.0;
+    int64_t span = g->capacity - g->min_after_dequeue;
+    if (span <= 0)
+        return 0.0;
+    int64_t over = qf_queue_size(g->queue) - g->min_after_dequeue;
+    return over > 0 ? (double)over / (double)span : 0.0;
+}
+
+qf_code qf_input_producer_gauge(const qf_queue *q, const char *summary_name,
+                                qf_fill_gauge *ret_gauge)
+{
+    if (!q || !ret_gauge)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_gauge" : "queue");
+    qf_fill_gauge g;
+    memset(&g, 0, sizeof(g));
+    g.queue = q;
+    g.capacity = qf_queue_capacity(q);
+    if (summary_name)
+        snprintf(g.name, sizeof(g.name), "%s/%s", qf_queue_name(q), summary_name);
+    else
+        snprintf(g.name, sizeof(g.name), "%s/fraction_of_%" PRId64 "_full", qf_queue_name(q),
+                 g.capacity);
+    *ret_gauge = g;
+    return QF_OK;
+}
+
+double qf_input_producer_fraction_full(const qf_queue *q)
+{
+    if (!q)
+        return 0.0;
+    qf_fill_gauge g = {.queue = q, .capacity = qf_queue_capacity(q)};
+    return qf_fill_gauge_value(&g);
+}
+
+/* ----------------------------------------------------------- limit_epochs */
+
+struct qf_limit_epochs {
+    qf_tensor *t;
+    int64_t limit; /* 0: none */
+    _Atomic int64_t count;
+};
+
+static qf_code bad_epochs(int64_t n)
+{
+    return qf_set_error(QF_INVALID_ARGUMENT, "num_epochs must be > 0 not %" PRId64, n);
+}
+
+qf_code qf_limit_epochs_new(qf_tensor *t, int64_t num_epochs, qf_limit_epochs **ret)
+{
+    if (!t || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", t ? "ret" : "tensor");
+    if (num_epochs < 0)
+        return bad_epochs(num_epochs);
+    qf_limit_epochs *l = calloc(1, sizeof(*l));
+    if (!l)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in limit_epochs");
+    l->t = qf_tensor_ref(t);
+    l->limit = num_epochs;
+    atomic_init(&l->count, 0);
+    *ret = l;
+    return QF_OK;
+}
+
+void qf_limit_epochs_free(qf_limit_epochs *l)
+{
+    if (!l)
+        return;
+    qf_tensor_unref(l->t);
+    free(l);
+}
+
+qf_code qf_limit_epochs_next(qf_limit_epochs *l, qf_tensor **ret_t)
+{
+    if (!l || !ret_t)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", l ? "ret_t" : "limit_epochs");
+    if (l->limit == 0) {
+        atomic_fetch_add_explicit(&l->count, 1, memory_order_relaxed);
+    } else {
+        /* A CAS rather than a fetch-add, so the counter never passes the
+         * limit (it is TensorFlow's "epochs" variable, readable). */
+        int64_t c = atomic_load_explicit(&l->count, memory_order_relaxed);
+        do {
+            if (c >= l->limit)
+                return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %" PRId64, l->limit);
+        } while (!atomic_compare_exchange_weak_explicit(&l->count, &c, c + 1, memory_order_relaxed,
+                                                        memory_order_relaxed));
+    }
+    *ret_t = qf_tensor_ref(l->t);
+    return QF_OK;
+}
+
+int64_t qf_limit_epochs_count(const qf_limit_epochs *l)
+{
+    return l ? atomic_load_explicit(&((qf_limit_epochs *)l)->count, memory_order_relaxed) : 0;
+}
+
+void qf_limit_epochs_reset(qf_limit_epochs *l)
+{
+    if (l)
+        atomic_store_explicit(&l->count, 0, memory_order_relaxed);
+}
+
+qf_code qf_limit_epochs_produce(void *arg, qf_element **ret_elem)
+{
+    if (!ret_elem)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_elem");
+    qf_tensor *t = NULL;
+    qf_code rc = qf_limit_epochs_next(arg, &t);
+    if (rc != QF_OK)
+        return rc;
+    qf_element *e = qf_element_of(1, &t);
+    if (!e)
+        return qf_last_code();
+    *ret_elem = e;
+    return QF_OK;
+}
+
+/* -------------------------------------------------------------- producers */
+
+typedef struct producer {
+    qf_queue *q; /* a reference */
+    size_t n_rows, n_comp;
+    qf_tensor **rows; /* n_rows * n_comp, row-major */
+    size_t *perm;
+    size_t pos; /* next index into perm; n_rows: an epoch is due */
+    bool shuffle;
+    qf__rng rng;
+    int64_t num_epochs, epochs;
+    qf_element *holding;   /* made, waiting for room */
+    const char *empty_msg; /* zero rows: the op fails with this (spec 155) */
+} producer;
+
+static void producer_free(void *arg)
+{
+    producer *p = arg;
+    if (!p)
+        return;
+    qf_element_free(p->holding);
+    for (size_t i = 0; p->rows && i < p->n_rows * p->n_comp; i++)
+        qf_tensor_unref(p->rows[i]);
+    free(p->rows);
+    free(p->perm);
+    qf_queue_unref(p->q);
+    free(p);
+}
+
+static qf_code producer_poll(qf_task *task, void *arg)
+{
+    producer *p = arg;
+    if (!p->holding) {
+        if (p->n_rows == 0)
+            return qf_set_error(QF_INVALID_ARGUMENT, "%s", p->empty_msg);
+        if (p->pos == p->n_rows) {
+            if (p->num_epochs > 0 && p->epochs >= p->num_epochs)
+                return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %" PRId64,
+                                    p->num_epochs); /* spec 148-149 */
+            p->epochs++;
+            p->pos = 0;
+            if (p->shuffle) /* a fresh permutation per epoch (spec 149, 153) */
+                qf__rng_shuffle(&p->rng, p->perm, p->n_rows);
+        }
+        qf_tensor *parts[16];
+        qf_tensor **pp = p->n_comp <= 16 ? parts : malloc(p->n_comp * sizeof(*pp));
+        if (!pp)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in an input producer");
+        qf_tensor **row = p->rows + p->perm[p->pos] * p->n_comp;
+        for (size_t c = 0; c < p->n_comp; c++)
+            pp[c] = qf_tensor_ref(row[c]);
+        p->holding = qf_element_of(p->n_comp, pp);
+        if (pp != parts)
+            free(pp);
+        if (!p->holding)
+            return qf_last_code();
+        p->pos++;
+    }
+    qf_code rc = qf_queue_poll_enqueue(p->q, p->holding, qf_task_waker(task));
+    if (rc == QF_OK)
+        p->holding = NULL;
+    return rc; /* QF_PENDING: parked with the element held */
+}
+
+/* Slice every input into rows; check that they agree. */
+static qf_code make_rows(producer *p, const qf_tensor *const *in, size_t nc, qf_shape *row_shapes,
+                         qf_dtype *dtypes)
+{
+    int64_t n = -1;
+    for (size_t c = 0; c < nc; c++) {
+        if (!in[c])
+            return qf_set_error(QF_INVALID_ARGUMENT, "NULL input tensor %zu", c);
+        const qf_shape *sh = qf_tensor_shape(in[c]);
+        if (sh->rank < 1)
+            return qf_set_error(QF_INVALID_ARGUMENT, "Input tensor must be at least rank 1");
+        if (n >= 0 && sh->dims[0] != n)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "All input tensors must have the same size in the 0th dimension. "
+                                "Component %zu has %" PRId64 ", and should have %" PRId64,
+                                c, sh->dims[0], n);
+        n = sh->dims[0];
+        row_shapes[c] = qf_shape_make(sh->rank - 1, sh->dims + 1);
+        dtypes[c] = qf_tensor_dtype(in[c]);
+        if (dtypes[c] == QF_PTR && qf_tensor_ptr_dtor(in[c]))
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "an input producer cannot share a QF_PTR tensor that owns its "
+                                "objects");
+    }
+    p->n_rows = (size_t)n;
+    p->n_comp = nc;
+    size_t cells = (size_t)n * nc;
+    p->rows = calloc(cells ? cells : 1, sizeof(*p->rows));
+    p->perm = calloc(n ? (size_t)n : 1, sizeof(*p->perm));
+    if (!p->rows || !p->perm)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in an input producer");
+    for (size_t i = 0; i < (size_t)n; i++) {
+        p->perm[i] = i;
+        for (size_t c = 0; c < nc; c++) {
+            qf_tensor *r = qf_tensor_slice(in[c], (int64_t)i);
+            if (!r)
+                return qf_last_code();
+            p->rows[i * nc + c] = r;
+        }
+    }
+    p->pos = p->n_rows;
+    return QF_OK;
+}
+
+/* The shared constructor: rows, queue, runner, collection. */
+static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc,
+                     const qf_input_producer_options *o, const char *empty_msg,
+                     qf_queue **ret_queue)
+{
+    qf_input_producer_options dflt;
+    memset(&dflt, 0, sizeof(dflt));
+    if (!o)
+        o = &dflt;
+    if (o->num_epochs < 0)
+        return bad_epochs(o->num_epochs);
+    if (!s)
+        s = qf_scope_default();
+    if (!s)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "no default scope");
+    const char *name = o->name ? o->name : "input_producer";
+
+    producer *p = calloc(1, sizeof(*p));
+    qf_shape shapes[16];
+    qf_dtype dtypes[16];
+    qf_shape *sh = nc <= 16 ? shapes : malloc(nc * sizeof(*sh));
+    qf_dtype *dt = nc <= 16 ? dtypes : malloc(nc * sizeof(*dt));
+    qf_code rc = QF_OK;
+    qf_queue *q = NULL;
+    qf_queue_runner *r = NULL;
+    if (!p || !sh || !dt) {
+        rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in an input producer");
+        goto fail;
+    }
+    if ((rc = make_rows(p, in, nc, sh, dt)) != QF_OK)
+        goto fail;
+    if (p->n_rows == 0 && !empty_msg) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "input_producer requires a non-empty input tensor");
+        goto fail;
+    }
+    if (o->element_shape && (nc != 1 || !qf_shape_compatible(o->element_shape, &sh[0]))) {
+        char a[96], b[96];
+        rc = qf_set_error(
+            QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
+            qf_shape_format(o->element_shape, a, sizeof(a)), qf_shape_format(&sh[0], b, sizeof(b)));
+        goto fail;
+    }
+    p->empty_msg = empty_msg;
+    p->num_epochs = o->num_epochs;
+    p->shuffle = o->shuffle != QF_SHUFFLE_OFF;
+    qf__rng_seed(&p->rng, o->seed);
+
+    qf_queue_options qo;
+    memset(&qo, 0, sizeof(qo));
+    qo.capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
+    qo.num_components = nc;
+    qo.dtypes = dt;
+    qo.shapes = sh;
+    qo.name = name;
+    qo.shared_name = o->shared_name;
+    qo.registry = qf_scope_registry(s);
+    if ((rc = qf_fifo_queue_new(&qo, &q)) != QF_OK)
+        goto fail;
+    p->q = q; /* the producer's reference */
+
+    char opname[256];
+    snprintf(opname, sizeof(opname), "%s_EnqueueMany", name);
+    qf_enqueue_op op = {.name = opname, .kind = QF_OP_POLL, .poll = producer_poll, .arg = p};
+    qf_queue_runner_options ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.cancel_op = o->cancel_op;
+    ro.cancel_arg = o->cancel_arg;
+    ro.cleanup = producer_free;
+    ro.cleanup_arg = p;
+    if ((rc = qf_queue_runner_new(q, &op, 1, &ro, &r)) != QF_OK)
+        goto fail;
+    p = NULL; /* the runner owns it now */
+    if ((rc = qf_scope_add_queue_runner(s, r, o->collection)) != QF_OK) {
+        qf_queue_runner_free(r); /* frees the producer, and its queue reference */
+        goto out;
+    }
+    if (ret_queue)
+        *ret_queue = qf_queue_ref(q);
+    goto out;
+fail:
+    if (p)
+        producer_free(p); /* also drops q when it got that far */
+out:
+    if (sh != shapes)
+        free(sh);
+    if (dt != dtypes)
+        free(dt);
+    return rc;
+}
+
+qf_code qf_input_producer(qf_scope *s, const qf_tensor *input,
+                          const qf_input_producer_options *opts, qf_queue **ret_queue)
+{
+    if (!input)
+        return qf_set_error(QF_INVALID_ARGUMENT, "input_producer requires an input tensor");
+    return build(s, &input, 1, opts, NULL, ret_queue);
+}
+
+static const char NOT_NULL_ERR[] = "string_input_producer requires a non-null input tensor";
+
+qf_code qf_string_input_producer(qf_scope *s, const char *const *strings, size_t n,
+                                 const qf_input_producer_options *opts, qf_queue **ret_queue)
+{
+    if (n == 0 || !strings) /* spec 154 */
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s", NOT_NULL_ERR);
+    qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
+    qf_tensor *t = qf_tensor_new(QF_STRING, &sh);
+    if (!t)
+        return qf_last_code();
+    for (size_t i = 0; i < n; i++) {
+        if (!strings[i]) {
+            qf_tensor_unref(t);
+            return qf_set_error(QF_INVALID_ARGUMENT, "%s (string %zu is NULL)", NOT_NULL_ERR, i);
+        }
+        qf_code rc = qf_tensor_set_string(t, (int64_t)i, strings[i], strlen(strings[i]));
+        if (rc != QF_OK) {
+            qf_tensor_unref(t);
+            return rc;
+        }
+    }
+    const qf_tensor *in = t;
+    qf_code rc = build(s, &in, 1, opts, NULL, ret_queue);
+    qf_tensor_unref(t);
+    return rc;
+}
+
+qf_code qf_string_input_producer_tensor(qf_scope *s, const qf_tensor *strings,
+                                        const qf_input_producer_options *opts, qf_queue **ret_queue)
+{
+    if (!strings || qf_tensor_dtype(strings) != QF_STRING || qf_tensor_shape(strings)->rank != 1)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "string_input_producer requires a 1-D string tensor");
+    return build(s, &strings, 1, opts, NOT_NULL_ERR, ret_queue); /* spec 155: checked at run */
+}
+
+qf_code qf_range_input_producer(qf_scope *s, int32_t limit, const qf_input_producer_options *opts,
+                                qf_queue **ret_queue)
+{
+    if (limit <= 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "range_input_producer requires limit > 0 not %d",
+                            (int)limit);
+    qf_shape sh = qf_shape_make(1, (const int64_t[]){limit});
+    qf_tensor *t = qf_tensor_new(QF_INT32, &sh);
+    if (!t)
+        return qf_last_code();
+    int32_t *v = qf_tensor_data(t);
+    for (int32_t i = 0; i < limit; i++)
+        v[i] = i;
+    const qf_tensor *in = t;
+    qf_code rc = build(s, &in, 1, opts, NULL, ret_queue);
+    qf_tensor_unref(t);
+    return rc;
+}
+
+qf_code qf_slice_input_producer(qf_scope *s, const qf_tensor *const *tensors, size_t n,
+                                const qf_input_producer_options *opts, qf_queue **ret_queue)
+{
+    if (n == 0 || !tensors) /* spec 160 */
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Expected at least one tensor in slice_input_producer().");
+    return build(s, tensors, n, opts, NULL, ret_queue);
+}
