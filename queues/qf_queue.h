@@ -433,6 +433,42 @@ QF_API qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *w);
 QF_API qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *w, void **ret_p);
 QF_API bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w);
 
+/* ------------------------------------------------------------ from_list */
+
+/** A fixed list of compatible queues (TensorFlow's QueueBase.from_list). */
+typedef struct qf_queue_list qf_queue_list;
+
+/**
+ * qf_queue_list_new() - a list of queues one of which is picked by index
+ * at run time (spec 41).
+ *
+ * Ownership:   the list takes a reference to each queue; free it with
+ *              qf_queue_list_free(). The array itself stays the caller's.
+ * Blocking:    never. Thread safety: the list is immutable once made, so
+ *              any thread may pick from it.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for an empty list, a NULL queue,
+ *              or queues whose dtypes or component names differ (the
+ *              message names the first queue that differs).
+ */
+QF_API qf_code qf_queue_list_new(qf_queue *const *queues, size_t n, qf_queue_list **ret_list);
+/**
+ * qf_queue_list_pick() - the queue at `index`, as a new reference
+ * (release it with qf_queue_unref()). Wait-free.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT "Index i is not in the range
+ *              [0, n) ..." for an index outside the list (spec 41).
+ */
+QF_API qf_code qf_queue_list_pick(const qf_queue_list *l, int64_t index, qf_queue **ret_queue);
+QF_API size_t qf_queue_list_size(const qf_queue_list *l);
+/**
+ * qf_queue_list_shape() - component i's static shape merged over the list
+ * (spec 42): equal dimensions kept, differing ones QF_UNKNOWN_DIM, a rank
+ * difference (or a queue without shapes) QF_UNKNOWN_RANK. NULL when no
+ * queue of the list has shapes, or i is out of range.
+ */
+QF_API const qf_shape *qf_queue_list_shape(const qf_queue_list *l, size_t i);
+/** qf_queue_list_free() - drop the list and its references. NULL-safe. */
+QF_API void qf_queue_list_free(qf_queue_list *l);
+
 QF_END_DECLS
 
 #endif

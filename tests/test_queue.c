@@ -3178,3 +3178,118 @@ Test(queue, pointer_queue_without_destructor_owns_nothing)
     qf_element_free(e);
     qf_queue_unref(q); /* &y is left inside: nothing to destroy */
 }
+
+/* ====================================================================== */
+/* from_list (spec 41-42)                                                 */
+/* ====================================================================== */
+
+static qf_queue *f32_queue(const char *name, const qf_shape *shape)
+{
+    qf_dtype dt = QF_FLOAT32;
+    qf_queue_options o = {
+        .capacity = 10, .num_components = 1, .dtypes = &dt, .shapes = shape, .name = name};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
+    return q;
+}
+
+/* spec 41: 20 random picks among 10 queues each enqueue 10.0 and dequeue
+ * 10.0 through the picked queue; index 3 of 2 queues fails when run. */
+Test(queue, spec_41_from_list_picks_a_queue_by_index)
+{
+    qf_shape sc = qf_shape_scalar();
+    qf_queue *qs[10];
+    for (int i = 0; i < 10; i++)
+        qs[i] = f32_queue("q", &sc);
+    qf_queue_list *l = NULL;
+    OK(qf_queue_list_new(qs, 10, &l));
+    cr_expect_eq(qf_queue_list_size(l), 10);
+    uint64_t rng = 7;
+    for (int k = 0; k < 20; k++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        int64_t idx = (int64_t)((rng >> 33) % 10);
+        qf_queue *q = NULL;
+        OK(qf_queue_list_pick(l, idx, &q));
+        cr_expect_eq(q, qs[idx]);
+        OK(qf_queue_enqueue(q, el(1, qf_tensor_new_f32(10.0f))));
+        qf_element *e = NULL;
+        OK(qf_queue_dequeue(q, &e));
+        cr_expect_eq(f32_at(e, 0, 0), 10.0f);
+        qf_element_free(e);
+        qf_queue_unref(q);
+    }
+    qf_queue_list_free(l);
+    OK(qf_queue_list_new(qs, 2, &l));
+    qf_queue *q = (qf_queue *)1;
+    REFUSED(qf_queue_list_pick(l, 3, &q), QF_INVALID_ARGUMENT, "is not in");
+    cr_expect_null(q);
+    qf_queue_list_free(l);
+    for (int i = 0; i < 10; i++)
+        qf_queue_unref(qs[i]);
+}
+
+/* spec 41: an empty list, or queues with other dtypes or names, are
+ * refused when the list is made. */
+Test(queue, spec_41_from_list_needs_identical_dtypes_and_names)
+{
+    qf_queue_list *l = (qf_queue_list *)1;
+    REFUSED(qf_queue_list_new(NULL, 0, &l), QF_INVALID_ARGUMENT, "empty");
+    cr_expect_null(l);
+    qf_shape sc = qf_shape_scalar();
+    qf_queue *a = f32_queue("a", &sc);
+    qf_dtype it = QF_INT32;
+    qf_queue_options o = {.capacity = 10, .num_components = 1, .dtypes = &it, .name = "b"};
+    qf_queue *b = NULL;
+    OK(qf_fifo_queue_new(&o, &b));
+    qf_queue *ab[2] = {a, b};
+    REFUSED(qf_queue_list_new(ab, 2, &l), QF_INVALID_ARGUMENT, "different types");
+    qf_dtype ft = QF_FLOAT32;
+    const char *nm[1] = {"x"};
+    qf_queue_options on = {
+        .capacity = 10, .num_components = 1, .dtypes = &ft, .names = nm, .name = "c"};
+    qf_queue *c = NULL;
+    OK(qf_fifo_queue_new(&on, &c));
+    qf_queue *ac[2] = {a, c};
+    REFUSED(qf_queue_list_new(ac, 2, &l), QF_INVALID_ARGUMENT, "different names");
+    qf_queue_unref(a);
+    qf_queue_unref(b);
+    qf_queue_unref(c);
+}
+
+/* spec 42: merged static shapes. */
+Test(queue, spec_42_from_list_merges_static_shapes)
+{
+    struct {
+        qf_shape a, b, want;
+    } cases[] = {
+        {QF_SHAPE(1), QF_SHAPE(2), QF_SHAPE(QF_UNKNOWN_DIM)},
+        {QF_SHAPE(1, 1), QF_SHAPE(1, 2), QF_SHAPE(1, QF_UNKNOWN_DIM)},
+        {QF_SHAPE(QF_UNKNOWN_DIM, 1), QF_SHAPE(1, QF_UNKNOWN_DIM),
+         QF_SHAPE(QF_UNKNOWN_DIM, QF_UNKNOWN_DIM)},
+        {QF_SHAPE(1, QF_UNKNOWN_DIM), QF_SHAPE(QF_UNKNOWN_DIM), qf_shape_unknown()},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        /* Unknown dimensions need a padding queue. */
+        qf_dtype dt = QF_FLOAT32;
+        qf_queue_options oa = {
+            .capacity = 10, .num_components = 1, .dtypes = &dt, .shapes = &cases[k].a, .name = "a"};
+        qf_queue_options ob = oa;
+        ob.shapes = &cases[k].b;
+        ob.name = "b";
+        qf_queue *qa = NULL, *qb = NULL;
+        OK(qf_padding_fifo_queue_new(&oa, &qa));
+        OK(qf_padding_fifo_queue_new(&ob, &qb));
+        qf_queue *two[2] = {qa, qb};
+        qf_queue_list *l = NULL;
+        OK(qf_queue_list_new(two, 2, &l));
+        const qf_shape *got = qf_queue_list_shape(l, 0);
+        cr_assert_not_null(got);
+        char g[64], w[64];
+        cr_expect(qf_shape_equal(got, &cases[k].want), "case %zu: got %s, want %s", k,
+                  qf_shape_format(got, g, sizeof(g)),
+                  qf_shape_format(&cases[k].want, w, sizeof(w)));
+        qf_queue_list_free(l);
+        qf_queue_unref(qa);
+        qf_queue_unref(qb);
+    }
+}
