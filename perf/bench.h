@@ -121,5 +121,10 @@ static inline uint64_t bench_scale(const bench_rep *r, uint64_t quick, uint64_t 
 
 /* Groups: one bench_register_<group>() per bench_<group>.c. */
 void bench_register_queue(void);
+void bench_register_pipeline(void);
+void bench_register_coord(void);
+void bench_register_runners(void);
+void bench_register_task(void);
+void bench_register_kinds(void);
 
 #endif

@@ -13,6 +13,7 @@
 #define BENCH_QUEUE_H
 
 #include <stdalign.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "baseline.h"
@@ -29,6 +30,11 @@ typedef struct tput_cfg {
     unsigned batch;                   /* 1: single calls; > 1: enqueue_many / dequeue_many */
     unsigned flags;                   /* BQ_SINGLE_PRODUCER | BQ_SINGLE_CONSUMER */
     uint64_t items_quick, items_full; /* total per repetition */
+    /* Consumers' batch when producers enqueue one at a time (batch 1): the
+     * padding queue pads only what dequeue_many stacks. 0: `batch`. */
+    unsigned deq_batch;
+    /* The kind reorders by design (shuffle, priority): no order warning. */
+    bool any_order;
 } tput_cfg;
 
 typedef struct pingpong_cfg {

@@ -100,16 +100,17 @@ static void *consumer_main(void *arg)
     const char *what = cfg->impl->name;
     int producers = cfg->producers;
     void *batch[MAX_BATCH];
+    unsigned deq_batch = cfg->deq_batch ? cfg->deq_batch : cfg->batch;
 
     pthread_barrier_wait(&run->start);
     c->t_start = bench_now_ns();
-    if (cfg->batch <= 1) {
+    if (deq_batch <= 1) {
         void *v;
         while (cfg->impl->dequeue(run->q, &v) == 0)
             qb_record(&c->seen, v, producers, what);
     } else {
         size_t n;
-        while ((n = cfg->impl->dequeue_many(run->q, batch, cfg->batch)) > 0)
+        while ((n = cfg->impl->dequeue_many(run->q, batch, deq_batch)) > 0)
             for (size_t i = 0; i < n; i++)
                 qb_record(&c->seen, batch[i], producers, what);
     }
@@ -143,7 +144,9 @@ void qb_run_tput(bench_rep *r)
     const char *what = cfg->impl->name;
     int np = cfg->producers, nc = cfg->consumers;
     if (np > QB_MAX_THREADS || nc > QB_MAX_THREADS || cfg->batch > MAX_BATCH ||
-        (cfg->batch > 1 && (!cfg->impl->enqueue_many || !cfg->impl->dequeue_many)))
+        cfg->deq_batch > MAX_BATCH ||
+        (cfg->batch > 1 && (!cfg->impl->enqueue_many || !cfg->impl->dequeue_many)) ||
+        (cfg->deq_batch > 1 && !cfg->impl->dequeue_many))
         bench_fail("%s: unsupported configuration", what);
 
     tput_run *run = aligned_alloc(64, (sizeof(*run) + 63) & ~(size_t)63);
@@ -200,6 +203,8 @@ void qb_run_tput(bench_rep *r)
     }
     for (int i = 0; i < nc; i++) {
         seen[i] = run->cons[i].seen;
+        if (cfg->any_order)
+            seen[i].out_of_order = 0;
         received += seen[i].received;
         t0 = run->cons[i].t_start < t0 ? run->cons[i].t_start : t0;
         t1 = run->cons[i].t_end > t1 ? run->cons[i].t_end : t1;

@@ -1,0 +1,219 @@
+/* bench_task.c - how long a parked task takes to run once an element
+ * arrives (task.wake.p50 / .p99), against a thread blocked in the queue's
+ * blocking dequeue.
+ *
+ * qflow: a task on a runtime with one worker per online CPU polls an empty
+ * inline pointer FIFOQueue with qf_queue_poll_dequeue_ptr and parks. The
+ * main thread (a plain thread) stamps t0, calls qf_queue_enqueue_ptr; the
+ * task stamps t1 as soon as its poll returns the element. The sample is
+ * t1 - t0: the enqueue call, the wake through the task's waker, the
+ * scheduler (injection stack, a sleeping worker woken) and the poll.
+ * thread: the same with a pthread blocked in qf_queue_dequeue_ptr.
+ *
+ * One element at a time: the sender sleeps at least GAP_NS after the
+ * receiver has taken the previous one. The gap is longer than the queue's
+ * spin before sleeping (QF_QUEUE_DEFAULT_SPIN_NS), so the thread is asleep
+ * on its futex and the pool's workers are asleep too: both figures are
+ * wake-ups of an idle receiver, the case a latency bound is about. The
+ * sender goes to sleep right after each enqueue, like a thread that hands
+ * work off and waits for more, so it never holds a core the receiver
+ * needs. A warm-up is not counted; p50 and p99 are nearest-rank over the
+ * rest. A repetition that runs past its time budget (on a loaded machine
+ * a wake can wait for a time slice) stops sending and reports what it
+ * measured (truncated). */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+#include "qf_queue.h"
+#include "qf_runtime.h"
+
+#define GAP_NS 50000
+#define WARMUP 100
+#define BUDGET_QUICK_MS 300
+#define BUDGET_FULL_MS 10000
+#define HANG_NS 10000000000u
+
+typedef struct wake_run {
+    qf_queue *q;
+    size_t n;    /* elements to send, warm-up included */
+    size_t sent; /* elements sent (n unless the budget ran out) */
+    uint64_t deadline_ns;
+    uint64_t *t0, *t1;
+    alignas(64) atomic_size_t taken; /* elements the receiver has taken */
+} wake_run;
+
+/* Elements carry their index + 1 (never NULL); they must arrive in order. */
+static void took(wake_run *run, void *p)
+{
+    uint64_t now = bench_now_ns();
+    size_t i = atomic_load_explicit(&run->taken, memory_order_relaxed);
+    if ((uintptr_t)p != i + 1)
+        bench_fail("task.wake: received element %zu, expected %zu", (size_t)(uintptr_t)p, i + 1);
+    run->t1[i] = now;
+    atomic_store_explicit(&run->taken, i + 1, memory_order_release);
+}
+
+static qf_code receiver_task(qf_task *t, void *arg)
+{
+    wake_run *run = arg;
+    for (;;) {
+        void *p;
+        qf_code rc = qf_queue_poll_dequeue_ptr(run->q, qf_task_waker(t), &p);
+        if (rc == QF_PENDING)
+            return QF_PENDING;
+        if (rc == QF_OUT_OF_RANGE)
+            return QF_OK;
+        if (rc != QF_OK)
+            return rc;
+        took(run, p);
+    }
+}
+
+static void *receiver_thread(void *arg)
+{
+    wake_run *run = arg;
+    void *p;
+    qf_code rc;
+    while ((rc = qf_queue_dequeue_ptr(run->q, &p)) == QF_OK)
+        took(run, p);
+    if (rc != QF_OUT_OF_RANGE)
+        bench_fail("qf_queue_dequeue_ptr: %s: %s", qf_code_name(rc), qf_last_message());
+    return NULL;
+}
+
+static void sleep_ns(long ns)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ns};
+    nanosleep(&ts, NULL);
+}
+
+/* Until the receiver has taken `n` elements, sleeping: a sender that
+ * spun here would hold the very core the kernel tends to wake the
+ * receiver on (the waker's), and the receiver would wait for the spin to
+ * end (a steady ~20 us mode in the samples when it did). */
+static void wait_taken(wake_run *run, size_t n)
+{
+    uint64_t since = bench_now_ns();
+    while (atomic_load_explicit(&run->taken, memory_order_acquire) < n) {
+        if (bench_now_ns() - since > HANG_NS)
+            bench_fail("task.wake: element %zu not received after 10 s (lost wake?)", n);
+        sleep_ns(GAP_NS);
+    }
+}
+
+static void send_all(wake_run *run)
+{
+    size_t i = 0;
+    for (; i < run->n; i++) {
+        sleep_ns(GAP_NS);
+        wait_taken(run, i);
+        if (i > WARMUP + 10 && bench_now_ns() > run->deadline_ns)
+            break;
+        run->t0[i] = bench_now_ns();
+        qf_code rc = qf_queue_enqueue_ptr(run->q, (void *)(uintptr_t)(i + 1));
+        if (rc != QF_OK)
+            bench_fail("qf_queue_enqueue_ptr: %s: %s", qf_code_name(rc), qf_last_message());
+    }
+    run->sent = i;
+    wait_taken(run, run->sent);
+    qf_queue_close(run->q, false);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double percentile(const uint64_t *s, size_t n, unsigned pct)
+{
+    size_t rank = (n * pct + 99) / 100;
+    return (double)s[rank ? rank - 1 : 0];
+}
+
+static void run_wake(bench_rep *r)
+{
+    bool task = *(const bool *)r->arg;
+    wake_run *run = aligned_alloc(64, (sizeof(*run) + 63) & ~(size_t)63);
+    if (!run)
+        bench_fail("out of memory");
+    run->n = WARMUP + bench_scale(r, 600, 20000);
+    run->deadline_ns = bench_now_ns() + bench_scale(r, BUDGET_QUICK_MS, BUDGET_FULL_MS) * 1000000u;
+    run->t0 = calloc(run->n, sizeof(uint64_t));
+    run->t1 = calloc(run->n, sizeof(uint64_t));
+    atomic_init(&run->taken, 0);
+    if (!run->t0 || !run->t1)
+        bench_fail("out of memory");
+    if (qf_ptr_queue_new(16, "wake", 0, NULL, &run->q) != QF_OK)
+        bench_fail("qf_ptr_queue_new: %s", qf_last_message());
+
+    if (task) {
+        qf_runtime *rt = NULL;
+        qf_task *t = NULL;
+        if (qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt) != QF_OK ||
+            qf_task_spawn(rt, receiver_task, run, &(qf_task_options){.name = "receiver"}, &t) !=
+                QF_OK)
+            bench_fail("cannot start the receiver task: %s", qf_last_message());
+        send_all(run);
+        qf_code rc = qf_task_join(t, QF_FOREVER, NULL);
+        if (rc != QF_OK)
+            bench_fail("receiver task: %s: %s", qf_code_name(rc), qf_last_message());
+        qf_task_unref(t);
+        qf_runtime_free(rt);
+    } else {
+        pthread_t th;
+        if (pthread_create(&th, NULL, receiver_thread, run) != 0)
+            bench_fail("pthread_create failed");
+        send_all(run);
+        pthread_join(th, NULL);
+    }
+
+    r->truncated = run->sent < run->n;
+    size_t m = run->sent - WARMUP;
+    uint64_t *lat = malloc(m * sizeof(*lat));
+    if (!lat)
+        bench_fail("out of memory");
+    for (size_t i = 0; i < m; i++)
+        lat[i] = run->t1[WARMUP + i] - run->t0[WARMUP + i];
+    qsort(lat, m, sizeof(*lat), cmp_u64);
+    r->values[0] = percentile(lat, m, 50);
+    r->values[1] = percentile(lat, m, 99);
+
+    free(lat);
+    qf_queue_unref(run->q);
+    free(run->t0);
+    free(run->t1);
+    free(run);
+}
+
+static bool as_task = true, as_thread = false;
+
+void bench_register_task(void)
+{
+    bench_register(&(bench_case){
+        .name = "task.wake",
+        .impl = "qflow",
+        .unit = BENCH_NS,
+        .outputs = {"task.wake.p50", "task.wake.p99"},
+        .params = {{.key = "gap_ns", .num = GAP_NS},
+                   {.key = "measures", .str = "enqueue call start to receiver holding it"}},
+        .note = "a task parked in qf_queue_poll_dequeue_ptr on an idle pool (1 worker per CPU)",
+        .run = run_wake,
+        .arg = &as_task,
+    });
+    bench_register(&(bench_case){
+        .name = "task.wake",
+        .impl = "thread",
+        .unit = BENCH_NS,
+        .outputs = {"task.wake.p50", "task.wake.p99"},
+        .params = {{.key = "gap_ns", .num = GAP_NS},
+                   {.key = "measures", .str = "enqueue call start to receiver holding it"}},
+        .note = "a pthread asleep in qf_queue_dequeue_ptr (same queue)",
+        .run = run_wake,
+        .arg = &as_thread,
+    });
+}
