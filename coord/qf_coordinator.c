@@ -75,6 +75,8 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,18 +97,29 @@ enum member_kind {
 
 struct qf_coord_member {
     qf_coord *c;
-    struct qf_coord_member *next;     /* registered set (under c->lock) */
-    struct qf_coord_member *tls_next; /* the thread's exit-hook list */
+    struct qf_coord_member *next; /* registered set (under c->lock) */
+    union {
+        struct qf_coord_member *tls_next; /* a hooked thread's exit-hook list */
+        size_t extra_index;               /* join's extra threads, never hooked */
+    };
     _Atomic uint32_t done;
     _Atomic uint32_t refs;
     enum member_kind kind;
-    pthread_t thread;
-    char *name;
     /* Used only by the join that detached the member. */
     bool finished;
     bool skip; /* a duplicate thread: counted once */
-    size_t extra_index;
+    pthread_t thread;
+    /* Inside this allocation (after the extra bytes of
+     * qf__coord_member_new_ext), or NULL for join's extra threads. */
+    const char *name;
 };
+
+/* Where a member's extra bytes start: aligned to 8, enough for pointers
+ * and 64-bit atomics (what a task holds); not max_align_t's 16, which
+ * would cost padding in every task. */
+#define MEMBER_EXTRA_ALIGN 8
+#define MEMBER_EXTRA_OFF                                                                           \
+    ((sizeof(qf_coord_member) + MEMBER_EXTRA_ALIGN - 1) & ~(size_t)(MEMBER_EXTRA_ALIGN - 1))
 
 struct qf_coord_action {
     qf_coord_action_fn fn;
@@ -324,10 +337,8 @@ qf_code qf_coord_new(const qf_code *clean_codes, size_t n_clean, qf_coord **ret_
 
 static void member_unref(qf_coord_member *m)
 {
-    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1) {
-        free(m->name);
-        free(m);
-    }
+    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1)
+        free(m); /* the name (and any extra bytes) are inside */
 }
 
 void qf_coord_free(qf_coord *c)
@@ -614,24 +625,27 @@ bool qf_coord_cancel_waker(qf_coord *c, qf_waker *w)
  * Members
  */
 
+/* One allocation: the record, `extra` bytes at MEMBER_EXTRA_OFF (when
+ * asked for), then the name, so a member costs a single heap chunk. */
 static qf_coord_member *member_alloc(qf_coord *c, enum member_kind kind, const char *name,
-                                     const char *prefix, uint32_t refs)
+                                     const char *prefix, uint32_t refs, size_t extra)
 {
-    qf_coord_member *m = calloc(1, sizeof(*m));
+    char buf[48];
+    uint64_t id = atomic_fetch_add_explicit(&c->next_id, 1, memory_order_relaxed);
+    if (!name) {
+        snprintf(buf, sizeof(buf), "%s-%llu", prefix, (unsigned long long)id);
+        name = buf;
+    }
+    size_t name_off = extra ? MEMBER_EXTRA_OFF + extra : sizeof(qf_coord_member);
+    size_t len = strlen(name) + 1;
+    if (extra > SIZE_MAX / 2 || len > SIZE_MAX / 2)
+        return NULL;
+    qf_coord_member *m = calloc(1, name_off + len);
     if (!m)
         return NULL;
-    uint64_t id = atomic_fetch_add_explicit(&c->next_id, 1, memory_order_relaxed);
-    if (name) {
-        m->name = strdup(name);
-    } else {
-        char buf[48];
-        snprintf(buf, sizeof(buf), "%s-%llu", prefix, (unsigned long long)id);
-        m->name = strdup(buf);
-    }
-    if (!m->name) {
-        free(m);
-        return NULL;
-    }
+    char *copy = (char *)m + name_off;
+    memcpy(copy, name, len);
+    m->name = copy;
     m->c = c;
     m->kind = kind;
     atomic_init(&m->done, 0);
@@ -670,12 +684,32 @@ qf_code qf_coord_member_new(qf_coord *c, const char *name, qf_coord_member **ret
     if (!ret_m)
         return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_member_new: ret_m is NULL");
     /* Two references: the caller's handle and the registered set. */
-    qf_coord_member *m = member_alloc(c, MEMBER_TASK, name, "member", 2);
+    qf_coord_member *m = member_alloc(c, MEMBER_TASK, name, "member", 2, 0);
     if (!m)
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_member_new: out of memory");
     member_link(c, m);
     *ret_m = m;
     return QF_OK;
+}
+
+qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
+                                 qf_coord_member **ret_m, void **ret_extra, const char **ret_name)
+{
+    /* Three references: the handle, the registered set, the extra's owner. */
+    qf_coord_member *m = member_alloc(c, MEMBER_TASK, name, "member", 3, extra ? extra : 1);
+    if (!m)
+        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_member_new: out of memory");
+    *ret_extra = (char *)m + MEMBER_EXTRA_OFF;
+    *ret_name = m->name;
+    member_link(c, m);
+    *ret_m = m;
+    return QF_OK;
+}
+
+void qf__coord_member_release(qf_coord_member *m)
+{
+    if (m)
+        member_unref(m);
 }
 
 /* Thread exit hooks: a thread-specific value listing the members the
@@ -712,7 +746,7 @@ qf_code qf_coord_register_thread(qf_coord *c, pthread_t t, const char *name)
 {
     bool self = pthread_equal(t, pthread_self());
     qf_coord_member *m = member_alloc(c, self ? MEMBER_THREAD_HOOKED : MEMBER_THREAD_FOREIGN, name,
-                                      "thread", self ? 2 : 1);
+                                      "thread", self ? 2 : 1, 0);
     if (!m)
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
                                     "qf_coord_register_thread: out of memory");
@@ -750,13 +784,10 @@ qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *
         return qf__set_error_static(QF_INVALID_ARGUMENT,
                                     "qf_coord_thread_create: fn or ret_thread is NULL");
     /* References: the registered set and the thread's exit hook. */
-    qf_coord_member *m = member_alloc(c, MEMBER_THREAD_HOOKED, name, "thread", 2);
+    qf_coord_member *m = member_alloc(c, MEMBER_THREAD_HOOKED, name, "thread", 2, 0);
     struct trampoline *tr = m ? malloc(sizeof(*tr)) : NULL;
     if (!tr) {
-        if (m) {
-            free(m->name);
-            free(m);
-        }
+        free(m); /* the name is inside */
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: out of memory");
     }
     tr->m = m;
@@ -766,7 +797,6 @@ qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *
     int err = pthread_create(&t, NULL, thread_main, tr);
     if (err) {
         free(tr);
-        free(m->name);
         free(m);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: pthread_create: %s",
                             strerror(err));

@@ -257,8 +257,11 @@ bool qf_waker_withdraw(qf_waker *w)
         qf__lock(&wl->qf__lock);
         bool still = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED) == wl;
         qf__unlock(&wl->qf__lock);
-        if (still)
-            return qf_waitlist_cancel(wl, w);
+        /* A wake may claim it between that look and cancel's: then cancel
+         * fails, and the loop goes round to pass that wake on (returning
+         * here would drop it). */
+        if (still && qf_waitlist_cancel(wl, w))
+            return true;
     }
 }
 

@@ -6,16 +6,25 @@
  */
 #include "qf_tensor.h"
 
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "qf_tensor-impl.h"
 
 #define MAX_COMPONENTS 4096
 
 struct qf_element {
     size_t n;
-    char **names; /* NULL, or n distinct non-empty strings */
+    char **names;   /* NULL, or n distinct non-empty strings */
+    qf__home *home; /* NULL, or the block it shares with its first tensors */
     qf_tensor *comps[];
 };
+
+/* Largest key + value kept in one home block. A tensor taken out of such an
+ * element keeps the whole block alive, so big values get blocks of their
+ * own rather than pinning each other. */
+#define HOME_MAX_BYTES 4096
 
 qf_element *qf_element_new(size_t n)
 {
@@ -56,7 +65,48 @@ void qf_element_free(qf_element *e)
     for (size_t i = 0; i < e->n; i++)
         qf_tensor_unref(e->comps[i]);
     free(e->names);
-    free(e);
+    if (e->home)
+        qf__home_release(e->home);
+    else
+        free(e);
+}
+
+static size_t round_up(size_t n)
+{
+    size_t a = alignof(max_align_t);
+    return (n + a - 1) / a * a;
+}
+
+qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *s1, size_t len1)
+{
+    if (len0 > HOME_MAX_BYTES || len1 > HOME_MAX_BYTES - len0) {
+        qf_tensor *ts[2] = {qf_tensor_new_string(s0, len0), qf_tensor_new_string(s1, len1)};
+        if (!ts[0] || !ts[1]) {
+            qf_tensor_unref(ts[0]);
+            qf_tensor_unref(ts[1]);
+            return NULL;
+        }
+        return qf_element_of(2, ts); /* takes both references */
+    }
+    /* [home][element + 2 slots][tensor 0][tensor 1], each aligned. */
+    size_t off_e = round_up(sizeof(qf__home));
+    size_t off_t0 = off_e + round_up(sizeof(qf_element) + 2 * sizeof(qf_tensor *));
+    size_t off_t1 = off_t0 + qf__string_scalar_size(len0);
+    size_t total = off_t1 + qf__string_scalar_size(len1);
+    char *mem = malloc(total);
+    if (!mem) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating an element of %zu bytes", total);
+        return NULL;
+    }
+    qf__home *h = (qf__home *)mem;
+    atomic_init(&h->live, 3); /* the element and its two tensors */
+    qf_element *e = (qf_element *)(mem + off_e);
+    e->n = 2;
+    e->names = NULL;
+    e->home = h;
+    e->comps[0] = qf__string_scalar_place(mem + off_t0, s0, len0, h);
+    e->comps[1] = qf__string_scalar_place(mem + off_t1, s1, len1, h);
+    return e;
 }
 
 size_t qf_element_size(const qf_element *e)

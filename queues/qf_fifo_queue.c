@@ -276,9 +276,11 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, spin *sp
     else
         room = qf__ring_room(&q->ring) >= (want < q->ring.cap ? want : 1);
     if (room || closed_for(q, old, *pending) != QF_OK) {
-        if (!qf_waitlist_cancel(&q->enq_waiters, wk))
-            wake_producers(q, 1); /* woken meanwhile: do not swallow it */
-        return QF_OK;             /* retry now */
+        if (!qf_waitlist_cancel(&q->enq_waiters, wk)) {
+            wake_producers(q, 1);  /* woken meanwhile: do not swallow it */
+            qf_waker_consumed(wk); /* handed on: a withdraw must not again */
+        }
+        return QF_OK; /* retry now */
     }
     if (w->mode == QF__WAIT_POLL)
         return QF_PENDING;
@@ -536,8 +538,10 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
         uint64_t old = atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
         qf__fence_heavy(); /* pairs with producers' light fence after p_tail */
         if (something_there(q, false) || drained(q, old, holder, true)) {
-            if (!qf_waitlist_cancel(&q->deq_waiters, wk))
-                wake_consumers(q, 1); /* woken meanwhile: pass it on */
+            if (!qf_waitlist_cancel(&q->deq_waiters, wk)) {
+                wake_consumers(q, 1);  /* woken meanwhile: pass it on */
+                qf_waker_consumed(wk); /* handed on: a withdraw must not again */
+            }
             continue;
         }
         if (w->mode == QF__WAIT_POLL) {

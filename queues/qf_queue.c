@@ -398,6 +398,26 @@ static qf_element *inline_element(const qf_queue *q, void *v)
     return e;
 }
 
+/* A poll form's op has ended (not QF_PENDING). `was_registered`: the
+ * waker was still on a wait list when the op began, left there by an
+ * earlier poll that returned pending, and this op completed without it;
+ * a wake claiming that registration now, or since the op began, went to a
+ * task that no longer waits: withdraw it, which hands such a wake on to the
+ * next waiter. Otherwise a wake that came before the op was the one it
+ * used. */
+static void poll_ended(qf_waker *wk, bool was_registered)
+{
+    if (was_registered)
+        qf_waker_withdraw(wk);
+    else
+        qf_waker_consumed(wk);
+}
+
+static bool poll_begins(const qf_waker *wk)
+{
+    return qf_waker_state(wk) == QF_WAKER_REGISTERED;
+}
+
 /* --------------------------------------------------------- element API */
 
 static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
@@ -443,9 +463,27 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
     qf_code rc = enqueue_one(q, elem, &w);
     if (rc != QF_PENDING)
-        qf_waker_consumed(wk); /* the wake, if any, was used */
+        poll_ended(wk, was_registered);
+    return rc;
+}
+
+/* qf_queue_poll_enqueue() without the per-element checks, for
+ * runtime/qf_batch.c (declared in qf_batch-impl.h): its reader sources make
+ * every element themselves (two scalar strings, no names, see
+ * qf_record_to_element()) and the op only takes this path after matching
+ * that against the queue when it was built, so qf__validate_element() and
+ * check_ptr_movable() cannot fail there and cost a third of the enqueue.
+ * Such a queue is never inline (strings are not). */
+qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, qf_element *elem, qf_waker *wk)
+{
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    qf_code rc = q->ops->put(q, (void *const *)&elem, 1, &w, NULL);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
     return rc;
 }
 
@@ -668,9 +706,10 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
     qf_code rc = dequeue_one(q, &w, ret_elem);
     if (rc != QF_PENDING)
-        qf_waker_consumed(wk); /* the wake, if any, was used */
+        poll_ended(wk, was_registered);
     return rc;
 }
 
@@ -838,9 +877,10 @@ qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
     qf_code rc = put_ptrs(q, &p, 1, &w, NULL);
     if (rc != QF_PENDING)
-        qf_waker_consumed(wk); /* the wake, if any, was used */
+        poll_ended(wk, was_registered);
     return rc;
 }
 
@@ -892,9 +932,10 @@ qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
     qf_code rc = take_ptrs(q, 1, false, &w, ret_p, NULL);
     if (rc != QF_PENDING)
-        qf_waker_consumed(wk); /* the wake, if any, was used */
+        poll_ended(wk, was_registered);
     return rc;
 }
 

@@ -1,13 +1,23 @@
 /* qf_tensor.c - dtypes, shapes and reference-counted tensors.
  *
- * A tensor is one allocation: the header followed by its buffer. String
- * bytes live in separate allocations (an empty string has data NULL), and a
- * QF_PTR buffer holds the user's pointers.
+ * A tensor is one allocation: the header followed by its buffer. A QF_PTR
+ * buffer holds the user's pointers. String bytes (an empty string has data
+ * NULL) live either in the tensor's "arena", a tail of the same allocation
+ * after the buffer sized when the tensor is made, or in a malloc'd block of
+ * their own. The arena is what keeps the per-string cost of a text pipeline
+ * down: a scalar string is one allocation instead of two, a stacked batch of
+ * strings one instead of one per row, and freeing either is one free().
+ * Whether a string is in the arena is decided by its address (in_arena()),
+ * so a tensor may mix both kinds: qf_tensor_set_string() and strings stolen
+ * from a consumed source are separate blocks.
  *
  * Stack and unstack consume references. When the consumed reference is the
- * last one nobody else can observe the source any more, so strings and owned
- * pointers are moved instead of copied, and the source is left holding empty
- * strings and NULL pointers so that destroying it frees nothing twice. Owned
+ * last one nobody else can observe the source any more, so separately
+ * allocated strings and owned pointers are moved instead of copied, and the
+ * source is left holding empty strings and NULL pointers so that destroying
+ * it frees nothing twice. Strings in the source's arena die with the source
+ * and are copied into the destination's arena, which the caller sizes for
+ * exactly those (string_copy_bytes()). Owned
  * pointers cannot be copied, so a still-shared source that owns pointers is
  * an error (FAILED_PRECONDITION).
  */
@@ -19,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
 struct qf_tensor {
@@ -27,6 +38,14 @@ struct qf_tensor {
     qf_ptr_dtor dtor;
     int64_t n; /* number of elements */
     size_t nbytes;
+    /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
+     * arena_used are handed out. Both 0 for other dtypes. */
+    size_t arena_cap;
+    size_t arena_used;
+    /* NULL: the tensor is its own allocation. Else it lives in a block
+     * shared with other objects (see qf_tensor-impl.h), released instead
+     * of freed. */
+    qf__home *home;
     qf_shape shape;
     alignas(max_align_t) unsigned char buf[];
 };
@@ -277,8 +296,9 @@ static bool is_sole_owner(const qf_tensor *t)
 }
 
 /* Validates dt and shape and allocates a zero-filled tensor (empty strings,
- * NULL pointers). NULL with the error recorded on failure. */
-static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor)
+ * NULL pointers) with `arena` bytes of string storage (QF_STRING only). NULL
+ * with the error recorded on failure. */
+static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor, size_t arena)
 {
     char sh[SHAPE_TEXT];
     if (!qf_dtype_is_valid(dt)) {
@@ -298,27 +318,40 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
     size_t nbytes, total;
     if (!checked_num_elements(shape, &n) || (uint64_t)n > SIZE_MAX ||
         __builtin_mul_overflow((size_t)n, qf_dtype_size(dt), &nbytes) ||
-        __builtin_add_overflow(nbytes, sizeof(qf_tensor), &total) || total > PTRDIFF_MAX) {
+        __builtin_add_overflow(nbytes, sizeof(qf_tensor), &total) ||
+        __builtin_add_overflow(total, dt == QF_STRING ? arena : 0, &total) || total > PTRDIFF_MAX) {
         qf_set_error(QF_RESOURCE_EXHAUSTED,
                      "OOM when allocating tensor with shape%s and type %s: size overflows",
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
-    qf_tensor *t = calloc(1, total);
+    /* Only the header and buffer need zeroing: the arena is written before
+     * it is read. */
+    qf_tensor *t = malloc(total);
     if (!t) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating tensor with shape%s and type %s",
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
+    memset(t, 0, sizeof(qf_tensor) + nbytes);
     atomic_init(&t->refs, 1);
     t->dtype = dt;
     t->dtor = dt == QF_PTR ? dtor : NULL;
     t->n = n;
     t->nbytes = nbytes;
+    t->arena_cap = dt == QF_STRING ? arena : 0;
     t->shape = *shape;
     for (int i = shape->rank; i < QF_MAX_RANK; i++)
         t->shape.dims[i] = 0;
     return t;
+}
+
+/* True when p points into t's arena (and so must not be freed on its own).
+ * Compared as integers: p usually points into another object. */
+static bool in_arena(const qf_tensor *t, const char *p)
+{
+    uintptr_t a = (uintptr_t)(t->buf + t->nbytes);
+    return (uintptr_t)p - a < t->arena_cap;
 }
 
 static void tensor_destroy(qf_tensor *t)
@@ -326,24 +359,41 @@ static void tensor_destroy(qf_tensor *t)
     if (t->dtype == QF_STRING) {
         qf_string *s = (qf_string *)t->buf;
         for (int64_t i = 0; i < t->n; i++)
-            free(s[i].data);
+            if (!in_arena(t, s[i].data))
+                free(s[i].data);
     } else if (t->dtype == QF_PTR && t->dtor) {
         void **p = (void **)t->buf;
         for (int64_t i = 0; i < t->n; i++)
             if (p[i])
                 t->dtor(p[i]);
     }
-    free(t);
+    if (t->home)
+        qf__home_release(t->home);
+    else
+        free(t);
+}
+
+void qf__home_release(qf__home *h)
+{
+    if (atomic_fetch_sub_explicit(&h->live, 1, memory_order_release) != 1)
+        return;
+#ifdef QF_TSAN
+    /* As in qf_tensor_unref(): TSan understands the load, not the fence. */
+    (void)atomic_load_explicit(&h->live, memory_order_acquire);
+#else
+    atomic_thread_fence(memory_order_acquire);
+#endif
+    free(h);
 }
 
 qf_tensor *qf_tensor_new(qf_dtype dt, const qf_shape *shape)
 {
-    return tensor_alloc(dt, shape, NULL);
+    return tensor_alloc(dt, shape, NULL, 0);
 }
 
 qf_tensor *qf_tensor_new_ptr(const qf_shape *shape, qf_ptr_dtor dtor)
 {
-    return tensor_alloc(QF_PTR, shape, dtor);
+    return tensor_alloc(QF_PTR, shape, dtor, 0);
 }
 
 qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *data, size_t n_bytes)
@@ -354,7 +404,7 @@ qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *da
                      qf_dtype_name(dt));
         return NULL;
     }
-    qf_tensor *t = tensor_alloc(dt, shape, NULL);
+    qf_tensor *t = tensor_alloc(dt, shape, NULL, 0);
     if (!t)
         return NULL;
     if (n_bytes != t->nbytes || (n_bytes > 0 && !data)) {
@@ -421,21 +471,66 @@ static qf_code string_assign(qf_string *dst, const char *s, size_t len)
     return QF_OK;
 }
 
+/* Fills the empty slot *dst of t with a copy of s: in t's arena when it has
+ * room, else in a block of its own. */
+static qf_code string_fill(qf_tensor *t, qf_string *dst, const char *s, size_t len)
+{
+    if (len == 0 || t->arena_cap - t->arena_used <= len)
+        return string_assign(dst, s, len);
+    char *d = (char *)t->buf + t->nbytes + t->arena_used;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    t->arena_used += len + 1;
+    dst->len = len;
+    dst->data = d;
+    return QF_OK;
+}
+
+/* A scalar string at `mem`, which has room for header, slot and bytes. The
+ * shape is known valid, so tensor_alloc()'s checks are not needed. */
+static qf_tensor *string_scalar_init(void *mem, const char *s, size_t len, qf__home *home)
+{
+    qf_tensor *t = mem;
+    memset(t, 0, sizeof(qf_tensor) + sizeof(qf_string));
+    atomic_init(&t->refs, 1);
+    t->dtype = QF_STRING;
+    t->n = 1;
+    t->nbytes = sizeof(qf_string);
+    t->arena_cap = len > 0 ? len + 1 : 0;
+    t->home = home;
+    (void)string_fill(t, (qf_string *)t->buf, s, len); /* fits: cannot fail */
+    return t;
+}
+
+size_t qf__string_scalar_size(size_t len)
+{
+    size_t a = alignof(max_align_t);
+    size_t n = sizeof(qf_tensor) + sizeof(qf_string) + (len > 0 ? len + 1 : 0);
+    return (n + a - 1) / a * a;
+}
+
+qf_tensor *qf__string_scalar_place(void *mem, const char *s, size_t len, qf__home *home)
+{
+    return string_scalar_init(mem, s, len, home);
+}
+
 qf_tensor *qf_tensor_new_string(const char *s, size_t len)
 {
     if (!s && len > 0) {
         qf_set_error(QF_INVALID_ARGUMENT, "String data is NULL but length is %zu", len);
         return NULL;
     }
-    qf_shape sh = qf_shape_scalar();
-    qf_tensor *t = tensor_alloc(QF_STRING, &sh, NULL);
-    if (!t)
-        return NULL;
-    if (string_assign((qf_string *)t->buf, s, len) != QF_OK) {
-        free(t);
+    /* One allocation holding header, slot and bytes. */
+    if (len > PTRDIFF_MAX - sizeof(qf_tensor) - sizeof(qf_string) - 1) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a string of %zu bytes", len);
         return NULL;
     }
-    return t;
+    void *mem = malloc(sizeof(qf_tensor) + sizeof(qf_string) + (len > 0 ? len + 1 : 0));
+    if (!mem) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a string of %zu bytes", len);
+        return NULL;
+    }
+    return string_scalar_init(mem, s, len, NULL);
 }
 
 qf_tensor *qf_tensor_new_cstr(const char *s)
@@ -450,7 +545,7 @@ qf_tensor *qf_tensor_new_cstr(const char *s)
 qf_tensor *qf_tensor_new_scalar_ptr(void *p, qf_ptr_dtor dtor)
 {
     qf_shape sh = qf_shape_scalar();
-    qf_tensor *t = tensor_alloc(QF_PTR, &sh, dtor);
+    qf_tensor *t = tensor_alloc(QF_PTR, &sh, dtor, 0);
     if (t)
         ((void **)t->buf)[0] = p;
     return t;
@@ -558,7 +653,9 @@ qf_code qf_tensor_set_string(qf_tensor *t, int64_t i, const char *s, size_t len)
     if ((rc = string_assign(&fresh, s, len)) != QF_OK)
         return rc;
     qf_string *slot = &((qf_string *)t->buf)[i];
-    free(slot->data);
+    /* Arena bytes are not reused: the arena only ever grows. */
+    if (!in_arena(t, slot->data))
+        free(slot->data);
     *slot = fresh;
     return QF_OK;
 }
@@ -613,28 +710,56 @@ bool qf_tensor_equal(const qf_tensor *a, const qf_tensor *b)
     return true;
 }
 
+/* With `move`, a string of src is stolen (not copied) when it has a block
+ * of its own; arena strings die with src and must be copied. */
+static bool can_steal(const qf_tensor *src, const qf_string *s, bool move)
+{
+    return move && s->len > 0 && !in_arena(src, s->data);
+}
+
+/* Arena bytes that transfer() will copy for `count` strings of src from
+ * soff; 0 if the sum overflows (the copies then fall back to blocks of their
+ * own, which fail as they would have). */
+static size_t string_copy_bytes(const qf_tensor *src, int64_t soff, int64_t count, bool move)
+{
+    const qf_string *ss = (const qf_string *)src->buf + soff;
+    size_t total = 0;
+    for (int64_t j = 0; j < count; j++)
+        if (ss[j].len > 0 && !can_steal(src, &ss[j], move) &&
+            __builtin_add_overflow(total, ss[j].len + 1, &total))
+            return 0;
+    return total;
+}
+
 /* Copies `count` elements from src at soff to dst at doff; with `move`
- * (the caller holds src's last reference) strings and pointers are stolen
- * and src keeps empty strings and NULLs. dst's slots must be empty. On a
- * failed string copy, what was copied so far stays in dst. */
+ * (the caller holds src's last reference) separately allocated strings and
+ * pointers are stolen and src keeps empty strings and NULLs in their place.
+ * Other strings are copied, into dst's arena while it has room. dst's slots
+ * must be empty. On a failed string copy, what was copied so far stays in
+ * dst. */
 static qf_code transfer(qf_tensor *dst, int64_t doff, qf_tensor *src, int64_t soff, int64_t count,
                         bool move)
 {
     size_t es = qf_dtype_size(dst->dtype);
     unsigned char *d = dst->buf + (size_t)doff * es;
     unsigned char *s = src->buf + (size_t)soff * es;
-    if (dst->dtype == QF_STRING && !move) {
+    if (dst->dtype == QF_STRING) {
         qf_string *ds = (qf_string *)d;
-        const qf_string *ss = (const qf_string *)s;
+        qf_string *ss = (qf_string *)s;
         for (int64_t j = 0; j < count; j++) {
-            qf_code rc = string_assign(&ds[j], ss[j].data, ss[j].len);
+            if (can_steal(src, &ss[j], move)) {
+                ds[j] = ss[j];
+                ss[j] = (qf_string){0, NULL};
+                continue;
+            }
+            qf_code rc = string_fill(dst, &ds[j], ss[j].data, ss[j].len);
             if (rc != QF_OK)
                 return rc;
         }
         return QF_OK;
     }
     memcpy(d, s, (size_t)count * es);
-    if (move && (dst->dtype == QF_STRING || dst->dtype == QF_PTR))
+    if (move && dst->dtype == QF_PTR)
         memset(s, 0, (size_t)count * es);
     return QF_OK;
 }
@@ -657,7 +782,8 @@ qf_tensor *qf_tensor_copy(const qf_tensor *t)
     }
     if (check_copyable(t, "copy") != QF_OK)
         return NULL;
-    qf_tensor *c = tensor_alloc(t->dtype, &t->shape, NULL);
+    size_t arena = t->dtype == QF_STRING ? string_copy_bytes(t, 0, t->n, false) : 0;
+    qf_tensor *c = tensor_alloc(t->dtype, &t->shape, NULL, arena);
     if (c && transfer(c, 0, (qf_tensor *)t, 0, t->n, false) != QF_OK) {
         qf_tensor_unref(c);
         return NULL;
@@ -677,7 +803,9 @@ static qf_code place_part(qf_tensor *out, int64_t base, const qf_shape *elem, qf
     int r = ps->rank;
     if (part->n == 0)
         return QF_OK;
-    if (qf_shape_equal(ps, elem))
+    /* Both shapes are known valid with rank r: compare the dims directly
+     * (qf_shape_equal() re-validates both, per part). */
+    if (r == elem->rank && memcmp(ps->dims, elem->dims, (size_t)r * sizeof(ps->dims[0])) == 0)
         return transfer(out, base, part, 0, part->n, move);
 
     int64_t ostride[QF_MAX_RANK], idx[QF_MAX_RANK] = {0};
@@ -811,7 +939,17 @@ static qf_code stack_impl(qf_tensor **parts, size_t n, qf_dtype dt, const qf_sha
     if ((rc = stack_check(parts, n, &dt, ref, pad, &elem, &dtor)) != QF_OK)
         goto done;
     batch_shape = qf_shape_prepend((int64_t)n, &elem);
-    if (!(out = tensor_alloc(dt, &batch_shape, dtor))) {
+    /* One arena for every string that is copied rather than stolen, so a
+     * batch of strings is a single allocation and a single free. */
+    size_t arena = 0;
+    for (size_t i = 0; dt == QF_STRING && i < n; i++) {
+        size_t b = string_copy_bytes(parts[i], 0, parts[i]->n, is_sole_owner(parts[i]));
+        if (__builtin_add_overflow(arena, b, &arena)) {
+            arena = 0; /* too big for one block: strings get their own */
+            break;
+        }
+    }
+    if (!(out = tensor_alloc(dt, &batch_shape, dtor, arena))) {
         rc = qf_last_code();
         goto done;
     }
@@ -844,7 +982,8 @@ qf_code qf_tensor_stack_padded(qf_tensor **parts, size_t n, qf_dtype dt, const q
 static qf_tensor *row_of(qf_tensor *t, int64_t i, const qf_shape *row_shape, int64_t row_n,
                          bool move)
 {
-    qf_tensor *r = tensor_alloc(t->dtype, row_shape, t->dtor);
+    size_t arena = t->dtype == QF_STRING ? string_copy_bytes(t, i * row_n, row_n, move) : 0;
+    qf_tensor *r = tensor_alloc(t->dtype, row_shape, t->dtor, arena);
     if (r && transfer(r, 0, t, i * row_n, row_n, move) != QF_OK) {
         qf_tensor_unref(r);
         return NULL;

@@ -51,4 +51,9 @@ void qf__source_instance_free(qf__src_inst *in);
  * QF_PENDING with the task's waker registered, or a code that ends the op. */
 qf_code qf__source_pull(qf__src_inst *in, qf_task *task, qf_element **ret_elem);
 
+/* In queues/qf_queue.c: qf_queue_poll_enqueue() minus the per-element
+ * validation. Only for elements known to match the queue's components
+ * (dtypes, shapes, no names, no QF_PTR) and a queue that is not inline. */
+qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, qf_element *elem, qf_waker *wk);
+
 #endif

@@ -46,6 +46,8 @@ typedef struct bop {
     size_t src;        /* index of its source */
     const size_t *map; /* queue position j <- source component map[j] */
     bool as_is;        /* source order == queue order, no keep component */
+    bool trusted;      /* as_is, and the source's elements match the queue by
+                        * construction: enqueue without re-validating */
     qf_element *holding;
     qf_element **rows;
     size_t nrows, row_i, rows_cap;
@@ -148,6 +150,27 @@ static bool grow(void **arr, size_t *cap, size_t want, size_t elem)
         return false;
     *arr = na;
     *cap = nc;
+    return true;
+}
+
+/* True when every element `src` yields is, by construction, one `q` accepts
+ * as it is: a reader source (qf_record_to_element(): key and value, scalar
+ * strings, no names) and a positional queue of exactly those. Then the
+ * enqueue's per-element validation is pure overhead (see
+ * qf__queue_poll_enqueue_trusted()). Sources that run user code (produce,
+ * poll, map) or pass on another queue's elements are always validated. */
+static bool trusted_source(const qf_batch_source *src, qf_queue *q)
+{
+    if (src->kind != QF__SRC_READER && src->kind != QF__SRC_READER_OPTS)
+        return false;
+    if (qf_queue_num_components(q) != 2 || qf_queue_is_inline(q))
+        return false;
+    for (size_t i = 0; i < 2; i++) {
+        const qf_shape *sh = qf_queue_shape(q, i);
+        if (qf_queue_dtype(q, i) != QF_STRING || !sh || sh->rank != 0 ||
+            qf_queue_component_name(q, i))
+            return false;
+    }
     return true;
 }
 
@@ -299,7 +322,9 @@ static qf_code batch_op_poll(qf_task *task, void *arg)
         if (!next && o->row_i < o->nrows)
             next = o->rows[o->row_i];
         if (next) {
-            qf_code rc = qf_queue_poll_enqueue(bs->q, next, qf_task_waker(task));
+            qf_code rc = o->trusted && next == o->holding
+                             ? qf__queue_poll_enqueue_trusted(bs->q, next, qf_task_waker(task))
+                             : qf_queue_poll_enqueue(bs->q, next, qf_task_waker(task));
             if (rc != QF_OK)
                 return rc; /* QF_PENDING: parked, the example held */
             if (o->holding) {
@@ -688,6 +713,7 @@ static qf_code build(build_args *a, qf_batcher **ret)
             !(has_keep && bs->keep.kind == QF_KEEP_COMPONENT) && nq == bs->srcs[op->src]->comps.n;
         for (size_t j = 0; op->as_is && j < nq; j++)
             op->as_is = op->map[j] == j;
+        op->trusted = op->as_is && trusted_source(bs->srcs[op->src], q);
         if (rc == QF_OK)
             rc = qf__source_instance(bs->srcs[op->src], &op->inst);
         char tmp[sizeof(base) + 24]; /* base, "_", a size_t */

@@ -1,14 +1,27 @@
-/* qf_queue_runner-impl.h - internal: runner and runner-task structures. */
+/* qf_queue_runner-impl.h - internal: runner and runner-task structures.
+ *
+ * Memory matters here: a program may hold ten thousand runners, each with
+ * one parked task (the pool's point is to be much smaller than a thread per
+ * runner). So a runner is one allocation (the struct, its ops, its closed
+ * codes when not the default, and every name), a runner's first run is
+ * embedded, and a runner task's state lives in the task's own allocation
+ * (qf__task_spawn_ext). */
 #ifndef QF_QUEUE_RUNNER_IMPL_H
 #define QF_QUEUE_RUNNER_IMPL_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "qf_queue_runner.h"
 
+/* `name` aliases op.name (the first member of qf_enqueue_op), which points
+ * at the copy inside the runner's allocation: readers such as
+ * qf_queue_runner_to_def() use rec.name without a second pointer per op. */
 typedef struct qf__op_rec {
-    qf_enqueue_op op; /* op.name points at name */
-    char *name;
+    union {
+        qf_enqueue_op op;
+        const char *name;
+    };
 } qf__op_rec;
 
 /* Live tasks of one start on one runtime (TensorFlow: per session). */
@@ -21,32 +34,34 @@ typedef struct qf__runner_run {
 
 struct qf_queue_runner {
     qf_queue *queue;
-    qf__op_rec *ops;
     size_t n_ops;
     qf_runner_action_fn close_op, cancel_op;
     void *close_arg, *cancel_arg;
-    char *close_name, *cancel_name;
-    qf_code *closed;
-    size_t n_closed;
-    _Atomic uint32_t lock; /* guards runs and exc */
-    qf__runner_run *runs;
-    size_t n_runs, cap_runs;
+    const char *close_name, *cancel_name; /* inside this allocation */
+    const qf_code *closed;                /* a static default, or inside */
+    uint32_t n_closed;
+    _Atomic uint32_t lock; /* guards runs, more_runs and exc */
+    /* Nearly every runner runs on one runtime: its run is embedded (run0
+     * used when n_runs >= 1), and further ones go to more_runs. */
+    uint32_t n_runs, cap_more;
+    qf__runner_run run0;
+    qf__runner_run *more_runs; /* runs 1.. (index i - 1) */
     qf_status **exc;
-    size_t n_exc, cap_exc;
+    uint32_t n_exc, cap_exc;
     void (*cleanup)(void *arg); /* options.cleanup, run last by free */
     void *cleanup_arg;
+    qf__op_rec ops[]; /* n_ops; then custom closed codes; then names */
 };
 
-/* The state of one runner task (freed by its last poll). */
+/* The state of one runner task, stored inside its task's allocation. */
 typedef struct qf__rtask {
     qf_queue_runner *r;
     qf__op_rec *op;
-    const qf_runtime *rt;
     qf_coord *coord;
-    qf_element *holding; /* produced, waiting for room in the queue */
-    qf_element **rows;   /* a produced batch, enqueued row by row */
-    size_t nrows, row_i;
-    qf_waker stop_waker; /* wakes the task on a Coordinator stop */
+    qf_element *holding;   /* produced, waiting for room in the queue */
+    qf_element **rows;     /* a produced batch, enqueued row by row */
+    uint32_t nrows, row_i; /* split_batch refuses larger batches */
+    qf_waker stop_waker;   /* wakes the task on a Coordinator stop */
     bool stop_checked, stop_registered;
 } qf__rtask;
 

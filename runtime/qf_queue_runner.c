@@ -7,12 +7,16 @@
  * op (spec 130-131); a start while tasks are still counted does nothing
  * (spec 139).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qf_lock-impl.h"
 #include "qf_queue_runner-impl.h"
+#include "qf_runtime-impl.h"
+
+_Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned inside its task");
 
 /* Enqueues per poll before a runner task yields its worker to others. */
 #define BUDGET 64
@@ -29,11 +33,17 @@ static qf_code default_cancel(void *arg)
     return qf_queue_close(arg, true);
 }
 
-static char *fmt_name(const char *a, const char *b)
+/* The default closed codes, shared rather than copied into every runner. */
+static const qf_code default_closed[] = {QF_OUT_OF_RANGE};
+
+/* Appends a NUL-terminated copy of a + b at *p; returns the copy. */
+static const char *put_name(char **p, const char *a, const char *b)
 {
-    char *s = NULL;
-    if (asprintf(&s, "%s%s", a, b) < 0)
-        return NULL;
+    char *s = *p;
+    size_t la = strlen(a), lb = strlen(b);
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    *p = s + la + lb + 1;
     return s;
 }
 
@@ -61,49 +71,64 @@ qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_
                                     "queue_closed_exception_types must be canonical error codes "
                                     "(got %d)",
                                     o->closed_codes ? (int)o->closed_codes[i] : -1);
+    if (o && o->n_closed_codes > UINT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "too many queue_closed_exception_types");
 
-    qf_queue_runner *r = calloc(1, sizeof(*r));
+    /* One allocation: the struct, the ops, custom closed codes, then every
+     * name (a runner is per-queue state a program may hold thousands of). */
+    const char *qn = qf_queue_name(queue);
+    size_t n_closed = o && o->n_closed_codes ? o->n_closed_codes : 0;
+    size_t names = 0;
+    for (size_t i = 0; i < n_ops; i++)
+        names += (ops[i].name ? strlen(ops[i].name) : sizeof("enqueue_op_") + 20) + 1;
+    names += o && o->close_op_name ? strlen(o->close_op_name) + 1 : strlen(qn) + sizeof("_Close");
+    names +=
+        o && o->cancel_op_name ? strlen(o->cancel_op_name) + 1 : strlen(qn) + sizeof("_Close_1");
+    size_t head = sizeof(qf_queue_runner) + n_ops * sizeof(qf__op_rec);
+    if (n_ops > (SIZE_MAX / 4) / sizeof(qf__op_rec) || n_closed > (SIZE_MAX / 4) / sizeof(qf_code))
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+    qf_queue_runner *r = calloc(1, head + n_closed * sizeof(qf_code) + names);
     if (!r)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+    char *p = (char *)r + head + n_closed * sizeof(qf_code);
     r->queue = qf_queue_ref(queue);
     r->n_ops = n_ops;
-    r->ops = calloc(n_ops, sizeof(*r->ops));
-    const char *qn = qf_queue_name(queue);
     r->close_op = o && o->close_op ? o->close_op : default_close;
     r->close_arg = o && o->close_op ? o->close_arg : queue;
     r->cancel_op = o && o->cancel_op ? o->cancel_op : default_cancel;
     r->cancel_arg = o && o->cancel_op ? o->cancel_arg : queue;
-    r->close_name = o && o->close_op_name ? strdup(o->close_op_name) : fmt_name(qn, "_Close");
-    r->cancel_name = o && o->cancel_op_name ? strdup(o->cancel_op_name) : fmt_name(qn, "_Close_1");
-    r->n_closed = o && o->n_closed_codes ? o->n_closed_codes : 1;
-    r->closed = malloc(r->n_closed * sizeof(qf_code));
-    if (!r->ops || !r->close_name || !r->cancel_name || !r->closed) {
-        qf_queue_runner_free(r);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
+    r->close_name =
+        o && o->close_op_name ? put_name(&p, o->close_op_name, "") : put_name(&p, qn, "_Close");
+    r->cancel_name =
+        o && o->cancel_op_name ? put_name(&p, o->cancel_op_name, "") : put_name(&p, qn, "_Close_1");
+    if (n_closed) {
+        qf_code *closed = (qf_code *)((char *)r + head);
+        memcpy(closed, o->closed_codes, n_closed * sizeof(qf_code));
+        r->closed = closed;
+        r->n_closed = (uint32_t)n_closed;
+    } else {
+        r->closed = default_closed;
+        r->n_closed = 1;
     }
-    if (o && o->n_closed_codes)
-        memcpy(r->closed, o->closed_codes, r->n_closed * sizeof(qf_code));
-    else
-        r->closed[0] = QF_OUT_OF_RANGE;
     for (size_t i = 0; i < n_ops; i++) {
         r->ops[i].op = ops[i];
-        char idx[32];
+        char idx[48];
         snprintf(idx, sizeof(idx), "enqueue_op_%zu", i);
-        r->ops[i].name = strdup(ops[i].name ? ops[i].name : idx);
-        r->ops[i].op.name = r->ops[i].name;
+        r->ops[i].op.name = put_name(&p, ops[i].name ? ops[i].name : idx, "");
         if (ops[i].input)
             qf_queue_ref(ops[i].input);
-        if (!r->ops[i].name) {
-            qf_queue_runner_free(r);
-            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
-        }
     }
-    if (o) { /* set last: a failed creation must not run the cleanup */
+    if (o) {
         r->cleanup = o->cleanup;
         r->cleanup_arg = o->cleanup_arg;
     }
     *ret = r;
     return QF_OK;
+}
+
+static qf__runner_run *run_at(qf_queue_runner *r, size_t i)
+{
+    return i == 0 ? &r->run0 : &r->more_runs[i - 1];
 }
 
 qf_code qf_queue_runner_free(qf_queue_runner *r)
@@ -112,29 +137,24 @@ qf_code qf_queue_runner_free(qf_queue_runner *r)
         return QF_OK;
     qf__lock(&r->lock);
     for (size_t i = 0; i < r->n_runs; i++)
-        if (r->runs[i].running) {
+        if (run_at(r, i)->running) {
+            size_t running = run_at(r, i)->running;
             qf__unlock(&r->lock);
             return qf_set_error(QF_FAILED_PRECONDITION,
                                 "QueueRunner '%s' still has %zu running tasks",
-                                r->queue ? qf_queue_name(r->queue) : "", r->runs[i].running);
+                                qf_queue_name(r->queue), running);
         }
     qf__unlock(&r->lock);
-    for (size_t i = 0; r->ops && i < r->n_ops; i++) {
-        free(r->ops[i].name);
+    for (size_t i = 0; i < r->n_ops; i++)
         qf_queue_unref(r->ops[i].op.input);
-    }
     for (size_t i = 0; i < r->n_exc; i++)
         qf_status_free(r->exc[i]);
     free(r->exc);
-    free(r->runs);
-    free(r->ops);
-    free(r->closed);
-    free(r->close_name);
-    free(r->cancel_name);
+    free(r->more_runs);
     qf_queue_unref(r->queue);
     void (*cleanup)(void *) = r->cleanup;
     void *cleanup_arg = r->cleanup_arg;
-    free(r);
+    free(r); /* ops, closed codes and names are inside */
     if (cleanup)
         cleanup(cleanup_arg);
     return QF_OK;
@@ -167,19 +187,22 @@ size_t qf_queue_runner_closed_codes(const qf_queue_runner *r, qf_code *out, size
 static qf__runner_run *find_run(qf_queue_runner *r, const qf_runtime *rt, bool create)
 {
     for (size_t i = 0; i < r->n_runs; i++)
-        if (r->runs[i].rt == rt)
-            return &r->runs[i];
+        if (run_at(r, i)->rt == rt)
+            return run_at(r, i);
     if (!create)
         return NULL;
-    if (r->n_runs == r->cap_runs) {
-        size_t nc = r->cap_runs ? r->cap_runs * 2 : 4;
-        qf__runner_run *nr = realloc(r->runs, nc * sizeof(*nr));
+    if (r->n_runs >= 1 && r->n_runs - 1 == r->cap_more) {
+        /* Only a runner started on a second runtime pays for this array. */
+        if (r->cap_more > UINT32_MAX / 2)
+            return NULL;
+        uint32_t nc = r->cap_more ? r->cap_more * 2 : 2;
+        qf__runner_run *nr = realloc(r->more_runs, nc * sizeof(*nr));
         if (!nr)
             return NULL;
-        r->runs = nr;
-        r->cap_runs = nc;
+        r->more_runs = nr;
+        r->cap_more = nc;
     }
-    qf__runner_run *run = &r->runs[r->n_runs++];
+    qf__runner_run *run = run_at(r, r->n_runs++);
     memset(run, 0, sizeof(*run));
     run->rt = rt;
     return run;
@@ -217,7 +240,12 @@ static void record_exception(qf_queue_runner *r, qf_status *st)
 {
     qf__lock(&r->lock);
     if (r->n_exc == r->cap_exc) {
-        size_t nc = r->cap_exc ? r->cap_exc * 2 : 4;
+        uint32_t nc = r->cap_exc ? r->cap_exc * 2 : 4;
+        if (r->cap_exc > UINT32_MAX / 2) {
+            qf__unlock(&r->lock);
+            qf_status_free(st);
+            return;
+        }
         qf_status **ne = realloc(r->exc, nc * sizeof(*ne));
         if (!ne) {
             qf__unlock(&r->lock);
@@ -239,14 +267,14 @@ static void cancel_action(void *arg)
 
 /* A task leaves. The last one to leave through a closed code closes the
  * queue; the last one in any case withdraws the stop action. */
-static void retire(qf__rtask *s, bool closed)
+static void retire(qf__rtask *s, const qf_runtime *rt, bool closed)
 {
     qf_queue_runner *r = s->r;
     qf_coord_action *action = NULL;
     qf_coord *coord = NULL;
     bool last;
     qf__lock(&r->lock);
-    qf__runner_run *run = find_run(r, s->rt, false);
+    qf__runner_run *run = find_run(r, rt, false);
     last = run && --run->running == 0;
     if (last) {
         action = run->action;
@@ -275,22 +303,22 @@ static void drop_pending(qf__rtask *s)
 {
     qf_element_free(s->holding);
     s->holding = NULL;
-    for (size_t i = s->row_i; i < s->nrows; i++)
+    for (uint32_t i = s->row_i; i < s->nrows; i++)
         qf_element_free(s->rows[i]);
     free(s->rows);
     s->rows = NULL;
     s->nrows = s->row_i = 0;
 }
 
-/* The task's last poll: withdraw wakers, leave, free the state. */
+/* The task's last poll: withdraw wakers, drop what is pending, leave. The
+ * state itself is inside the task and goes with it. */
 static qf_code leave(qf__rtask *s, qf_task *t, qf_code rc, bool closed)
 {
     qf_waker_withdraw(qf_task_waker(t));
     if (s->stop_registered)
         qf_coord_cancel_waker(s->coord, &s->stop_waker);
     drop_pending(s);
-    retire(s, closed);
-    free(s);
+    retire(s, t->rt, closed);
     return rc;
 }
 
@@ -303,10 +331,11 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
         qf_coord_report(s->coord, rc); /* spec 133, 136 */
     } else {
         /* spec 132; an op may return a code without a message of its own */
-        qf_status *st = qf_last_code() == rc
-                            ? qf_last_status()
-                            : qf_status_new(rc, "Enqueue op '%s' of QueueRunner '%s' failed: %s",
-                                            s->op->name, qf_queue_name(r->queue), qf_code_name(rc));
+        qf_status *st =
+            qf_last_code() == rc
+                ? qf_last_status()
+                : qf_status_new(rc, "Enqueue op '%s' of QueueRunner '%s' failed: %s",
+                                s->op->op.name, qf_queue_name(r->queue), qf_code_name(rc));
         record_exception(r, st);
     }
     return leave(s, t, rc, false);
@@ -321,9 +350,16 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
         qf_element_free(batch);
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Enqueue op '%s' for queue '%s' must produce a batch (rank >= 1)",
-                            s->op->name, qf_queue_name(q));
+                            s->op->op.name, qf_queue_name(q));
     }
     int64_t n = qf_tensor_shape(t0)->dims[0];
+    if (n < 0 || (uint64_t)n > UINT32_MAX) { /* rows are counted in 32 bits */
+        qf_element_free(batch);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Enqueue op '%s' for queue '%s' produced a batch of %lld rows; at "
+                            "most %u are supported",
+                            s->op->op.name, qf_queue_name(q), (long long)n, (unsigned)UINT32_MAX);
+    }
     qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
     s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
     if (!parts || !s->rows) {
@@ -360,7 +396,7 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
             free(rp);
     }
     free(parts);
-    s->nrows = rc == QF_OK ? (size_t)n : 0;
+    s->nrows = rc == QF_OK ? (uint32_t)n : 0;
     s->row_i = 0;
     if (rc != QF_OK) {
         for (int64_t i = 0; i < n; i++)
@@ -520,37 +556,38 @@ qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coor
     size_t started = 0;
     qf_code rc = QF_OK;
     for (size_t i = 0; i < r->n_ops; i++) {
-        qf__rtask *s = calloc(1, sizeof(*s));
-        char *name = NULL;
-        if (!s || asprintf(&name, "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
-                           r->ops[i].name) < 0) {
-            free(s);
-            rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
-            break;
+        /* The name is copied once, into the task (or its member record);
+         * short names, the common case, need no temporary allocation. */
+        char buf[128], *heap = NULL;
+        const char *name = buf;
+        int len = snprintf(buf, sizeof(buf), "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
+                           r->ops[i].name);
+        if (len < 0 || (size_t)len >= sizeof(buf)) {
+            if (asprintf(&heap, "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
+                         r->ops[i].name) < 0) {
+                rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
+                break;
+            }
+            name = heap;
         }
-        s->r = r;
-        s->op = &r->ops[i];
-        s->rt = rt;
-        s->coord = coord;
+        qf__rtask init = {.r = r, .op = &r->ops[i], .coord = coord};
         qf_task_options to = {.name = name,
                               .coord = coord,
                               .suspended = !(flags & QF_RUNNER_START),
                               .daemon = (flags & QF_RUNNER_DAEMON) != 0};
         qf_task *t = NULL;
-        rc = qf_task_spawn(rt, runner_task, s, &to, tasks ? &t : NULL);
-        free(name);
-        if (rc != QF_OK) {
-            free(s);
+        rc = qf__task_spawn_ext(rt, runner_task, NULL, &init, sizeof(init), &to, tasks ? &t : NULL);
+        free(heap);
+        if (rc != QF_OK)
             break;
-        }
         if (tasks)
             tasks[started] = t;
         started++;
     }
     /* Tasks that could not be created are not counted as running. */
     for (size_t i = started; i < r->n_ops; i++) {
-        qf__rtask fake = {.r = r, .rt = rt};
-        retire(&fake, false);
+        qf__rtask fake = {.r = r};
+        retire(&fake, rt, false);
     }
     if (ret_tasks)
         *ret_tasks = tasks;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "qf_reader-impl.h"
+#include "qf_tensor-impl.h"
 
 /* ---------------------------------------------------------------- records */
 
@@ -49,15 +50,12 @@ qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
 {
     if (!rec || !ret_elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", rec ? "ret_elem" : "record");
-    qf_tensor *ts[2];
-    ts[0] = qf_tensor_new_string(rec->key ? rec->key : "", rec->key ? rec->key_len : 0);
-    ts[1] = qf_tensor_new_string(rec->value ? rec->value : "", rec->value ? rec->value_len : 0);
-    if (!ts[0] || !ts[1]) {
-        qf_tensor_unref(ts[0]);
-        qf_tensor_unref(ts[1]);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory making a record element");
-    }
-    qf_element *e = qf_element_of(2, ts); /* takes both references */
+    /* One allocation for the element and both tensors where they are
+     * small: records are made on a reader's thread and freed on the
+     * consumer's, where every allocation costs a cross-thread free. */
+    qf_element *e =
+        qf__element_of_two_strings(rec->key ? rec->key : "", rec->key ? rec->key_len : 0,
+                                   rec->value ? rec->value : "", rec->value ? rec->value_len : 0);
     if (!e)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory making a record element");
     *ret_elem = e;

@@ -35,10 +35,14 @@ struct qf_task {
     qf_runtime *rt;
     qf_task_fn fn;
     void *arg;
-    char *name;
+    /* Inside the task's allocation, or (with a Coordinator) inside its
+     * member record, which then also holds the task itself. */
+    const char *name;
     qf_waker waker;
     qf_code result;
     qf_status *status;
+    /* Set for the task's whole life: done at finish, and (when the task
+     * lives inside it) released by task_free. */
     qf_coord_member *member;
     /* timer: guarded by rt->timer_lock */
     qf_deadline timer_at;
@@ -91,6 +95,11 @@ struct qf_runtime {
 
 /* qf_task.c */
 void qf__task_run(qf__worker *w, qf_task *t);
+/* qf_task_spawn(), but with arg_init non-NULL the task's argument is a copy
+ * of the arg_size bytes there (an object aligned to at most 8), kept inside the task's own
+ * allocation (freed with the task): a runner task's state costs no allocation of its own. */
+qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void *arg_init,
+                           size_t arg_size, const qf_task_options *o, qf_task **ret_task);
 void qf__task_unref(qf_task *t);
 
 /* qf_scheduler.c */

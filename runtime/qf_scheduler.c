@@ -541,7 +541,9 @@ qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline)
         all[k++] = qf_task_ref(t);
     qf__unlock(&rt->live_lock);
     for (size_t i = 0; i < k; i++) {
-        atomic_store_explicit(&all[i]->cancelled, true, memory_order_release);
+        /* seq_cst RMW (a full barrier; TSan sees it, unlike a fence): pairs
+         * with qf__task_run()'s park and seq_cst re-check of the cancel. */
+        atomic_exchange_explicit(&all[i]->cancelled, true, memory_order_seq_cst);
         qf_task_wake(all[i]);
         qf__task_unref(all[i]);
     }

@@ -7,11 +7,19 @@
 #include "qf_runtime-impl.h"
 #include "qf_tsan-impl.h"
 
+/* Where an inline argument starts: aligned to 8 (the alignment a member
+ * record gives the task too), which runner-task state needs; 16 for any
+ * object would cost padding in every task. */
+#define TASK_ARG_OFF ((sizeof(qf_task) + 7) & ~(size_t)7)
+_Static_assert(_Alignof(qf_task) <= 8, "a task must fit a member's 8-aligned extra bytes");
+
 static void task_free(qf_task *t)
 {
     qf_status_free(t->status);
-    free(t->name);
-    free(t);
+    if (t->member)
+        qf__coord_member_release(t->member); /* the task lives inside it */
+    else
+        free(t);
 }
 
 qf_task *qf_task_ref(qf_task *t)
@@ -40,13 +48,40 @@ static void on_task_wake(qf_waker *w)
 qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_options *o,
                       qf_task **ret_task)
 {
+    return qf__task_spawn_ext(rt, fn, arg, NULL, 0, o, ret_task);
+}
+
+qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void *arg_init,
+                           size_t arg_size, const qf_task_options *o, qf_task **ret_task)
+{
     if (!rt || !fn)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", rt ? "task function" : "runtime");
-    qf_task *t = calloc(1, sizeof(*t));
     const char *name = o && o->name ? o->name : "task";
-    if (!t || !(t->name = strdup(name))) {
-        free(t);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning task '%s'", name);
+    size_t body = arg_init ? TASK_ARG_OFF + arg_size : sizeof(qf_task);
+    qf_task *t;
+    qf_coord_member *member = NULL;
+    /* One allocation per task and one copy of its name: with a Coordinator
+     * the member record holds the task (and the name both use); without,
+     * the name follows the task. */
+    if (o && o->coord) {
+        void *extra;
+        const char *mname;
+        qf_code rc = qf__coord_member_new_ext(o->coord, name, body, &member, &extra, &mname);
+        if (rc != QF_OK)
+            return rc;
+        t = extra;
+        t->name = mname;
+    } else {
+        size_t len = strlen(name) + 1;
+        t = calloc(1, body + len);
+        if (!t)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning task '%s'", name);
+        t->name = memcpy((char *)t + body, name, len);
+    }
+    t->member = member;
+    if (arg_init) {
+        arg = (char *)t + TASK_ARG_OFF;
+        memcpy(arg, arg_init, arg_size);
     }
     t->rt = rt;
     t->fn = fn;
@@ -58,13 +93,6 @@ qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_op
     t->daemon = o && o->daemon;
     atomic_init(&t->state, suspended ? T_PARKED : T_SCHEDULED);
     qf_waker_init(&t->waker, on_task_wake, t);
-    if (o && o->coord) {
-        qf_code rc = qf_coord_member_new(o->coord, t->name, &t->member);
-        if (rc != QF_OK) {
-            task_free(t);
-            return rc;
-        }
-    }
     qf__lock(&rt->live_lock);
     if (!atomic_load_explicit(&rt->accepting, memory_order_relaxed)) {
         qf__unlock(&rt->live_lock);
@@ -121,8 +149,7 @@ static void finish(qf_task *t, qf_code rc)
     /* Safety net: a finished task must not stay on a wait list. */
     qf_waker_withdraw(&t->waker);
     qf__timer_disarm(t);
-    qf_coord_member *member = t->member;
-    t->member = NULL;
+    qf_coord_member *member = t->member; /* stays set: task_free releases it */
 
     qf__lock(&rt->live_lock);
     if (t->live_prev)
@@ -132,6 +159,10 @@ static void finish(qf_task *t, qf_code rc)
     if (t->live_next)
         t->live_next->live_prev = t->live_prev;
     qf__unlock(&rt->live_lock);
+    /* Before DONE: whoever joins the task must no longer count it among
+     * the runtime's tasks (the runtime outlives this call: its workers
+     * are joined before it is freed). */
+    atomic_fetch_sub_explicit(&rt->live_n, 1, memory_order_acq_rel);
 
     atomic_store_explicit(&t->state, T_DONE, memory_order_release);
     atomic_store_explicit(&t->done, 1, memory_order_release);
@@ -140,7 +171,6 @@ static void finish(qf_task *t, qf_code rc)
      * see the task done. */
     if (member)
         qf_coord_member_done(member);
-    atomic_fetch_sub_explicit(&rt->live_n, 1, memory_order_acq_rel);
     qf_eventcount_notify(&rt->live_ec, true);
     qf__task_unref(t); /* the runtime's reference */
 }
@@ -149,14 +179,18 @@ void qf__task_run(qf__worker *w, qf_task *t)
 {
     QF_HB_ACQUIRE(t);
     atomic_store_explicit(&t->state, T_RUNNING, memory_order_relaxed);
+    /* Whether the poll could see the cancel: only then may the safety net
+     * below end the task. A cancel that lands during the poll (after the
+     * task function's own check) gets one more poll instead, so the task's
+     * code sees it and cleans up (a runner task must leave() its runner). */
+    bool cancel_seen = atomic_load_explicit(&t->cancelled, memory_order_acquire);
     qf__set_current_task(t);
     qf__set_in_task(true);
     qf_code rc = t->fn(t, t->arg);
     qf__set_in_task(false);
     qf__set_current_task(NULL);
 
-    if ((rc == QF_PENDING || rc == QF_YIELD) &&
-        atomic_load_explicit(&t->cancelled, memory_order_acquire)) {
+    if ((rc == QF_PENDING || rc == QF_YIELD) && cancel_seen) {
         /* Shutdown asked it to stop and it did not: end it here rather
          * than let it park forever. */
         qf_waker_withdraw(&t->waker);
@@ -166,10 +200,14 @@ void qf__task_run(qf__worker *w, qf_task *t)
     }
     if (rc == QF_PENDING) {
         uint32_t s = T_RUNNING;
-        if (atomic_compare_exchange_strong_explicit(&t->state, &s, T_PARKED, memory_order_acq_rel,
+        /* Cancelled during the poll: poll once more (see above). Seq_cst,
+         * pairing with qf_runtime_shutdown()'s fence: a cancel this misses
+         * comes with a wake that finds the task RUNNING (or PARKED). */
+        if (!atomic_load_explicit(&t->cancelled, memory_order_seq_cst) &&
+            atomic_compare_exchange_strong_explicit(&t->state, &s, T_PARKED, memory_order_acq_rel,
                                                     memory_order_acquire))
             return;
-        /* woken while it ran (NOTIFIED): poll again */
+        /* woken while it ran (NOTIFIED), or cancelled: poll again */
         atomic_store_explicit(&t->state, T_SCHEDULED, memory_order_relaxed);
         qf__push_local(w, t);
         return;

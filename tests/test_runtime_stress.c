@@ -219,3 +219,42 @@ Test(runtime_stress, ten_thousand_parked_runners_stop_and_join, .timeout = 300)
     cr_expect_eq(bad, 0, "tasks end with OK (stop seen) or CANCELLED (enqueue cancelled)");
     teardown(&f);
 }
+
+/* A cancel that lands while a task is being polled, after the task's own
+ * check, must reach the task's code: it is polled once more (a runner task
+ * then leave()s its runner), not ended by the runtime's safety net. */
+typedef struct {
+    atomic_int polls, cleanups, in_poll;
+} cancel_probe;
+
+static qf_code cancel_probe_fn(qf_task *t, void *arg)
+{
+    cancel_probe *p = arg;
+    if (qf_task_is_cancelled(t)) {
+        atomic_fetch_add(&p->cleanups, 1);
+        return QF_CANCELLED;
+    }
+    if (atomic_fetch_add(&p->polls, 1) == 0) {
+        atomic_store(&p->in_poll, 1);
+        while (!qf_task_is_cancelled(t)) /* the shutdown lands now */
+            ;
+    }
+    return QF_PENDING;
+}
+
+Test(runtime_stress, cancel_during_poll_reaches_the_task)
+{
+    qf_runtime *rt = NULL;
+    qf_runtime_options ro = {.workers = 2, .name = "cancel"};
+    cr_assert_eq(qf_runtime_new(&ro, &rt), QF_OK);
+    cancel_probe p = {0};
+    qf_task *t = NULL;
+    cr_assert_eq(qf_task_spawn(rt, cancel_probe_fn, &p, NULL, &t), QF_OK);
+    while (!atomic_load(&p.in_poll))
+        ;
+    cr_expect_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(10)), QF_OK);
+    cr_expect_eq(qf_task_join(t, qf_deadline_in_s(10), NULL), QF_CANCELLED);
+    cr_expect_eq(atomic_load(&p.cleanups), 1, "the task's own code saw the cancel");
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}

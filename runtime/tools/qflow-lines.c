@@ -573,12 +573,13 @@ static int build(app *a)
         if (qf_batcher_poller_new(a->batcher, &a->poller) != QF_OK)
             return fail_qf("batch poller");
     }
+    /* Before the monitor starts: it reads both (pthread_create orders it). */
+    a->t0_ns = a->stats_ns = qf_now_ns();
     if (pthread_create(&a->monitor, NULL, monitor_main, a) != 0) {
         fprintf(stderr, PROG ": cannot start the monitor thread\n");
         return 1;
     }
     a->monitor_started = true;
-    a->t0_ns = a->stats_ns = qf_now_ns();
     if (qf_start_queue_runners(a->rt, a->coord, a->scope, NULL, QF_RUNNER_START, &a->runner_tasks,
                                &a->n_runner_tasks) != QF_OK)
         return fail_qf("start_queue_runners");
