@@ -127,9 +127,11 @@ struct qf_coord_action {
     /* Under c->lock. */
     struct qf_coord_action *prev, *next;
     uint32_t ran;  /* key of the last epoch it was claimed for */
-    unsigned busy; /* runs in progress (pins the list node) */
+    uint16_t busy; /* runs in progress (pins the list node); at most one per
+                    * thread running stop work, so 16 bits are plenty */
     bool removed;
     bool orphan; /* removed from inside itself: freed when busy drops to 0 */
+    /* 40 bytes: one runner's action fits glibc's 48-byte chunk. */
 };
 
 struct qf_coord {

@@ -2,14 +2,13 @@
  * TensorFlow way, one OS thread per enqueue op (baseline_thread_per_runner.c),
  * for N = 100, 1000, 10000. See bench_runners.h for how a repetition runs.
  *
- * qflow: N runner objects, each with one produce op, started as N tasks on
- * a runtime with one worker per online CPU and a Coordinator; all feed one
- * inline pointer FIFOQueue of capacity 1024 that the child's main thread
- * drains with qf_queue_dequeue_ptr. A produce op hands the runner an
- * element (a scalar QF_PTR tensor), so every value costs qflow two small
- * allocations that the baseline's threads, enqueueing bare pointers, do
- * not pay. Stop: qf_coord_request_stop (the runners' cancel ops close the
- * queue, parked tasks wake and leave), timed until qf_coord_join returns.
+ * qflow: N runner objects, each with one pointer produce op
+ * (QF_OP_PRODUCE_PTR), started as N tasks on a runtime with one worker per
+ * online CPU and a Coordinator; all feed one inline pointer FIFOQueue of
+ * capacity 1024 that the child's main thread drains with
+ * qf_queue_dequeue_ptr. Like the baseline's threads, the runners move bare
+ * pointers: no allocation per value on either side. Stop: qf_coord_request_stop (the runners'
+ * cancel ops close the queue, parked tasks wake and leave), timed until qf_coord_join returns.
  *
  * Results: runners.tput.<N> (items/s in the window), runners.rss.<N> (peak
  * RSS growth, bytes) and runners.stop_join.<N> (ns), all three from the
@@ -126,17 +125,13 @@ typedef struct producer {
     atomic_uint *started;
 } producer;
 
-static qf_code produce(void *arg, qf_element **ret_elem)
+static qf_code produce(void *arg, void **ret_p)
 {
     producer *p = arg;
     if (p->seq == 0)
         atomic_fetch_add_explicit(p->started, 1, memory_order_relaxed);
-    qf_tensor *t = qf_tensor_new_scalar_ptr(rb_value(p->id, p->seq + 1), NULL);
-    qf_element *e = t ? qf_element_of(1, &t) : NULL;
-    if (!e)
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory producing an element");
+    *ret_p = rb_value(p->id, p->seq + 1);
     p->seq++;
-    *ret_elem = e;
     return QF_OK;
 }
 
@@ -174,7 +169,7 @@ static void run_qflow(const rb_cfg *cfg, rb_result *out)
         prod[i].id = i;
         prod[i].started = cfg->started;
         qf_enqueue_op op = {
-            .name = "produce", .kind = QF_OP_PRODUCE, .produce = produce, .arg = &prod[i]};
+            .name = "produce", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce, .arg = &prod[i]};
         check_qf(qf_queue_runner_new(q, &op, 1, NULL, &runners[i]), "qf_queue_runner_new");
         size_t started = 0;
         check_qf(qf_queue_runner_start(runners[i], rt, coord, QF_RUNNER_START, NULL, &started),
@@ -349,9 +344,9 @@ void bench_register_runners(void)
                                {.key = "capacity", .num = RB_CAPACITY},
                                {.key = "consumer", .str = "1 thread, 1 element per call"},
                                {.key = "measures", .str = metric_what[m]}},
-                    .note = i == 0 ? "N QueueRunners (1 produce op each) as tasks on a pool "
-                                     "of one worker per CPU; values travel as scalar QF_PTR "
-                                     "elements (2 allocations each)"
+                    .note = i == 0 ? "N QueueRunners (1 pointer produce op each) as tasks on "
+                                     "a pool of one worker per CPU; bare pointers, no "
+                                     "allocation"
                                    : "1 pthread (64 KiB stack) per runner, mutex+condvar "
                                      "queue; bare pointers, no allocation",
                     .run = run_runners,

@@ -311,6 +311,11 @@ const char *qf_queue_component_name(const qf_queue *q, size_t i)
 {
     return q->names && i < q->ncomp ? q->names[i] : NULL;
 }
+qf_ptr_dtor qf_queue_ptr_dtor(const qf_queue *q)
+{
+    return q ? q->ptr_dtor : NULL;
+}
+
 bool qf_queue_is_inline(const qf_queue *q)
 {
     return q->inline_mode;

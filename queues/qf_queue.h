@@ -261,6 +261,9 @@ QF_API const char *qf_queue_component_name(const qf_queue *q, size_t i);
  *  (on 64-bit little-endian targets). The _ptr calls apply to QF_PTR
  *  inline queues. Either way the element API behaves the same. */
 QF_API bool qf_queue_is_inline(const qf_queue *q);
+/** The destructor the queue runs on QF_PTR objects it still holds when
+ *  freed (qf_queue_options.ptr_dtor), or NULL. */
+QF_API qf_ptr_dtor qf_queue_ptr_dtor(const qf_queue *q);
 
 /**
  * qf_queue_size() - the number of elements a dequeue could take now

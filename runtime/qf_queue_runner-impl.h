@@ -59,10 +59,11 @@ typedef struct qf__rtask {
     qf__op_rec *op;
     qf_coord *coord;
     qf_element *holding;   /* produced, waiting for room in the queue */
+    void *held_ptr;        /* QF_OP_PRODUCE_PTR: valid when has_ptr */
     qf_element **rows;     /* a produced batch, enqueued row by row */
     uint32_t nrows, row_i; /* split_batch refuses larger batches */
     qf_waker stop_waker;   /* wakes the task on a Coordinator stop */
-    bool stop_checked, stop_registered;
+    bool stop_checked, stop_registered, has_ptr;
 } qf__rtask;
 
 #endif

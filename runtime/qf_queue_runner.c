@@ -54,7 +54,14 @@ qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_
         return qf_set_error(QF_INVALID_ARGUMENT, "Must provide queue and enqueue_ops.");
     for (size_t i = 0; i < n_ops; i++) {
         const qf_enqueue_op *op = &ops[i];
+        if (op->kind == QF_OP_PRODUCE_PTR &&
+            !(qf_queue_is_inline(queue) && qf_queue_dtype(queue, 0) == QF_PTR))
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Enqueue op %zu ('%s') produces pointers, but queue '%s' is not a "
+                                "queue of one scalar QF_PTR component",
+                                i, op->name ? op->name : "", qf_queue_name(queue));
         bool ok = (op->kind == QF_OP_PRODUCE && op->produce) ||
+                  (op->kind == QF_OP_PRODUCE_PTR && op->produce_ptr) ||
                   (op->kind == QF_OP_TRANSFORM && op->input) ||
                   (op->kind == QF_OP_POLL && op->poll);
         if (!ok)
@@ -303,6 +310,12 @@ static void drop_pending(qf__rtask *s)
 {
     qf_element_free(s->holding);
     s->holding = NULL;
+    if (s->has_ptr) {
+        qf_ptr_dtor dtor = qf_queue_ptr_dtor(s->r->queue);
+        if (dtor)
+            dtor(s->held_ptr);
+        s->has_ptr = false;
+    }
     for (uint32_t i = s->row_i; i < s->nrows; i++)
         qf_element_free(s->rows[i]);
     free(s->rows);
@@ -409,7 +422,7 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
 
 static bool have_pending(const qf__rtask *s)
 {
-    return s->holding || s->row_i < s->nrows;
+    return s->holding || s->has_ptr || s->row_i < s->nrows;
 }
 
 /* Run one step of the op. QF_OK: something is pending to enqueue (or, for
@@ -444,6 +457,10 @@ static qf_code run_op(qf__rtask *s, qf_task *t)
         return op->transform(op->arg, e, &s->holding);
     case QF_OP_POLL:
         return op->poll(t, op->arg);
+    case QF_OP_PRODUCE_PTR:
+        rc = op->produce_ptr(op->arg, &s->held_ptr);
+        s->has_ptr = rc == QF_OK;
+        return rc;
     }
     return qf_set_error(QF_INTERNAL, "unknown enqueue op kind");
 }
@@ -489,6 +506,15 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
                 return fail(s, t, rc);
             if (s->op->op.kind == QF_OP_POLL || !have_pending(s))
                 continue;
+        }
+        if (s->has_ptr) {
+            qf_code prc = qf_queue_poll_enqueue_ptr(s->r->queue, s->held_ptr, qf_task_waker(t));
+            if (prc == QF_PENDING)
+                return QF_PENDING;
+            if (prc != QF_OK)
+                return fail(s, t, prc); /* the pointer stays held and is released */
+            s->has_ptr = false;
+            continue;
         }
         qf_element *e = s->holding ? s->holding : s->rows[s->row_i];
         qf_code rc = qf_queue_poll_enqueue(s->r->queue, e, qf_task_waker(t));

@@ -44,6 +44,13 @@ QF_BEGIN_DECLS
  * retires the op cleanly, any other is an error. */
 typedef qf_code (*qf_produce_fn)(void *arg, qf_element **ret_elem);
 
+/* Produce one pointer for a queue of one scalar QF_PTR component (inline:
+ * qf_queue_is_inline()). Like qf_produce_fn, minus the element: the runner
+ * enqueues *ret_p with qf_queue_poll_enqueue_ptr(), so a runner moves
+ * values with no allocation at all. A pointer still held when the task
+ * ends (cancelled, stopped) is released with the queue's ptr_dtor. */
+typedef qf_code (*qf_produce_ptr_fn)(void *arg, void **ret_p);
+
 /* Transform an element dequeued from the op's input queue. Takes `in`;
  * returns QF_OK with *ret_out (NULL drops the element) or an error. */
 typedef qf_code (*qf_transform_fn)(void *arg, qf_element *in, qf_element **ret_out);
@@ -54,9 +61,10 @@ typedef qf_code (*qf_transform_fn)(void *arg, qf_element *in, qf_element **ret_o
 typedef qf_code (*qf_poll_op_fn)(qf_task *task, void *arg);
 
 typedef enum qf_enqueue_op_kind {
-    QF_OP_PRODUCE = 0,   /* produce(), the runner enqueues (holding while full) */
-    QF_OP_TRANSFORM = 1, /* dequeue from `input`, transform() (NULL: as is), enqueue */
-    QF_OP_POLL = 2,      /* poll() does everything itself */
+    QF_OP_PRODUCE = 0,     /* produce(), the runner enqueues (holding while full) */
+    QF_OP_TRANSFORM = 1,   /* dequeue from `input`, transform() (NULL: as is), enqueue */
+    QF_OP_POLL = 2,        /* poll() does everything itself */
+    QF_OP_PRODUCE_PTR = 3, /* produce_ptr(), pointer queues: no allocation */
 } qf_enqueue_op_kind;
 
 typedef struct qf_enqueue_op {
@@ -68,6 +76,7 @@ typedef struct qf_enqueue_op {
     qf_queue *input; /* QF_OP_TRANSFORM: referenced by the runner */
     qf_poll_op_fn poll;
     void *arg;
+    qf_produce_ptr_fn produce_ptr; /* QF_OP_PRODUCE_PTR */
 } qf_enqueue_op;
 
 /* Close and cancel ops: any function; errors are ignored (spec 130). */

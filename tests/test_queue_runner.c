@@ -1945,3 +1945,88 @@ Test(queue_runner, looper_needs_coordinator_and_function)
     qf_runtime_free(rt);
     qf_coord_free(c);
 }
+
+/* ------------------------------------------------- pointer produce ops */
+
+typedef struct {
+    atomic_long next, limit;
+} ptr_counter;
+
+static qf_code produce_ptr(void *arg, void **ret_p)
+{
+    ptr_counter *c = arg;
+    long v = atomic_fetch_add(&c->next, 1);
+    if (c->limit >= 0 && v >= c->limit)
+        return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %ld", (long)c->limit);
+    *ret_p = (void *)(uintptr_t)(v + 1);
+    return QF_OK;
+}
+
+static atomic_long dtor_calls;
+static void count_dtor(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&dtor_calls, 1);
+}
+
+/* A QF_OP_PRODUCE_PTR op moves bare pointers into a pointer queue, in
+ * order, and its end of input closes the queue as a produce op's does. */
+Test(queue_runner, produce_ptr_op_moves_pointers_and_closes_at_end)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_ptr_queue_new(4, "pq", 0, NULL, &q), QF_OK);
+    ptr_counter c = {.limit = 1000};
+    qf_enqueue_op op = {
+        .name = "ptrs", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_ptr, .arg = &c};
+    qf_queue_runner *r = mkrunner(q, &op, 1, NULL);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, &ts, &n), QF_OK);
+    for (uintptr_t want = 1; want <= 1000; want++) {
+        void *p = NULL;
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+        cr_assert_eq((uintptr_t)p, want);
+    }
+    void *p = NULL;
+    cr_expect_eq(qf_queue_dequeue_ptr(q, &p), QF_OUT_OF_RANGE, "the runner closed the queue");
+    cr_expect_eq(join_task(ts[0]), QF_OK);
+    qf_tasks_free(ts, n);
+    cr_expect_eq(qf_queue_runner_free(r), QF_OK);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+/* A pointer op needs a pointer queue; a pointer still held when the task
+ * is cancelled goes to the queue's destructor. */
+Test(queue_runner, produce_ptr_op_checks_its_queue_and_releases_what_it_holds)
+{
+    qf_queue *iq = mkq("ints", 4, QF_INT32);
+    qf_enqueue_op op = {.name = "ptrs", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_ptr};
+    qf_queue_runner *r = NULL;
+    cr_expect_eq(qf_queue_runner_new(iq, &op, 1, NULL, &r), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "not a queue of one scalar QF_PTR") != NULL, "%s",
+              qf_last_message());
+    qf_queue_unref(iq);
+
+    atomic_store(&dtor_calls, 0);
+    qf_runtime *rt = mkrt(2);
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_ptr_queue_new(1, "pq", 0, count_dtor, &q), QF_OK);
+    ptr_counter c = {.limit = -1};
+    op.arg = &c;
+    r = mkrunner(q, &op, 1, NULL);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, &ts, &n), QF_OK);
+    while (atomic_load(&c.next) < 2) /* one in the queue, one held */
+        sched_yield();
+    cr_expect_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(10)), QF_OK);
+    cr_expect_eq(join_task(ts[0]), QF_CANCELLED);
+    cr_expect_eq(atomic_load(&dtor_calls), 1, "the held pointer was released");
+    qf_tasks_free(ts, n);
+    cr_expect_eq(qf_queue_runner_free(r), QF_OK);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+    cr_expect_eq(atomic_load(&dtor_calls), 2, "and the queued one with the queue");
+}
