@@ -11,7 +11,8 @@
  *
  * Synchronization table
  *   every field below `lock`      written and read only with `lock` held,
- *                                 except size_pub (atomic, read anywhere)
+ *                                 except size_pub (atomic, read anywhere),
+ *                                 spin_dyn and spin_probe (relaxed hints)
  *                                 and the read-only configuration.
  *   storage callbacks             always called with `lock` held, except
  *                                 key() (called before the lock is taken)
@@ -66,9 +67,17 @@ typedef struct qf__locked_storage {
  * struct with 64-byte alignment. */
 struct qf__locked {
     _Alignas(64) _Atomic uint32_t lock;
-    /* --- guarded by lock --- */
-    bool closed;    /* a close of either kind happened */
-    bool cancelled; /* close(cancel_pending_enqueues = true) happened */
+    /* --- read-only after qf__locked_init() --- */
+    _Alignas(64) const qf__locked_storage *st;
+    qf_queue *q;
+    size_t cap;        /* the queue's capacity */
+    size_t floor_open; /* while open, takes leave this many behind */
+    int64_t spin_ns;   /* spin before sleeping at most (0 on a single CPU) */
+    /* --- guarded by lock. A line apart from the lock word, so that a
+     * waiter reading the lock word does not take away the line the holder
+     * is writing --- */
+    _Alignas(64) bool closed; /* a close of either kind happened */
+    bool cancelled;           /* close(cancel_pending_enqueues = true) happened */
     /* Sticky "someone may be registered" hints: set when a waiter
      * registers, cleared when the list is found empty. While clear, a
      * put/take does not even look at the wait list. */
@@ -78,14 +87,13 @@ struct qf__locked {
     void *buf;        /* alloc * entry_size bytes, kind-specific layout */
     size_t pending;   /* blocked enqueues that may complete after a plain close */
     size_t many_need; /* smallest n among many_waiters (SIZE_MAX: none) */
-    /* --- atomic snapshot of n, for size() and spinning --- */
-    _Atomic int64_t size_pub;
-    /* --- read-only after qf__locked_init() --- */
-    const qf__locked_storage *st;
-    qf_queue *q;
-    size_t cap;        /* the queue's capacity */
-    size_t floor_open; /* while open, takes leave this many behind */
-    int64_t spin_ns;   /* spin before sleeping (0 on a single CPU) */
+    /* --- atomic snapshot of n, for size() and spinning. A line of its
+     * own: spinning waiters poll it, and must not pull the lines above
+     * away from the holder --- */
+    _Alignas(64) _Atomic int64_t size_pub;
+    /* --- spin budget now, adapted to how often spinning pays --- */
+    _Alignas(64) _Atomic int32_t spin_dyn;
+    _Atomic uint32_t spin_probe;
     /* Whole-batch takes of more than one element wait here, apart from
      * single takes, so that a put wakes them only once enough are present. */
     _Alignas(64) qf_waitlist many_waiters;
