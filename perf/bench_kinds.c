@@ -124,12 +124,12 @@ static const bq_impl *const impls[N_KINDS][2] = {
 };
 
 /* Elements per repetition (quick, full). The slowest quick repetitions
- * (mutex_cond at 4P4C, and both padding queues) take 0.1 to 0.2 s on 2
- * cores, which keeps the group near 5 s with --quick. */
+ * (mutex_cond shuffle at 4P4C, priority, padding) take 0.1 to 0.2 s on 2
+ * quiet cores, which keeps the group near 5 s with --quick. */
 static const uint64_t items[N_KINDS][2] = {
-    [SHUFFLE] = {200 * K, 1000 * K},
-    [PRIORITY] = {100 * K, 500 * K},
-    [PADDING] = {150 * K, 750 * K},
+    [SHUFFLE] = {150 * K, 750 * K},
+    [PRIORITY] = {80 * K, 400 * K},
+    [PADDING] = {120 * K, 600 * K},
 };
 
 static tput_cfg cfgs[N_BENCHES][2];

@@ -141,12 +141,18 @@ static qf_task *pop_inject(qf__worker *w)
     bool pushed = false;
     for (e = ck_pr_load_ptr(&rev->next); e;) {
         qf_task *t = task_of_entry(e);
+        /* Read the link before the push: once in the ring the task can be
+         * stolen, run, parked and woken onto the injection stack again,
+         * which rewrites its link to the stack's head; following that
+         * would copy tasks still on the stack into this ring (each then
+         * runs twice, the second time possibly after it finished). */
+        ck_stack_entry_t *next = ck_pr_load_ptr(&e->next);
         QF_HB_ACQUIRE(t);
         QF_HB_RELEASE(t);
         if (!qf__ring_push_sp(&w->ring, t))
             break;
         pushed = true;
-        e = ck_pr_load_ptr(&e->next);
+        e = next;
     }
     if (e) {
         /* The ring is full: return the rest to the injection stack in one
