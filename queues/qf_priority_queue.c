@@ -8,8 +8,9 @@
  * priority with TensorFlow's text (spec 102); names, when given, become
  * ["priority"] + names (a caller's component may therefore not be named
  * "priority"). A queue of priorities only (num_components == 0) is allowed,
- * as in TensorFlow, and has shapes [[]]; it is in inline mode (qf_queue.c:
- * the slot is the int64 value itself, nothing is allocated per element).
+ * as in TensorFlow, and has shapes [[]]. It is not inline: qf_queue.c
+ * stores only pointers and numbers of at most 4 bytes in slots, so the
+ * inline heap storage below is kept for that rule changing, unused today.
  *
  * Without shapes: the queue has none (so dequeue_many and dequeue_up_to are
  * refused, spec 105), and this file checks that each priority is a scalar
