@@ -62,13 +62,23 @@ void qf_element_free(qf_element *e)
 {
     if (!e)
         return;
-    for (size_t i = 0; i < e->n; i++)
-        qf_tensor_unref(e->comps[i]);
     free(e->names);
-    if (e->home)
-        qf__home_release(e->home);
-    else
+    if (!e->home) {
+        for (size_t i = 0; i < e->n; i++)
+            qf_tensor_unref(e->comps[i]);
         free(e);
+        return;
+    }
+    /* A reader's element: it and the tensors that are still only its own
+     * go with one release of their block (one atomic instead of three). */
+    uint32_t k = 1;
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->comps[i] && qf__tensor_dies_with_home(e->comps[i], e->home))
+            k++;
+        else
+            qf_tensor_unref(e->comps[i]);
+    }
+    qf__home_release_n(e->home, k);
 }
 
 static size_t round_up(size_t n)

@@ -38,7 +38,8 @@
 /* Waits for an in-flight publication before sleeping on it instead. */
 #define INFLIGHT_SPINS 64
 
-static char tombstone_object;
+/* Aligned: an odd address would read as a row slot (qf_run-impl.h). */
+static _Alignas(8) char tombstone_object;
 #define TOMBSTONE ((void *)&tombstone_object)
 
 /* ---------------------------------------------------------------- errors */

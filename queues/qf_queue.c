@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "qf_queue-impl.h"
+#include "qf_run-impl.h"
 #include "qf_status.h"
+#include "qf_tensor-impl.h"
 
 /* Largest ring we allocate up front; bigger capacities (and unbounded
  * queues) spill into the overflow list beyond it. */
@@ -254,7 +256,7 @@ qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags, qf_
 static void release_slot(qf_queue *q, void *slot)
 {
     if (!q->inline_mode)
-        qf_element_free(slot);
+        qf__slot_free(slot);
     else if (q->dtypes[0] == QF_PTR && q->ptr_dtor && slot)
         q->ptr_dtor(slot);
 }
@@ -481,14 +483,19 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
  * qf_record_to_element()) and the op only takes this path after matching
  * that against the queue when it was built, so qf__validate_element() and
  * check_ptr_movable() cannot fail there and cost a third of the enqueue.
- * Such a queue is never inline (strings are not). */
-qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, qf_element *elem, qf_waker *wk)
+ * Such a queue is never inline (strings are not). Several slots (elements
+ * or rows of runs, qf_run-impl.h) go in with one engine call; *ret_done
+ * says how many went in, also when the call parks (QF_PENDING) or fails. */
+qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
+                                       size_t *ret_done)
 {
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
-    qf_code rc = q->ops->put(q, (void *const *)&elem, 1, &w, NULL);
+    size_t done = 0;
+    qf_code rc = q->ops->put(q, slots, n, &w, &done);
     if (rc != QF_PENDING)
         poll_ended(wk, was_registered);
+    *ret_done = done;
     return rc;
 }
 
@@ -674,11 +681,7 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     qf_code rc = q->ops->take(q, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
-    if (!q->inline_mode) {
-        *ret_elem = slot;
-        return QF_OK;
-    }
-    qf_element *e = inline_element(q, slot);
+    qf_element *e = q->inline_mode ? inline_element(q, slot) : qf__slot_element(slot);
     if (!e) {
         /* Give the value back (to the front) rather than lose it. */
         give_back(q, &slot, 1);
@@ -718,6 +721,24 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
     return rc;
 }
 
+/* The common case of build_batch(): every component of every element is a
+ * scalar (a reader's key and value, a label): fill the batch tensors
+ * straight from the elements. False (b untouched) when some component is
+ * not, and the general path runs. */
+static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b)
+{
+    for (size_t c = 0; c < q->ncomp; c++) {
+        qf_tensor *t = NULL;
+        if (qf__stack_scalars(slots, n, c, q->dtypes[c], &t) != QF_OK) {
+            for (size_t j = 0; j < c; j++)
+                qf_element_set(b, j, NULL);
+            return false;
+        }
+        qf_element_set(b, c, t);
+    }
+    return true;
+}
+
 /* Stack n taken slots into one batch element. Consumes the slots. */
 static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch)
 {
@@ -742,7 +763,19 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
             return QF_RESOURCE_EXHAUSTED;
         }
         qf_element_set(b, 0, t);
+    } else if (!q->padded && stack_scalars(q, slots, n, b)) {
+        qf__slots_free(slots, n);
     } else {
+        /* Rows of runs become elements first (they never get here on the
+         * paths runtime/ uses: a padded queue of reader records does). */
+        for (size_t i = 0; i < n; i++) {
+            qf_element *e = qf__slot_element(slots[i]);
+            if (!e) {
+                qf_element_free(b);
+                return QF_RESOURCE_EXHAUSTED;
+            }
+            slots[i] = e;
+        }
         qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
         if (!parts) {
             qf_element_free(b);

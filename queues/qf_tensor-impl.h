@@ -21,8 +21,17 @@ typedef struct qf__home {
     _Atomic uint32_t live; /* objects in the block not yet destroyed */
 } qf__home;
 
-/* One object of the block is gone; the last frees the block. Any thread. */
+/* One object (k objects) of the block is gone; the last frees the block.
+ * Any thread. */
 void qf__home_release(qf__home *h);
+void qf__home_release_n(qf__home *h, uint32_t k);
+
+/* True when destroying t is nothing but releasing its object of block h:
+ * t lives in h, the caller holds its only reference, and it owns nothing
+ * outside h (no strings of their own, no pointers with a destructor). The
+ * caller may then count t into one qf__home_release_n() instead of
+ * qf_tensor_unref(t). */
+bool qf__tensor_dies_with_home(qf_tensor *t, const qf__home *h);
 
 /* Bytes a scalar string tensor of `len` bytes takes inside a block, a
  * multiple of alignof(max_align_t). */
@@ -35,5 +44,14 @@ qf_tensor *qf__string_scalar_place(void *mem, const char *s, size_t len, qf__hom
 /* A two-component element of scalar strings (a reader's key and value) in
  * one home block. NULL with RESOURCE_EXHAUSTED recorded on failure. */
 qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *s1, size_t len1);
+
+/* The batch of component c of slots[0..n) (elements, or rows of runs, see
+ * qf_run-impl.h) when every one of them is a scalar of dtype dt (not
+ * QF_PTR): values are copied (strings into the batch's one arena), the
+ * slots are left as they are. QF_UNIMPLEMENTED, with no error recorded,
+ * when some slot does not qualify: the caller then takes the general path
+ * (qf_tensor_stack()), which reports or handles it. */
+qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
+                          qf_tensor **ret_batch);
 
 #endif

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_run-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
@@ -375,7 +376,12 @@ static void tensor_destroy(qf_tensor *t)
 
 void qf__home_release(qf__home *h)
 {
-    if (atomic_fetch_sub_explicit(&h->live, 1, memory_order_release) != 1)
+    qf__home_release_n(h, 1);
+}
+
+void qf__home_release_n(qf__home *h, uint32_t k)
+{
+    if (atomic_fetch_sub_explicit(&h->live, k, memory_order_release) != k)
         return;
 #ifdef QF_TSAN
     /* As in qf_tensor_unref(): TSan understands the load, not the fence. */
@@ -964,6 +970,91 @@ done:
     else
         *ret_batch = out;
     return rc;
+}
+
+/* The string of a slot's component c: one part, or a row's key in two. */
+static void slot_string(void *slot, size_t c, const char **s0, size_t *len0, const char **s1,
+                        size_t *len1)
+{
+    if (qf__slot_is_row(slot)) {
+        qf__row_string(slot, c, s0, len0, s1, len1);
+        return;
+    }
+    const qf_string *ss = (const qf_string *)qf_element_get(slot, c)->buf;
+    *s0 = ss->data;
+    *len0 = ss->len;
+    *s1 = NULL;
+    *len1 = 0;
+}
+
+/* Does component c of an element slot qualify for qf__stack_scalars()? */
+static bool scalar_of(void *slot, size_t c, qf_dtype dt)
+{
+    const qf_tensor *t = qf_element_get(slot, c);
+    return t && t->dtype == dt && t->shape.rank == 0;
+}
+
+qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
+                          qf_tensor **ret_batch)
+{
+    if (dt == QF_PTR || n == 0 || n > INT64_MAX)
+        return QF_UNIMPLEMENTED;
+    size_t arena = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool row = qf__slot_is_row(slots[i]);
+        if (row ? (dt != QF_STRING || c > 1) : !scalar_of(slots[i], c, dt))
+            return QF_UNIMPLEMENTED; /* the general path reports or handles it */
+        if (dt == QF_STRING) {
+            const char *s0, *s1;
+            size_t len0, len1;
+            slot_string(slots[i], c, &s0, &len0, &s1, &len1);
+            size_t len = len0 + len1;
+            if (len > 0 && __builtin_add_overflow(arena, len + 1, &arena))
+                return QF_UNIMPLEMENTED;
+        }
+    }
+    qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
+    qf_tensor *out = tensor_alloc(dt, &sh, NULL, arena);
+    if (!out)
+        return qf_last_code();
+    if (dt == QF_STRING) {
+        qf_string *ds = (qf_string *)out->buf;
+        char *d = (char *)out->buf + out->nbytes;
+        for (size_t i = 0; i < n; i++) {
+            const char *s0, *s1;
+            size_t len0, len1;
+            slot_string(slots[i], c, &s0, &len0, &s1, &len1);
+            if (len0 + len1 == 0)
+                continue; /* empty: {0, NULL}, as tensor_alloc() left it */
+            /* Sized above: every string fits in the arena. */
+            memcpy(d, s0, len0);
+            if (len1)
+                memcpy(d + len0, s1, len1);
+            ds[i] = (qf_string){len0 + len1, d};
+            d += len0 + len1;
+            *d++ = '\0';
+        }
+        out->arena_used = (size_t)(d - ((char *)out->buf + out->nbytes));
+    } else {
+        size_t es = qf_dtype_size(dt);
+        for (size_t i = 0; i < n; i++)
+            memcpy(out->buf + i * es, qf_element_get(slots[i], c)->buf, es);
+    }
+    *ret_batch = out;
+    return QF_OK;
+}
+
+bool qf__tensor_dies_with_home(qf_tensor *t, const qf__home *h)
+{
+    if (t->home != h || !is_sole_owner(t))
+        return false;
+    if (t->dtype == QF_STRING) {
+        const qf_string *ss = (const qf_string *)t->buf;
+        for (int64_t i = 0; i < t->n; i++)
+            if (ss[i].len > 0 && !in_arena(t, ss[i].data))
+                return false;
+    }
+    return t->dtype != QF_PTR || !t->dtor;
 }
 
 qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,

@@ -51,9 +51,21 @@ void qf__source_instance_free(qf__src_inst *in);
  * QF_PENDING with the task's waker registered, or a code that ends the op. */
 qf_code qf__source_pull(qf__src_inst *in, qf_task *task, qf_element **ret_elem);
 
+/* Reader sources can yield a run of examples per pull. */
+bool qf__source_pulls_runs(const qf_batch_source *src);
+/* One pull of up to max examples (a reader source): QF_OK with queue slots
+ * slots[0..*ret_n) (*ret_n may be 0; elements or rows of a run, see
+ * queues/qf_run-impl.h; free with qf__slots_free()), QF_PENDING, or a code
+ * that ends the op. */
+qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max,
+                            size_t *ret_n);
+
 /* In queues/qf_queue.c: qf_queue_poll_enqueue() minus the per-element
- * validation. Only for elements known to match the queue's components
- * (dtypes, shapes, no names, no QF_PTR) and a queue that is not inline. */
-qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, qf_element *elem, qf_waker *wk);
+ * validation, for n slots at once (elements or rows of runs, each one
+ * example; *ret_done of them went in, whatever the code). Only for slots
+ * known to match the queue's components (dtypes, shapes, no names, no
+ * QF_PTR) and a queue that is not inline. */
+qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
+                                       size_t *ret_done);
 
 #endif

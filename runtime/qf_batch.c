@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "qf_batch-impl.h"
+#include "qf_run-impl.h"
 
 static qf_code oom(void)
 {
@@ -48,6 +49,10 @@ typedef struct bop {
     bool as_is;        /* source order == queue order, no keep component */
     bool trusted;      /* as_is, and the source's elements match the queue by
                         * construction: enqueue without re-validating */
+    bool runs;         /* trusted, no keep and not enqueue_many: pull a run
+                        * of examples and enqueue them with one call */
+    void **run;        /* the run's slots not enqueued yet: run[run_i..run_n) */
+    size_t run_n, run_i;
     qf_element *holding;
     qf_element **rows;
     size_t nrows, row_i, rows_cap;
@@ -82,6 +87,9 @@ static void bstate_free(void *arg)
         for (size_t r = o->row_i; r < o->nrows; r++)
             qf_element_free(o->rows[r]);
         free(o->rows);
+        if (o->run)
+            qf__slots_free(o->run + o->run_i, o->run_n - o->run_i);
+        free(o->run);
         free(o->parts);
         free(o->keep);
     }
@@ -313,17 +321,51 @@ out:
     return rc;
 }
 
+/* Runs of up to this many examples per pull (see bop.runs). */
+#define RUN_ROWS 64
+
+/* The run path: a reader's records, as the rows of one run
+ * (queues/qf_run-impl.h), all offered to the queue at once; the run's rest
+ * waits in o->run when the queue is full. */
+static qf_code batch_op_poll_runs(qf_task *task, bop *o)
+{
+    bstate *bs = o->bs;
+    if (o->run_i == o->run_n) {
+        if (!o->run && !(o->run = malloc(RUN_ROWS * sizeof(*o->run))))
+            return oom();
+        size_t n = 0;
+        qf_code rc = qf__source_pull_run(o->inst, task, o->run, RUN_ROWS, &n);
+        if (rc != QF_OK)
+            return rc; /* QF_PENDING, the end (OUT_OF_RANGE), or an error */
+        o->run_n = n;
+        o->run_i = 0;
+        if (n == 0)
+            return QF_OK;
+    }
+    size_t done = 0;
+    qf_code rc = qf__queue_poll_enqueue_trusted(bs->q, o->run + o->run_i, o->run_n - o->run_i,
+                                                qf_task_waker(task), &done);
+    o->run_i += done;
+    if (o->run_i == o->run_n)
+        o->run_n = o->run_i = 0;
+    return rc; /* QF_PENDING: parked, the rest held */
+}
+
 static qf_code batch_op_poll(qf_task *task, void *arg)
 {
     bop *o = arg;
     bstate *bs = o->bs;
+    if (o->runs)
+        return batch_op_poll_runs(task, o);
     for (;;) {
         qf_element *next = o->holding;
         if (!next && o->row_i < o->nrows)
             next = o->rows[o->row_i];
         if (next) {
+            size_t done = 0;
             qf_code rc = o->trusted && next == o->holding
-                             ? qf__queue_poll_enqueue_trusted(bs->q, next, qf_task_waker(task))
+                             ? qf__queue_poll_enqueue_trusted(bs->q, (void *const *)&next, 1,
+                                                              qf_task_waker(task), &done)
                              : qf_queue_poll_enqueue(bs->q, next, qf_task_waker(task));
             if (rc != QF_OK)
                 return rc; /* QF_PENDING: parked, the example held */
@@ -714,6 +756,8 @@ static qf_code build(build_args *a, qf_batcher **ret)
         for (size_t j = 0; op->as_is && j < nq; j++)
             op->as_is = op->map[j] == j;
         op->trusted = op->as_is && trusted_source(bs->srcs[op->src], q);
+        op->runs =
+            op->trusted && !has_keep && !bs->many && qf__source_pulls_runs(bs->srcs[op->src]);
         if (rc == QF_OK)
             rc = qf__source_instance(bs->srcs[op->src], &op->inst);
         char tmp[sizeof(base) + 24]; /* base, "_", a size_t */

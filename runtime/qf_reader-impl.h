@@ -108,6 +108,11 @@ typedef struct qf__reader_ops {
     qf_code (*start)(qf_reader *r);
     qf_code (*next)(qf_reader *r, qf_record *rec, bool *produced, bool *at_end);
     void (*finish)(qf_reader *r);
+    /* Optional, for pipelines (qf__reader_poll_read_slots()): like next,
+     * but up to max records at once, as the row slots of one run
+     * (queues/qf_run-impl.h); *made may be 0 without *at_end when no
+     * record is whole in the buffer, and next() then assembles one. */
+    qf_code (*next_rows)(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end);
 } qf__reader_ops;
 
 extern const qf__reader_ops qf__text_line_reader_ops;
@@ -139,6 +144,17 @@ struct qf_reader {
     uint64_t index;
     bool file_done; /* the kind found the end while starting (headers) */
 };
+
+/* qf_reader_poll_read_up_to() into queue slots instead of records: up to n
+ * (key, value) records in ret_slots[0..*ret_n), owned by the caller (free
+ * with qf__slots_free()). A kind with next_rows makes them rows of one run
+ * (one allocation for them all); any other makes elements, as
+ * qf_record_to_element() does, through `scratch` (a record the caller
+ * keeps between calls). Only for queues of two scalar string components
+ * (see qf_run-impl.h). The errors, the spec 189 rule and the held-back
+ * error are read_up_to's. */
+qf_code qf__reader_poll_read_slots(qf_reader *r, qf_queue *work, qf_waker *waker, size_t n,
+                                   qf_record *scratch, void **ret_slots, size_t *ret_n);
 
 /* Record helpers for the kinds. */
 qf_code qf__record_reserve_value(qf_record *rec, size_t n);

@@ -585,10 +585,46 @@ static qf_code next_work(qf_reader *r, qf_queue *q, const waiter *w)
     return rc;
 }
 
-static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w, qf_record *recs,
-                            size_t *ret_n)
+/* Where records go: caller's qf_records, or (key, value) elements. */
+typedef struct sink {
+    qf_record *recs;    /* records, or NULL */
+    void **slots;       /* queue slots, when recs is NULL (qf_run-impl.h) */
+    qf_record *scratch; /* for kinds without next_rows */
+} sink;
+
+/* Produce records got.. (at most n - got) of the current item; *made says
+ * how many. */
+static qf_code produce(qf_reader *r, const sink *sk, size_t got, size_t n, size_t *made,
+                       bool *at_end)
 {
-    if (!r || !q || !ret_n || (n && !recs) || (w->mode == WAIT_POLL && !w->waker))
+    bool produced = false;
+    qf_code rc;
+    *made = 0;
+    if (sk->recs) {
+        rc = r->ops->next(r, &sk->recs[got], &produced, at_end);
+        *made = produced;
+        return rc;
+    }
+    if (r->ops->next_rows) {
+        rc = r->ops->next_rows(r, sk->slots + got, n - got, made, at_end);
+        if (rc != QF_OK || *made || *at_end)
+            return rc;
+        /* Nothing whole in the buffer: next() assembles the record. */
+    }
+    rc = r->ops->next(r, sk->scratch, &produced, at_end);
+    if (rc == QF_OK && produced) {
+        qf_element *e = NULL;
+        rc = qf_record_to_element(sk->scratch, &e);
+        sk->slots[got] = e;
+        *made = rc == QF_OK;
+    }
+    return rc;
+}
+
+static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
+                         size_t *ret_n)
+{
+    if (!r || !q || !ret_n || (n && !sk->recs && !sk->slots) || (w->mode == WAIT_POLL && !w->waker))
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
                             !r                                  ? "reader"
                             : !q                                ? "work queue"
@@ -625,12 +661,11 @@ static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w
         qf_code rc = QF_OK;
         size_t before = got;
         while (got < n && !at_end) {
-            bool produced = false;
-            rc = r->ops->next(r, &recs[got], &produced, &at_end);
+            size_t made = 0;
+            rc = produce(r, sk, got, n, &made, &at_end);
+            got += made;
             if (rc != QF_OK)
                 break;
-            if (produced)
-                got++;
         }
         if (got > before)
             bump(&r->produced, (int64_t)(got - before));
@@ -651,6 +686,23 @@ static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w
     }
     *ret_n = got;
     return QF_OK;
+}
+
+static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w, qf_record *recs,
+                            size_t *ret_n)
+{
+    sink sk = {.recs = recs};
+    return read_into(r, q, n, w, &sk, ret_n);
+}
+
+qf_code qf__reader_poll_read_slots(qf_reader *r, qf_queue *work, qf_waker *waker, size_t n,
+                                   qf_record *scratch, void **ret_slots, size_t *ret_n)
+{
+    waiter w = {WAIT_POLL, QF_NO_WAIT, waker};
+    sink sk = {.slots = ret_slots, .scratch = scratch};
+    if (!scratch || !ret_slots)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", scratch ? "ret_slots" : "scratch");
+    return read_into(r, work, n, &w, &sk, ret_n);
 }
 
 static qf_code read_one(qf_reader *r, qf_queue *q, const waiter *w, qf_record *rec)
