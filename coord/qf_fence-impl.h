@@ -57,6 +57,17 @@ static inline void qf__fence_light(void)
 #endif
 }
 
+/* A full fence whatever the mode: what both sides of a symmetric pair
+ * run (under TSan the RMW form qf__fence_light() uses). */
+static inline void qf__fence_full(void)
+{
+#ifdef QF_TSAN
+    atomic_fetch_add_explicit(&qf__fence_tsan_word, 0, memory_order_seq_cst);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 /* The slow side's fence: a system call when asymmetric. */
 void qf__fence_heavy(void);
 

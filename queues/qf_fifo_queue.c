@@ -264,7 +264,7 @@ static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, spin *sp
     }
     qf_waitlist_register(&q->enq_waiters, wk);
     uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    qf__fence_heavy(); /* pairs with consumers' light fence after c_head */
+    qf__ring_fence_heavy(&q->ring); /* pairs with consumers' light fence after c_head */
     /* The same rule the producer used to decide it must wait: a spilling
      * queue counts its overflow list too, else it would spin here. */
     bool room;
@@ -461,7 +461,7 @@ static bool drained(qf_queue *q, uint64_t s, bool holder, bool fenced)
      * heavy fence either its reservation is visible or it saw CLOSED and
      * will fail with a tombstone. */
     if (!fenced)
-        qf__fence_heavy();
+        qf__ring_fence_heavy(&q->ring);
     return !something_there(q, true);
 }
 
@@ -537,7 +537,7 @@ qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void
         }
         qf_waitlist_register(&q->deq_waiters, wk);
         uint64_t old = atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
-        qf__fence_heavy(); /* pairs with producers' light fence after p_tail */
+        qf__ring_fence_heavy(&q->ring); /* pairs with producers' light fence after p_tail */
         if (something_there(q, false) || drained(q, old, holder, true)) {
             if (!qf_waitlist_cancel(&q->deq_waiters, wk)) {
                 wake_consumers(q, 1);  /* woken meanwhile: pass it on */

@@ -477,6 +477,12 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
     return rc;
 }
 
+void qf__queue_use_symmetric_fences(qf_queue *q)
+{
+    if (q->ops == &qf__fifo_ops)
+        qf__ring_set_symmetric(&q->ring);
+}
+
 /* qf_queue_poll_enqueue() without the per-element checks, for
  * runtime/qf_batch.c (declared in qf_batch-impl.h): its reader sources make
  * every element themselves (two scalar strings, no names, see

@@ -60,6 +60,7 @@ typedef struct qf__ring {
     ck_ring_buffer_t *buf;
     unsigned mask;
     unsigned cap;                        /* most slots in use at once (<= mask) */
+    bool sym;                            /* full fences on both sides (qf__ring_set_symmetric()) */
     _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
     _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
     _Alignas(64) _Atomic uint32_t commit_waiters;
@@ -82,9 +83,36 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->mask = slots - 1;
     r->cap = cap;
     qf__fence_init();
+    r->sym = false;
     r->prod_cached_c = 0;
     r->cons_cached_p = 0;
     atomic_init(&r->commit_waiters, 0);
+}
+
+/* Fences of this ring. A ring whose every operation moves many values (a
+ * batching queue: runs of records in, batches out) and whose sides park
+ * often is better off with a full fence on each side, once per call, than
+ * with a compiler barrier per call and a membarrier(2) per park. Set before
+ * the ring is used, never changed: both sides then pair full fences. */
+static inline void qf__ring_set_symmetric(qf__ring *r)
+{
+    r->sym = true;
+}
+
+static inline void qf__ring_fence_light(const qf__ring *r)
+{
+    if (r->sym)
+        qf__fence_full();
+    else
+        qf__fence_light();
+}
+
+static inline void qf__ring_fence_heavy(const qf__ring *r)
+{
+    if (r->sym)
+        qf__fence_full();
+    else
+        qf__fence_heavy();
 }
 
 /* Published and not yet consumed. */
@@ -140,7 +168,7 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
             /* Fenced: the closed check that follows must not be satisfied
              * before consumers can see the reservation. */
             QF__ST(&r->ring.p_head, p + k, RELAXED);
-            qf__fence_light();
+            qf__ring_fence_light(r);
             *ret_ticket = p;
             return k;
         }
@@ -166,7 +194,7 @@ static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, boo
             qf__cpu_relax();
         while (QF__LD(tail, ACQUIRE) != start) {
             atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
-            qf__fence_heavy();
+            qf__ring_fence_heavy(r);
             unsigned seen = QF__LD(tail, SEQ_CST);
             if (seen != start)
                 qf_futex_wait((_Atomic uint32_t *)tail, seen, QF_FOREVER);
@@ -177,7 +205,7 @@ static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, boo
     /* Release for the slots; the fence orders it before the look at
      * commit_waiters and at the consumers' wait bit. */
     QF__ST(tail, start + k, RELEASE);
-    qf__fence_light();
+    qf__ring_fence_light(r);
     if (!single_producer && atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
         qf_futex_wake((_Atomic uint32_t *)tail, INT32_MAX);
 }
@@ -205,7 +233,7 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t n, bool singl
             out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
         if (single_consumer) {
             QF__ST(&r->ring.c_head, c + k, RELEASE);
-            qf__fence_light(); /* before the look at producers' wait bit */
+            qf__ring_fence_light(r); /* before the look at producers' wait bit */
             return k;
         }
         if (__atomic_compare_exchange_n(&r->ring.c_head, &c, c + k, false, __ATOMIC_SEQ_CST,

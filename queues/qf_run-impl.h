@@ -60,6 +60,14 @@ static inline bool qf__slot_is_row(const void *slot)
 void qf__row_string(const void *slot, size_t c, const char **s0, size_t *len0, const char **s1,
                     size_t *len1);
 
+/* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when
+ * every slot is a row, true with the bytes component c of them takes in a
+ * string arena (each non-empty string and its NUL); false otherwise.
+ * qf__rows_string_copy(): write them: dst[i] for slot i, bytes from `arena`
+ * on; returns the end of what it wrote. */
+bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes);
+char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *dst, char *arena);
+
 /* Consume row slots (any runs, any order): one atomic per stretch of rows
  * of the same run. */
 void qf__rows_release(void *const *slots, size_t n);

@@ -172,3 +172,46 @@ void qf__slots_free(void *const *slots, size_t n)
         i += k;
     }
 }
+
+bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!qf__slot_is_row(slots[i]))
+            return false;
+        size_t ri;
+        const qf__run *r = run_of(slots[i], &ri);
+        const run_row *row = &r->rows[ri];
+        size_t len = c == 0 ? r->prefix_len + row->slen : row->vlen;
+        total += len ? len + 1 : 0; /* rows are < 4 GiB each: no overflow */
+    }
+    *ret_bytes = total;
+    return true;
+}
+
+char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *dst, char *arena)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t ri;
+        const qf__run *r = run_of(slots[i], &ri);
+        const run_row *row = &r->rows[ri];
+        const char *b = r->bytes + row->off;
+        size_t len;
+        if (c == 0) {
+            len = r->prefix_len + row->slen;
+            memcpy(arena, r->prefix, r->prefix_len);
+            memcpy(arena + r->prefix_len, b, row->slen);
+        } else {
+            len = row->vlen;
+            memcpy(arena, b + row->slen, len);
+        }
+        if (len == 0) {
+            dst[i] = (qf_string){0, NULL};
+            continue;
+        }
+        dst[i] = (qf_string){len, arena};
+        arena[len] = '\0';
+        arena += len + 1;
+    }
+    return arena;
+}

@@ -999,7 +999,19 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
 {
     if (dt == QF_PTR || n == 0 || n > INT64_MAX)
         return QF_UNIMPLEMENTED;
+    qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
     size_t arena = 0;
+    if (dt == QF_STRING && c <= 1 && qf__rows_string_bytes(slots, n, c, &arena)) {
+        /* Rows of runs only: the common case of a text pipeline. */
+        qf_tensor *out = tensor_alloc(dt, &sh, NULL, arena);
+        if (!out)
+            return qf_last_code();
+        char *a = (char *)out->buf + out->nbytes;
+        char *end = qf__rows_string_copy(slots, n, c, (qf_string *)out->buf, a);
+        out->arena_used = (size_t)(end - a);
+        *ret_batch = out;
+        return QF_OK;
+    }
     for (size_t i = 0; i < n; i++) {
         bool row = qf__slot_is_row(slots[i]);
         if (row ? (dt != QF_STRING || c > 1) : !scalar_of(slots[i], c, dt))
@@ -1013,7 +1025,6 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
                 return QF_UNIMPLEMENTED;
         }
     }
-    qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
     qf_tensor *out = tensor_alloc(dt, &sh, NULL, arena);
     if (!out)
         return qf_last_code();

@@ -708,6 +708,11 @@ static qf_code build(build_args *a, qf_batcher **ret)
     if (rc != QF_OK)
         goto fail;
     bs->q = q;
+    /* Its producers move runs and its consumers take batches: a full
+     * fence per call is cheaper than a membarrier per park. Only on a
+     * queue nobody else can be using yet. */
+    if (!o->shared_name)
+        qf__queue_use_symmetric_fences(q);
 
     /* ---- the op state: sources move in, one map per source */
     bs->nq = nq;
