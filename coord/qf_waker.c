@@ -170,6 +170,11 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
     while (k < n && wl->qf__head) {
         qf_waker *w = wl->qf__head;
         unlink_locked(wl, w);
+#ifdef QF_RACE_WIDENING
+        /* Widen the window in which the owner sees no list but no claim
+         * yet (qf_waker_withdraw() must wait it out). */
+        sched_yield();
+#endif
         __atomic_store_n(&w->qf__woken_from, wl, __ATOMIC_RELAXED);
         atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_relaxed);
         /* Reuse qf__next for a private singly linked batch. */
@@ -240,6 +245,18 @@ bool qf_waker_withdraw(qf_waker *w)
         qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
         if (!wl) {
             uint32_t st = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+            /* Only a wake unlinks a registered waker behind its owner's
+             * back, and it clears the list before it marks the waker
+             * CLAIMED (one critical section). No list but still REGISTERED
+             * is that wake under way: wait for its mark, else the wake
+             * would be neither this waker's nor passed on. */
+            for (unsigned i = 0; st == QF_WAKER_REGISTERED; i++) {
+                if (i < 1000)
+                    qf__cpu_relax();
+                else
+                    sched_yield();
+                st = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+            }
             if (st == QF_WAKER_CLAIMED) {
                 wait_until_done(w);
                 st = QF_WAKER_DONE;

@@ -173,3 +173,50 @@ Test(waker, eventcount_wait_times_out)
     cr_expect_eq(qf_eventcount_wait(&ec, t, qf_deadline_in_ns(1000000)), QF_DEADLINE_EXCEEDED);
     qf_eventcount_notify(&ec, false); /* nobody announced: no syscall, no effect */
 }
+
+/* Withdraw racing a wake of one: a waker behind it must get the wake
+ * whenever the withdrawn one does not keep it. Each round: a and b
+ * registered, a wake of 1 on another thread while a is withdrawn. If the
+ * withdraw took a off the list first, the wake went to b; if the wake
+ * claimed a, withdraw passes it on to b. Either way b is woken. */
+typedef struct wd_round {
+    qf_waitlist *wl;
+    atomic_int go;
+} wd_round;
+
+static void *wake_one_when_told(void *p)
+{
+    wd_round *r = p;
+    while (!atomic_load(&r->go))
+        ;
+    qf_waitlist_wake(r->wl, 1);
+    return NULL;
+}
+
+Test(waker, withdraw_racing_a_wake_passes_it_on)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    for (int i = 0; i < 5000; i++) {
+        qf_waker a, b;
+        qf_waker_init(&a, on_wake, NULL);
+        qf_waker_init(&b, on_wake, NULL);
+        qf_waitlist_register(&wl, &a);
+        qf_waitlist_register(&wl, &b);
+        wd_round r = {.wl = &wl};
+        atomic_init(&r.go, 0);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, wake_one_when_told, &r), 0);
+        atomic_store(&r.go, 1);
+        /* Start the withdraw at a different point of the wake each round. */
+        for (volatile int spin = 0; spin < (i * 7) % 3000; spin++)
+            ;
+        bool withdrawn = qf_waker_withdraw(&a);
+        pthread_join(t, NULL);
+        cr_assert_eq(qf_waker_state(&b), QF_WAKER_DONE,
+                     "round %d: b not woken (a withdrawn: %d, a state %u)", i, withdrawn,
+                     qf_waker_state(&a));
+        cr_assert_eq(qf_waitlist_count(&wl), 0);
+    }
+    qf_waitlist_destroy(&wl);
+}
