@@ -21,6 +21,7 @@
 
 #include "qf_coordinator.h"
 #include "qf_futex.h"
+#include "qf_test_park.h"
 
 /* ------------------------------------------------------------------------
  * Helpers: a one-shot gate and a counter that threads can sleep on.
@@ -571,14 +572,16 @@ Test(coordinator, thread_registered_and_passed_is_joined_once, .timeout = 10)
 struct late_done {
     qf_coord_member *m;
     _Atomic int *flag;
+    int joiner_tid; /* finish once it waits in join */
 };
 
 static void *finish_member_later(void *arg)
 {
     struct late_done *d = arg;
     /* Not for ordering: join's result is the same whether this runs
-     * before or during join. It only makes the "during" case likely. */
-    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+     * before or during join. Waiting until the joiner sleeps makes it the
+     * "during" case. */
+    qft_wait_parked(d->joiner_tid, NULL, 0, NULL, 10 * 1000000000LL);
     atomic_store(d->flag, 1);
     qf_coord_member_done(d->m);
     return NULL;
@@ -589,7 +592,7 @@ Test(coordinator, join_without_stop_waits_for_members_indefinitely, .timeout = 1
 {
     qf_coord *c = new_coord();
     _Atomic int flag = 0;
-    struct late_done d = {NULL, &flag};
+    struct late_done d = {NULL, &flag, qft_tid()};
     cr_assert_eq(qf_coord_member_new(c, "task", &d.m), QF_OK);
     pthread_t t;
     pthread_create(&t, NULL, finish_member_later, &d);

@@ -22,16 +22,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "qf_test_park.h"
 #include "qflow.h"
 
 #define UNK QF_UNKNOWN_DIM
 
 /* ---------------------------------------------------------------- helpers */
 
-static void sleep_ms(int ms)
+/* Let the watched thread block first: wait until it is parked on q (or
+ * has finished). No assertion depends on it; it makes the blocking path
+ * the one exercised. */
+static void until_parked(int tid, const qf_queue *q, const _Atomic bool *done)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    qft_wait_parked(tid, q, 4096, done, 10 * 1000000000LL);
 }
 
 static qf_queue *mkq(int64_t cap, size_t n, const qf_dtype *dts, const qf_shape *shs,
@@ -828,7 +831,7 @@ Test(padding_queue, roundtrip_4x4x4x4_through_partial_shape)
 
 struct delayed {
     qf_queue *q;
-    int delay_ms;
+    int consumer_tid; /* enqueue each element once it waits */
     int n;
     float first;
     qf_code rc;
@@ -838,7 +841,7 @@ static void *delayed_enqueues(void *arg)
 {
     struct delayed *d = arg;
     for (int k = 0; k < d->n; k++) {
-        sleep_ms(d->delay_ms);
+        until_parked(d->consumer_tid, d->q, NULL);
         qf_element *e = el1(qf_tensor_new_f32(d->first + (float)k));
         d->rc = qf_queue_enqueue(d->q, e);
         if (d->rc != QF_OK) {
@@ -853,7 +856,7 @@ static void *delayed_enqueues(void *arg)
 Test(padding_queue, fifo_dequeue_blocks_until_element)
 {
     qf_queue *q = mkq_f(3);
-    struct delayed d = {q, 50, 3, 1.0f, QF_OK};
+    struct delayed d = {q, qft_tid(), 3, 1.0f, QF_OK};
     pthread_t t;
     pthread_create(&t, NULL, delayed_enqueues, &d);
     cr_expect_eq(deq_f(q), 1.0f);
@@ -868,7 +871,7 @@ Test(padding_queue, fifo_dequeue_blocks_until_element)
 Test(padding_queue, fifo_dequeue_many_larger_than_capacity)
 {
     qf_queue *q = mkq_f(2);
-    struct delayed d = {q, 20, 4, 0.0f, QF_OK};
+    struct delayed d = {q, qft_tid(), 4, 0.0f, QF_OK};
     pthread_t t;
     pthread_create(&t, NULL, delayed_enqueues, &d);
     qf_element *b = NULL;
@@ -886,11 +889,13 @@ struct blocked_enq {
     bool many;
     atomic_bool done;
     qf_code rc;
+    _Atomic int tid;
 };
 
 static void *blocked_enqueue(void *arg)
 {
     struct blocked_enq *b = arg;
+    atomic_store(&b->tid, qft_tid());
     b->rc = b->many ? qf_queue_enqueue_many(b->q, b->e, NULL) : qf_queue_enqueue(b->q, b->e);
     atomic_store(&b->done, true);
     return NULL;
@@ -903,11 +908,14 @@ Test(padding_queue, fifo_enqueue_blocks_when_full)
     const float init[4] = {10, 20, 30, 40};
     cr_assert_eq(qf_queue_enqueue_many(q, fbatch(4, init), NULL), QF_OK);
     const float more[2] = {50, 60};
-    struct blocked_enq be = {q, fbatch(2, more), true, false, QF_OK};
+    struct blocked_enq be = {q, fbatch(2, more), true, false, QF_OK, 0};
     pthread_t t;
     pthread_create(&t, NULL, blocked_enqueue, &be);
-    sleep_ms(50);
+    while (atomic_load(&be.tid) == 0)
+        qft_nap();
+    int parked = qft_wait_parked(atomic_load(&be.tid), q, 4096, &be.done, 10 * 1000000000LL);
     cr_expect_not(atomic_load(&be.done), "enqueue_many blocks while full");
+    cr_expect_neq(parked, 0, "the enqueue never blocked");
     for (int k = 0; k < 6; k++)
         cr_expect_eq(deq_f(q), 10.0f * (float)(k + 1));
     pthread_join(t, NULL);
@@ -934,13 +942,13 @@ Test(padding_queue, fifo_close_drain_then_out_of_range)
 
 struct closer {
     qf_queue *q;
-    int delay_ms;
+    int waiter_tid; /* close once it waits */
 };
 
 static void *close_later(void *arg)
 {
     struct closer *c = arg;
-    sleep_ms(c->delay_ms);
+    until_parked(c->waiter_tid, c->q, NULL);
     qf_queue_close(c->q, false);
     return NULL;
 }
@@ -949,7 +957,7 @@ static void *close_later(void *arg)
 Test(padding_queue, fifo_blocked_dequeue_many_fails_on_close)
 {
     qf_queue *q = mkq_i32(4, QF_SHAPE(UNK));
-    struct closer c = {q, 30};
+    struct closer c = {q, qft_tid()};
     pthread_t t;
     pthread_create(&t, NULL, close_later, &c);
     qf_element *b = NULL;
@@ -968,7 +976,7 @@ Test(padding_queue, fifo_partial_batch_restored_on_close)
     enq_vec(q, 1, v);
     enq_vec(q, 2, v);
     enq_vec(q, 3, v);
-    struct closer c = {q, 40};
+    struct closer c = {q, qft_tid()};
     pthread_t t;
     pthread_create(&t, NULL, close_later, &c);
     qf_element *b = NULL;
@@ -997,7 +1005,7 @@ Test(padding_queue, fifo_dequeue_up_to_returns_rest_after_close)
     cr_assert_eq(qf_queue_dequeue_up_to(q, 3, &b), QF_OK);
     cr_expect(has_shape(qf_element_get(b, 0), QF_SHAPE(3, 3)));
     qf_element_free(b);
-    struct closer c = {q, 30};
+    struct closer c = {q, qft_tid()};
     pthread_t t;
     pthread_create(&t, NULL, close_later, &c);
     cr_assert_eq(qf_queue_dequeue_up_to(q, 3, &b), QF_OK);

@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qf_test_park.h"
 #include "qflow.h"
 
 /* Generous: sanitizers and valgrind are slow. Only a bug waits this long. */
@@ -521,50 +522,17 @@ static void op_join(op_thread *t)
     pthread_join(t->th, NULL);
 }
 
-/* 1: the thread sleeps in a futex wait on a word outside the queue object
- * (its own waker); 0: not (yet); -1: /proc cannot tell. */
-static int parked_now(const op_thread *t)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", atomic_load(&t->tid));
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    long nr;
-    unsigned long addr, op;
-    if (sscanf(buf, "%ld %lx %lx", &nr, &addr, &op) != 3 || nr != SYS_futex)
-        return 0;
-    unsigned cmd = (unsigned)op & 0x7f; /* without FUTEX_PRIVATE_FLAG etc. */
-    if (cmd != 0 && cmd != 9)           /* FUTEX_WAIT, FUTEX_WAIT_BITSET */
-        return 0;
-    uintptr_t q = (uintptr_t)t->q;
-    return addr >= q && addr < q + 4096 ? 0 : 1; /* internal locks live in q */
-}
-
-/* Wait until the thread is blocked inside its queue call (see the top). */
+/* Wait until the thread is blocked inside its queue call (the queue's own
+ * locks live in the first 4 KiB of the queue object). */
 static void wait_parked(op_thread *t)
 {
     WAIT_UNTIL(atomic_load(&t->tid) != 0);
-    int64_t end = qf_now_ns() + LONG_WAIT_NS;
-    int streak = 0;
-    while (streak < 2 && !atomic_load(&t->done) && qf_now_ns() < end) {
-        int p = parked_now(t);
-        if (p < 0) {
-            /* No /proc: give it a moment; the test may then be racy. */
-            cr_log_warn("cannot read /proc/self/task/<tid>/syscall; sleeping instead");
-            struct timespec ts = {0, 200000000};
-            nanosleep(&ts, NULL);
-            break;
-        }
-        streak = p ? streak + 1 : 0;
-        nap();
-    }
+    int p = qft_wait_parked(atomic_load(&t->tid), t->q, 4096, &t->done, LONG_WAIT_NS);
+    if (p < 0)
+        cr_log_warn("cannot read /proc/self/task/<tid>/syscall; slept instead");
     cr_assert_not(atomic_load(&t->done), "the call returned instead of blocking: %s (%s)",
                   qf_code_name(t->rc), t->msg);
-    cr_assert(qf_now_ns() < end, "the thread never blocked");
+    cr_assert(p != 0, "the thread never blocked");
 }
 
 /* ------------------------------------------------------------------ rng */

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "qf_reader-impl.h" /* white-box: qf__crc32c_* */
+#include "qf_test_park.h"
 #include "qflow.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H /* the in-process TSan runner has no timeouts */
@@ -287,13 +288,13 @@ Test(reader, read_on_an_open_empty_queue_waits_bounded_by_the_deadline)
 struct late_put {
     qf_queue *q;
     const char *s;
+    int reader_tid; /* put once it waits for a file name */
 };
 
 static void *late_put_thread(void *arg)
 {
     struct late_put *lp = arg;
-    struct timespec ts = {0, 20 * 1000 * 1000}; /* lets the reader park first, usually */
-    nanosleep(&ts, NULL);
+    qft_wait_parked(lp->reader_tid, lp->q, 4096, NULL, 10 * 1000000000LL);
     put(lp->q, lp->s);
     return NULL;
 }
@@ -304,7 +305,7 @@ Test(reader, read_on_an_open_empty_queue_blocks_until_a_file_name_arrives)
     qf_queue *q = work_queue();
     qf_reader *r = identity_reader();
     qf_record rec = QF_RECORD_INIT;
-    struct late_put lp = {q, "late"};
+    struct late_put lp = {q, "late", qft_tid()};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, late_put_thread, &lp), 0);
     OK(qf_reader_read(r, q, &rec));
