@@ -119,6 +119,9 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
 int64_t qf__locked_size(const qf_queue *q);
 qf_code qf__locked_close(qf_queue *q, bool cancel);
 bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w);
+/* Return slots a consumer took but cannot deliver, whatever the capacity
+ * and the close state; they keep their ordering keys. */
+void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n);
 void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
 void qf__locked_destroy(qf_queue *q);
 

@@ -265,8 +265,9 @@ static size_t grow_target(const qf__locked *L, size_t need)
     return t < L->n + need ? L->n + need : t;
 }
 
-/* Return held slots to the queue (ignoring capacity, as TensorFlow does)
- * and wake consumers for them. Lock not held on entry. */
+/* Return held slots to the queue (ignoring capacity and close, as
+ * TensorFlow does) and wake consumers for them; each keeps its ordering key
+ * (a priority queue's priority). Lock not held on entry. */
 static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
 {
     while (k > 0) {
@@ -276,7 +277,7 @@ static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
         size_t fit = L->alloc - L->n;
         size_t m = k < fit ? k : fit;
         for (size_t i = 0; i < m; i++)
-            L->st->insert(L, slots[i], 0);
+            L->st->insert(L, slots[i], L->st->key ? L->st->key(slots[i]) : 0);
         if (m)
             note_added(L, m, &wk);
         if (m < k)
@@ -703,6 +704,11 @@ bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w)
 }
 
 /* --------------------------------------------------------------- teardown */
+
+void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n)
+{
+    put_back(q, locked(q), slots, n);
+}
 
 void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
 {

@@ -147,6 +147,7 @@ static const qf__queue_ops prio_ops = {
     .close = qf__locked_close,
     .cancel_poll = qf__locked_cancel_poll,
     .drain_all = qf__locked_drain_all,
+    .give_back = qf__locked_give_back,
     .destroy = qf__locked_destroy,
 };
 

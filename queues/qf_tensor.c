@@ -987,11 +987,16 @@ static void slot_string(void *slot, size_t c, const char **s0, size_t *len0, con
     *len1 = 0;
 }
 
-/* Does component c of an element slot qualify for qf__stack_scalars()? */
+/* Does component c of an element slot qualify for qf__stack_scalars()? A
+ * string allocated on its own does not: qf_tensor_stack() moves it into
+ * the batch instead of copying it. */
 static bool scalar_of(void *slot, size_t c, qf_dtype dt)
 {
     const qf_tensor *t = qf_element_get(slot, c);
-    return t && t->dtype == dt && t->shape.rank == 0;
+    if (!t || t->dtype != dt || t->shape.rank != 0)
+        return false;
+    const qf_string *ss = (const qf_string *)t->buf;
+    return dt != QF_STRING || ss->len == 0 || in_arena(t, ss->data);
 }
 
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,

@@ -333,8 +333,13 @@ static qf_code batch_op_poll_runs(qf_task *task, bop *o)
     if (o->run_i == o->run_n) {
         if (!o->run && !(o->run = malloc(RUN_ROWS * sizeof(*o->run))))
             return oom();
+        /* No more than there is room for: the queue's capacity, not the
+         * run size, bounds what the readers hold (at least one: a full
+         * queue parks the op holding that one, as before). */
+        int64_t room = qf_queue_capacity(bs->q) - qf_queue_size(bs->q);
+        size_t max = room < 1 ? 1 : room < RUN_ROWS ? (size_t)room : RUN_ROWS;
         size_t n = 0;
-        qf_code rc = qf__source_pull_run(o->inst, task, o->run, RUN_ROWS, &n);
+        qf_code rc = qf__source_pull_run(o->inst, task, o->run, max, &n);
         if (rc != QF_OK)
             return rc; /* QF_PENDING, the end (OUT_OF_RANGE), or an error */
         o->run_n = n;
@@ -711,7 +716,7 @@ static qf_code build(build_args *a, qf_batcher **ret)
     /* Its producers move runs and its consumers take batches: a full
      * fence per call is cheaper than a membarrier per park. Only on a
      * queue nobody else can be using yet. */
-    if (!o->shared_name)
+    if (!o->shared_name || !o->shared_name[0])
         qf__queue_use_symmetric_fences(q);
 
     /* ---- the op state: sources move in, one map per source */

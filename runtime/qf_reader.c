@@ -611,6 +611,12 @@ static qf_code produce(qf_reader *r, const sink *sk, size_t got, size_t n, size_
             return rc;
         /* Nothing whole in the buffer: next() assembles the record. */
     }
+    /* next() may wait for input (a pipe, a slow disk), and records in hand
+     * must not wait with it: it runs only for the first record of a call.
+     * (This also keeps a reader without next_rows at one record per call,
+     * so a queue's capacity still bounds what its readers hold.) */
+    if (got > 0)
+        return QF_OK;
     rc = r->ops->next(r, sk->scratch, &produced, at_end);
     if (rc == QF_OK && produced) {
         qf_element *e = NULL;
@@ -660,12 +666,14 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
         bool at_end = false;
         qf_code rc = QF_OK;
         size_t before = got;
-        while (got < n && !at_end) {
+        bool stopped = false; /* produce() stopped short of waiting (see there) */
+        while (got < n && !at_end && !stopped) {
             size_t made = 0;
             rc = produce(r, sk, got, n, &made, &at_end);
             got += made;
             if (rc != QF_OK)
                 break;
+            stopped = made == 0 && !at_end && sk->slots && got > 0;
         }
         if (got > before)
             bump(&r->produced, (int64_t)(got - before));
@@ -677,6 +685,8 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
             r->deferred = qf_last_status();
             break;
         }
+        if (stopped)
+            break;
         if (at_end) {
             finish_work(r);
             bump(&r->completed, 1);

@@ -192,6 +192,8 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         size_t l_out = l && p[l - 1] == '\r' ? l - 1 : l;
         if (n && bytes + l_out > RUN_MAX_BYTES)
             break; /* a consumer keeping one line keeps its run: bound it */
+        if (l_out > UINT32_MAX / 2)
+            break; /* past what a run's offsets hold: next() takes it */
         if (idx + 1 == next_pow) {
             nd_probe++;
             next_pow = nd_probe < 19 ? next_pow * 10 : UINT64_MAX;
