@@ -151,10 +151,7 @@ qf_element *qf__slot_element(void *slot)
 
 void qf__slot_free(void *slot)
 {
-    if (qf__slot_is_row(slot))
-        qf__rows_release(&slot, 1);
-    else
-        qf_element_free(slot);
+    qf__slots_free(&slot, 1);
 }
 
 void qf__slots_free(void *const *slots, size_t n)

@@ -156,6 +156,20 @@ struct qf_reader {
 qf_code qf__reader_poll_read_slots(qf_reader *r, qf_queue *work, qf_waker *waker, size_t n,
                                    qf_record *scratch, void **ret_slots, size_t *ret_n);
 
+/* n in decimal at out (up to 20 bytes, no NUL); returns the digits. */
+static inline size_t qf__format_u64(char *out, uint64_t n)
+{
+    char tmp[20];
+    size_t nd = 0;
+    do {
+        tmp[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    for (size_t i = 0; i < nd; i++)
+        out[i] = tmp[nd - 1 - i];
+    return nd;
+}
+
 /* Record helpers for the kinds. */
 qf_code qf__record_reserve_value(qf_record *rec, size_t n);
 /* Copy n bytes (NUL-terminated) into the record's value / key. */

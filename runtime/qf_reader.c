@@ -118,14 +118,7 @@ qf_code qf__record_set_key_num(qf_reader *r, qf_record *rec, uint64_t n)
     memcpy(k, r->work, r->work_len);
     k += r->work_len;
     *k++ = ':';
-    char digits[20];
-    size_t nd = 0;
-    do {
-        digits[nd++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    while (nd)
-        *k++ = digits[--nd];
+    k += qf__format_u64(k, n);
     *k = '\0';
     rec->key_len = (size_t)(k - rec->key);
     return QF_OK;

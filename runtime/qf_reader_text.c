@@ -146,19 +146,6 @@ static void count_up(char *digits, size_t *nd)
     (*nd)++;
 }
 
-static size_t format_u64(char *out, uint64_t n)
-{
-    char tmp[20];
-    size_t nd = 0;
-    do {
-        tmp[nd++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    for (size_t i = 0; i < nd; i++)
-        out[i] = tmp[nd - 1 - i];
-    return nd;
-}
-
 static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
 {
     qf__rbuf *rb = &r->rb;
@@ -170,7 +157,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
     /* The key: "<file>:" (the run's prefix), then the line number, counted
      * up in place from the last line's. */
     char digits[24];
-    size_t nd = format_u64(digits, r->index);
+    size_t nd = qf__format_u64(digits, r->index);
     /* Find the run: lines that end inside the buffer. */
     size_t start[QF__RUN_MAX], len[QF__RUN_MAX];
     size_t n = 0, bytes = 0, pos = rb->pos;

@@ -418,8 +418,7 @@ static void expect_drained(qf_queue *q)
 
 static void nap(void)
 {
-    struct timespec ts = {0, 100000}; /* polling interval, not an ordering */
-    nanosleep(&ts, NULL);
+    qft_nap(); /* a polling interval, not an ordering */
 }
 
 #define WAIT_UNTIL(cond)                                                                           \

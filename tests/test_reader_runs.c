@@ -2001,6 +2001,53 @@ Test(reader_runs, unbounded_batch_queue_spills_rows_past_its_ring)
     tdir_remove(&d);
 }
 
+/* ============================================ one batch over given files */
+
+/* names -> string_input_producer (1 epoch, in order) -> a TextLineReader
+ * source (`r`, or one reader per thread when r is NULL) -> batch, running
+ * on 2 workers under a Coordinator. */
+typedef struct simple {
+    qf_runtime *rt;
+    qf_scope *s;
+    qf_coord *c;
+    qf_queue *files;
+    qf_batcher *b;
+    started st;
+} simple;
+
+static void simple_start(simple *p, const char *const *names, size_t n, qf_reader *r,
+                         const qf_batch_options *bo, int64_t batch)
+{
+    p->rt = mkrt(2);
+    p->s = mkscope();
+    p->c = mkcoord();
+    qf_input_producer_options po = {.num_epochs = 1, .shuffle = QF_SHUFFLE_OFF};
+    OK(qf_string_input_producer(p->s, names, n, &po, &p->files));
+    qf_batch_source *src = NULL;
+    if (r) {
+        OK(qf_batch_source_reader(r, p->files, &src));
+    } else {
+        qf_reader_options ro = {.kind = QF_READER_TEXT_LINE};
+        OK(qf_batch_source_reader_options(&ro, p->files, &src));
+    }
+    OK(qf_batch(p->s, src, batch, bo, &p->b));
+    p->st = start(p->rt, p->c, p->s);
+}
+
+/* Stop (when stop), join the Coordinator expecting `code`, free it all. */
+static void simple_finish(simple *p, bool stop, qf_code code)
+{
+    if (stop)
+        qf_coord_request_stop(p->c, NULL);
+    cr_expect_eq(qf_coord_join(p->c, NULL, 0, 10.0, false, NULL), code, "%s", qf_last_message());
+    join_all(&p->st);
+    qf_batcher_free(p->b);
+    qf_runtime_free(p->rt);
+    qf_coord_free(p->c);
+    qf_scope_free(p->s);
+    qf_queue_unref(p->files);
+}
+
 /* ====================================== more: errors and a closed queue */
 
 Test(reader_runs, spec_188_133_a_missing_file_stops_the_pipeline_without_leaks)
@@ -2012,39 +2059,23 @@ Test(reader_runs, spec_188_133_a_missing_file_stops_the_pipeline_without_leaks)
     tdir_make(&d);
     model m = {0};
     make_numbered(&d, &m, 2, 500);
-    qf_runtime *rt = mkrt(2);
-    qf_scope *s = mkscope();
-    qf_coord *c = mkcoord();
     char *missing = tdir_path(&d, "missing.txt");
     const char *names[3] = {m.f[0]->path, missing, m.f[1]->path};
-    qf_input_producer_options po = {.num_epochs = 1, .shuffle = QF_SHUFFLE_OFF};
-    qf_queue *files = NULL;
-    OK(qf_string_input_producer(s, names, 3, &po, &files));
     qf_reader *r = NULL;
     OK(qf_text_line_reader_new(0, &r));
-    qf_batch_source *src = NULL;
-    OK(qf_batch_source_reader(r, files, &src));
     qf_batch_options bo = {.capacity = 1000, .allow_smaller_final_batch = true};
-    qf_batcher *b = NULL;
-    OK(qf_batch(s, src, 64, &bo, &b));
-    started st = start(rt, c, s);
+    simple p;
+    simple_start(&p, names, 3, r, &bo, 64);
     model_reset(&m, 0, 1);
     m.ordered = true;
-    drain_batches(&m, b, 64);
-    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_NOT_FOUND, "%s",
-                 qf_last_message());
+    drain_batches(&m, p.b, 64);
+    simple_finish(&p, false, QF_NOT_FOUND);
     cr_expect(strstr(qf_last_message(), "missing.txt") != NULL, "%s", qf_last_message());
-    join_all(&st);
     cr_expect_eq(m.errors, 0);
     for (int l = 0; l < 500; l++) {
         cr_expect_eq(m.f[0]->seen[l], 1, "first file, line %d", l + 1);
         cr_expect_eq(m.f[1]->seen[l], 0, "the file after the missing one is not read");
     }
-    qf_batcher_free(b);
-    qf_runtime_free(rt);
-    qf_coord_free(c);
-    qf_scope_free(s);
-    qf_queue_unref(files);
     model_free(&m);
     tdir_remove(&d);
 }
@@ -2578,23 +2609,13 @@ Test(reader_runs, spec_190_lines_from_a_pipe_are_not_held_back_for_a_run)
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, fifo_write_main, &w), 0);
 
-    qf_runtime *rt = mkrt(2);
-    qf_scope *s = mkscope();
-    qf_coord *c = mkcoord();
     const char *names[1] = {path};
-    qf_input_producer_options po = {.num_epochs = 1, .shuffle = QF_SHUFFLE_OFF};
-    qf_queue *files = NULL;
-    OK(qf_string_input_producer(s, names, 1, &po, &files));
-    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE};
-    qf_batch_source *src = NULL;
-    OK(qf_batch_source_reader_options(&ro, files, &src));
     qf_batch_options bo = {.num_threads = 1, .capacity = 100, .allow_smaller_final_batch = true};
-    qf_batcher *b = NULL;
-    OK(qf_batch(s, src, 5, &bo, &b));
-    started st = start(rt, c, s);
+    simple p;
+    simple_start(&p, names, 1, NULL, &bo, 5);
     for (int k = 0; k < 2; k++) {
         qf_element *e = NULL;
-        cr_assert_eq(qf_batcher_next_until(b, soon(), &e), QF_OK, "batch %d: %s", k,
+        cr_assert_eq(qf_batcher_next_until(p.b, soon(), &e), QF_OK, "batch %d: %s", k,
                      qf_last_message());
         cr_assert_eq(qf_tensor_num_elements(qf_element_get(e, 1)), 5);
         size_t len = 0;
@@ -2607,16 +2628,9 @@ Test(reader_runs, spec_190_lines_from_a_pipe_are_not_held_back_for_a_run)
     }
     atomic_store(&w.release, 1); /* the end of the input ends the pipeline */
     qf_element *e = NULL;
-    cr_expect_eq(qf_batcher_next_until(b, soon(), &e), QF_OUT_OF_RANGE);
+    cr_expect_eq(qf_batcher_next_until(p.b, soon(), &e), QF_OUT_OF_RANGE);
     pthread_join(th, NULL);
-    qf_coord_request_stop(c, NULL);
-    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_OK);
-    join_all(&st);
-    qf_batcher_free(b);
-    qf_runtime_free(rt);
-    qf_coord_free(c);
-    qf_scope_free(s);
-    qf_queue_unref(files);
+    simple_finish(&p, true, QF_OK);
     tdir_remove(&d);
 }
 
@@ -2631,37 +2645,21 @@ Test(reader_runs, spec_161_capacity_bounds_the_records_a_reader_holds)
     for (int i = 0; i < 500; i++)
         tf_adds(f, "x", "\n");
     tf_write(f);
-    qf_runtime *rt = mkrt(2);
-    qf_scope *s = mkscope();
-    qf_coord *c = mkcoord();
     const char *names[1] = {f->path};
-    qf_input_producer_options po = {.num_epochs = 1, .shuffle = QF_SHUFFLE_OFF};
-    qf_queue *files = NULL;
-    OK(qf_string_input_producer(s, names, 1, &po, &files));
     qf_reader *r = NULL;
     qf_reader_options ro = {.kind = QF_READER_TEXT_LINE};
     OK(qf_reader_new(&ro, &r));
-    qf_batch_source *src = NULL;
-    OK(qf_batch_source_reader(r, files, &src));
     qf_batch_options bo = {.num_threads = 1, .capacity = 4};
-    qf_batcher *b = NULL;
-    OK(qf_batch(s, src, 2, &bo, &b));
-    started st = start(rt, c, s);
-    wait_size(qf_batcher_queue(b), 4);
+    simple p;
+    simple_start(&p, names, 1, r, &bo, 2);
+    wait_size(qf_batcher_queue(p.b), 4);
     /* The op parks once it holds a record it cannot enqueue. */
     qf_deadline dl = soon();
     while (qf_reader_num_records_produced(r) < 5 && !qf_deadline_passed(dl))
         sched_yield();
     cr_expect_leq(qf_reader_num_records_produced(r), 5, "held %lld records",
                   (long long)qf_reader_num_records_produced(r));
-    qf_coord_request_stop(c, NULL);
-    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_OK);
-    join_all(&st);
-    qf_batcher_free(b);
-    qf_runtime_free(rt);
-    qf_coord_free(c);
-    qf_scope_free(s);
-    qf_queue_unref(files);
+    simple_finish(&p, true, QF_OK);
     tf_free(f);
     tdir_remove(&d);
 }
