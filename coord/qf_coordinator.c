@@ -247,6 +247,12 @@ static void run_stop_work(qf_coord *c, uint32_t key)
      * the next epoch's wakers, except in the window the header documents. */
     if (key_of(load_word(c)) == key)
         qf_waitlist_wake(&c->wakers, INT32_MAX);
+#ifdef QF_RACE_WIDENING
+    /* Let the woken retire before the actions run (a retiring queue runner
+     * must not withdraw an action this epoch has not run: spec 134). */
+    for (int i = 0; i < 20; i++)
+        sched_yield();
+#endif
 
     pthread_mutex_lock(&c->lock);
     bool complete = true;

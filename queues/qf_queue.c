@@ -730,12 +730,23 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
 /* The common case of build_batch(): every component of every element is a
  * scalar (a reader's key and value, a label): fill the batch tensors
  * straight from the elements. False (b untouched) when some component is
- * not, and the general path runs. */
-static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b)
+ * not, and the general path runs. When the slots are all rows of runs the
+ * values are not copied: the value tensor borrows them and takes the slots
+ * over (*ret_took true); else the caller still owns the slots. */
+static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bool *ret_took)
 {
+    *ret_took = false;
     for (size_t c = 0; c < q->ncomp; c++) {
         qf_tensor *t = NULL;
-        if (qf__stack_scalars(slots, n, c, q->dtypes[c], &t) != QF_OK) {
+        qf_code rc = QF_UNIMPLEMENTED;
+        /* Rows live only in queues of (key, value) strings (qf_run-impl.h). */
+        if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING)
+            rc = qf__stack_rows_borrowed(slots, n, &t);
+        if (rc == QF_OK)
+            *ret_took = true;
+        else if (rc == QF_UNIMPLEMENTED)
+            rc = qf__stack_scalars(slots, n, c, q->dtypes[c], &t);
+        if (rc != QF_OK) {
             for (size_t j = 0; j < c; j++)
                 qf_element_set(b, j, NULL);
             return false;
@@ -751,6 +762,7 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
     qf_element *b = qf_element_new(q->ncomp);
     if (!b)
         return QF_RESOURCE_EXHAUSTED;
+    bool took;
     if (q->inline_mode) {
         qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
         qf_tensor *t;
@@ -769,8 +781,9 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
             return QF_RESOURCE_EXHAUSTED;
         }
         qf_element_set(b, 0, t);
-    } else if (!q->padded && stack_scalars(q, slots, n, b)) {
-        qf__slots_free(slots, n);
+    } else if (!q->padded && stack_scalars(q, slots, n, b, &took)) {
+        if (!took)
+            qf__slots_free(slots, n);
     } else {
         /* Rows of runs become elements first (they never get here on the
          * paths runtime/ uses: a padded queue of reader records does). */

@@ -1,112 +1,360 @@
 /* qf_run.c - runs of (key, value) rows (see qf_run-impl.h).
  *
  * Layout, one allocation aligned to QF__RUN_ALIGN:
- *   [qf__home: rows not consumed][header][row table][key prefix][bytes]
- * where each row's bytes are its key suffix followed by its value. The
- * counter is a qf__home so that releasing shares its code (and its TSan
- * handling) with the element blocks.
+ *   [header][row table: rows_cap rows][buffer: cap bytes + 1]
+ * and the key prefix in a block of its own (it changes with the file).
+ *
+ * Counting. `live` starts at 1 + rows_cap: the reader's hold plus one
+ * credit for every row the table can still take. Adding a row spends a
+ * credit without touching the counter (the reader is alone in writing
+ * rows), a consumer consuming k rows subtracts k, and the reader letting go
+ * subtracts its hold and the credits never spent. So the count reaches 0
+ * exactly when the reader has let go and every row handed out is consumed,
+ * with no atomic per row on the reader's side. Rows out and not consumed:
+ * n - ((1 + rows_cap) - live).
  */
 #include "qf_run-impl.h"
 
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qf_tensor-impl.h"
+#include "qf_tsan-impl.h"
 
 typedef struct run_row {
-    uint32_t off;  /* of the suffix, from bytes */
-    uint32_t slen; /* suffix length */
-    uint32_t vlen; /* value length (the value follows the suffix) */
+    uint32_t off; /* of the value in the buffer */
+    uint32_t len; /* value length; the NUL follows */
+    uint64_t line;
 } run_row;
 
+/* Runs retired by consumers go back to their reader's pool instead of to
+ * malloc: a run is a few hundred KiB, which malloc maps and unmaps each
+ * time, and the page faults of a fresh one cost more than the copying it
+ * saves. The pool is a stack pushed by any thread and emptied whole by the
+ * owner (an exchange, so no ABA), kept alive by a count of its runs. */
+struct qf__run_pool {
+    _Atomic(qf__run *) returned; /* pushed by any thread */
+    _Atomic uint32_t refs;       /* the owner's, and one per run not freed */
+    atomic_bool closed;          /* the owner is gone: free, don't keep */
+    qf__run *spare;              /* owner only: runs ready for reuse */
+    uint32_t nspare;
+    size_t cap; /* buffer size of its runs */
+};
+
+/* Runs a reader keeps beyond the one it is filling: enough for the runs
+ * whose last rows are still in a queue to come back while it reads. */
+#define POOL_SPARE 2
+
 struct qf__run {
-    qf__home home; /* first: qf__home_release_n() frees the allocation */
-    uint32_t n;    /* rows set so far */
-    uint32_t cap;
-    uint32_t used; /* bytes used */
+    _Atomic uint32_t live; /* see the top of the file */
+    uint32_t rows_cap;
+    uint32_t n; /* rows added since the last reuse */
     uint32_t prefix_len;
+    size_t prefix_cap;
     char *prefix;
-    char *bytes;
+    char *buf;
+    size_t cap;
+    qf__run_pool *pool; /* NULL: freed when retired */
+    qf__run *next;      /* in a pool's stack or spare list */
     run_row rows[];
 };
 
-qf__run *qf__run_new(size_t rows, size_t bytes, const char *key_prefix, size_t prefix_len, int sep)
+_Static_assert(QF__RUN_MAX < QF__RUN_ALIGN / 2, "a call's rows fit in one run");
+
+static qf__run *run_alloc(size_t data_cap)
 {
-    size_t plen = prefix_len + (sep >= 0);
-    if (rows == 0 || rows > QF__RUN_MAX || bytes > UINT32_MAX || plen > UINT32_MAX) {
-        qf_set_error(QF_INVALID_ARGUMENT, "a run holds 1 to %d rows and under 4 GiB", QF__RUN_MAX);
+    if (data_cap == 0 || data_cap > UINT32_MAX / 2) {
+        qf_set_error(QF_INVALID_ARGUMENT, "a run holds 1 byte to 2 GiB");
         return NULL;
     }
+    /* One row per 32 bytes of buffer covers lines of 31 bytes and more; a
+     * file of shorter lines fills the table first and moves on to a fresh
+     * run sooner (qf__run_rows_left()). */
+    size_t rows = data_cap / 32;
+    if (rows < QF__RUN_MAX)
+        rows = QF__RUN_MAX;
+    if (rows > QF__RUN_ALIGN / 2 - 1)
+        rows = QF__RUN_ALIGN / 2 - 1;
     size_t head = sizeof(qf__run) + rows * sizeof(run_row);
-    size_t total = head + plen + bytes;
+    size_t total = head + data_cap + 1;
     total = (total + QF__RUN_ALIGN - 1) / QF__RUN_ALIGN * QF__RUN_ALIGN;
     qf__run *r = aligned_alloc(QF__RUN_ALIGN, total);
     if (!r) {
-        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a run of %zu rows", rows);
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a read buffer of %zu bytes",
+                     data_cap);
         return NULL;
     }
-    atomic_init(&r->home.live, (uint32_t)rows);
+    atomic_init(&r->live, (uint32_t)(1 + rows));
+    r->rows_cap = (uint32_t)rows;
     r->n = 0;
-    r->cap = (uint32_t)rows;
-    r->used = 0;
-    r->prefix_len = (uint32_t)plen;
-    r->prefix = (char *)r + head;
-    r->bytes = r->prefix + plen;
-    if (prefix_len)
-        memcpy(r->prefix, key_prefix, prefix_len);
-    if (sep >= 0)
-        r->prefix[prefix_len] = (char)sep;
+    r->prefix_len = 0;
+    r->prefix_cap = 0;
+    r->prefix = NULL;
+    r->buf = (char *)r + head;
+    r->cap = data_cap;
+    r->pool = NULL;
+    r->next = NULL;
     return r;
 }
 
-void qf__run_append(qf__run *r, const char *suffix, size_t suffix_len, const char *value,
-                    size_t value_len)
+qf__run *qf__run_new(size_t data_cap)
 {
-    run_row *row = &r->rows[r->n++];
-    row->off = r->used;
-    row->slen = (uint32_t)suffix_len;
-    row->vlen = (uint32_t)value_len;
-    char *d = r->bytes + r->used;
-    memcpy(d, suffix, suffix_len);
-    memcpy(d + suffix_len, value, value_len);
-    r->used += (uint32_t)(suffix_len + value_len);
+    return run_alloc(data_cap);
 }
 
-void *qf__run_slot(const qf__run *r, size_t i)
+static void run_free(qf__run *r)
 {
-    return (void *)((uintptr_t)r + 2 * i + 1);
-}
-
-void qf__run_discard(qf__run *r)
-{
+    free(r->prefix);
     free(r);
 }
 
-static qf__run *run_of(const void *slot, size_t *ret_i)
+static void pool_unref(qf__run_pool *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        free(p);
+}
+
+/* Free every run pushed so far (the owner is gone). Any thread. */
+static void pool_drain(qf__run_pool *p)
+{
+    qf__run *r = atomic_exchange_explicit(&p->returned, NULL, memory_order_acq_rel);
+    while (r) {
+        qf__run *next = r->next;
+        run_free(r);
+        pool_unref(p);
+        r = next;
+    }
+}
+
+/* The last row of r is consumed and its reader let go. */
+static void run_retire(qf__run *r)
+{
+    qf__run_pool *p = r->pool;
+    if (!p) {
+        run_free(r);
+        return;
+    }
+    /* Hold the pool: once r is pushed, the owner may free r and its count. */
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    qf__run *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    do
+        r->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, r, memory_order_seq_cst,
+                                                  memory_order_relaxed));
+    /* Pairs with qf__run_pool_close(): it sets `closed`, then empties the
+     * stack; either it sees r, or we see `closed` (both sequentially
+     * consistent), or both, and the exchange frees each run once. */
+    if (atomic_load_explicit(&p->closed, memory_order_seq_cst))
+        pool_drain(p);
+    pool_unref(p);
+}
+
+qf__run_pool *qf__run_pool_new(size_t data_cap)
+{
+    qf__run_pool *p = calloc(1, sizeof(*p));
+    if (!p) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a run pool");
+        return NULL;
+    }
+    atomic_init(&p->returned, NULL);
+    atomic_init(&p->refs, 1);
+    atomic_init(&p->closed, false);
+    p->cap = data_cap;
+    return p;
+}
+
+qf__run *qf__run_pool_get(qf__run_pool *p)
+{
+    if (!p->spare) {
+        p->spare = atomic_exchange_explicit(&p->returned, NULL, memory_order_acquire);
+        p->nspare = 0;
+        for (qf__run *r = p->spare; r; r = r->next)
+            p->nspare++;
+    }
+    qf__run *r = p->spare;
+    if (r) {
+        p->spare = r->next;
+        p->nspare--;
+        /* Beyond what a reader needs: back to malloc. */
+        while (p->nspare > POOL_SPARE) {
+            qf__run *x = p->spare;
+            p->spare = x->next;
+            p->nspare--;
+            run_free(x);
+            /* Never the last count: the caller, the owner, holds one. */
+            atomic_fetch_sub_explicit(&p->refs, 1, memory_order_relaxed);
+        }
+        atomic_store_explicit(&r->live, 1 + r->rows_cap, memory_order_relaxed);
+        r->n = 0;
+        r->next = NULL;
+        return r;
+    }
+    if (!(r = run_alloc(p->cap)))
+        return NULL;
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    r->pool = p;
+    return r;
+}
+
+void qf__run_pool_close(qf__run_pool *p)
+{
+    if (!p)
+        return;
+    atomic_store_explicit(&p->closed, true, memory_order_seq_cst);
+    pool_drain(p);
+    while (p->spare) {
+        qf__run *x = p->spare;
+        p->spare = x->next;
+        run_free(x);
+        atomic_fetch_sub_explicit(&p->refs, 1, memory_order_relaxed); /* ours is still held */
+    }
+    pool_unref(p);
+}
+
+char *qf__run_data(qf__run *r)
+{
+    return r->buf;
+}
+
+size_t qf__run_capacity(const qf__run *r)
+{
+    return r->cap;
+}
+
+static void run_release(qf__run *r, uint32_t k)
+{
+    if (atomic_fetch_sub_explicit(&r->live, k, memory_order_release) != k)
+        return;
+#ifdef QF_TSAN
+    /* TSan understands the load, not the fence. */
+    (void)atomic_load_explicit(&r->live, memory_order_acquire);
+#else
+    atomic_thread_fence(memory_order_acquire);
+#endif
+    run_retire(r);
+}
+
+bool qf__run_in_use(const qf__run *r)
+{
+    uint32_t live = atomic_load_explicit(&((qf__run *)r)->live, memory_order_acquire);
+    return live > 1 + r->rows_cap - r->n;
+}
+
+size_t qf__run_rows_left(const qf__run *r)
+{
+    return r->rows_cap - r->n;
+}
+
+void qf__run_reuse(qf__run *r)
+{
+    /* Nobody else touches the count now: every row out was consumed. */
+    atomic_fetch_add_explicit(&r->live, r->n, memory_order_relaxed);
+    r->n = 0;
+}
+
+qf_code qf__run_set_prefix(qf__run *r, const char *prefix, size_t len, int sep)
+{
+    size_t plen = len + (sep >= 0);
+    if (plen > UINT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "a key prefix is under 4 GiB");
+    if (plen > r->prefix_cap) {
+        char *p = malloc(plen);
+        if (!p)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when keeping a file name");
+        free(r->prefix);
+        r->prefix = p;
+        r->prefix_cap = plen;
+    }
+    if (len)
+        memcpy(r->prefix, prefix, len);
+    if (sep >= 0)
+        r->prefix[len] = (char)sep;
+    r->prefix_len = (uint32_t)plen;
+    return QF_OK;
+}
+
+bool qf__run_has_prefix(const qf__run *r, const char *prefix, size_t len, int sep)
+{
+    size_t plen = len + (sep >= 0);
+    return r->prefix_len == plen && (len == 0 || memcmp(r->prefix, prefix, len) == 0) &&
+           (sep < 0 || r->prefix[len] == (char)sep);
+}
+
+void *qf__run_add_row(qf__run *r, size_t off, size_t len, uint64_t line)
+{
+    uint32_t i = r->n++;
+    r->rows[i] = (run_row){(uint32_t)off, (uint32_t)len, line};
+    r->buf[off + len] = '\0';
+    return (void *)((uintptr_t)r + 2 * (uintptr_t)i + 1);
+}
+
+void qf__run_drop(qf__run *r)
+{
+    if (r)
+        run_release(r, 1 + r->rows_cap - r->n);
+}
+
+static qf__run *run_of(const void *slot, const run_row **ret_row)
 {
     uintptr_t v = (uintptr_t)slot;
     uintptr_t base = v & ~(uintptr_t)(QF__RUN_ALIGN - 1);
-    *ret_i = (size_t)((v - base) >> 1);
-    return (qf__run *)base;
+    qf__run *r = (qf__run *)base;
+    *ret_row = &r->rows[(v - base) >> 1];
+    return r;
 }
 
-void qf__row_string(const void *slot, size_t c, const char **s0, size_t *len0, const char **s1,
-                    size_t *len1)
+/* Decimal digits of v. */
+static size_t digits_of(uint64_t v)
 {
-    size_t i;
-    const qf__run *r = run_of(slot, &i);
-    const run_row *row = &r->rows[i];
-    const char *b = r->bytes + row->off;
+    size_t d = 1;
+    for (uint64_t p = 10; d < 20 && v >= p; p *= 10)
+        d++;
+    return d;
+}
+
+void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
+                    size_t *len0, const char **s1, size_t *len1)
+{
+    const run_row *row;
+    const qf__run *r = run_of(slot, &row);
     if (c == 0) {
         *s0 = r->prefix;
         *len0 = r->prefix_len;
-        *s1 = b;
-        *len1 = row->slen;
+        *s1 = digits;
+        *len1 = qf__format_u64(digits, row->line);
     } else {
-        *s0 = b + row->slen;
-        *len0 = row->vlen;
+        *s0 = r->buf + row->off;
+        *len0 = row->len;
         *s1 = NULL;
         *len1 = 0;
+    }
+}
+
+const char *qf__row_value(const void *slot)
+{
+    if (!qf__slot_is_row(slot))
+        return NULL;
+    const run_row *row;
+    const qf__run *r = run_of(slot, &row);
+    return r->buf + row->off;
+}
+
+bool qf__rows_all(void *const *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!qf__slot_is_row(slots[i]))
+            return false;
+    return true;
+}
+
+void qf__rows_values(void *const *slots, size_t n, qf_string *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        const run_row *row;
+        const qf__run *r = run_of(slots[i], &row);
+        dst[i] = row->len ? (qf_string){row->len, r->buf + row->off} : (qf_string){0, NULL};
     }
 }
 
@@ -114,13 +362,13 @@ void qf__rows_release(void *const *slots, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        size_t ri;
-        qf__run *r = run_of(slots[i], &ri);
+        const run_row *row;
+        qf__run *r = run_of(slots[i], &row);
         uint32_t k = 1;
-        while (i + k < n && run_of(slots[i + k], &ri) == r)
+        while (i + k < n && run_of(slots[i + k], &row) == r)
             k++;
         i += k;
-        qf__home_release_n(&r->home, k);
+        run_release(r, k);
     }
 }
 
@@ -128,10 +376,11 @@ qf_element *qf__slot_element(void *slot)
 {
     if (!qf__slot_is_row(slot))
         return slot;
+    char digits[QF__ROW_DIGITS];
     const char *k0, *k1, *v, *unused;
     size_t k0n, k1n, vn, unused_n;
-    qf__row_string(slot, 0, &k0, &k0n, &k1, &k1n);
-    qf__row_string(slot, 1, &v, &vn, &unused, &unused_n);
+    qf__row_string(slot, 0, digits, &k0, &k0n, &k1, &k1n);
+    qf__row_string(slot, 1, digits, &v, &vn, &unused, &unused_n);
     /* The key is two parts; assemble it where it fits, else allocate. */
     char small[512];
     char *key = k0n + k1n <= sizeof(small) ? small : malloc(k0n + k1n);
@@ -176,31 +425,53 @@ bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_b
     for (size_t i = 0; i < n; i++) {
         if (!qf__slot_is_row(slots[i]))
             return false;
-        size_t ri;
-        const qf__run *r = run_of(slots[i], &ri);
-        const run_row *row = &r->rows[ri];
-        size_t len = c == 0 ? r->prefix_len + row->slen : row->vlen;
-        total += len ? len + 1 : 0; /* rows are < 4 GiB each: no overflow */
+        const run_row *row;
+        const qf__run *r = run_of(slots[i], &row);
+        size_t len = c == 0 ? r->prefix_len + digits_of(row->line) : row->len;
+        total += len ? len + 1 : 0; /* rows are < 2 GiB each: no overflow */
     }
     *ret_bytes = total;
     return true;
 }
 
+/* Count the decimal number in digits[0..*nd) up by one. */
+static void count_up(char *digits, size_t *nd)
+{
+    for (size_t i = *nd; i-- > 0;) {
+        if (digits[i] != '9') {
+            digits[i]++;
+            return;
+        }
+        digits[i] = '0';
+    }
+    memmove(digits + 1, digits, *nd);
+    digits[0] = '1';
+    (*nd)++;
+}
+
 char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *dst, char *arena)
 {
+    /* Keys: a batch's rows are mostly consecutive lines, so the number is
+     * counted up from the last one's rather than formatted each time. */
+    char digits[QF__ROW_DIGITS];
+    size_t nd = 0;
+    uint64_t last = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t ri;
-        const qf__run *r = run_of(slots[i], &ri);
-        const run_row *row = &r->rows[ri];
-        const char *b = r->bytes + row->off;
+        const run_row *row;
+        const qf__run *r = run_of(slots[i], &row);
         size_t len;
         if (c == 0) {
-            len = r->prefix_len + row->slen;
+            if (nd && row->line == last + 1)
+                count_up(digits, &nd);
+            else if (!nd || row->line != last)
+                nd = qf__format_u64(digits, row->line);
+            last = row->line;
+            len = r->prefix_len + nd;
             memcpy(arena, r->prefix, r->prefix_len);
-            memcpy(arena + r->prefix_len, b, row->slen);
+            memcpy(arena + r->prefix_len, digits, nd);
         } else {
-            len = row->vlen;
-            memcpy(arena, b + row->slen, len);
+            len = row->len;
+            memcpy(arena, r->buf + row->off, len);
         }
         if (len == 0) {
             dst[i] = (qf_string){0, NULL};

@@ -54,4 +54,12 @@ qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
                           qf_tensor **ret_batch);
 
+/* The batch of the values of row slots[0..n) (every slot a row, see
+ * qf_run-impl.h) without copying them: string i points at row i's value,
+ * and the tensor takes over the slots (it consumes the rows when it is
+ * destroyed; a string replaced with qf_tensor_set_string() is owned as
+ * usual). QF_UNIMPLEMENTED, nothing recorded and nothing taken, when some
+ * slot is not a row; RESOURCE_EXHAUSTED (nothing taken) on OOM. */
+qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch);
+
 #endif

@@ -47,6 +47,13 @@ struct qf_tensor {
      * shared with other objects (see qf_tensor-impl.h), released instead
      * of freed. */
     qf__home *home;
+    /* NULL, or (QF_STRING built by qf__stack_rows_borrowed()) the n row
+     * slots whose values string i borrows while s[i].data still points at
+     * them; released when the tensor is destroyed. */
+    void **held;
+    /* No string was replaced since the tensor borrowed them all: destroying
+     * it frees none. */
+    bool all_borrowed;
     qf_shape shape;
     alignas(max_align_t) unsigned char buf[];
 };
@@ -355,13 +362,26 @@ static bool in_arena(const qf_tensor *t, const char *p)
     return (uintptr_t)p - a < t->arena_cap;
 }
 
+/* True when string i of t is a block of its own that t must free: not in
+ * the arena, not borrowed from a held row. */
+static bool string_owned(const qf_tensor *t, int64_t i)
+{
+    const qf_string *s = &((const qf_string *)t->buf)[i];
+    if (!s->data || in_arena(t, s->data))
+        return false;
+    return !t->held || s->data != qf__row_value(t->held[i]);
+}
+
 static void tensor_destroy(qf_tensor *t)
 {
     if (t->dtype == QF_STRING) {
         qf_string *s = (qf_string *)t->buf;
-        for (int64_t i = 0; i < t->n; i++)
-            if (!in_arena(t, s[i].data))
-                free(s[i].data);
+        if (!t->all_borrowed)
+            for (int64_t i = 0; i < t->n; i++)
+                if (string_owned(t, i))
+                    free(s[i].data);
+        if (t->held)
+            qf__rows_release(t->held, (size_t)t->n);
     } else if (t->dtype == QF_PTR && t->dtor) {
         void **p = (void **)t->buf;
         for (int64_t i = 0; i < t->n; i++)
@@ -660,9 +680,10 @@ qf_code qf_tensor_set_string(qf_tensor *t, int64_t i, const char *s, size_t len)
         return rc;
     qf_string *slot = &((qf_string *)t->buf)[i];
     /* Arena bytes are not reused: the arena only ever grows. */
-    if (!in_arena(t, slot->data))
+    if (string_owned(t, i))
         free(slot->data);
     *slot = fresh;
+    t->all_borrowed = false;
     return QF_OK;
 }
 
@@ -716,11 +737,12 @@ bool qf_tensor_equal(const qf_tensor *a, const qf_tensor *b)
     return true;
 }
 
-/* With `move`, a string of src is stolen (not copied) when it has a block
- * of its own; arena strings die with src and must be copied. */
-static bool can_steal(const qf_tensor *src, const qf_string *s, bool move)
+/* With `move`, string i of src is stolen (not copied) when it has a block
+ * of its own; arena strings die with src, and borrowed ones with the rows
+ * it holds, so they must be copied. */
+static bool can_steal(const qf_tensor *src, int64_t i, bool move)
 {
-    return move && s->len > 0 && !in_arena(src, s->data);
+    return move && string_owned(src, i);
 }
 
 /* Arena bytes that transfer() will copy for `count` strings of src from
@@ -731,7 +753,7 @@ static size_t string_copy_bytes(const qf_tensor *src, int64_t soff, int64_t coun
     const qf_string *ss = (const qf_string *)src->buf + soff;
     size_t total = 0;
     for (int64_t j = 0; j < count; j++)
-        if (ss[j].len > 0 && !can_steal(src, &ss[j], move) &&
+        if (ss[j].len > 0 && !can_steal(src, soff + j, move) &&
             __builtin_add_overflow(total, ss[j].len + 1, &total))
             return 0;
     return total;
@@ -753,7 +775,7 @@ static qf_code transfer(qf_tensor *dst, int64_t doff, qf_tensor *src, int64_t so
         qf_string *ds = (qf_string *)d;
         qf_string *ss = (qf_string *)s;
         for (int64_t j = 0; j < count; j++) {
-            if (can_steal(src, &ss[j], move)) {
+            if (can_steal(src, soff + j, move)) {
                 ds[j] = ss[j];
                 ss[j] = (qf_string){0, NULL};
                 continue;
@@ -973,11 +995,11 @@ done:
 }
 
 /* The string of a slot's component c: one part, or a row's key in two. */
-static void slot_string(void *slot, size_t c, const char **s0, size_t *len0, const char **s1,
-                        size_t *len1)
+static void slot_string(void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
+                        size_t *len0, const char **s1, size_t *len1)
 {
     if (qf__slot_is_row(slot)) {
-        qf__row_string(slot, c, s0, len0, s1, len1);
+        qf__row_string(slot, c, digits, s0, len0, s1, len1);
         return;
     }
     const qf_string *ss = (const qf_string *)qf_element_get(slot, c)->buf;
@@ -997,6 +1019,25 @@ static bool scalar_of(void *slot, size_t c, qf_dtype dt)
         return false;
     const qf_string *ss = (const qf_string *)t->buf;
     return dt != QF_STRING || ss->len == 0 || in_arena(t, ss->data);
+}
+
+qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
+{
+    if (n == 0 || n > INT64_MAX / 2 || !qf__rows_all(slots, n))
+        return QF_UNIMPLEMENTED;
+    qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
+    /* The held slots go where the arena would be: tensor_alloc() sizes it
+     * and leaves it unwritten. */
+    qf_tensor *out = tensor_alloc(QF_STRING, &sh, NULL, n * sizeof(void *));
+    if (!out)
+        return qf_last_code();
+    out->held = (void **)(out->buf + out->nbytes);
+    out->arena_cap = 0;
+    memcpy(out->held, slots, n * sizeof(void *));
+    qf__rows_values(slots, n, (qf_string *)out->buf);
+    out->all_borrowed = true;
+    *ret_batch = out;
+    return QF_OK;
 }
 
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
@@ -1023,8 +1064,9 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
             return QF_UNIMPLEMENTED; /* the general path reports or handles it */
         if (dt == QF_STRING) {
             const char *s0, *s1;
+            char digits[QF__ROW_DIGITS];
             size_t len0, len1;
-            slot_string(slots[i], c, &s0, &len0, &s1, &len1);
+            slot_string(slots[i], c, digits, &s0, &len0, &s1, &len1);
             size_t len = len0 + len1;
             if (len > 0 && __builtin_add_overflow(arena, len + 1, &arena))
                 return QF_UNIMPLEMENTED;
@@ -1038,8 +1080,9 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
         char *d = (char *)out->buf + out->nbytes;
         for (size_t i = 0; i < n; i++) {
             const char *s0, *s1;
+            char digits[QF__ROW_DIGITS];
             size_t len0, len1;
-            slot_string(slots[i], c, &s0, &len0, &s1, &len1);
+            slot_string(slots[i], c, digits, &s0, &len0, &s1, &len1);
             if (len0 + len1 == 0)
                 continue; /* empty: {0, NULL}, as tensor_alloc() left it */
             /* Sized above: every string fits in the arena. */
@@ -1066,6 +1109,8 @@ bool qf__tensor_dies_with_home(qf_tensor *t, const qf__home *h)
         return false;
     if (t->dtype == QF_STRING) {
         const qf_string *ss = (const qf_string *)t->buf;
+        if (t->held)
+            return false;
         for (int64_t i = 0; i < t->n; i++)
             if (ss[i].len > 0 && !in_arena(t, ss[i].data))
                 return false;

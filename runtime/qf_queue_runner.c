@@ -292,6 +292,12 @@ static void retire(qf__rtask *s, const qf_runtime *rt, bool closed)
     qf__unlock(&r->lock);
     if (last && closed)
         r->close_op(r->close_arg); /* errors ignored (spec 130) */
+    /* A stop wakes the tasks before its stop work reaches the actions: an
+     * action withdrawn in between would never run, and the queue would
+     * stay open after the join (spec 134). check_stop runs what this
+     * epoch's stop work has not claimed yet (each action once). */
+    if (action)
+        (void)qf_coord_check_stop(coord);
     if (action)
         qf_coord_remove_stop_action(coord, action);
 }

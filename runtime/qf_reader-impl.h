@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "qf_reader.h"
+#include "qf_run-impl.h"
 
 /* --------------------------------------------------------------- CRC-32C */
 
@@ -63,16 +64,18 @@ static inline uint32_t qf__crc32c_unmask(uint32_t masked)
 /* One open file and the reader's read buffer: buf[pos..lim) are the bytes
  * at file offsets base+pos .. base+lim not consumed yet. */
 typedef struct qf__rbuf {
-    int fd;           /* -1 when no file is open */
-    char *buf;        /* the reader's buffer, kept across files */
-    size_t cap;       /* its size */
-    size_t pos;       /* next unconsumed byte */
-    size_t lim;       /* end of valid bytes */
-    uint64_t base;    /* file offset of buf[0] */
-    int64_t size;     /* size at open for regular files, else -1 */
-    uint64_t advised; /* WILLNEED issued up to this offset */
-    bool eof;         /* the file has no bytes after buf[lim) */
-    const char *path; /* for messages: the reader's current work item */
+    int fd;             /* -1 when no file is open */
+    char *buf;          /* the reader's buffer, kept across files */
+    qf__run *blk;       /* NULL, or the run buf belongs to (TextLineReader) */
+    qf__run_pool *pool; /* where blk and its successors come from */
+    size_t cap;         /* its size */
+    size_t pos;         /* next unconsumed byte */
+    size_t lim;         /* end of valid bytes */
+    uint64_t base;      /* file offset of buf[0] */
+    int64_t size;       /* size at open for regular files, else -1 */
+    uint64_t advised;   /* WILLNEED issued up to this offset */
+    bool eof;           /* the file has no bytes after buf[lim) */
+    const char *path;   /* for messages: the reader's current work item */
 } qf__rbuf;
 
 /* Open `path` (NUL-terminated) for sequential reading. Maps errno to a code
@@ -85,6 +88,10 @@ void qf__rbuf_close(qf__rbuf *rb);
  * buf[pos..lim) to the front. On return either new bytes arrived or eof is
  * set. */
 qf_code qf__rbuf_fill(qf__rbuf *rb);
+/* Move to a fresh run (rb->blk set) carrying buf[pos..lim) along, and let
+ * the old one go; its rows stay valid. The new run has no key prefix.
+ * qf__rbuf_fill() does this itself before overwriting a run with rows out. */
+qf_code qf__rbuf_renew(qf__rbuf *rb);
 /* Make n <= cap bytes available at buf[pos]; *ret_ok false when the file
  * ends first (lim - pos then says how many there are). */
 qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok);
@@ -142,6 +149,8 @@ struct qf_reader {
     /* Kind state for the current file: TextLine: lines read; FixedLength:
      * next record index; TFRecord: unused (the offset is the key). */
     uint64_t index;
+    /* next_rows() may wait for input (no record in hand yet this call). */
+    bool rows_may_wait;
     bool file_done; /* the kind found the end while starting (headers) */
 };
 
@@ -155,20 +164,6 @@ struct qf_reader {
  * error are read_up_to's. */
 qf_code qf__reader_poll_read_slots(qf_reader *r, qf_queue *work, qf_waker *waker, size_t n,
                                    qf_record *scratch, void **ret_slots, size_t *ret_n);
-
-/* n in decimal at out (up to 20 bytes, no NUL); returns the digits. */
-static inline size_t qf__format_u64(char *out, uint64_t n)
-{
-    char tmp[20];
-    size_t nd = 0;
-    do {
-        tmp[nd++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    for (size_t i = 0; i < nd; i++)
-        out[i] = tmp[nd - 1 - i];
-    return nd;
-}
 
 /* Record helpers for the kinds. */
 qf_code qf__record_reserve_value(qf_record *rec, size_t n);

@@ -223,10 +223,45 @@ void qf__rbuf_close(qf__rbuf *rb)
     rb->eof = true;
 }
 
+qf_code qf__rbuf_renew(qf__rbuf *rb)
+{
+    qf__run *nb = qf__run_pool_get(rb->pool);
+    if (!nb)
+        return qf_last_code();
+    size_t keep = rb->lim - rb->pos;
+    char *d = qf__run_data(nb);
+    memcpy(d, rb->buf + rb->pos, keep);
+    qf__run_drop(rb->blk);
+    rb->blk = nb;
+    rb->buf = d;
+    rb->base += rb->pos;
+    rb->pos = 0;
+    rb->lim = keep;
+    return QF_OK;
+}
+
+/* The buffer is about to be overwritten from its start: not while rows
+ * handed out still point into it (a run's buffer). */
+static qf_code writable(qf__rbuf *rb)
+{
+    if (!rb->blk)
+        return QF_OK;
+    if (!qf__run_in_use(rb->blk)) {
+        qf__run_reuse(rb->blk);
+        return QF_OK;
+    }
+    return qf__rbuf_renew(rb);
+}
+
 qf_code qf__rbuf_fill(qf__rbuf *rb)
 {
     if (rb->eof)
         return QF_OK;
+    if (rb->pos == rb->lim || rb->lim == rb->cap) {
+        qf_code rc = writable(rb);
+        if (rc != QF_OK)
+            return rc;
+    }
     if (rb->pos == rb->lim) {
         rb->base += rb->lim;
         rb->pos = rb->lim = 0;
@@ -266,6 +301,9 @@ qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
     while (rb->lim - rb->pos < n && !rb->eof) {
         /* Make room at the back if n bytes from pos would not fit. */
         if (rb->cap - rb->pos < n && rb->pos > 0) {
+            qf_code rc = writable(rb);
+            if (rc != QF_OK)
+                return rc;
             size_t keep = rb->lim - rb->pos;
             memmove(rb->buf, rb->buf + rb->pos, keep);
             rb->base += rb->pos;
@@ -404,12 +442,22 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     r->name = strdup(o->name ? o->name : ops->kind_name);
     r->rb.fd = -1;
     r->rb.eof = true;
-    if (ops->reads_files) {
+    if (ops->next_rows && cap <= UINT32_MAX / 2) {
+        /* Rows point into the buffer: it is a run (qf_run-impl.h). */
+        r->rb.pool = qf__run_pool_new(cap);
+        r->rb.blk = r->rb.pool ? qf__run_pool_get(r->rb.pool) : NULL;
+        r->rb.buf = r->rb.blk ? qf__run_data(r->rb.blk) : NULL;
+        r->rb.cap = cap;
+    } else if (ops->reads_files) {
         r->rb.buf = malloc(cap);
         r->rb.cap = cap;
     }
     if (!r->name || (ops->reads_files && !r->rb.buf)) {
-        free(r->rb.buf);
+        if (r->rb.blk)
+            qf__run_drop(r->rb.blk);
+        else
+            free(r->rb.buf);
+        qf__run_pool_close(r->rb.pool);
         free(r->name);
         free(r);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a %s (%zu bytes)",
@@ -477,7 +525,11 @@ void qf_reader_free(qf_reader *r)
     finish_work(r);
     qf__rbuf_close(&r->rb);
     qf_status_free(r->deferred);
-    free(r->rb.buf);
+    if (r->rb.blk)
+        qf__run_drop(r->rb.blk);
+    else
+        free(r->rb.buf);
+    qf__run_pool_close(r->rb.pool);
     free(r->work);
     free(r->name);
     free(r);
@@ -599,6 +651,7 @@ static qf_code produce(qf_reader *r, const sink *sk, size_t got, size_t n, size_
         return rc;
     }
     if (r->ops->next_rows) {
+        r->rows_may_wait = got == 0;
         rc = r->ops->next_rows(r, sk->slots + got, n - got, made, at_end);
         if (rc != QF_OK || *made || *at_end)
             return rc;

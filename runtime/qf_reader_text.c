@@ -23,7 +23,6 @@
 #include <string.h>
 
 #include "qf_reader-impl.h"
-#include "qf_run-impl.h"
 
 static qf_code text_start(qf_reader *r)
 {
@@ -128,22 +127,24 @@ produce:
     return QF_OK;
 }
 
-/* The most line bytes in one run. */
-#define RUN_MAX_BYTES (64 * 1024)
-
-/* Count the decimal number in digits[0..*nd) up by one. */
-static void count_up(char *digits, size_t *nd)
+/* Make the run ready for rows of the current file: its key prefix is the
+ * file name (a run whose rows are out keeps its own: take a fresh one), and
+ * its table has room. */
+static qf_code rows_ready(qf_reader *r)
 {
-    for (size_t i = *nd; i-- > 0;) {
-        if (digits[i] != '9') {
-            digits[i]++;
-            return;
-        }
-        digits[i] = '0';
+    qf__rbuf *rb = &r->rb;
+    bool prefix_ok = qf__run_has_prefix(rb->blk, r->work, r->work_len, ':');
+    if (prefix_ok && qf__run_rows_left(rb->blk) > 0)
+        return QF_OK;
+    if (!qf__run_in_use(rb->blk)) {
+        qf__run_reuse(rb->blk);
+    } else {
+        qf_code rc = qf__rbuf_renew(rb); /* the new run has no prefix */
+        if (rc != QF_OK)
+            return rc;
+        prefix_ok = false;
     }
-    memmove(digits + 1, digits, *nd);
-    digits[0] = '1';
-    (*nd)++;
+    return prefix_ok ? QF_OK : qf__run_set_prefix(rb->blk, r->work, r->work_len, ':');
 }
 
 static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
@@ -154,56 +155,46 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         *at_end = true;
         return QF_OK;
     }
-    /* The key: "<file>:" (the run's prefix), then the line number, counted
-     * up in place from the last line's. */
-    char digits[24];
-    size_t nd = qf__format_u64(digits, r->index);
-    /* Find the run: lines that end inside the buffer. */
-    size_t start[QF__RUN_MAX], len[QF__RUN_MAX];
-    size_t n = 0, bytes = 0, pos = rb->pos;
-    size_t nd_probe = nd;
-    /* The first number with one digit more than the current: 10^nd (no
-     * file has 10^19 lines, so saturating there is exact enough). */
-    uint64_t next_pow = 1;
-    for (size_t i = 0; i < nd_probe && i < 19; i++)
-        next_pow *= 10;
-    uint64_t idx = r->index;
+    if (!rb->blk)
+        return QF_OK; /* a buffer too large for a run: next() does it all */
+    qf_code rc = rows_ready(r);
+    if (rc != QF_OK)
+        return rc;
     if (max > QF__RUN_MAX)
         max = QF__RUN_MAX;
-    while (n < max) {
-        const char *p = rb->buf + pos;
-        const char *nl = memchr(p, '\n', rb->lim - pos);
-        if (!nl)
-            break;
-        size_t l = (size_t)(nl - p);
-        size_t l_out = l && p[l - 1] == '\r' ? l - 1 : l;
-        if (n && bytes + l_out > RUN_MAX_BYTES)
-            break; /* a consumer keeping one line keeps its run: bound it */
-        if (l_out > UINT32_MAX / 2)
-            break; /* past what a run's offsets hold: next() takes it */
-        if (idx + 1 == next_pow) {
-            nd_probe++;
-            next_pow = nd_probe < 19 ? next_pow * 10 : UINT64_MAX;
+    size_t left = qf__run_rows_left(rb->blk);
+    if (max > left)
+        max = left;
+    size_t n = 0, pos = rb->pos;
+    for (;;) {
+        while (n < max) {
+            const char *p = rb->buf + pos;
+            const char *nl = memchr(p, '\n', rb->lim - pos);
+            if (!nl)
+                break;
+            size_t l = (size_t)(nl - p);
+            size_t l_out = l && p[l - 1] == '\r' ? l - 1 : l;
+            out[n++] = qf__run_add_row(rb->blk, pos, l_out, ++r->index);
+            pos += l + 1;
         }
-        idx++;
-        start[n] = pos;
-        len[n] = l_out;
-        bytes += nd_probe + l_out;
-        n++;
-        pos += l + 1;
+        rb->pos = pos;
+        /* Nothing whole in the buffer: read on, into this run while no row
+         * of it is out, else into a fresh one that takes the partial line
+         * along, and cut the line there. Only for the first record of a
+         * call (the read may wait: see produce()), and not at the end of
+         * the file or for a line longer than the buffer: next() takes
+         * those. */
+        if (n > 0 || !r->rows_may_wait || rb->eof || (rb->pos == 0 && rb->lim == rb->cap))
+            break;
+        if ((rc = qf__rbuf_fill(rb)) != QF_OK)
+            return rc;
+        if ((rc = rows_ready(r)) != QF_OK)
+            return rc;
+        pos = rb->pos;
+        left = qf__run_rows_left(rb->blk);
+        if (max > left)
+            max = left;
     }
-    if (n == 0)
-        return QF_OK;
-    qf__run *run = qf__run_new(n, bytes, r->work, r->work_len, ':');
-    if (!run)
-        return qf_last_code();
-    for (size_t i = 0; i < n; i++) {
-        count_up(digits, &nd);
-        qf__run_append(run, digits, nd, rb->buf + start[i], len[i]);
-        out[i] = qf__run_slot(run, i);
-    }
-    rb->pos = pos;
-    r->index = idx;
     *made = n;
     return QF_OK;
 }
