@@ -305,15 +305,6 @@ static qf__run *run_of(const void *slot, const run_row **ret_row)
     return r;
 }
 
-/* Decimal digits of v. */
-static size_t digits_of(uint64_t v)
-{
-    size_t d = 1;
-    for (uint64_t p = 10; d < 20 && v >= p; p *= 10)
-        d++;
-    return d;
-}
-
 void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
                     size_t *len0, const char **s1, size_t *len1)
 {
@@ -422,13 +413,30 @@ void qf__slots_free(void *const *slots, size_t n)
 bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes)
 {
     size_t total = 0;
+    if (c == 0) {
+        /* Keys: room for 20 digits each, so that only the runs' headers
+         * are read here, not every row (the copy reads those). */
+        for (size_t i = 0; i < n;) {
+            if (!qf__slot_is_row(slots[i]))
+                return false;
+            const run_row *row;
+            const qf__run *r = run_of(slots[i], &row);
+            size_t k = 1;
+            while (i + k < n && qf__slot_is_row(slots[i + k]) &&
+                   ((uintptr_t)slots[i + k] & ~(uintptr_t)(QF__RUN_ALIGN - 1)) == (uintptr_t)r)
+                k++;
+            total += k * (r->prefix_len + 20 + 1); /* prefixes are < 4 GiB */
+            i += k;
+        }
+        *ret_bytes = total;
+        return true;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!qf__slot_is_row(slots[i]))
             return false;
         const run_row *row;
-        const qf__run *r = run_of(slots[i], &row);
-        size_t len = c == 0 ? r->prefix_len + digits_of(row->line) : row->len;
-        total += len ? len + 1 : 0; /* rows are < 2 GiB each: no overflow */
+        run_of(slots[i], &row);
+        total += row->len ? row->len + 1 : 0; /* rows are < 2 GiB each: no overflow */
     }
     *ret_bytes = total;
     return true;
