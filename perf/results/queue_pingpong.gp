@@ -14,5 +14,5 @@ set style data histogram
 set style histogram cluster gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
-set yrange [1000:*]
+set yrange [100:*]
 plot 'perf/results/queue_pingpong.dat' using 2:xtic(1) title 'p50', 'perf/results/queue_pingpong.dat' using 3 title 'p99'
