@@ -43,10 +43,6 @@
 
 typedef struct qf__run qf__run;
 
-/* A run whose buffer holds data_cap bytes (>= 1), held by the caller (the
- * reader), with no rows and an empty key prefix. NULL with
- * RESOURCE_EXHAUSTED recorded. */
-qf__run *qf__run_new(size_t data_cap);
 /* A reader's pool of runs (one owner thread at a time): runs it gets from
  * the pool go back to it when retired, so a reader reuses a few warm
  * buffers instead of mapping fresh ones. qf__run_pool_get(): a run held by
@@ -59,10 +55,9 @@ qf__run_pool *qf__run_pool_new(size_t data_cap);
 qf__run *qf__run_pool_get(qf__run_pool *p);
 void qf__run_pool_close(qf__run_pool *p);
 
-/* The buffer: qf__run_capacity() bytes. The reader writes it only while
+/* The buffer (the pool's data_cap bytes). The reader writes it only while
  * !qf__run_in_use(). */
 char *qf__run_data(qf__run *r);
-size_t qf__run_capacity(const qf__run *r);
 /* Whether a row handed out is not consumed yet (acquire: when false, every
  * consumer's reads of the buffer happened before). Reader only. */
 bool qf__run_in_use(const qf__run *r);

@@ -99,11 +99,6 @@ static qf__run *run_alloc(size_t data_cap)
     return r;
 }
 
-qf__run *qf__run_new(size_t data_cap)
-{
-    return run_alloc(data_cap);
-}
-
 static void run_free(qf__run *r)
 {
     free(r->prefix);
@@ -216,11 +211,6 @@ void qf__run_pool_close(qf__run_pool *p)
 char *qf__run_data(qf__run *r)
 {
     return r->buf;
-}
-
-size_t qf__run_capacity(const qf__run *r)
-{
-    return r->cap;
 }
 
 static void run_release(qf__run *r, uint32_t k)

@@ -223,6 +223,17 @@ void qf__rbuf_close(qf__rbuf *rb)
     rb->eof = true;
 }
 
+/* The reader's buffer goes: a run is let go (its rows stay valid), the
+ * pool closed. */
+static void free_buffer(qf__rbuf *rb)
+{
+    if (rb->blk)
+        qf__run_drop(rb->blk);
+    else
+        free(rb->buf);
+    qf__run_pool_close(rb->pool);
+}
+
 qf_code qf__rbuf_renew(qf__rbuf *rb)
 {
     qf__run *nb = qf__run_pool_get(rb->pool);
@@ -453,11 +464,7 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
         r->rb.cap = cap;
     }
     if (!r->name || (ops->reads_files && !r->rb.buf)) {
-        if (r->rb.blk)
-            qf__run_drop(r->rb.blk);
-        else
-            free(r->rb.buf);
-        qf__run_pool_close(r->rb.pool);
+        free_buffer(&r->rb);
         free(r->name);
         free(r);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a %s (%zu bytes)",
@@ -525,11 +532,7 @@ void qf_reader_free(qf_reader *r)
     finish_work(r);
     qf__rbuf_close(&r->rb);
     qf_status_free(r->deferred);
-    if (r->rb.blk)
-        qf__run_drop(r->rb.blk);
-    else
-        free(r->rb.buf);
-    qf__run_pool_close(r->rb.pool);
+    free_buffer(&r->rb);
     free(r->work);
     free(r->name);
     free(r);

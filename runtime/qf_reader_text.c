@@ -13,12 +13,11 @@
  * assembled directly in the record's value (no second buffer): the part in
  * the buffer is appended, the buffer refilled, and the search goes on.
  *
- * Pipelines take a faster path (text_next_rows): the lines lying whole in
- * the buffer, up to QF__RUN_MAX of them, become the rows of one run
- * (queues/qf_run-impl.h): one allocation, the file name stored once, the
- * line number counted up in place rather than formatted per line. Only a
- * line that crosses the end of the buffer, and the end of the file, go
- * through text_next.
+ * Pipelines take a faster path (text_next_rows): the reader's buffer is a
+ * run (queues/qf_run-impl.h), and each line lying whole in it becomes a
+ * row pointing at it, its end overwritten with a NUL: no copy. Only a line
+ * longer than the buffer, and a last line without '\n', go through
+ * text_next.
  */
 #include <string.h>
 
