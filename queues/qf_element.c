@@ -69,7 +69,7 @@ void qf_element_free(qf_element *e)
         free(e);
         return;
     }
-    /* A reader's element: it and the tensors that are still only its own
+    /* A record's element: it and the tensors that are still only its own
      * go with one release of their block (one atomic instead of three). */
     uint32_t k = 1;
     for (size_t i = 0; i < e->n; i++) {

@@ -38,7 +38,7 @@
 /* Waits for an in-flight publication before sleeping on it instead. */
 #define INFLIGHT_SPINS 64
 
-/* Aligned: an odd address would read as a row slot (qf_run-impl.h). */
+/* Aligned: an odd address would read as a row slot (qf_strblock-impl.h). */
 static _Alignas(8) char tombstone_object;
 #define TOMBSTONE ((void *)&tombstone_object)
 

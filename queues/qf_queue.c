@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "qf_queue-impl.h"
-#include "qf_run-impl.h"
+#include "qf_strblock-impl.h"
 #include "qf_status.h"
 #include "qf_tensor-impl.h"
 
@@ -484,13 +484,13 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
 }
 
 /* qf_queue_poll_enqueue() without the per-element checks, for
- * runtime/qf_batch.c (declared in qf_batch-impl.h): its reader sources make
+ * runtime/pipeline/qf_batch.c (declared in qf_batch-impl.h): its record sources make
  * every element themselves (two scalar strings, no names, see
  * qf_record_to_element()) and the op only takes this path after matching
  * that against the queue when it was built, so qf__validate_element() and
  * check_ptr_movable() cannot fail there and cost a third of the enqueue.
  * Such a queue is never inline (strings are not). Several slots (elements
- * or rows of runs, qf_run-impl.h) go in with one engine call; *ret_done
+ * or rows of string blocks, qf_strblock-impl.h) go in with one engine call; *ret_done
  * says how many went in, also when the call parks (QF_PENDING) or fails. */
 qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
                                        size_t *ret_done)
@@ -728,9 +728,9 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
 }
 
 /* The common case of build_batch(): every component of every element is a
- * scalar (a reader's key and value, a label): fill the batch tensors
+ * scalar (a record's key and value, a label): fill the batch tensors
  * straight from the elements. False (b untouched) when some component is
- * not, and the general path runs. When the slots are all rows of runs the
+ * not, and the general path runs. When the slots are all rows of string blocks the
  * values are not copied: the value tensor borrows them and takes the slots
  * over (*ret_took true); else the caller still owns the slots. */
 static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bool *ret_took)
@@ -739,7 +739,7 @@ static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bo
     for (size_t c = 0; c < q->ncomp; c++) {
         qf_tensor *t = NULL;
         qf_code rc = QF_UNIMPLEMENTED;
-        /* Rows live only in queues of (key, value) strings (qf_run-impl.h). */
+        /* Rows live only in queues of (key, value) strings (qf_strblock-impl.h). */
         if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING)
             rc = qf__stack_rows_borrowed(slots, n, &t);
         if (rc == QF_OK)
@@ -785,8 +785,8 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
         if (!took)
             qf__slots_free(slots, n);
     } else {
-        /* Rows of runs become elements first (they never get here on the
-         * paths runtime/ uses: a padded queue of reader records does). */
+        /* Rows of string blocks become elements first (the runtime never
+         * sends them here; a padded queue of rows would). */
         for (size_t i = 0; i < n; i++) {
             qf_element *e = qf__slot_element(slots[i]);
             if (!e) {

@@ -90,7 +90,7 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
 }
 
 /* Fences of this ring. A ring whose every operation moves many values (a
- * batching queue: runs of records in, batches out) and whose sides park
+ * batching queue: rows of records in, batches out) and whose sides park
  * often is better off with a full fence on each side, once per call, than
  * with a compiler barrier per call and a membarrier(2) per park. Set before
  * the ring is used, never changed: both sides then pair full fences. */

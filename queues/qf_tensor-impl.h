@@ -1,9 +1,9 @@
 /* qf_tensor-impl.h - internals shared by qf_tensor.c, qf_element.c and the
- * readers (never installed).
+ * layers that build elements in bulk (never installed).
  *
  * A "home block" lets one allocation hold an element together with the
- * tensors it starts out with. Readers make one small (key, value) element
- * per record and a consumer on another thread frees it, so every separate
+ * tensors it starts out with. A source of records makes one small (key, value)
+ * element per record and a consumer on another thread frees it, so every separate
  * allocation is a cross-thread malloc/free pair; with a home block there is
  * one per record instead of three. Each object inside keeps its own
  * lifetime (a tensor taken out of the element may outlive it): the block
@@ -41,12 +41,12 @@ size_t qf__string_scalar_size(size_t len);
  * block `home`; destroying it releases one object of `home`. */
 qf_tensor *qf__string_scalar_place(void *mem, const char *s, size_t len, qf__home *home);
 
-/* A two-component element of scalar strings (a reader's key and value) in
+/* A two-component element of scalar strings (a record's key and value) in
  * one home block. NULL with RESOURCE_EXHAUSTED recorded on failure. */
 qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *s1, size_t len1);
 
-/* The batch of component c of slots[0..n) (elements, or rows of runs, see
- * qf_run-impl.h) when every one of them is a scalar of dtype dt (not
+/* The batch of component c of slots[0..n) (elements, or rows of string blocks, see
+ * qf_strblock-impl.h) when every one of them is a scalar of dtype dt (not
  * QF_PTR): values are copied (strings into the batch's one arena), the
  * slots are left as they are. QF_UNIMPLEMENTED, with no error recorded,
  * when some slot does not qualify: the caller then takes the general path
@@ -55,7 +55,7 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
                           qf_tensor **ret_batch);
 
 /* The batch of the values of row slots[0..n) (every slot a row, see
- * qf_run-impl.h) without copying them: string i points at row i's value,
+ * qf_strblock-impl.h) without copying them: string i points at row i's value,
  * and the tensor takes over the slots (it consumes the rows when it is
  * destroyed; a string replaced with qf_tensor_set_string() is owned as
  * usual). QF_UNIMPLEMENTED, nothing recorded and nothing taken, when some

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qf_run-impl.h"
+#include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
@@ -1048,7 +1048,7 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
     qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
     size_t arena = 0;
     if (dt == QF_STRING && c <= 1 && qf__rows_string_bytes(slots, n, c, &arena)) {
-        /* Rows of runs only: the common case of a text pipeline. */
+        /* Rows of string blocks only: the common case of a text pipeline. */
         qf_tensor *out = tensor_alloc(dt, &sh, NULL, arena);
         if (!out)
             return qf_last_code();

@@ -14,7 +14,7 @@
  * the buffer is appended, the buffer refilled, and the search goes on.
  *
  * Pipelines take a faster path (text_next_rows): the reader's buffer is a
- * run (queues/qf_run-impl.h), and each line lying whole in it becomes a
+ * run (queues/qf_strblock-impl.h), and each line lying whole in it becomes a
  * row pointing at it, its end overwritten with a NUL: no copy. Only a line
  * longer than the buffer, and a last line without '\n', go through
  * text_next.
@@ -132,18 +132,18 @@ produce:
 static qf_code rows_ready(qf_reader *r)
 {
     qf__rbuf *rb = &r->rb;
-    bool prefix_ok = qf__run_has_prefix(rb->blk, r->work, r->work_len, ':');
-    if (prefix_ok && qf__run_rows_left(rb->blk) > 0)
+    bool prefix_ok = qf__strblock_has_prefix(rb->blk, r->work, r->work_len, ':');
+    if (prefix_ok && qf__strblock_rows_left(rb->blk) > 0)
         return QF_OK;
-    if (!qf__run_in_use(rb->blk)) {
-        qf__run_reuse(rb->blk);
+    if (!qf__strblock_in_use(rb->blk)) {
+        qf__strblock_reuse(rb->blk);
     } else {
         qf_code rc = qf__rbuf_renew(rb); /* the new run has no prefix */
         if (rc != QF_OK)
             return rc;
         prefix_ok = false;
     }
-    return prefix_ok ? QF_OK : qf__run_set_prefix(rb->blk, r->work, r->work_len, ':');
+    return prefix_ok ? QF_OK : qf__strblock_set_prefix(rb->blk, r->work, r->work_len, ':');
 }
 
 static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
@@ -159,9 +159,9 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
     qf_code rc = rows_ready(r);
     if (rc != QF_OK)
         return rc;
-    if (max > QF__RUN_MAX)
-        max = QF__RUN_MAX;
-    size_t left = qf__run_rows_left(rb->blk);
+    if (max > QF__ROWS_MAX)
+        max = QF__ROWS_MAX;
+    size_t left = qf__strblock_rows_left(rb->blk);
     if (max > left)
         max = left;
     size_t n = 0, pos = rb->pos;
@@ -173,7 +173,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
                 break;
             size_t l = (size_t)(nl - p);
             size_t l_out = l && p[l - 1] == '\r' ? l - 1 : l;
-            out[n++] = qf__run_add_row(rb->blk, pos, l_out, ++r->index);
+            out[n++] = qf__strblock_add_row(rb->blk, pos, l_out, ++r->index);
             pos += l + 1;
         }
         rb->pos = pos;
@@ -190,7 +190,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         if ((rc = rows_ready(r)) != QF_OK)
             return rc;
         pos = rb->pos;
-        left = qf__run_rows_left(rb->blk);
+        left = qf__strblock_rows_left(rb->blk);
         if (max > left)
             max = left;
     }

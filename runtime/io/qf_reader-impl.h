@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "qf_reader.h"
-#include "qf_run-impl.h"
+#include "qf_strblock-impl.h"
 
 /* --------------------------------------------------------------- CRC-32C */
 
@@ -64,18 +64,18 @@ static inline uint32_t qf__crc32c_unmask(uint32_t masked)
 /* One open file and the reader's read buffer: buf[pos..lim) are the bytes
  * at file offsets base+pos .. base+lim not consumed yet. */
 typedef struct qf__rbuf {
-    int fd;             /* -1 when no file is open */
-    char *buf;          /* the reader's buffer, kept across files */
-    qf__run *blk;       /* NULL, or the run buf belongs to (TextLineReader) */
-    qf__run_pool *pool; /* where blk and its successors come from */
-    size_t cap;         /* its size */
-    size_t pos;         /* next unconsumed byte */
-    size_t lim;         /* end of valid bytes */
-    uint64_t base;      /* file offset of buf[0] */
-    int64_t size;       /* size at open for regular files, else -1 */
-    uint64_t advised;   /* WILLNEED issued up to this offset */
-    bool eof;           /* the file has no bytes after buf[lim) */
-    const char *path;   /* for messages: the reader's current work item */
+    int fd;                  /* -1 when no file is open */
+    char *buf;               /* the reader's buffer, kept across files */
+    qf__strblock *blk;       /* NULL, or the run buf belongs to (TextLineReader) */
+    qf__strblock_pool *pool; /* where blk and its successors come from */
+    size_t cap;              /* its size */
+    size_t pos;              /* next unconsumed byte */
+    size_t lim;              /* end of valid bytes */
+    uint64_t base;           /* file offset of buf[0] */
+    int64_t size;            /* size at open for regular files, else -1 */
+    uint64_t advised;        /* WILLNEED issued up to this offset */
+    bool eof;                /* the file has no bytes after buf[lim) */
+    const char *path;        /* for messages: the reader's current work item */
 } qf__rbuf;
 
 /* Open `path` (NUL-terminated) for sequential reading. Maps errno to a code
@@ -117,7 +117,7 @@ typedef struct qf__reader_ops {
     void (*finish)(qf_reader *r);
     /* Optional, for pipelines (qf__reader_poll_read_slots()): like next,
      * but up to max records at once, as the row slots of one run
-     * (queues/qf_run-impl.h); *made may be 0 without *at_end when no
+     * (queues/qf_strblock-impl.h); *made may be 0 without *at_end when no
      * record is whole in the buffer, and next() then assembles one. */
     qf_code (*next_rows)(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end);
 } qf__reader_ops;
@@ -160,7 +160,7 @@ struct qf_reader {
  * (one allocation for them all); any other makes elements, as
  * qf_record_to_element() does, through `scratch` (a record the caller
  * keeps between calls). Only for queues of two scalar string components
- * (see qf_run-impl.h). The errors, the spec 189 rule and the held-back
+ * (see qf_strblock-impl.h). The errors, the spec 189 rule and the held-back
  * error are read_up_to's. */
 qf_code qf__reader_poll_read_slots(qf_reader *r, qf_queue *work, qf_waker *waker, size_t n,
                                    qf_record *scratch, void **ret_slots, size_t *ret_n);

@@ -228,21 +228,21 @@ void qf__rbuf_close(qf__rbuf *rb)
 static void free_buffer(qf__rbuf *rb)
 {
     if (rb->blk)
-        qf__run_drop(rb->blk);
+        qf__strblock_drop(rb->blk);
     else
         free(rb->buf);
-    qf__run_pool_close(rb->pool);
+    qf__strblock_pool_close(rb->pool);
 }
 
 qf_code qf__rbuf_renew(qf__rbuf *rb)
 {
-    qf__run *nb = qf__run_pool_get(rb->pool);
+    qf__strblock *nb = qf__strblock_pool_get(rb->pool);
     if (!nb)
         return qf_last_code();
     size_t keep = rb->lim - rb->pos;
-    char *d = qf__run_data(nb);
+    char *d = qf__strblock_data(nb);
     memcpy(d, rb->buf + rb->pos, keep);
-    qf__run_drop(rb->blk);
+    qf__strblock_drop(rb->blk);
     rb->blk = nb;
     rb->buf = d;
     rb->base += rb->pos;
@@ -257,8 +257,8 @@ static qf_code writable(qf__rbuf *rb)
 {
     if (!rb->blk)
         return QF_OK;
-    if (!qf__run_in_use(rb->blk)) {
-        qf__run_reuse(rb->blk);
+    if (!qf__strblock_in_use(rb->blk)) {
+        qf__strblock_reuse(rb->blk);
         return QF_OK;
     }
     return qf__rbuf_renew(rb);
@@ -454,10 +454,10 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     r->rb.fd = -1;
     r->rb.eof = true;
     if (ops->next_rows && cap <= UINT32_MAX / 2) {
-        /* Rows point into the buffer: it is a run (qf_run-impl.h). */
-        r->rb.pool = qf__run_pool_new(cap);
-        r->rb.blk = r->rb.pool ? qf__run_pool_get(r->rb.pool) : NULL;
-        r->rb.buf = r->rb.blk ? qf__run_data(r->rb.blk) : NULL;
+        /* Rows point into the buffer: it is a run (qf_strblock-impl.h). */
+        r->rb.pool = qf__strblock_pool_new(cap);
+        r->rb.blk = r->rb.pool ? qf__strblock_pool_get(r->rb.pool) : NULL;
+        r->rb.buf = r->rb.blk ? qf__strblock_data(r->rb.blk) : NULL;
         r->rb.cap = cap;
     } else if (ops->reads_files) {
         r->rb.buf = malloc(cap);
@@ -636,7 +636,7 @@ static qf_code next_work(qf_reader *r, qf_queue *q, const waiter *w)
 /* Where records go: caller's qf_records, or (key, value) elements. */
 typedef struct sink {
     qf_record *recs;    /* records, or NULL */
-    void **slots;       /* queue slots, when recs is NULL (qf_run-impl.h) */
+    void **slots;       /* queue slots, when recs is NULL (qf_strblock-impl.h) */
     qf_record *scratch; /* for kinds without next_rows */
 } sink;
 

@@ -1,19 +1,19 @@
-/* qf_run.c - runs of (key, value) rows (see qf_run-impl.h).
+/* qf_strblock.c - blocks of (key, value) rows (see qf_strblock-impl.h).
  *
- * Layout, one allocation aligned to QF__RUN_ALIGN:
+ * Layout, one allocation aligned to QF__STRBLOCK_ALIGN:
  *   [header][row table: rows_cap rows][buffer: cap bytes + 1]
- * and the key prefix in a block of its own (it changes with the file).
+ * and the key prefix in an allocation of its own (it changes with the source).
  *
- * Counting. `live` starts at 1 + rows_cap: the reader's hold plus one
+ * Counting. `live` starts at 1 + rows_cap: the filler's hold plus one
  * credit for every row the table can still take. Adding a row spends a
- * credit without touching the counter (the reader is alone in writing
- * rows), a consumer consuming k rows subtracts k, and the reader letting go
+ * credit without touching the counter (the filler is alone in writing
+ * rows), a consumer consuming k rows subtracts k, and the filler letting go
  * subtracts its hold and the credits never spent. So the count reaches 0
- * exactly when the reader has let go and every row handed out is consumed,
- * with no atomic per row on the reader's side. Rows out and not consumed:
+ * exactly when the filler has let go and every row handed out is consumed,
+ * with no atomic per row on the filler's side. Rows out and not consumed:
  * n - ((1 + rows_cap) - live).
  */
-#include "qf_run-impl.h"
+#include "qf_strblock-impl.h"
 
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -23,31 +23,31 @@
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
-typedef struct run_row {
+typedef struct block_row {
     uint32_t off; /* of the value in the buffer */
     uint32_t len; /* value length; the NUL follows */
     uint64_t line;
-} run_row;
+} block_row;
 
-/* Runs retired by consumers go back to their reader's pool instead of to
- * malloc: a run is a few hundred KiB, which malloc maps and unmaps each
+/* Blocks retired by consumers go back to their filler's pool instead of to
+ * malloc: a block is a few hundred KiB, which malloc maps and unmaps each
  * time, and the page faults of a fresh one cost more than the copying it
  * saves. The pool is a stack pushed by any thread and emptied whole by the
- * owner (an exchange, so no ABA), kept alive by a count of its runs. */
-struct qf__run_pool {
-    _Atomic(qf__run *) returned; /* pushed by any thread */
-    _Atomic uint32_t refs;       /* the owner's, and one per run not freed */
-    atomic_bool closed;          /* the owner is gone: free, don't keep */
-    qf__run *spare;              /* owner only: runs ready for reuse */
+ * owner (an exchange, so no ABA), kept alive by a count of its blocks. */
+struct qf__strblock_pool {
+    _Atomic(qf__strblock *) returned; /* pushed by any thread */
+    _Atomic uint32_t refs;            /* the owner's, and one per block not freed */
+    atomic_bool closed;               /* the owner is gone: free, don't keep */
+    qf__strblock *spare;              /* owner only: blocks ready for reuse */
     uint32_t nspare;
-    size_t cap; /* buffer size of its runs */
+    size_t cap; /* buffer size of its blocks */
 };
 
-/* Runs a reader keeps beyond the one it is filling: enough for the runs
+/* Blocks a filler keeps beyond the one it is filling: enough for the blocks
  * whose last rows are still in a queue to come back while it reads. */
 #define POOL_SPARE 2
 
-struct qf__run {
+struct qf__strblock {
     _Atomic uint32_t live; /* see the top of the file */
     uint32_t rows_cap;
     uint32_t n; /* rows added since the last reuse */
@@ -56,31 +56,31 @@ struct qf__run {
     char *prefix;
     char *buf;
     size_t cap;
-    qf__run_pool *pool; /* NULL: freed when retired */
-    qf__run *next;      /* in a pool's stack or spare list */
-    run_row rows[];
+    qf__strblock_pool *pool; /* NULL: freed when retired */
+    qf__strblock *next;      /* in a pool's stack or spare list */
+    block_row rows[];
 };
 
-_Static_assert(QF__RUN_MAX < QF__RUN_ALIGN / 2, "a call's rows fit in one run");
+_Static_assert(QF__ROWS_MAX < QF__STRBLOCK_ALIGN / 2, "a call's rows fit in one block");
 
-static qf__run *run_alloc(size_t data_cap)
+static qf__strblock *block_alloc(size_t data_cap)
 {
     if (data_cap == 0 || data_cap > UINT32_MAX / 2) {
-        qf_set_error(QF_INVALID_ARGUMENT, "a run holds 1 byte to 2 GiB");
+        qf_set_error(QF_INVALID_ARGUMENT, "a block holds 1 byte to 2 GiB");
         return NULL;
     }
     /* One row per 32 bytes of buffer covers lines of 31 bytes and more; a
      * file of shorter lines fills the table first and moves on to a fresh
-     * run sooner (qf__run_rows_left()). */
+     * block sooner (qf__strblock_rows_left()). */
     size_t rows = data_cap / 32;
-    if (rows < QF__RUN_MAX)
-        rows = QF__RUN_MAX;
-    if (rows > QF__RUN_ALIGN / 2 - 1)
-        rows = QF__RUN_ALIGN / 2 - 1;
-    size_t head = sizeof(qf__run) + rows * sizeof(run_row);
+    if (rows < QF__ROWS_MAX)
+        rows = QF__ROWS_MAX;
+    if (rows > QF__STRBLOCK_ALIGN / 2 - 1)
+        rows = QF__STRBLOCK_ALIGN / 2 - 1;
+    size_t head = sizeof(qf__strblock) + rows * sizeof(block_row);
     size_t total = head + data_cap + 1;
-    total = (total + QF__RUN_ALIGN - 1) / QF__RUN_ALIGN * QF__RUN_ALIGN;
-    qf__run *r = aligned_alloc(QF__RUN_ALIGN, total);
+    total = (total + QF__STRBLOCK_ALIGN - 1) / QF__STRBLOCK_ALIGN * QF__STRBLOCK_ALIGN;
+    qf__strblock *r = aligned_alloc(QF__STRBLOCK_ALIGN, total);
     if (!r) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a read buffer of %zu bytes",
                      data_cap);
@@ -99,58 +99,58 @@ static qf__run *run_alloc(size_t data_cap)
     return r;
 }
 
-static void run_free(qf__run *r)
+static void block_free(qf__strblock *r)
 {
     free(r->prefix);
     free(r);
 }
 
-static void pool_unref(qf__run_pool *p)
+static void pool_unref(qf__strblock_pool *p)
 {
     if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
         free(p);
 }
 
-/* Free every run pushed so far (the owner is gone). Any thread. */
-static void pool_drain(qf__run_pool *p)
+/* Free every block pushed so far (the owner is gone). Any thread. */
+static void pool_drain(qf__strblock_pool *p)
 {
-    qf__run *r = atomic_exchange_explicit(&p->returned, NULL, memory_order_acq_rel);
+    qf__strblock *r = atomic_exchange_explicit(&p->returned, NULL, memory_order_acq_rel);
     while (r) {
-        qf__run *next = r->next;
-        run_free(r);
+        qf__strblock *next = r->next;
+        block_free(r);
         pool_unref(p);
         r = next;
     }
 }
 
-/* The last row of r is consumed and its reader let go. */
-static void run_retire(qf__run *r)
+/* The last row of r is consumed and its filler let go. */
+static void block_retire(qf__strblock *r)
 {
-    qf__run_pool *p = r->pool;
+    qf__strblock_pool *p = r->pool;
     if (!p) {
-        run_free(r);
+        block_free(r);
         return;
     }
     /* Hold the pool: once r is pushed, the owner may free r and its count. */
     atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
-    qf__run *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    qf__strblock *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
     do
         r->next = head;
     while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, r, memory_order_seq_cst,
                                                   memory_order_relaxed));
-    /* Pairs with qf__run_pool_close(): it sets `closed`, then empties the
+    /* Pairs with qf__strblock_pool_close(): it sets `closed`, then empties the
      * stack; either it sees r, or we see `closed` (both sequentially
-     * consistent), or both, and the exchange frees each run once. */
+     * consistent), or both, and the exchange frees each block once. */
     if (atomic_load_explicit(&p->closed, memory_order_seq_cst))
         pool_drain(p);
     pool_unref(p);
 }
 
-qf__run_pool *qf__run_pool_new(size_t data_cap)
+qf__strblock_pool *qf__strblock_pool_new(size_t data_cap)
 {
-    qf__run_pool *p = calloc(1, sizeof(*p));
+    qf__strblock_pool *p = calloc(1, sizeof(*p));
     if (!p) {
-        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a run pool");
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a block pool");
         return NULL;
     }
     atomic_init(&p->returned, NULL);
@@ -160,24 +160,24 @@ qf__run_pool *qf__run_pool_new(size_t data_cap)
     return p;
 }
 
-qf__run *qf__run_pool_get(qf__run_pool *p)
+qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p)
 {
     if (!p->spare) {
         p->spare = atomic_exchange_explicit(&p->returned, NULL, memory_order_acquire);
         p->nspare = 0;
-        for (qf__run *r = p->spare; r; r = r->next)
+        for (qf__strblock *r = p->spare; r; r = r->next)
             p->nspare++;
     }
-    qf__run *r = p->spare;
+    qf__strblock *r = p->spare;
     if (r) {
         p->spare = r->next;
         p->nspare--;
-        /* Beyond what a reader needs: back to malloc. */
+        /* Beyond what a filler needs: back to malloc. */
         while (p->nspare > POOL_SPARE) {
-            qf__run *x = p->spare;
+            qf__strblock *x = p->spare;
             p->spare = x->next;
             p->nspare--;
-            run_free(x);
+            block_free(x);
             /* Never the last count: the caller, the owner, holds one. */
             atomic_fetch_sub_explicit(&p->refs, 1, memory_order_relaxed);
         }
@@ -186,34 +186,34 @@ qf__run *qf__run_pool_get(qf__run_pool *p)
         r->next = NULL;
         return r;
     }
-    if (!(r = run_alloc(p->cap)))
+    if (!(r = block_alloc(p->cap)))
         return NULL;
     atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
     r->pool = p;
     return r;
 }
 
-void qf__run_pool_close(qf__run_pool *p)
+void qf__strblock_pool_close(qf__strblock_pool *p)
 {
     if (!p)
         return;
     atomic_store_explicit(&p->closed, true, memory_order_seq_cst);
     pool_drain(p);
     while (p->spare) {
-        qf__run *x = p->spare;
+        qf__strblock *x = p->spare;
         p->spare = x->next;
-        run_free(x);
+        block_free(x);
         atomic_fetch_sub_explicit(&p->refs, 1, memory_order_relaxed); /* ours is still held */
     }
     pool_unref(p);
 }
 
-char *qf__run_data(qf__run *r)
+char *qf__strblock_data(qf__strblock *r)
 {
     return r->buf;
 }
 
-static void run_release(qf__run *r, uint32_t k)
+static void block_release(qf__strblock *r, uint32_t k)
 {
     if (atomic_fetch_sub_explicit(&r->live, k, memory_order_release) != k)
         return;
@@ -223,28 +223,28 @@ static void run_release(qf__run *r, uint32_t k)
 #else
     atomic_thread_fence(memory_order_acquire);
 #endif
-    run_retire(r);
+    block_retire(r);
 }
 
-bool qf__run_in_use(const qf__run *r)
+bool qf__strblock_in_use(const qf__strblock *r)
 {
-    uint32_t live = atomic_load_explicit(&((qf__run *)r)->live, memory_order_acquire);
+    uint32_t live = atomic_load_explicit(&((qf__strblock *)r)->live, memory_order_acquire);
     return live > 1 + r->rows_cap - r->n;
 }
 
-size_t qf__run_rows_left(const qf__run *r)
+size_t qf__strblock_rows_left(const qf__strblock *r)
 {
     return r->rows_cap - r->n;
 }
 
-void qf__run_reuse(qf__run *r)
+void qf__strblock_reuse(qf__strblock *r)
 {
     /* Nobody else touches the count now: every row out was consumed. */
     atomic_fetch_add_explicit(&r->live, r->n, memory_order_relaxed);
     r->n = 0;
 }
 
-qf_code qf__run_set_prefix(qf__run *r, const char *prefix, size_t len, int sep)
+qf_code qf__strblock_set_prefix(qf__strblock *r, const char *prefix, size_t len, int sep)
 {
     size_t plen = len + (sep >= 0);
     if (plen > UINT32_MAX)
@@ -265,32 +265,32 @@ qf_code qf__run_set_prefix(qf__run *r, const char *prefix, size_t len, int sep)
     return QF_OK;
 }
 
-bool qf__run_has_prefix(const qf__run *r, const char *prefix, size_t len, int sep)
+bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t len, int sep)
 {
     size_t plen = len + (sep >= 0);
     return r->prefix_len == plen && (len == 0 || memcmp(r->prefix, prefix, len) == 0) &&
            (sep < 0 || r->prefix[len] == (char)sep);
 }
 
-void *qf__run_add_row(qf__run *r, size_t off, size_t len, uint64_t line)
+void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line)
 {
     uint32_t i = r->n++;
-    r->rows[i] = (run_row){(uint32_t)off, (uint32_t)len, line};
+    r->rows[i] = (block_row){(uint32_t)off, (uint32_t)len, line};
     r->buf[off + len] = '\0';
     return (void *)((uintptr_t)r + 2 * (uintptr_t)i + 1);
 }
 
-void qf__run_drop(qf__run *r)
+void qf__strblock_drop(qf__strblock *r)
 {
     if (r)
-        run_release(r, 1 + r->rows_cap - r->n);
+        block_release(r, 1 + r->rows_cap - r->n);
 }
 
-static qf__run *run_of(const void *slot, const run_row **ret_row)
+static qf__strblock *block_of(const void *slot, const block_row **ret_row)
 {
     uintptr_t v = (uintptr_t)slot;
-    uintptr_t base = v & ~(uintptr_t)(QF__RUN_ALIGN - 1);
-    qf__run *r = (qf__run *)base;
+    uintptr_t base = v & ~(uintptr_t)(QF__STRBLOCK_ALIGN - 1);
+    qf__strblock *r = (qf__strblock *)base;
     *ret_row = &r->rows[(v - base) >> 1];
     return r;
 }
@@ -298,8 +298,8 @@ static qf__run *run_of(const void *slot, const run_row **ret_row)
 void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
                     size_t *len0, const char **s1, size_t *len1)
 {
-    const run_row *row;
-    const qf__run *r = run_of(slot, &row);
+    const block_row *row;
+    const qf__strblock *r = block_of(slot, &row);
     if (c == 0) {
         *s0 = r->prefix;
         *len0 = r->prefix_len;
@@ -317,8 +317,8 @@ const char *qf__row_value(const void *slot)
 {
     if (!qf__slot_is_row(slot))
         return NULL;
-    const run_row *row;
-    const qf__run *r = run_of(slot, &row);
+    const block_row *row;
+    const qf__strblock *r = block_of(slot, &row);
     return r->buf + row->off;
 }
 
@@ -333,8 +333,8 @@ bool qf__rows_all(void *const *slots, size_t n)
 void qf__rows_values(void *const *slots, size_t n, qf_string *dst)
 {
     for (size_t i = 0; i < n; i++) {
-        const run_row *row;
-        const qf__run *r = run_of(slots[i], &row);
+        const block_row *row;
+        const qf__strblock *r = block_of(slots[i], &row);
         dst[i] = row->len ? (qf_string){row->len, r->buf + row->off} : (qf_string){0, NULL};
     }
 }
@@ -343,13 +343,13 @@ void qf__rows_release(void *const *slots, size_t n)
 {
     size_t i = 0;
     while (i < n) {
-        const run_row *row;
-        qf__run *r = run_of(slots[i], &row);
+        const block_row *row;
+        qf__strblock *r = block_of(slots[i], &row);
         uint32_t k = 1;
-        while (i + k < n && run_of(slots[i + k], &row) == r)
+        while (i + k < n && block_of(slots[i + k], &row) == r)
             k++;
         i += k;
-        run_release(r, k);
+        block_release(r, k);
     }
 }
 
@@ -404,16 +404,16 @@ bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_b
 {
     size_t total = 0;
     if (c == 0) {
-        /* Keys: room for 20 digits each, so that only the runs' headers
+        /* Keys: room for 20 digits each, so that only the blocks' headers
          * are read here, not every row (the copy reads those). */
         for (size_t i = 0; i < n;) {
             if (!qf__slot_is_row(slots[i]))
                 return false;
-            const run_row *row;
-            const qf__run *r = run_of(slots[i], &row);
+            const block_row *row;
+            const qf__strblock *r = block_of(slots[i], &row);
             size_t k = 1;
             while (i + k < n && qf__slot_is_row(slots[i + k]) &&
-                   ((uintptr_t)slots[i + k] & ~(uintptr_t)(QF__RUN_ALIGN - 1)) == (uintptr_t)r)
+                   ((uintptr_t)slots[i + k] & ~(uintptr_t)(QF__STRBLOCK_ALIGN - 1)) == (uintptr_t)r)
                 k++;
             total += k * (r->prefix_len + 20 + 1); /* prefixes are < 4 GiB */
             i += k;
@@ -424,8 +424,8 @@ bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_b
     for (size_t i = 0; i < n; i++) {
         if (!qf__slot_is_row(slots[i]))
             return false;
-        const run_row *row;
-        run_of(slots[i], &row);
+        const block_row *row;
+        block_of(slots[i], &row);
         total += row->len ? row->len + 1 : 0; /* rows are < 2 GiB each: no overflow */
     }
     *ret_bytes = total;
@@ -455,8 +455,8 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
     size_t nd = 0;
     uint64_t last = 0;
     for (size_t i = 0; i < n; i++) {
-        const run_row *row;
-        const qf__run *r = run_of(slots[i], &row);
+        const block_row *row;
+        const qf__strblock *r = block_of(slots[i], &row);
         size_t len;
         if (c == 0) {
             if (nd && row->line == last + 1)

@@ -1,0 +1,139 @@
+/* qf_strblock-impl.h - string blocks: storage that string tensors borrow
+ * their bytes from (never installed).
+ *
+ * A string block is one aligned buffer plus a table of rows cut from it.
+ * Its filler (one thread at a time: in qflow, a TextLineReader) writes bytes
+ * into the buffer and adds rows: row i is (offset, length, number) of a
+ * string lying in the buffer, whose end the filler overwrote with a NUL.
+ * Each row is a (key, value) pair of scalar strings: the value is the bytes
+ * in place, never copied; the key is the block's prefix followed by the
+ * row's number in decimal, made only when someone asks for it. Moving
+ * millions of tiny (key, value) records this way costs no element, no
+ * tensor and no copy each (~450 bytes of headers saved per ~70-byte value).
+ *
+ * In a queue, row i of block b is the slot value `b + 2i + 1` (blocks are
+ * aligned to QF__STRBLOCK_ALIGN and hold fewer than QF__STRBLOCK_ALIGN/2
+ * rows, so no element pointer, tombstone or inline value looks like one). A
+ * row slot is an element in every way a user can see: size and capacity
+ * count it, it keeps its place, and wherever a slot leaves a queue as an
+ * element (dequeue, a padded batch) it becomes one (qf__slot_element()).
+ * Batches of scalar components are built from rows directly
+ * (qf__stack_scalars(), qf__stack_rows_borrowed()): their string tensors
+ * borrow the values and hold the rows until freed. Only queues of exactly
+ * two scalar string components, not inline, ever hold row slots (the
+ * enqueuer checks this before it enqueues any).
+ *
+ * Lifetime: the block counts its filler's hold and the rows handed out and
+ * not yet consumed; the last release frees it (any thread). The filler may
+ * overwrite the buffer only while no row is out (qf__strblock_in_use());
+ * else it moves on to a fresh block.
+ */
+#ifndef QF_RUN_IMPL_H
+#define QF_RUN_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qf_tensor.h"
+
+/* The most rows one call hands out (callers keep them on the stack). */
+#define QF__ROWS_MAX 64
+/* Blocks are aligned to this; a block has fewer than QF__STRBLOCK_ALIGN / 2 rows. */
+#define QF__STRBLOCK_ALIGN 16384
+
+typedef struct qf__strblock qf__strblock;
+
+/* A filler's pool of blocks (one owner thread at a time): blocks it gets from
+ * the pool go back to it when retired, so a filler reuses a few warm
+ * buffers instead of mapping fresh ones. qf__strblock_pool_get(): a block held by
+ * the caller with no rows (its old key prefix kept: see
+ * qf__strblock_has_prefix()); NULL with RESOURCE_EXHAUSTED recorded.
+ * qf__strblock_pool_close(): the owner is done (its blocks still out stay valid
+ * and are freed when retired). */
+typedef struct qf__strblock_pool qf__strblock_pool;
+qf__strblock_pool *qf__strblock_pool_new(size_t data_cap);
+qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p);
+void qf__strblock_pool_close(qf__strblock_pool *p);
+
+/* The buffer (the pool's data_cap bytes). The filler writes it only while
+ * !qf__strblock_in_use(). */
+char *qf__strblock_data(qf__strblock *r);
+/* Whether a row handed out is not consumed yet (acquire: when false, every
+ * consumer's reads of the buffer happened before). Filler only. */
+bool qf__strblock_in_use(const qf__strblock *r);
+/* Rows that may still be added before the table is full. Filler only. */
+size_t qf__strblock_rows_left(const qf__strblock *r);
+/* Forget the rows (all consumed: !qf__strblock_in_use()) so the buffer and the
+ * table can be reused. Filler only. */
+void qf__strblock_reuse(qf__strblock *r);
+/* Set the key prefix to prefix[0..len) followed by `sep` (none when -1).
+ * Only while !qf__strblock_in_use(). RESOURCE_EXHAUSTED on OOM (prefix kept). */
+qf_code qf__strblock_set_prefix(qf__strblock *r, const char *prefix, size_t len, int sep);
+/* Whether the key prefix is prefix[0..len) followed by sep. */
+bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t len, int sep);
+/* Add a row for buf[off..off+len) with line number `line` and write its
+ * NUL at buf[off+len] (off + len < capacity; len < 2^31; the caller has
+ * checked qf__strblock_rows_left()). Returns its slot, handed out at once. */
+void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line);
+/* The filler lets go of its block; freed now if no row is out. */
+void qf__strblock_drop(qf__strblock *r);
+
+static inline bool qf__slot_is_row(const void *slot)
+{
+    return ((uintptr_t)slot & 1) != 0;
+}
+
+/* n in decimal at out (up to 20 bytes, no NUL); returns the digits. */
+static inline size_t qf__format_u64(char *out, uint64_t n)
+{
+    char tmp[20];
+    size_t nd = 0;
+    do {
+        tmp[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    for (size_t i = 0; i < nd; i++)
+        out[i] = tmp[nd - 1 - i];
+    return nd;
+}
+
+/* Room for a row's line number as text. */
+#define QF__ROW_DIGITS 24
+
+/* Component c (0: key, 1: value) of a row slot: the key in two parts
+ * (prefix, and the line number written to digits[]), the value in the
+ * first part with *len1 = 0. */
+void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
+                    size_t *len0, const char **s1, size_t *len1);
+
+/* Row values are NUL-terminated in place. qf__row_value(): the value of a
+ * row slot (NULL for any other slot). qf__rows_all(): whether every one of
+ * slots[0..n) is a row. qf__rows_values(): dst[i] = slot i's value, not
+ * copied: valid while the row is not consumed ({0, NULL} when empty). */
+const char *qf__row_value(const void *slot);
+bool qf__rows_all(void *const *slots, size_t n);
+void qf__rows_values(void *const *slots, size_t n, qf_string *dst);
+
+/* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when
+ * every slot is a row, true with the bytes component c of them takes in a
+ * string arena (each non-empty string and its NUL; for keys an upper bound,
+ * counting 20 digits each); false otherwise.
+ * qf__rows_string_copy(): write them: dst[i] for slot i, bytes from `arena`
+ * on; returns the end of what it wrote. */
+bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes);
+char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *dst, char *arena);
+
+/* Consume row slots (any blocks, any order): one atomic per stretch of rows
+ * of the same block. */
+void qf__rows_release(void *const *slots, size_t n);
+
+/* A slot as an element, consuming it: an element slot is returned as it
+ * is, a row becomes a new (key, value) element. NULL with RESOURCE_EXHAUSTED
+ * recorded when that allocation fails; the slot is then not consumed. */
+qf_element *qf__slot_element(void *slot);
+/* Free a slot of a non-inline queue (element or row); slots[0..n). */
+void qf__slot_free(void *slot);
+void qf__slots_free(void *const *slots, size_t n);
+
+#endif
