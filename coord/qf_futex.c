@@ -12,6 +12,12 @@
 
 int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
 {
+    return qf__futex_wait_bits(word, expected, FUTEX_BITSET_MATCH_ANY, deadline);
+}
+
+int qf__futex_wait_bits(_Atomic uint32_t *word, uint32_t expected, uint32_t bits,
+                        qf_deadline deadline)
+{
     struct timespec ts, *tsp = NULL;
     if (deadline != QF_FOREVER) {
         if (deadline <= 0 || qf_deadline_passed(deadline))
@@ -24,7 +30,7 @@ int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadlin
      * exactly the library's deadline convention: no conversion to a
      * relative timeout that would drift across retries. */
     long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
-                     tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+                     tsp, NULL, bits);
     if (r == -1 && errno == ETIMEDOUT)
         return QF_DEADLINE_EXCEEDED;
     return 0; /* woken, EAGAIN (value changed), EINTR: all "re-check" */
@@ -34,5 +40,12 @@ int qf_futex_wake(_Atomic uint32_t *word, int n)
 {
     long r =
         syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n, NULL, NULL, 0);
+    return r < 0 ? 0 : (int)r;
+}
+
+int qf__futex_wake_bits(_Atomic uint32_t *word, int n, uint32_t bits)
+{
+    long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG, n, NULL,
+                     NULL, bits);
     return r < 0 ? 0 : (int)r;
 }

@@ -1,30 +1,34 @@
-/* qf_fifo_queue.c - the FIFO engine: reserve, publish, take, wait, close.
+/* qf_fifo_queue.c - the FIFO engine: reserve, publish, take, close.
  *
  * Everything here moves opaque slots (element pointers or inline values);
- * qf_queue.c wraps it in the element and pointer APIs.
+ * qf_queue.c wraps it in the element and pointer APIs. How the engine waits
+ * and wakes when it cannot finish at once is qf_fifo_wait.c's.
  *
  * The fast path touches no shared counter: capacity comes from the ring
  * indices (qf_ring-impl.h), and the state word (qf_queue-impl.h) is read,
  * not written, by enqueues and dequeues. A producer reserves ring slots,
- * checks the state word (closed?), writes and publishes them with a
- * release store and a light fence, then reads the state word for sleeping
- * consumers. A consumer takes with a CAS (or, single, a store and a light
- * fence) and then reads the state word for sleeping producers. A waiter
- * registers its waker, sets its side's wait bit with a seq_cst fetch_or,
- * runs the heavy fence and re-checks the indices: the asymmetric pair of
- * coord/qf_fence-impl.h orders the two sides, so either the waiter sees the
- * other side's index move, or the other side sees the wait bit. Nothing is
- * lost and nobody sleeps through.
+ * checks the state word (closed?), writes and publishes them, then reads
+ * the state word for sleeping consumers. A consumer claims between `min`
+ * and `max` published slots with one CAS (a batch that is not all there is
+ * not taken at all) and then reads the state word for sleeping producers.
+ *
+ * Batches. dequeue_many(n) with n up to the capacity waits until n are
+ * there and takes them at once, so it never holds elements it may have to
+ * give back: capacity and every producer's order hold whatever the
+ * deadline or a close does. Only a batch larger than the capacity (spec 52:
+ * TensorFlow gathers those as they arrive) takes elements while it waits;
+ * such a "holder" gives them back to the front of the queue (a stash the
+ * producers count against the capacity) when it fails.
  *
  * Closed and drained. A consumer reports end-of-data only when the queue is
- * closed, no enqueue that was blocked before a plain close is still pending,
- * no other consumer holds elements it may put back (a cut-short
- * dequeue_many), and nothing is reserved in the ring or waiting in the side
- * lists. A producer that reserved slots and then finds the queue closed
- * cannot hand the slots back (later producers may hold later slots), so it
- * publishes tombstones there, which consumers discard, and fails. Hence a
- * reservation either becomes an element delivered before end-of-data, or a
- * failed enqueue; never an element stranded behind an end-of-data.
+ * closed and settled: no enqueue that was blocked before a plain close is
+ * still pending, no other consumer holds elements it may give back, and no
+ * reservation is in flight. A producer that reserved slots and then finds
+ * the queue closed cannot hand the slots back (later producers may hold
+ * later slots), so it publishes tombstones there, which consumers drop, and
+ * fails. Hence a reservation either becomes an element delivered before
+ * end-of-data, or a failed enqueue; never an element stranded behind an
+ * end-of-data.
  */
 #include <limits.h>
 #include <sched.h>
@@ -32,15 +36,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "qf_queue-impl.h"
+#include "qf_fifo-impl.h"
 #include "qf_status.h"
 
-/* Waits for an in-flight publication before sleeping on it instead. */
+/* Waits for an in-flight publication before a try form gives up. */
 #define INFLIGHT_SPINS 64
 
-/* Aligned: an odd address would read as a row slot (qf_strblock-impl.h). */
-static _Alignas(8) char tombstone_object;
-#define TOMBSTONE ((void *)&tombstone_object)
+_Alignas(8) char qf__fifo_tombstone_object;
 
 /* ---------------------------------------------------------------- errors */
 
@@ -49,12 +51,12 @@ static qf_code err_closed(const qf_queue *q)
     return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
 }
 
-static qf_code err_enqueue_cancelled(void)
+qf_code qf__fifo_err_enqueue_cancelled(void)
 {
     return qf__set_error_static(QF_CANCELLED, "Enqueue operation was cancelled");
 }
 
-static qf_code err_timeout(void)
+qf_code qf__fifo_err_timeout(void)
 {
     return qf__set_error_static(QF_DEADLINE_EXCEEDED, "Timed out waiting for notification");
 }
@@ -74,38 +76,13 @@ static uint64_t state_sc(qf_queue *q)
     return atomic_load_explicit(&q->state, memory_order_seq_cst);
 }
 
-static int clamp_n(size_t n)
-{
-    return n > INT32_MAX ? INT32_MAX : (int)n;
-}
-
-/* After publishing (and its light fence): wake sleeping consumers, if any. */
-static void wake_consumers(qf_queue *q, size_t k)
-{
-    if ((state_sc(q) & QF__DEQ_WAIT) && qf_waitlist_count(&q->deq_waiters) != 0)
-        qf_waitlist_wake(&q->deq_waiters, clamp_n(k));
-}
-
-/* After consuming ring slots (fenced): wake sleeping producers, if any. */
-static void wake_producers(qf_queue *q, size_t k)
-{
-    if ((state_sc(q) & QF__ENQ_WAIT) && qf_waitlist_count(&q->enq_waiters) != 0)
-        qf_waitlist_wake(&q->enq_waiters, clamp_n(k));
-}
-
-static void wake_all_consumers_if_closed(qf_queue *q, uint64_t seen)
-{
-    if ((seen & QF__CLOSED) && qf_waitlist_count(&q->deq_waiters) != 0)
-        qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
-}
-
 static void drop_pending(qf_queue *q)
 {
     uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
     /* The last enqueue that outlived a plain close has finished: consumers
-     * on an empty closed queue can now be told it is drained. */
-    if (qf__pending(old) == 1)
-        wake_all_consumers_if_closed(q, old);
+     * on a closed queue may now be at end-of-data. */
+    if (qf__pending(old) == 1 && (old & QF__CLOSED))
+        qf__fifo_wake_all(q);
 }
 
 static bool become_pending(qf_queue *q, qf_code *ret_err)
@@ -113,10 +90,17 @@ static bool become_pending(qf_queue *q, qf_code *ret_err)
     uint64_t old = atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
     if (old & (QF__CLOSED | QF__CANCELLED)) {
         drop_pending(q);
-        *ret_err = (old & QF__CANCELLED) ? err_enqueue_cancelled() : err_closed(q);
+        *ret_err = (old & QF__CANCELLED) ? qf__fifo_err_enqueue_cancelled() : err_closed(q);
         return false;
     }
     return true;
+}
+
+static void release_holder(qf_queue *q)
+{
+    uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
+    if (old & QF__CLOSED)
+        qf__fifo_wake_all(q);
 }
 
 static int ncpus(void)
@@ -197,14 +181,23 @@ static void oom_abort(const char *what)
 
 /* ------------------------------------------------------------- producers */
 
-/* The verdict of the state word for a producer. */
-static qf_code closed_for(const qf_queue *q, uint64_t s, bool pending)
+qf_code qf__fifo_closed_for(const qf_queue *q, uint64_t s, bool pending)
 {
     if (s & QF__CANCELLED)
-        return pending ? err_enqueue_cancelled() : err_closed(q);
+        return pending ? qf__fifo_err_enqueue_cancelled() : err_closed(q);
     if ((s & QF__CLOSED) && !pending)
         return err_closed(q);
     return QF_OK;
+}
+
+/* Slots the ring may hold now: the capacity less what a gathering consumer
+ * gave back to the stash (the stash is in front and counts). */
+static unsigned ring_limit(qf_queue *q)
+{
+    uint32_t st = atomic_load_explicit(&q->stash_n, memory_order_relaxed);
+    if (st == 0)
+        return q->ring.cap;
+    return st >= q->ring.cap ? 0 : q->ring.cap - st;
 }
 
 /* Unbounded (or huge) queues: the overflow list behind the ring. Puts all
@@ -214,81 +207,76 @@ static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pendin
 {
     qf__lock(&q->side_lock);
     if (!q->unbounded_cap) {
-        uint64_t used = qf__ring_reserved(&q->ring) + q->overflow.len;
+        uint64_t used = qf__ring_reserved(&q->ring) + q->overflow.len +
+                        atomic_load_explicit(&q->stash_n, memory_order_relaxed);
         if (used + n > (uint64_t)q->capacity) {
             qf__unlock(&q->side_lock);
             return false;
         }
     }
-    /* Announce first, then check closed: a consumer that saw it drained
+    /* Announce first, then check closed: a consumer that saw it settled
      * either misses the announcement (and we then see CLOSED) or waits. */
     atomic_fetch_add_explicit(&q->overflow_n, (uint32_t)n, memory_order_seq_cst);
-    *ret_err = closed_for(q, state_sc(q), pending);
+    *ret_err = qf__fifo_closed_for(q, state_sc(q), pending);
     if (*ret_err != QF_OK) {
         atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)n, memory_order_seq_cst);
         qf__unlock(&q->side_lock);
-        wake_all_consumers_if_closed(q, QF__CLOSED);
         return true;
     }
     for (size_t i = 0; i < n; i++)
         if (!qf__deque_push_back(&q->overflow, slots[i]))
             oom_abort("growing an unbounded queue");
     qf__unlock(&q->side_lock);
-    wake_consumers(q, n);
     return true;
 }
 
-static qf_code wait_room(qf_queue *q, const qf__wait *w, bool *pending, spin *sp, size_t want)
+size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
+                        qf_code *ret_err, size_t *ret_published)
 {
-    if (w->mode == QF__WAIT_TRY)
-        return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
-    if (w->mode == QF__WAIT_DEADLINE && !*pending) {
-        /* From here on this enqueue is "pending": a plain close lets it
-         * finish, and consumers wait for it before reporting end-of-data. */
-        qf_code err;
-        if (!become_pending(q, &err))
-            return err;
-        *pending = true;
-    }
-    if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline))
-        return err_timeout();
-    if (w->mode == QF__WAIT_DEADLINE && spin_once(q, sp))
-        return QF_OK; /* retry */
-
-    qf_waker tw, *wk = w->waker;
-    if (w->mode == QF__WAIT_DEADLINE) {
-        if (qf__in_task())
-            return qf__blocking_in_task_error("A blocking enqueue");
-        qf_waker_init_thread(&tw);
-        wk = &tw;
-    }
-    qf_waitlist_register(&q->enq_waiters, wk);
-    uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    qf__ring_fence_heavy(&q->ring); /* pairs with consumers' light fence after c_head */
-    /* The same rule the producer used to decide it must wait: a spilling
-     * queue counts its overflow list too, else it would spin here. */
-    bool room;
-    if (q->unbounded_cap)
-        room = true;
-    else if (q->spill)
-        room = (uint64_t)qf__ring_reserved(&q->ring) +
-                   atomic_load_explicit(&q->overflow_n, memory_order_seq_cst) + want <=
-               (uint64_t)q->capacity;
-    else
-        room = qf__ring_room(&q->ring) >= (want < q->ring.cap ? want : 1);
-    if (room || closed_for(q, old, *pending) != QF_OK) {
-        if (!qf_waitlist_cancel(&q->enq_waiters, wk)) {
-            wake_producers(q, 1);  /* woken meanwhile: do not swallow it */
-            qf_waker_consumed(wk); /* handed on: a withdraw must not again */
+    size_t done = 0, published = 0;
+    *ret_err = QF_OK;
+    while (done < n) {
+        unsigned ticket = 0;
+        size_t k = 0;
+        bool to_overflow = q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire);
+        if (!to_overflow)
+            k = qf__ring_reserve(&q->ring, n - done, q->single_producer, all, ring_limit(q),
+                                 &ticket);
+        if (k > 0) {
+            qf_code err = qf__fifo_closed_for(q, state_sc(q), pending);
+            if (err != QF_OK) {
+                /* Reserved after a close: publish tombstones, fail. */
+                atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
+                for (size_t i = 0; i < k; i++)
+                    qf__ring_write(&q->ring, ticket + (unsigned)i, QF__TOMBSTONE);
+                qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
+                published += k;
+                *ret_err = err;
+                break;
+            }
+            for (size_t i = 0; i < k; i++)
+                qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
+            qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
+            published += k;
+            done += k;
+            continue;
         }
-        return QF_OK; /* retry now */
+        if (!q->spill)
+            break;
+        /* A try of several rows goes in whole or not at all. */
+        size_t m = all ? n - done : 1;
+        qf_code err = QF_OK;
+        if (!overflow_push(q, slots + done, m, pending, &err))
+            break;
+        if (err != QF_OK) {
+            *ret_err = err;
+            break;
+        }
+        done += m;
+        published += m;
     }
-    if (w->mode == QF__WAIT_POLL)
-        return QF_PENDING;
-    if (qf_waker_wait(wk, w->deadline) == QF_DEADLINE_EXCEEDED &&
-        qf_waitlist_cancel(&q->enq_waiters, wk))
-        return err_timeout();
-    return QF_OK; /* woken: retry */
+    *ret_published = published;
+    return done;
 }
 
 qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done)
@@ -308,56 +296,58 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
             return rc;
         }
         pending = true;
-    } else if ((rc = closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire),
-                                pending)) != QF_OK) {
+    } else if ((rc = qf__fifo_closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire),
+                                         pending)) != QF_OK) {
         /* Already closed: refuse before reserving, so no tombstone. */
         if (ret_done)
             *ret_done = 0;
         return rc;
     }
     while (done < n) {
-        unsigned ticket = 0;
-        size_t k = 0;
-        bool to_overflow = q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire);
-        if (!to_overflow)
-            k = qf__ring_reserve(&q->ring, n - done, q->single_producer, try_all, &ticket);
+        size_t published = 0;
+        size_t k = qf__fifo_put_now(q, slots + done, n - done, pending, try_all, &rc, &published);
+        qf__fifo_wake_consumers(q, published);
+        done += k;
+        if (rc != QF_OK || done == n)
+            break;
         if (k > 0) {
-            rc = closed_for(q, state_sc(q), pending);
-            if (rc != QF_OK) {
-                /* Reserved after a close: publish tombstones, fail. */
-                atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
-                for (size_t i = 0; i < k; i++)
-                    qf__ring_write(&q->ring, ticket + (unsigned)i, TOMBSTONE);
-                qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-                wake_consumers(q, k);
-                break;
-            }
-            for (size_t i = 0; i < k; i++)
-                qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
-            qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-            wake_consumers(q, k);
-            done += k;
             spin_release(q, &sp);
             continue;
         }
-        if (q->spill) {
-            /* A try of several rows goes in whole or not at all. */
-            size_t m = try_all ? n - done : 1;
-            qf_code err = QF_OK;
-            if (overflow_push(q, slots + done, m, pending, &err)) {
-                if (err != QF_OK) {
-                    rc = err;
-                    break;
-                }
-                done += m;
-                continue;
-            }
-        }
         /* Full. A closed queue fails rather than waits. */
-        rc = closed_for(q, state_sc(q), pending);
+        rc = qf__fifo_closed_for(q, state_sc(q), pending);
         if (rc != QF_OK)
             break;
-        rc = wait_room(q, w, &pending, &sp, try_all ? n : 1);
+        if (w->mode == QF__WAIT_TRY) {
+            rc = qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+            break;
+        }
+        if (w->mode == QF__WAIT_POLL) {
+            rc = qf__fifo_wait_room_poll(q, w->waker);
+            if (rc != QF_OK)
+                break;
+            continue;
+        }
+        if (!pending) {
+            /* From here on this enqueue is "pending": a plain close lets it
+             * finish, and consumers wait for it before reporting
+             * end-of-data. */
+            if (!become_pending(q, &rc))
+                break;
+            pending = true;
+        }
+        if (qf_deadline_passed(w->deadline)) {
+            rc = qf__fifo_err_timeout();
+            break;
+        }
+        if (spin_once(q, &sp))
+            continue;
+        if (qf__in_task()) {
+            rc = qf__blocking_in_task_error("A blocking enqueue");
+            break;
+        }
+        spin_release(q, &sp);
+        rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline);
         if (rc != QF_OK)
             break;
     }
@@ -376,43 +366,62 @@ static size_t drop_tombstones(qf_queue *q, void **slots, size_t n)
 {
     size_t real = 0;
     for (size_t i = 0; i < n; i++)
-        if (slots[i] != TOMBSTONE)
+        if (slots[i] != QF__TOMBSTONE)
             slots[real++] = slots[i];
     if (real != n)
         atomic_fetch_sub_explicit(&q->tomb_n, (uint32_t)(n - real), memory_order_relaxed);
     return real;
 }
 
-/* Take up to max elements: the put-back stash first, then the ring, then
- * the overflow list. Tombstones are dropped. */
-static size_t take_some(qf_queue *q, void **out, size_t max)
+/* With a stash or an overflow list: in order stash, ring, overflow, at
+ * least min of them or none, under the side lock (which holds the stash
+ * and the overflow list still; the ring only shrinks under other consumers
+ * or gains stragglers older than the overflow). *ret_freed: ring slots
+ * consumed. */
+static size_t take_side(qf_queue *q, void **out, size_t min, size_t max, size_t *ret_freed)
 {
-    size_t k = 0;
-    if (atomic_load_explicit(&q->stash_n, memory_order_acquire) != 0) {
-        qf__lock(&q->side_lock);
-        k = qf__deque_pop_front(&q->stash, out, max);
-        atomic_fetch_sub_explicit(&q->stash_n, (uint32_t)k, memory_order_seq_cst);
-        qf__unlock(&q->side_lock);
+    qf__lock(&q->side_lock);
+    size_t s = q->stash.len, o = q->overflow.len;
+    size_t a = s < max ? s : max;
+    size_t r_min = min > a + o ? min - a - o : 0;
+    size_t r = 0;
+    if (a < max) {
+        r = qf__ring_take(&q->ring, out + a, r_min ? r_min : 1, max - a, q->single_consumer);
+        if (r == 0 && r_min > 0) {
+            qf__unlock(&q->side_lock);
+            return 0;
+        }
     }
-    while (k < max) {
-        size_t r = qf__ring_take(&q->ring, out + k, max - k, q->single_consumer);
-        if (r == 0)
-            break;
-        k += drop_tombstones(q, out + k, r);
-        wake_producers(q, r);
+    qf__deque_pop_front(&q->stash, out, a);
+    atomic_fetch_sub_explicit(&q->stash_n, (uint32_t)a, memory_order_seq_cst);
+    size_t k = a + r, from_o = 0;
+    if (k < max && r < max - a && o > 0) {
+        /* The ring ran dry: the overflow list's elements are next. */
+        from_o = qf__deque_pop_front(&q->overflow, out + k, max - k);
+        atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)from_o, memory_order_seq_cst);
     }
-    if (k < max && q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire)) {
-        qf__lock(&q->side_lock);
-        /* The ring holds the older elements: take from it first. */
-        size_t r = qf__ring_take(&q->ring, out + k, max - k, q->single_consumer);
-        k += drop_tombstones(q, out + k, r);
-        size_t o = qf__deque_pop_front(&q->overflow, out + k, max - k);
-        atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)o, memory_order_seq_cst);
-        k += o;
-        qf__unlock(&q->side_lock);
-        if (r + o)
-            wake_producers(q, r + o);
+    qf__unlock(&q->side_lock);
+    *ret_freed = r + from_o;
+    /* Tombstones can only be among the ring's slots. */
+    size_t real_r = drop_tombstones(q, out + a, r);
+    if (real_r != r && from_o)
+        memmove(out + a + real_r, out + a + r, from_o * sizeof(void *));
+    return a + real_r + from_o;
+}
+
+/* Take between min and max elements now, or none (fewer than min only when
+ * tombstones were among them). Wakes the producers the room lets in. */
+static size_t take_now(qf_queue *q, void **out, size_t min, size_t max)
+{
+    size_t freed = 0, k;
+    if (atomic_load_explicit(&q->stash_n, memory_order_acquire) == 0 &&
+        !(q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire))) {
+        freed = qf__ring_take(&q->ring, out, min, max, q->single_consumer);
+        k = freed ? drop_tombstones(q, out, freed) : 0;
+    } else {
+        k = take_side(q, out, min, max, &freed);
     }
+    qf__fifo_wake_producers(q, freed);
     return k;
 }
 
@@ -426,7 +435,7 @@ static void put_back(qf_queue *q, void *const *slots, size_t n)
         oom_abort("returning elements to a queue");
     atomic_fetch_add_explicit(&q->stash_n, (uint32_t)n, memory_order_seq_cst);
     qf__unlock(&q->side_lock);
-    wake_consumers(q, n);
+    qf__fifo_wake_consumers(q, n);
 }
 
 void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n)
@@ -434,127 +443,69 @@ void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n)
     put_back(q, slots, n);
 }
 
-/* Anything a consumer could take now, or that is on its way (seq_cst: it
- * is the re-check of a waiter). */
-static bool something_there(qf_queue *q, bool include_reserved)
-{
-    if (atomic_load_explicit(&q->stash_n, memory_order_seq_cst) ||
-        atomic_load_explicit(&q->overflow_n, memory_order_seq_cst))
-        return true;
-    unsigned c = QF__LD(&q->ring.ring.c_head, SEQ_CST);
-    unsigned p = include_reserved ? QF__LD(&q->ring.ring.p_head, SEQ_CST)
-                                  : QF__LD(&q->ring.ring.p_tail, SEQ_CST);
-    return p != c;
-}
-
-/* Closed, nothing pending, nothing anywhere; non-holders also need no
- * other consumer to be holding elements it may put back. */
-static bool drained(qf_queue *q, uint64_t s, bool holder, bool fenced)
-{
-    if (!(s & QF__CLOSED) || qf__pending(s) != 0)
-        return false;
-    if (!holder && qf__holders(s) != 0)
-        return false;
-    if (something_there(q, true))
-        return false;
-    /* A producer reserves, fences lightly, then checks CLOSED: after a
-     * heavy fence either its reservation is visible or it saw CLOSED and
-     * will fail with a tombstone. */
-    if (!fenced)
-        qf__ring_fence_heavy(&q->ring);
-    return !something_there(q, true);
-}
-
-static void release_holder(qf_queue *q)
-{
-    uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
-    wake_all_consumers_if_closed(q, old);
-}
-
-qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
-                      size_t *ret_n)
+qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                      void **ret_slots, size_t *ret_n)
 {
     size_t got = 0;
     spin sp = {0};
     unsigned inflight = 0;
-    bool holder = false;
     qf_code rc = QF_OK;
-
-    if (n > 1) {
-        /* This call may put back what it takes (close, deadline): count it
-         * as a holder before the first take, so no other consumer calls the
-         * queue drained while the elements are in its hands. */
+    /* Only a batch larger than the capacity is gathered as it arrives
+     * (spec 52); a try form never gathers. */
+    bool holder = w->mode != QF__WAIT_TRY && !q->unbounded_cap && min > (size_t)q->capacity;
+    if (holder)
         atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
-        holder = true;
-    }
+
     for (;;) {
-        got += take_some(q, ret_slots + got, n - got);
-        if (got == n)
+        /* Holding some already (gathering, or tombstones cut a take
+         * short): anything helps. Else all of min at once. */
+        size_t lo = got > 0 || holder ? 1 : min;
+        size_t k = take_now(q, ret_slots + got, lo, max - got);
+        got += k;
+        if (got >= min)
             break;
-        uint64_t s = atomic_load_explicit(&q->state, memory_order_acquire);
-        if (something_there(q, false))
-            continue; /* raced with another consumer; try again */
-        if (drained(q, s, holder, false)) {
-            if (up_to && got > 0)
-                break;
+        if (k > 0) {
+            spin_release(q, &sp);
+            continue;
+        }
+        if (got > 0 && !holder) {
+            /* Others must not call the queue drained while we hold these. */
+            atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
+            holder = true;
+        }
+        if (qf__fifo_settled_closed(q, holder)) {
+            /* Nothing more can arrive. */
+            if (up_to) {
+                got += take_now(q, ret_slots + got, 1, max - got);
+                if (got > 0)
+                    break;
+            } else if (qf__fifo_available(q) + got >= min) {
+                continue; /* it is all there after all */
+            }
             put_back(q, ret_slots, got);
-            rc = err_insufficient(q, n);
+            rc = err_insufficient(q, min);
             goto fail;
         }
         if (w->mode == QF__WAIT_TRY) {
-            if (inflight++ < INFLIGHT_SPINS && something_there(q, true)) {
+            if (inflight++ < INFLIGHT_SPINS && qf__ring_in_flight(&q->ring)) {
                 qf__cpu_relax(); /* a publication is on its way */
                 continue;
             }
-            if (up_to && got > 0)
-                break;
             put_back(q, ret_slots, got);
             rc = qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
             goto fail;
         }
         if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
             put_back(q, ret_slots, got);
-            rc = err_timeout();
+            rc = qf__fifo_err_timeout();
             goto fail;
         }
         if (w->mode == QF__WAIT_DEADLINE && spin_once(q, &sp))
             continue;
-        if (got > 0 && !holder) {
-            /* We hold elements a close may make us put back: others must
-             * not call the queue drained before we do. */
-            atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
-            holder = true;
-        }
-        qf_waker tw, *wk = w->waker;
-        if (w->mode == QF__WAIT_DEADLINE) {
-            if (qf__in_task()) {
-                put_back(q, ret_slots, got);
-                rc = qf__blocking_in_task_error("A blocking dequeue");
-                goto fail;
-            }
-            qf_waker_init_thread(&tw);
-            wk = &tw;
-        }
-        qf_waitlist_register(&q->deq_waiters, wk);
-        uint64_t old = atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
-        qf__ring_fence_heavy(&q->ring); /* pairs with producers' light fence after p_tail */
-        if (something_there(q, false) || drained(q, old, holder, true)) {
-            if (!qf_waitlist_cancel(&q->deq_waiters, wk)) {
-                wake_consumers(q, 1);  /* woken meanwhile: pass it on */
-                qf_waker_consumed(wk); /* handed on: a withdraw must not again */
-            }
-            continue;
-        }
-        if (w->mode == QF__WAIT_POLL) {
-            /* Poll forms take one element, so nothing is held here. */
+        spin_release(q, &sp);
+        rc = qf__fifo_wait_elements(q, got > 0 || holder ? 1 : min, holder, w);
+        if (rc != QF_OK) {
             put_back(q, ret_slots, got);
-            rc = QF_PENDING;
-            goto fail;
-        }
-        if (qf_waker_wait(wk, w->deadline) == QF_DEADLINE_EXCEEDED &&
-            qf_waitlist_cancel(&q->deq_waiters, wk)) {
-            put_back(q, ret_slots, got);
-            rc = err_timeout();
             goto fail;
         }
     }
@@ -571,10 +522,27 @@ fail:
     return rc;
 }
 
+/* The ring's count at one instant: p_tail read while c_head stayed put
+ * (two reads of c_head around it), so no count mixes an old c_head with a
+ * newer p_tail (which could read over the capacity). */
+static int64_t ring_count(qf__ring *r)
+{
+    unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
+    for (int i = 0;; i++) {
+        unsigned p = QF__LD(&r->ring.p_tail, ACQUIRE);
+        unsigned c2 = QF__LD(&r->ring.c_head, ACQUIRE);
+        if (c2 == c || i == 16) {
+            unsigned n = p - c2;
+            return n > r->cap ? (p - c > r->cap ? 0 : p - c) : n;
+        }
+        c = c2;
+    }
+}
+
 int64_t qf__fifo_size(const qf_queue *q)
 {
     qf_queue *mq = (qf_queue *)q;
-    int64_t n = qf__ring_size(&mq->ring);
+    int64_t n = ring_count(&mq->ring);
     n -= atomic_load_explicit(&mq->tomb_n, memory_order_relaxed);
     if (n < 0)
         n = 0; /* a tombstone counted before its slot was published */
@@ -589,10 +557,11 @@ qf_code qf__fifo_close(qf_queue *q, bool cancel)
     uint64_t old = atomic_fetch_or_explicit(&q->state, bits, memory_order_seq_cst);
     if (!cancel && (old & QF__CLOSED))
         return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", q->name);
+    if (cancel)
+        qf__fifo_cancel_requests(q);
     /* Everyone re-checks: blocked consumers may now be at end-of-data,
      * cancelled producers must fail, poll-mode producers are refused. */
-    qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
-    qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
+    qf__fifo_wake_all(q);
     return QF_OK;
 }
 
@@ -610,9 +579,9 @@ void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
     while ((k = qf__deque_pop_front(&q->stash, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);
-    while ((k = qf__ring_take(&q->ring, buf, 64, true)) > 0)
+    while ((k = qf__ring_take(&q->ring, buf, 1, 64, true)) > 0)
         for (size_t i = 0; i < k; i++)
-            if (buf[i] != TOMBSTONE)
+            if (buf[i] != QF__TOMBSTONE)
                 release(q, buf[i]);
     while ((k = qf__deque_pop_front(&q->overflow, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)

@@ -46,9 +46,10 @@ typedef struct qf__locked_storage {
     /* Bytes per stored entry; the engine allocates and grows `buf`. */
     size_t entry_size;
     /* true: a take of n removes nothing until n elements are present at
-     * once (PriorityQueue, spec 103); false: a take removes one element at
-     * a time while more than the floor are present and holds what it took
-     * (RandomShuffleQueue, spec 66). */
+     * once (PriorityQueue, spec 103); false: while open, a take leaves
+     * min_after_dequeue behind (RandomShuffleQueue, spec 66): it waits until
+     * it can take its batch at once, or, for a batch that can never be there
+     * at once, removes one element at a time and holds what it took. */
     bool whole_batches;
     /* An ordering key for a slot, computed before the lock is taken (NULL:
      * the kind has none and 0 is passed to insert). */
@@ -114,8 +115,8 @@ qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st
  * storage and q->impl itself. */
 qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
                        size_t *ret_done);
-qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
-                        size_t *ret_n);
+qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                        void **ret_slots, size_t *ret_n);
 int64_t qf__locked_size(const qf_queue *q);
 qf_code qf__locked_close(qf_queue *q, bool cancel);
 bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w);

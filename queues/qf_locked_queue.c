@@ -537,8 +537,8 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
 
 /* ------------------------------------------------------------- consumers */
 
-qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
-                        size_t *ret_n)
+qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                        void **ret_slots, size_t *ret_n)
 {
     qf__locked *L = locked(q);
     const qf__locked_storage *st = L->st;
@@ -547,6 +547,12 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
     int64_t spin_end = 0;
     outcome o;
     qf_waker tw;
+    /* A shuffle batch that can never be there at once while the queue is
+     * open (min + min_after_dequeue > capacity) is gathered as elements
+     * arrive (spec 66), and given back if it fails; every other take waits
+     * until it can take min at once, so it never holds elements while it
+     * waits (nothing to give back: the capacity holds). */
+    bool gather = !st->whole_batches && w->mode != QF__WAIT_TRY && min + L->floor_open > L->cap;
 
     for (;;) {
         wakes wk = {0, 0, false};
@@ -557,45 +563,36 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
 
         engine_lock(L);
         was_open = !L->closed;
-        if (st->whole_batches) {
-            /* Nothing is taken until n are present at once (spec 103). */
+        size_t fl = floor_now(L);
+        size_t takeable = L->n > fl ? L->n - fl : 0;
+        bool ended = L->closed && L->pending == 0;
+        if (!gather) {
+            /* Nothing is taken until min can be taken at once (spec 103). */
             size_t take = 0;
-            if (L->n >= n)
-                take = n;
-            else if (up_to && L->n > 0 &&
-                     ((L->closed && L->pending == 0) || w->mode == QF__WAIT_TRY))
-                take = L->n; /* spec 104: what is left, sorted */
+            if (takeable >= min)
+                take = takeable < max ? takeable : max;
+            else if (up_to && ended && L->n > 0)
+                take = L->n < max ? L->n : max; /* spec 104: what is left */
             for (size_t i = 0; i < take; i++)
                 ret_slots[got++] = st->remove(L);
             if (take)
                 o = DONE;
-            else if (L->closed && L->pending == 0)
+            else if (ended)
                 o = E_RANGE; /* nothing removed (spec 104) */
             else if (w->mode == QF__WAIT_TRY)
                 o = E_EMPTY;
             else
-                o = WAIT, need = n;
+                o = WAIT, need = fl + min;
         } else {
             /* One at a time while more than the floor remain (spec 66). */
-            size_t fl = floor_now(L);
-            size_t takeable = L->n > fl ? L->n - fl : 0;
-            bool ended = L->closed && L->pending == 0;
-            if (!up_to && takeable < n - got && (ended || w->mode == QF__WAIT_TRY)) {
-                /* Can never finish (closed) or must not wait (try form):
-                 * take nothing rather than take and put back. */
-                o = ended ? E_RANGE : E_EMPTY;
-            } else {
-                while (got < n && L->n > fl)
-                    ret_slots[got++] = st->remove(L);
-                if (got == n)
-                    o = DONE;
-                else if (ended && L->n == 0)
-                    o = up_to && got > 0 ? DONE : E_RANGE;
-                else if (w->mode == QF__WAIT_TRY)
-                    o = up_to && got > 0 ? DONE : E_EMPTY;
-                else
-                    o = WAIT, need = fl + 1;
-            }
+            while (got < max && L->n > fl)
+                ret_slots[got++] = st->remove(L);
+            if (got >= min)
+                o = DONE;
+            else if (ended && L->n == 0)
+                o = up_to && got > 0 ? DONE : E_RANGE;
+            else
+                o = WAIT, need = fl + 1;
         }
         if (got > before) {
             note_removed(L, got - before, &wk);
@@ -615,11 +612,11 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
                     qf_waker_init_thread(&tw);
                     waker = &tw;
                 }
-                if (st->whole_batches && n > 1) {
+                if (!gather && min > 1) {
                     list = &L->many_waiters;
                     L->many_flag = true;
-                    if (n < L->many_need)
-                        L->many_need = n;
+                    if (need < L->many_need)
+                        L->many_need = need;
                 } else {
                     list = &q->deq_waiters;
                     L->deq_flag = true;
@@ -642,7 +639,7 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
         if (o != WAIT)
             break;
         if (w->mode == QF__WAIT_POLL)
-            break; /* poll forms take one element: nothing is held */
+            break; /* a poll holds nothing: only gathers hold, never polls */
         if (qf_waker_wait(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
             qf_waitlist_cancel(list, waker)) {
             o = E_TIMEOUT;
@@ -661,7 +658,7 @@ qf_code qf__locked_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, vo
         return QF_PENDING;
     if (o == E_IN_TASK)
         return qf__blocking_in_task_error("A blocking dequeue");
-    return report(q, o, n);
+    return report(q, o, min);
 }
 
 /* ------------------------------------------------------- size and close */

@@ -3,22 +3,20 @@
  * The state word. One 64-bit atomic carries what enqueues and dequeues must
  * agree on besides the ring indices. It is written only on slow paths
  * (closing, a waiter announcing itself, a blocked enqueue becoming pending,
- * a consumer holding a partial batch), so on the fast path every side only
- * reads it and the cache line stays shared:
+ * a consumer gathering a batch larger than the capacity), so on the fast
+ * path every side only reads it and the cache line stays shared:
  *
- *   bits  0..19  holders: consumers waiting while they hold elements of a
- *                cut-short dequeue_many they may put back
+ *   bits  0..19  holders: consumers gathering a batch larger than the
+ *                capacity, holding elements they may have to give back
  *   bit   32     CLOSED
  *   bit   33     CANCELLED (close with cancel_pending_enqueues)
  *   bit   34     DEQ_WAIT: some consumer registered a waker (sticky hint)
- *   bit   35     ENQ_WAIT: some producer registered a waker (sticky hint)
+ *   bit   35     ENQ_WAIT: some producer waits for room (sticky hint)
  *   bits 40..63  pending: enqueues that were blocked (or multi-row) before
  *                a plain close and may still complete after it
  *
- * A waiter registers its waker, sets its wait bit with a seq_cst RMW and
- * runs the heavy fence before re-checking the ring indices; the other side
- * updates an index, runs the light fence and then loads the word: one of
- * the two sees the other (qf_fifo_queue.c, coord/qf_fence-impl.h).
+ * The wait/wake protocol built on it is written down at the top of
+ * qf_fifo_wait.c and model-checked in tests/model/.
  */
 #ifndef QF_QUEUE_IMPL_H
 #define QF_QUEUE_IMPL_H
@@ -58,8 +56,12 @@ typedef struct qf__wait qf__wait;
  * same waiting rules (qf__wait) and close/cancel semantics. */
 typedef struct qf__queue_ops {
     qf_code (*put)(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done);
-    qf_code (*take)(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
-                    size_t *ret_n);
+    /* Take between min (>= 1) and max elements: wait until min can be
+     * taken, then take what is there up to max. Once the queue is closed
+     * and nothing more can arrive: with up_to, 1..max of what is left;
+     * else QF_OUT_OF_RANGE (spec 35, 56). */
+    qf_code (*take)(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                    void **ret_slots, size_t *ret_n);
     int64_t (*size)(const qf_queue *q);
     qf_code (*close)(qf_queue *q, bool cancel);
     bool (*cancel_poll)(qf_queue *q, qf_waker *w);
@@ -125,7 +127,20 @@ struct qf_queue {
     qf__deque stash;
     qf__deque overflow;
 
-    qf_waitlist deq_waiters;
+    /* Producer threads blocked on a full queue, oldest first: consumers
+     * that free room finish their enqueues (qf_fifo_wait.c). Guarded by
+     * req_lock; reqs_n is read without it. */
+    _Alignas(64) _Atomic uint32_t req_lock;
+    _Atomic uint32_t reqs_n;
+    struct qf__put_req *req_head, *req_tail;
+
+    /* Consumers waiting for one element (or any, while gathering), and
+     * consumers waiting for a batch of many_need or more (the smallest
+     * batch any of them waits for; UINT32_MAX: none). */
+    _Alignas(64) qf_waitlist deq_waiters;
+    qf_waitlist deq_many_waiters;
+    _Atomic uint32_t many_need;
+    /* Producer tasks (poll forms) waiting for room. */
     qf_waitlist enq_waiters;
 };
 
@@ -176,9 +191,8 @@ qf_code qf__queue_find_shared(const qf_queue_options *o, qf_queue_kind kind, con
 
 qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
                      size_t *ret_done);
-/* up_to: once closed and drained, return what was gathered (>= 1). */
-qf_code qf__fifo_take(qf_queue *q, size_t n, bool up_to, const qf__wait *w, void **ret_slots,
-                      size_t *ret_n);
+qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                      void **ret_slots, size_t *ret_n);
 int64_t qf__fifo_size(const qf_queue *q);
 void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n);
 qf_code qf__fifo_close(qf_queue *q, bool cancel);

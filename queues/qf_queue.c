@@ -216,6 +216,10 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity);
     atomic_init(&q->state, 0);
     qf_waitlist_init(&q->deq_waiters);
+    qf_waitlist_init(&q->deq_many_waiters);
+    atomic_init(&q->many_need, UINT32_MAX);
+    atomic_init(&q->req_lock, 0);
+    atomic_init(&q->reqs_n, 0);
     qf_waitlist_init(&q->enq_waiters);
     /* The FIFO engine needs nothing more: publish now. Other kinds finish
      * their own storage first and publish themselves. */
@@ -277,6 +281,7 @@ void qf_queue_unref(qf_queue *q)
     if (q->ops->destroy)
         q->ops->destroy(q);
     qf_waitlist_destroy(&q->deq_waiters);
+    qf_waitlist_destroy(&q->deq_many_waiters);
     qf_waitlist_destroy(&q->enq_waiters);
     queue_destroy_fields(q);
 }
@@ -684,7 +689,7 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     if (!q || !ret_elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_elem" : "queue");
     void *slot;
-    qf_code rc = q->ops->take(q, 1, false, w, &slot, NULL);
+    qf_code rc = q->ops->take(q, 1, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
     qf_element *e = q->inline_mode ? inline_element(q, slot) : qf__slot_element(slot);
@@ -836,8 +841,10 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     if (!slots)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
     size_t got = 0;
+    /* A tried dequeue_up_to returns the 1..n that are there now. */
+    size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : (size_t)n;
     if (n > 0)
-        rc = q->ops->take(q, (size_t)n, up_to, w, slots, &got);
+        rc = q->ops->take(q, min, (size_t)n, up_to, w, slots, &got);
     if (rc == QF_OK) {
         qf_code brc = build_batch(q, slots, got, ret_batch);
         if (brc != QF_OK) {
@@ -963,7 +970,8 @@ static qf_code take_ptrs(qf_queue *q, size_t n, bool up_to, const qf__wait *w, v
             *ret_n = 0;
         return QF_OK;
     }
-    return q->ops->take(q, n, up_to, w, ret_ps, ret_n);
+    size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : n;
+    return q->ops->take(q, min, n, up_to, w, ret_ps, ret_n);
 }
 
 qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p)

@@ -20,22 +20,31 @@
  *     state a producer does not touch the consumer's line at all. The cache
  *     is published with release and read with acquire, so the hand-off of
  *     slot contents stays ordered through it.
- *  3. Asymmetric fences. After the store that publishes (p_tail), the
- *     single producer's reservation (p_head) and the single consumer's
- *     c_head store comes qf__fence_light(), so each side can then look at
- *     the queue's state word for sleepers of the other side: a Dekker pair
- *     with the waiter's fetch_or, qf__fence_heavy() and re-check of the
- *     indices (coord/qf_fence-impl.h). The light fence is a compiler
- *     barrier where membarrier(2) works, so a single-producer,
- *     single-consumer hand-off has no locked instruction at all, and a
- *     multi-producer one only its reservation CAS. Multi-side CASes stay
- *     seq_cst (they are full barriers on x86 anyway).
+ *  3. Fences. A multi-producer publishes p_tail with a seq_cst RMW and a
+ *     multi-consumer advances c_head with a seq_cst CAS, so a waiter on
+ *     the other side (an RMW on the queue's state word, then seq_cst loads
+ *     of the indices) pairs with them under the C11 model alone: one of the
+ *     two sees the other, with no extra fence on either side. A declared
+ *     single producer or single consumer updates its index with a plain
+ *     store and runs qf__fence_light(); the waiters of the other side then
+ *     run qf__fence_heavy() (coord/qf_fence-impl.h) before re-checking. The
+ *     light fence is a compiler barrier where membarrier(2) works, so a
+ *     single-producer, single-consumer hand-off has no locked instruction
+ *     at all; the process-wide barrier is paid only by a waiter facing a
+ *     declared single side, never on the multi-producer, multi-consumer
+ *     path, which parks most often when threads outnumber cores.
  *  4. The commit wait. Multi-producer publication must wait for earlier
  *     producers (ck_ring spins there); with more producers than cores the
- *     earlier producer is often preempted and the spinners burn whole time
- *     slices. qflow spins briefly, then sleeps on p_tail with a futex; the
- *     committer wakes only when commit_waiters says someone sleeps.
- *  5. Bulk reserve and dequeue: one CAS moves k indices.
+ *     earlier producer is often preempted and spinners burn whole time
+ *     slices. qflow spins briefly, then sleeps on p_tail with a futex
+ *     tagged with its own ticket (FUTEX_WAIT_BITSET, bit = ticket % 32),
+ *     and a publisher that finds commit_waiters non-zero wakes only the
+ *     bit of the ticket it made current: the producer whose turn it is,
+ *     not every producer that waits (a wake-all here was a measured cliff:
+ *     each publish woke all eight producers of an 8x8 run).
+ *  5. Bulk reserve and take: one CAS moves k indices. A take claims at
+ *     least `min` values or none, so a batch that is not there yet is never
+ *     taken in part (nothing to give back).
  *  6. Every index and slot access is a C11 __atomic operation (ck_pr's are
  *     inline assembly, invisible to ThreadSanitizer), so TSan checks the
  *     real happens-before edges; a multi-consumer's stale read of a slot
@@ -142,16 +151,17 @@ static inline unsigned qf__ring_room(qf__ring *r)
     return used >= r->cap ? 0 : r->cap - used;
 }
 
-/* Reserve up to n slots (exactly n or none when all_or_nothing); returns
- * how many, 0 when full. *ret_ticket is the first index. */
+/* Reserve up to n slots (exactly n or none when all_or_nothing) while at
+ * most `cap` (<= r->cap) are in use; returns how many, 0 when full.
+ * *ret_ticket is the first index. */
 static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_producer,
-                                      bool all_or_nothing, unsigned *ret_ticket)
+                                      bool all_or_nothing, unsigned cap, unsigned *ret_ticket)
 {
     unsigned p = QF__LD(&r->ring.p_head, RELAXED);
     for (;;) {
         unsigned c = QF__LD(&r->prod_cached_c, ACQUIRE);
         unsigned used = p - c;
-        if (used >= r->cap || (all_or_nothing && r->cap - used < n)) {
+        if (used >= cap || (all_or_nothing && cap - used < n)) {
             c = QF__LD(&r->ring.c_head, ACQUIRE);
             QF__ST(&r->prod_cached_c, c, RELEASE);
             used = p - c;
@@ -159,10 +169,10 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
                 p = QF__LD(&r->ring.p_head, RELAXED);
                 continue;
             }
-            if (used == r->cap || (all_or_nothing && r->cap - used < n))
+            if (used >= cap || (all_or_nothing && cap - used < n))
                 return 0;
         }
-        unsigned room = r->cap - used;
+        unsigned room = cap - used;
         unsigned k = room < n ? room : (unsigned)n;
         if (single_producer) {
             /* Fenced: the closed check that follows must not be satisfied
@@ -185,50 +195,81 @@ static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
     QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
 }
 
-/* Publish [start, start + k) once every earlier reservation is published. */
+/* The futex bit of ticket t: sleepers on p_tail are told apart by it. */
+static inline uint32_t qf__ring_ticket_bit(unsigned t)
+{
+    return (uint32_t)1 << (t & 31);
+}
+
+/* Sleep until p_tail == start (every earlier reservation published). */
+static inline void qf__ring_commit_wait(qf__ring *r, unsigned start)
+{
+    _Atomic uint32_t *tail = (_Atomic uint32_t *)&r->ring.p_tail;
+    for (int i = 0; i < 64; i++) {
+        if (QF__LD(&r->ring.p_tail, ACQUIRE) == start)
+            return;
+        qf__cpu_relax();
+    }
+    for (;;) {
+        /* Announce, then look: pairs with the publisher's RMW on p_tail
+         * followed by its load of commit_waiters (both seq_cst). */
+        atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
+        unsigned seen = QF__LD(&r->ring.p_tail, SEQ_CST);
+        if (seen != start)
+            qf__futex_wait_bits(tail, seen, qf__ring_ticket_bit(start), QF_FOREVER);
+        atomic_fetch_sub_explicit(&r->commit_waiters, 1, memory_order_relaxed);
+        if (seen == start || QF__LD(&r->ring.p_tail, ACQUIRE) == start)
+            return;
+    }
+}
+
+/* Publish [start, start + k) once every earlier reservation is published.
+ * Multi-producer: a seq_cst RMW (see note 3), then wake the producer whose
+ * turn it now is, if anyone sleeps. */
 static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, bool single_producer)
 {
     unsigned *tail = &r->ring.p_tail;
-    if (!single_producer && QF__LD(tail, ACQUIRE) != start) {
-        for (int i = 0; i < 64 && QF__LD(tail, ACQUIRE) != start; i++)
-            qf__cpu_relax();
-        while (QF__LD(tail, ACQUIRE) != start) {
-            atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
-            qf__ring_fence_heavy(r);
-            unsigned seen = QF__LD(tail, SEQ_CST);
-            if (seen != start)
-                qf_futex_wait((_Atomic uint32_t *)tail, seen, QF_FOREVER);
-            atomic_fetch_sub_explicit(&r->commit_waiters, 1, memory_order_relaxed);
-        }
-    }
     QF_WIDEN();
-    /* Release for the slots; the fence orders it before the look at
-     * commit_waiters and at the consumers' wait bit. */
-    QF__ST(tail, start + k, RELEASE);
-    qf__ring_fence_light(r);
-    if (!single_producer && atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
-        qf_futex_wake((_Atomic uint32_t *)tail, INT32_MAX);
+    if (single_producer) {
+        /* Release for the slots; the fence orders it before the look at
+         * the consumers' wait bit. */
+        QF__ST(tail, start + k, RELEASE);
+        qf__ring_fence_light(r);
+        return;
+    }
+    unsigned expect = start;
+    if (!__atomic_compare_exchange_n(tail, &expect, start + k, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED)) {
+        qf__ring_commit_wait(r, start);
+        /* Only the owner of ticket `start` moves p_tail on from it. */
+        __atomic_fetch_add(tail, k, __ATOMIC_SEQ_CST);
+    }
+    if (atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
+        qf__futex_wake_bits((_Atomic uint32_t *)tail, INT32_MAX, qf__ring_ticket_bit(start + k));
 }
 
-/* Take up to n published values. Returns how many. */
-static inline size_t qf__ring_take(qf__ring *r, void **out, size_t n, bool single_consumer)
+/* Take between min (>= 1) and max published values, or none: one claim.
+ * Returns how many. */
+static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t max,
+                                   bool single_consumer)
 {
     unsigned c = QF__LD(&r->ring.c_head, RELAXED);
     for (;;) {
         unsigned p = QF__LD(&r->cons_cached_p, ACQUIRE);
         unsigned avail = p - c;
-        if (avail == 0 || avail > r->mask + 1u) {
+        if (avail < min || avail > r->mask + 1u) {
             p = QF__LD(&r->ring.p_tail, ACQUIRE);
             QF__ST(&r->cons_cached_p, p, RELEASE);
             avail = p - c;
-            if (avail == 0)
-                return 0;
             if (avail > r->mask + 1u) { /* stale c */
                 c = QF__LD(&r->ring.c_head, RELAXED);
                 continue;
             }
+            /* A stale c only overstates what is there. */
+            if (avail < min)
+                return 0;
         }
-        unsigned k = avail < n ? avail : (unsigned)n;
+        unsigned k = avail < max ? avail : (unsigned)max;
         for (unsigned i = 0; i < k; i++)
             out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
         if (single_consumer) {
@@ -242,11 +283,25 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t n, bool singl
     }
 }
 
+/* Published and not yet consumed, by seq_cst loads (a waiter's re-check). */
+static inline unsigned qf__ring_published(qf__ring *r)
+{
+    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
+    unsigned p = QF__LD(&r->ring.p_tail, SEQ_CST);
+    return p - c;
+}
+
+/* A reservation is not published yet (seq_cst loads). */
+static inline bool qf__ring_in_flight(qf__ring *r)
+{
+    return QF__LD(&r->ring.p_head, SEQ_CST) != QF__LD(&r->ring.p_tail, SEQ_CST);
+}
+
 /* One value, single producer (the runtime's local run queues). */
 static inline bool qf__ring_push_sp(qf__ring *r, void *v)
 {
     unsigned t;
-    if (qf__ring_reserve(r, 1, true, false, &t) == 0)
+    if (qf__ring_reserve(r, 1, true, false, r->cap, &t) == 0)
         return false;
     qf__ring_write(r, t, v);
     qf__ring_publish(r, t, 1, true);

@@ -396,17 +396,24 @@ Test(shuffle_queue, tuples_stay_intact)
 
 /* ---------------------------------------------------- min_after_dequeue */
 
-/* spec 66: dequeue_many takes one element at a time while size > min and
- * holds what it took. */
-Test(shuffle_queue, dequeue_many_takes_one_at_a_time_above_min)
+/* The batch waiters of a locked queue. */
+static qf_waitlist *many_waiters(qf_queue *q)
+{
+    return &((qf__locked *)q->impl)->many_waiters;
+}
+
+/* spec 66: a dequeue_many leaves min behind. In qflow a batch that fits
+ * (n + min <= capacity) waits until it can take all n at once, so it never
+ * holds elements it may have to give back. */
+Test(shuffle_queue, dequeue_many_waits_until_it_can_leave_min_behind)
 {
     qf_queue *q = mkq(10, 2, 21, 0);
     int32_t in[3] = {1, 2, 3};
     enq_many(q, in, 3);
     job j;
     job_start(&j, q, OP_MANY, 2, NULL);
-    wait_registered(&q->deq_waiters, 1);
-    cr_expect_eq(qf_queue_size(q), 2, "took one, holds it, left min behind");
+    wait_registered(many_waiters(q), 1);
+    cr_expect_eq(qf_queue_size(q), 3, "took nothing yet");
     cr_expect(!atomic_load(&j.done));
     enq(q, 4);
     job_join(&j);
@@ -462,8 +469,8 @@ Test(shuffle_queue, dequeue_up_to_holds_then_completes_on_close)
     enq_many(q, in, 4);
     job j;
     job_start(&j, q, OP_UPTO, 3, NULL);
-    wait_registered(&q->deq_waiters, 1);
-    cr_expect_eq(qf_queue_size(q), 2, "took 2, holds them");
+    wait_registered(many_waiters(q), 1);
+    cr_expect_eq(qf_queue_size(q), 4, "waits for 3 above min, holding none");
     cr_expect(!atomic_load(&j.done));
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     job_join(&j);
@@ -493,7 +500,7 @@ Test(shuffle_queue, min_zero_dequeue_many_all_then_out_of_range_on_close)
     cr_expect(same_multiset(out, in, 4));
     job j;
     job_start(&j, q, OP_MANY, 4, NULL);
-    wait_registered(&q->deq_waiters, 1);
+    wait_registered(many_waiters(q), 1);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     job_join(&j);
     cr_expect_eq(j.rc, QF_OUT_OF_RANGE);
@@ -668,7 +675,8 @@ Test(shuffle_queue, zero_seeds_are_random)
 
 /* --------------------------------------------- close and partial batches */
 
-/* spec 74, 36: a dequeue_many cut short by close puts back what it held. */
+/* spec 74, 36: a dequeue_many cut short by close leaves what is there (in
+ * qflow it took nothing while it waited). */
 Test(shuffle_queue, partial_dequeue_many_put_back_on_close)
 {
     qf_queue *q = mkq(10, 0, 71, 0);
@@ -680,8 +688,8 @@ Test(shuffle_queue, partial_dequeue_many_put_back_on_close)
     take_batch(b, out, &k);
     job j;
     job_start(&j, q, OP_MANY, 3, NULL);
-    wait_registered(&q->deq_waiters, 1);
-    cr_expect_eq(qf_queue_size(q), 0, "holding the last one");
+    wait_registered(many_waiters(q), 1);
+    cr_expect_eq(qf_queue_size(q), 1, "the last one waits in the queue");
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     job_join(&j);
     cr_expect_eq(j.rc, QF_OUT_OF_RANGE);
@@ -721,7 +729,7 @@ Test(shuffle_queue, blocked_batch_on_closed_empty_queue_is_out_of_range)
     job a, b;
     job_start(&a, q, OP_MANY, 4, NULL);
     job_start(&b, q, OP_UPTO, 4, NULL);
-    wait_registered(&q->deq_waiters, 2);
+    wait_registered(many_waiters(q), 2);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     job_join(&a);
     job_join(&b);

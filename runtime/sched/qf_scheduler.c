@@ -111,7 +111,7 @@ void qf__schedule(qf_task *t)
 static qf_task *pop_local(qf__worker *w)
 {
     void *p;
-    if (qf__ring_take(&w->ring, &p, 1, false)) {
+    if (qf__ring_take(&w->ring, &p, 1, 1, false)) {
         QF_HB_ACQUIRE(p);
         return p;
     }
@@ -185,7 +185,7 @@ static qf_task *steal(qf__worker *w)
         if (v == w)
             continue;
         void *p;
-        if (qf__ring_take(&v->ring, &p, 1, false)) {
+        if (qf__ring_take(&v->ring, &p, 1, 1, false)) {
             QF_HB_ACQUIRE(p);
             return p;
         }

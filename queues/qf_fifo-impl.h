@@ -1,0 +1,100 @@
+/* qf_fifo-impl.h - internal: the parts of the FIFO engine that
+ * qf_fifo_queue.c (moving elements) and qf_fifo_wait.c (waiting and waking)
+ * share. Never installed. */
+#ifndef QF_FIFO_IMPL_H
+#define QF_FIFO_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qf_queue-impl.h"
+
+/* What a producer that reserved ring slots after a close publishes there
+ * instead of elements; consumers drop it. 8-aligned: an odd address would
+ * read as a row slot (qf_strblock-impl.h). */
+extern char qf__fifo_tombstone_object;
+#define QF__TOMBSTONE ((void *)&qf__fifo_tombstone_object)
+
+/* A producer thread blocked on a full queue (lives on its stack). */
+typedef struct qf__put_req {
+    struct qf__put_req *next; /* req_lock */
+    void *const *slots;
+    size_t n;
+    size_t done; /* slots[0..done) are in the queue; req_lock */
+    bool linked; /* on the queue's list; req_lock */
+    struct qf__put_req *finished_next;
+    _Atomic uint32_t state; /* QF__REQ_*: the futex its owner sleeps on */
+} qf__put_req;
+
+enum {
+    QF__REQ_WAITING = 0,
+    QF__REQ_DONE = 1,      /* every slot went in */
+    QF__REQ_CANCELLED = 2, /* close(cancel_pending_enqueues) */
+};
+
+/* --- qf_fifo_queue.c --------------------------------------------------- */
+
+/* Put what fits now of slots[0..n) (all or nothing when `all`): the ring,
+ * or the overflow list of a spilling queue. `pending`: this enqueue was
+ * blocked before a plain close and may still complete after it. Returns
+ * how many went in. *ret_err: QF_OK, or why nothing more can go in (closed
+ * or cancelled; any slots reserved meanwhile were published as
+ * tombstones). *ret_published: ring slots published (elements and
+ * tombstones) and overflow slots pushed, for qf__fifo_wake_consumers(),
+ * which the caller runs once it holds no lock. Never blocks except to let
+ * an earlier reservation publish first (the commit wait). */
+size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
+                        qf_code *ret_err, size_t *ret_published);
+
+/* The verdict of state word `s` for a producer. */
+qf_code qf__fifo_closed_for(const qf_queue *q, uint64_t s, bool pending);
+
+/* Errors the engine reports. */
+qf_code qf__fifo_err_enqueue_cancelled(void);
+qf_code qf__fifo_err_timeout(void);
+
+/* --- qf_fifo_wait.c ---------------------------------------------------- */
+
+/* Elements a consumer could take now: published ring slots (tombstones
+ * included: an overstatement only causes a spurious wake), the put-back
+ * stash and the overflow list. seq_cst loads: a waiter's re-check. */
+size_t qf__fifo_available(qf_queue *q);
+/* Room for one more element now (seq_cst loads: a waiter's re-check). */
+bool qf__fifo_room(qf_queue *q);
+/* Closed, and nothing more can arrive: no enqueue pending, no reservation
+ * in flight, no consumer but the caller (`holder`) holding elements it may
+ * give back. */
+bool qf__fifo_settled_closed(qf_queue *q, bool holder);
+
+/* After publishing k elements (or tombstones): wake the consumers that may
+ * now finish; after a close, all of them (end-of-data may have come). */
+void qf__fifo_wake_consumers(qf_queue *q, size_t k);
+/* After consuming k ring slots: finish blocked producer threads' enqueues
+ * with the room (oldest first), then wake producer tasks if room is left. */
+void qf__fifo_wake_producers(qf_queue *q, size_t k);
+/* Everyone on every list re-checks (close, end-of-data). */
+void qf__fifo_wake_all(qf_queue *q);
+/* close(cancel_pending_enqueues): fail every blocked producer thread. */
+void qf__fifo_cancel_requests(qf_queue *q);
+
+/* A consumer waits until `need` elements are available or the queue
+ * settles closed. `holder`: the caller holds elements it may give back.
+ * QF_OK: re-try now (woken, or the re-check succeeded); QF_PENDING (poll
+ * form: the waker is registered); QF_DEADLINE_EXCEEDED; or the error of a
+ * blocking call made inside a task. */
+qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__wait *w);
+
+/* A producer thread blocked on a full queue with slots[*done..n) left:
+ * enlist them as a request and sleep until consumers have put them all in
+ * (QF_OK, *done = n), the deadline passes (QF_DEADLINE_EXCEEDED), the
+ * enqueue is cancelled (QF_CANCELLED), or room or a close showed up while
+ * enlisting (QF_OK with *done < n: re-try). *done is updated in every
+ * case. The caller is pending (a plain close does not refuse it). */
+qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
+                              qf_deadline deadline);
+
+/* A producer task waits for room: QF_OK (re-try now) or QF_PENDING. */
+qf_code qf__fifo_wait_room_poll(qf_queue *q, qf_waker *wk);
+
+#endif

@@ -1,0 +1,348 @@
+/* qf_fifo_wait.c - the FIFO engine's wait/wake protocol.
+ *
+ * Who waits where
+ *   consumers wanting 1 element (or any, while
+ *   gathering a batch larger than the capacity)   deq_waiters
+ *   consumers wanting a batch of k > 1 at once    deq_many_waiters; many_need is
+ *                                                 the smallest k among them
+ *   producer threads on a full queue              put requests (qf__put_req, on
+ *                                                 the producer's stack), oldest first
+ *   producer tasks on a full queue                enq_waiters
+ *
+ * The rule every wait follows (a Dekker pair, so no wake is lost):
+ *   waiter    announce itself (list, request, many_need), set its side's
+ *             wait bit in the state word with a seq_cst RMW, run F_w, then
+ *             re-check its condition with seq_cst loads; sleep only if it
+ *             still does not hold.
+ *   notifier  make the condition true (publish p_tail, advance c_head,
+ *             change the state word), run F_n, load the state word; if the
+ *             bit is set, look at the lists and wake.
+ * Either the waiter's re-check sees the notifier's change, or the
+ * notifier's load sees the bit (and, synchronizing with that RMW, the
+ * announcement). Multi-producer publish and multi-consumer take are seq_cst
+ * RMWs (qf_ring-impl.h, note 3), so F_w and F_n are nothing more under the
+ * C11 model. A declared single producer or consumer stores its index
+ * plainly and runs F_n = qf__fence_light(); the waiters facing it then run
+ * F_w = qf__fence_heavy() (membarrier where it works). The wait bits are
+ * sticky hints; the lists' counts (read after the bit) say whether anyone
+ * waits now.
+ *
+ * Conditions, who makes them true, and whom that wakes
+ *   elements available   a publish, a give-back, an overflow push: k single
+ *                        waiters, and every batch waiter at once when what is
+ *                        there reaches many_need (which then resets; each
+ *                        batch waiter that still falls short re-enters it).
+ *   room                 a consumer advancing c_head: it completes blocked
+ *                        producer threads' requests with the room it made,
+ *                        oldest first, writing their slots itself (so after
+ *                        a dequeue from a full queue with a blocked enqueue,
+ *                        size() is back at capacity when the dequeue returns,
+ *                        as in TensorFlow); then it wakes k producer tasks if
+ *                        room is left.
+ *   settled closed       close; the last pending enqueue finishing; a holder
+ *                        giving back; any publish while CLOSED (the element of
+ *                        a pending enqueue, or the tombstone that resolves a
+ *                        reservation made across the close). Each wakes every
+ *                        consumer on both lists: end-of-data concerns them
+ *                        all, and a consumer that went back to sleep because a
+ *                        reservation was in flight is reached when it resolves.
+ *
+ * A put request (qf__put_req.state is the futex its owner sleeps on)
+ *   WAITING -> DONE       a consumer put the last slot in: it unlinks the
+ *                         request under req_lock, stores DONE (release) after
+ *                         dropping the lock, then futex-wakes the owner
+ *   WAITING -> CANCELLED  close(cancel_pending_enqueues): the same, by the closer
+ *   WAITING -> unlinked   the owner (deadline, or room/close seen while
+ *                         enlisting) unlinks it itself under req_lock
+ * `done` and `linked` change only under req_lock. The owner reads `done`
+ * after unlinking the request itself (under the lock) or after loading
+ * DONE/CANCELLED (acquire, pairing with the notifier's release store, which
+ * comes after its last write of `done`). A request unlinked by someone else
+ * is not touched by them after the final store, but for the futex wake on
+ * its address (harmless once the owner has returned: futex wakes only ever
+ * cause a re-check).
+ *
+ * tests/model/fifo_wait.pml models these rules (a consumer and a producer
+ * side each, the close, the put request) and spin checks that no process
+ * can end up asleep with its condition true; .ci/run runs it.
+ */
+#include <limits.h>
+
+#include "qf_fifo-impl.h"
+#include "qf_lock-impl.h"
+#include "qf_status.h"
+
+static uint64_t state_sc(qf_queue *q)
+{
+    return atomic_load_explicit(&q->state, memory_order_seq_cst);
+}
+
+static int clamp_n(size_t n)
+{
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* F_w for a waiter facing producers / consumers (see the top). */
+static void fence_vs_producers(qf_queue *q)
+{
+    if (q->single_producer)
+        qf__ring_fence_heavy(&q->ring);
+}
+
+static void fence_vs_consumers(qf_queue *q)
+{
+    if (q->single_consumer)
+        qf__ring_fence_heavy(&q->ring);
+}
+
+size_t qf__fifo_available(qf_queue *q)
+{
+    return (size_t)qf__ring_published(&q->ring) +
+           atomic_load_explicit(&q->stash_n, memory_order_seq_cst) +
+           atomic_load_explicit(&q->overflow_n, memory_order_seq_cst);
+}
+
+bool qf__fifo_room(qf_queue *q)
+{
+    if (q->unbounded_cap)
+        return true;
+    uint64_t used = (uint64_t)qf__ring_reserved(&q->ring) +
+                    atomic_load_explicit(&q->stash_n, memory_order_seq_cst) +
+                    atomic_load_explicit(&q->overflow_n, memory_order_seq_cst);
+    return used < (uint64_t)q->capacity;
+}
+
+bool qf__fifo_settled_closed(qf_queue *q, bool holder)
+{
+    uint64_t s = state_sc(q);
+    if (!(s & QF__CLOSED) || qf__pending(s) != 0)
+        return false;
+    if (qf__holders(s) > (holder ? 1u : 0u))
+        return false;
+    if (qf__ring_in_flight(&q->ring))
+        return false;
+    /* A single producer reserves with a plain store and a light fence
+     * before it checks CLOSED: after the heavy fence either its reservation
+     * is visible, or it saw CLOSED and publishes a tombstone (waking us). */
+    fence_vs_producers(q);
+    return !qf__ring_in_flight(&q->ring);
+}
+
+static void many_need_lower(qf_queue *q, size_t need)
+{
+    uint32_t n = need >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)need;
+    uint32_t cur = atomic_load_explicit(&q->many_need, memory_order_relaxed);
+    while (n < cur && !atomic_compare_exchange_weak_explicit(
+                          &q->many_need, &cur, n, memory_order_seq_cst, memory_order_relaxed))
+        ;
+}
+
+void qf__fifo_wake_all(qf_queue *q)
+{
+    atomic_store_explicit(&q->many_need, UINT32_MAX, memory_order_relaxed);
+    qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
+    qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
+    qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
+}
+
+void qf__fifo_wake_consumers(qf_queue *q, size_t k)
+{
+    if (k == 0)
+        return;
+    uint64_t s = state_sc(q);
+    if (!(s & QF__DEQ_WAIT))
+        return;
+    if (s & QF__CLOSED) {
+        /* End-of-data may have come: everyone re-checks. */
+        atomic_store_explicit(&q->many_need, UINT32_MAX, memory_order_relaxed);
+        if (qf_waitlist_count(&q->deq_waiters))
+            qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
+        if (qf_waitlist_count(&q->deq_many_waiters))
+            qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
+        return;
+    }
+    if (qf_waitlist_count(&q->deq_waiters))
+        qf_waitlist_wake(&q->deq_waiters, clamp_n(k));
+    if (qf_waitlist_count(&q->deq_many_waiters)) {
+        uint32_t need = atomic_load_explicit(&q->many_need, memory_order_seq_cst);
+        /* Whoever resets many_need from a real value wakes the batch
+         * waiters; one that still falls short lowers it again before its
+         * re-check, so a later publish sees it. */
+        if (need != UINT32_MAX && qf__fifo_available(q) >= need &&
+            atomic_exchange_explicit(&q->many_need, UINT32_MAX, memory_order_seq_cst) != UINT32_MAX)
+            qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
+    }
+}
+
+/* Finish blocked producer threads' enqueues with the room there is now,
+ * oldest first (see "A put request" at the top). */
+static void complete_requests(qf_queue *q)
+{
+    qf__put_req *finished = NULL, **last = &finished;
+    size_t published = 0;
+    qf__lock(&q->req_lock);
+    while (q->req_head) {
+        qf__put_req *r = q->req_head;
+        qf_code err = QF_OK;
+        size_t pub = 0;
+        size_t k = qf__fifo_put_now(q, r->slots + r->done, r->n - r->done, true, false, &err, &pub);
+        r->done += k;
+        published += pub;
+        if (err != QF_OK || r->done < r->n)
+            break; /* no room left, or cancelled: the closer fails them */
+        q->req_head = r->next;
+        if (!q->req_head)
+            q->req_tail = NULL;
+        r->linked = false;
+        atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
+        r->finished_next = NULL;
+        *last = r;
+        last = &r->finished_next;
+    }
+    qf__unlock(&q->req_lock);
+    while (finished) {
+        qf__put_req *r = finished;
+        finished = r->finished_next; /* before DONE: the owner may return */
+        atomic_store_explicit(&r->state, QF__REQ_DONE, memory_order_release);
+        qf_futex_wake(&r->state, 1);
+    }
+    qf__fifo_wake_consumers(q, published);
+}
+
+void qf__fifo_wake_producers(qf_queue *q, size_t k)
+{
+    if (k == 0)
+        return;
+    uint64_t s = state_sc(q);
+    if (!(s & QF__ENQ_WAIT))
+        return;
+    if (atomic_load_explicit(&q->reqs_n, memory_order_relaxed))
+        complete_requests(q);
+    if (qf_waitlist_count(&q->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(q)))
+        qf_waitlist_wake(&q->enq_waiters, clamp_n(k));
+}
+
+void qf__fifo_cancel_requests(qf_queue *q)
+{
+    qf__lock(&q->req_lock);
+    qf__put_req *r = q->req_head;
+    for (qf__put_req *x = r; x; x = x->next)
+        x->linked = false;
+    q->req_head = q->req_tail = NULL;
+    atomic_store_explicit(&q->reqs_n, 0, memory_order_relaxed);
+    qf__unlock(&q->req_lock);
+    while (r) {
+        qf__put_req *next = r->next; /* before the final state */
+        atomic_store_explicit(&r->state, QF__REQ_CANCELLED, memory_order_release);
+        qf_futex_wake(&r->state, 1);
+        r = next;
+    }
+}
+
+qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__wait *w)
+{
+    qf_waker tw, *wk = w->waker;
+    if (w->mode == QF__WAIT_DEADLINE) {
+        if (qf__in_task())
+            return qf__blocking_in_task_error("A blocking dequeue");
+        qf_waker_init_thread(&tw);
+        wk = &tw;
+    }
+    qf_waitlist *wl = need > 1 ? &q->deq_many_waiters : &q->deq_waiters;
+    qf_waitlist_register(wl, wk);
+    if (need > 1)
+        many_need_lower(q, need);
+    atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
+    fence_vs_producers(q);
+    if (qf__fifo_available(q) >= need || qf__fifo_settled_closed(q, holder)) {
+        if (!qf_waitlist_cancel(wl, wk)) {
+            /* Woken meanwhile: we re-try anyway, but the wake may have
+             * been meant for a waiter behind us; pass it on. */
+            qf_waitlist_wake(wl, 1);
+            qf_waker_consumed(wk);
+        }
+        return QF_OK;
+    }
+    if (w->mode == QF__WAIT_POLL)
+        return QF_PENDING;
+    if (qf_waker_wait(wk, w->deadline) == QF_DEADLINE_EXCEEDED && qf_waitlist_cancel(wl, wk))
+        return qf__fifo_err_timeout();
+    return QF_OK;
+}
+
+/* The owner takes its request back, if nobody else has. */
+static bool withdraw_request(qf_queue *q, qf__put_req *r)
+{
+    qf__lock(&q->req_lock);
+    bool mine = r->linked;
+    if (mine) {
+        qf__put_req **pp = &q->req_head, *prev = NULL;
+        while (*pp != r) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        *pp = r->next;
+        if (q->req_tail == r)
+            q->req_tail = prev;
+        r->linked = false;
+        atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
+    }
+    qf__unlock(&q->req_lock);
+    return mine;
+}
+
+qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
+                              qf_deadline deadline)
+{
+    qf__put_req r = {.slots = slots, .n = n, .done = *done, .linked = true};
+    atomic_init(&r.state, QF__REQ_WAITING);
+    qf__lock(&q->req_lock);
+    if (q->req_tail)
+        q->req_tail->next = &r;
+    else
+        q->req_head = &r;
+    q->req_tail = &r;
+    atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
+    qf__unlock(&q->req_lock);
+
+    uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
+    fence_vs_consumers(q);
+    /* Re-check: room, or a cancelling close (a plain close does not refuse
+     * a pending enqueue). */
+    if (qf__fifo_room(q) || (old & QF__CANCELLED) || (state_sc(q) & QF__CANCELLED)) {
+        if (withdraw_request(q, &r)) {
+            *done = r.done;
+            return QF_OK; /* re-try */
+        }
+    }
+    uint32_t st;
+    while ((st = atomic_load_explicit(&r.state, memory_order_acquire)) == QF__REQ_WAITING) {
+        if (qf_futex_wait(&r.state, QF__REQ_WAITING, deadline) == QF_DEADLINE_EXCEEDED) {
+            if (withdraw_request(q, &r)) {
+                *done = r.done;
+                return qf__fifo_err_timeout();
+            }
+            /* Unlinked by a consumer or the closer: its final state is
+             * stored (and we are woken) right after their lock is dropped. */
+            deadline = QF_FOREVER;
+        }
+    }
+    *done = r.done;
+    return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
+}
+
+qf_code qf__fifo_wait_room_poll(qf_queue *q, qf_waker *wk)
+{
+    qf_waitlist_register(&q->enq_waiters, wk);
+    uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
+    fence_vs_consumers(q);
+    uint64_t closed = QF__CLOSED | QF__CANCELLED;
+    if (qf__fifo_room(q) || (old & closed) || (state_sc(q) & closed)) {
+        if (!qf_waitlist_cancel(&q->enq_waiters, wk)) {
+            qf_waitlist_wake(&q->enq_waiters, 1); /* woken meanwhile: pass it on */
+            qf_waker_consumed(wk);
+        }
+        return QF_OK;
+    }
+    return QF_PENDING;
+}
