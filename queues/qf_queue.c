@@ -1017,6 +1017,136 @@ qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, 
     return take_ptrs(q, n, true, &w, ret_ps, ret_n);
 }
 
+/* ------------------------------------------------------------------ bulk */
+
+static qf_code check_bulk(const qf_queue *q, int64_t min, int64_t max)
+{
+    if (min < 1 || max < min)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "bulk dequeue of %s '%s' needs 1 <= min <= max (min %lld, max %lld)",
+                            q->kind_name, q->name, (long long)min, (long long)max);
+    if (!q->unbounded && min > q->capacity)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "bulk dequeue of %s '%s': min %lld exceeds the capacity %lld",
+                            q->kind_name, q->name, (long long)min, (long long)q->capacity);
+    return QF_OK;
+}
+
+static qf_code bulk_ptrs(qf_queue *q, size_t min, size_t max, const qf__wait *w, void **ret_ps,
+                         size_t *ret_n)
+{
+    qf_code rc = check_ptr_queue(q);
+    if (rc != QF_OK)
+        return rc;
+    if (!ret_ps || !ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", ret_ps ? "ret_n" : "output array");
+    if (max > INT64_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "bulk dequeue: max %zu is too large", max);
+    rc = check_bulk(q, (int64_t)min, (int64_t)max);
+    if (rc != QF_OK)
+        return rc;
+    size_t got = 0;
+    rc = q->ops->take(q, min, max, true, w, ret_ps, &got);
+    if (rc == QF_OK)
+        *ret_n = got;
+    return rc;
+}
+
+qf_code qf_queue_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void **ret_ps, size_t *ret_n)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_dequeue_bulk_ptr_until(qf_queue *q, size_t min, size_t max, qf_deadline deadline,
+                                        void **ret_ps, size_t *ret_n)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_try_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void **ret_ps,
+                                      size_t *ret_n)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_poll_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, qf_waker *wk,
+                                       void **ret_ps, size_t *ret_n)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    qf_code rc = bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
+    return rc;
+}
+
+static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait *w,
+                          qf_element **ret_batch)
+{
+    if (!q || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_batch" : "queue");
+    qf_code rc = check_bulk(q, min, max);
+    if (rc == QF_OK)
+        rc = qf__check_many_allowed(q, max, true);
+    if (rc != QF_OK)
+        return rc;
+    /* What the caller can take at most is what it may need room for. */
+    int64_t room = max;
+    if (!q->unbounded && room > q->capacity)
+        room = q->capacity;
+    void **slots = malloc((size_t)room * sizeof(void *));
+    if (!slots)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in a bulk dequeue");
+    size_t got = 0;
+    rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, slots, &got);
+    if (rc == QF_OK) {
+        qf_code brc = build_batch(q, slots, got, ret_batch);
+        if (brc != QF_OK) {
+            give_back(q, slots, got);
+            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
+        }
+    }
+    free(slots);
+    return rc;
+}
+
+qf_code qf_queue_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_bulk_until(qf_queue *q, int64_t min, int64_t max, qf_deadline deadline,
+                                    qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_waker *wk,
+                                   qf_element **ret_batch)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    qf_code rc = bulk_batch(q, min, max, &w, ret_batch);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
+    return rc;
+}
+
 bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w)
 {
     if (!q || !w)

@@ -419,6 +419,63 @@ QF_API qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline dead
 QF_API qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline,
                                           void **ret_ps, size_t *ret_n);
 
+/* ------------------------------------------------ bulk: at least min, at most max
+ *
+ * The dequeue a server's batching loop wants (moodycamel's
+ * wait_dequeue_bulk_timed shape), on every queue kind.
+ */
+
+/**
+ * qf_queue_dequeue_bulk_ptr() / _until() / qf_queue_try_dequeue_bulk_ptr() /
+ * qf_queue_poll_dequeue_bulk_ptr() - take between min and max pointers.
+ *
+ * Waits until at least `min` can be taken (the try form: until never, the
+ * poll form: registers `w` and returns QF_PENDING), then takes, at once,
+ * what is there up to `max`, without waiting for more. Nothing is taken
+ * while it waits, so a deadline or a close never has anything to give back.
+ * Once the queue is closed and nothing more can arrive it returns the 1..max
+ * elements left, and QF_OUT_OF_RANGE when there are none. The order is the
+ * queue kind's (FIFO; random; smallest priority first, leaving
+ * min_after_dequeue behind in an open RandomShuffleQueue).
+ *
+ * Ownership:   on QF_OK ret_ps[0..*ret_n) are the caller's.
+ * Blocking:    plain form until min arrive or the queue ends; _until until
+ *              `deadline`; try and poll never.
+ * Concurrency: any number of concurrent producers and consumers.
+ * Progress:    lock-free for FIFO kinds when it does not wait; blocking
+ *              otherwise (see the kinds' notes).
+ * Ordering:    acquire: what producers wrote before enqueueing is visible.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT (not a pointer queue, min == 0,
+ *              min > max, min > capacity, NULL arrays); QF_DEADLINE_EXCEEDED;
+ *              QF_UNAVAILABLE (try: fewer than min there); QF_PENDING (poll);
+ *              QF_OUT_OF_RANGE (closed and empty); QF_FAILED_PRECONDITION
+ *              (a blocking form called inside a task). ret_ps and *ret_n
+ *              untouched on failure.
+ */
+QF_API qf_code qf_queue_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void **ret_ps,
+                                         size_t *ret_n);
+QF_API qf_code qf_queue_dequeue_bulk_ptr_until(qf_queue *q, size_t min, size_t max,
+                                               qf_deadline deadline, void **ret_ps, size_t *ret_n);
+QF_API qf_code qf_queue_try_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void **ret_ps,
+                                             size_t *ret_n);
+QF_API qf_code qf_queue_poll_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, qf_waker *w,
+                                              void **ret_ps, size_t *ret_n);
+
+/**
+ * qf_queue_dequeue_bulk() / _until() / qf_queue_try_dequeue_bulk() /
+ * qf_queue_poll_dequeue_bulk() - the element form: between min and max
+ * elements, stacked into *ret_batch (each component of shape [k] + the
+ * component's shape, k in min..max; padded on a PaddingFIFOQueue). Same
+ * rules as the pointer form; needs shapes, like dequeue_many (spec 20).
+ */
+QF_API qf_code qf_queue_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_element **ret_batch);
+QF_API qf_code qf_queue_dequeue_bulk_until(qf_queue *q, int64_t min, int64_t max,
+                                           qf_deadline deadline, qf_element **ret_batch);
+QF_API qf_code qf_queue_try_dequeue_bulk(qf_queue *q, int64_t min, int64_t max,
+                                         qf_element **ret_batch);
+QF_API qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_waker *w,
+                                          qf_element **ret_batch);
+
 /* ---------------------------------------------------------- poll (task) forms
  *
  * For schedulers (qflow's runtime, or your own). Never block. When the call
