@@ -51,5 +51,8 @@ extern const bq_impl bq_mutex_cond;   /* baseline_mutex_cond.c */
 extern const bq_impl bq_gasyncqueue;  /* baseline_gasyncqueue.c */
 extern const bq_impl bq_ck_ring_spin; /* baseline_ck_ring_spin.c */
 extern const bq_impl bq_ck_ring_spsc; /* baseline_ck_ring_spsc.c */
+/* baseline_moodycamel.cc, built when libconcurrentqueue-dev is installed
+ * (QFB_HAVE_MOODYCAMEL). */
+extern const bq_impl bq_moodycamel;
 
 #endif

@@ -3,6 +3,7 @@
  * The run functions are in bench_queue_tput.c, _pingpong.c and _alloc.c. */
 #include <stdio.h>
 
+#include "baseline_go.h"
 #include "bench_queue.h"
 
 /* 1 + 2 + ... + n and 1^2 + ... + n^2, modulo 2^64 like the sums kept by
@@ -63,7 +64,10 @@ static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyn
                                             &bq_ck_ring_spin};
 #define N_MPMC (sizeof(mpmc_impls) / sizeof(mpmc_impls[0]))
 
-static tput_cfg threads_cfg[3][N_MPMC];
+#define N_THREAD_CASES 5
+static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + 1];
+static go_cfg go_threads_cfg[N_THREAD_CASES];
+static go_cfg go_pingpong_cfg;
 static tput_cfg batch_cfg[2], spsc_cfg[2];
 static pingpong_cfg pingpong_cfg_of[2];
 static alloc_cfg alloc_cfg_qflow;
@@ -92,19 +96,59 @@ static void register_tput(const char *name, tput_cfg *cfg)
     });
 }
 
+/* The Go baseline of a throughput case: a buffered channel of the same
+ * capacity, the same numbers of producer and consumer goroutines. */
+static void register_go_tput(const char *name, go_cfg *cfg)
+{
+    bench_register(&(bench_case){
+        .name = name,
+        .impl = "go_chan",
+        .unit = BENCH_ITEMS_PER_S,
+        .params = {{.key = "producers", .num = cfg->producers},
+                   {.key = "consumers", .num = cfg->consumers},
+                   {.key = "capacity", .num = cfg->capacity},
+                   {.key = "batch", .num = 1},
+                   {.key = "flags", .str = "mpmc"}},
+        .note = "Go buffered channel, goroutines, GOMAXPROCS = CPUs (perf/go/qfbench.go)",
+        .run = bench_go_tput,
+        .arg = cfg,
+    });
+}
+
 void bench_register_queue(void)
 {
-    static const char *const names[3] = {"queue.tput.p1c1", "queue.tput.p2c2", "queue.tput.p4c4"};
-    static const int threads[3] = {1, 2, 4};
-    for (int t = 0; t < 3; t++) {
-        for (size_t i = 0; i < N_MPMC; i++) {
-            threads_cfg[t][i] = (tput_cfg){.impl = mpmc_impls[i],
+    static const char *const names[N_THREAD_CASES] = {"queue.tput.p1c1", "queue.tput.p2c2",
+                                                      "queue.tput.p4c4", "queue.tput.p8c8",
+                                                      "queue.tput.p16c16"};
+    static const int threads[N_THREAD_CASES] = {1, 2, 4, 8, 16};
+    for (int t = 0; t < N_THREAD_CASES; t++) {
+        const bq_impl *impls[N_MPMC + 1];
+        size_t n = 0;
+        for (size_t i = 0; i < N_MPMC; i++)
+            /* The spinning ring collapses once threads outnumber cores: it
+             * would only run into its time budget there. */
+            if (mpmc_impls[i] != &bq_ck_ring_spin || threads[t] <= 4)
+                impls[n++] = mpmc_impls[i];
+#ifdef QFB_HAVE_MOODYCAMEL
+        impls[n++] = &bq_moodycamel;
+#endif
+        for (size_t i = 0; i < n; i++) {
+            threads_cfg[t][i] = (tput_cfg){.impl = impls[i],
                                            .producers = threads[t],
                                            .consumers = threads[t],
                                            .batch = 1,
                                            .items_quick = 1 * M,
                                            .items_full = 5 * M};
             register_tput(names[t], &threads_cfg[t][i]);
+        }
+        if (bench_go_available()) {
+            go_threads_cfg[t] = (go_cfg){.mode = "tput",
+                                         .producers = threads[t],
+                                         .consumers = threads[t],
+                                         .capacity = QB_CAPACITY,
+                                         .items_quick = 1 * M,
+                                         .items_full = 5 * M};
+            register_go_tput(names[t], &go_threads_cfg[t]);
         }
     }
 
@@ -144,6 +188,24 @@ void bench_register_queue(void)
                        {.key = "measures", .str = "round trip"}},
             .run = qb_run_pingpong,
             .arg = &pingpong_cfg_of[i],
+        });
+    }
+    if (bench_go_available()) {
+        go_pingpong_cfg = (go_cfg){.mode = "pingpong",
+                                   .capacity = QB_CAPACITY,
+                                   .items_quick = 20 * K,
+                                   .items_full = 200 * K};
+        bench_register(&(bench_case){
+            .name = "queue.pingpong",
+            .impl = "go_chan",
+            .unit = BENCH_NS,
+            .outputs = {"queue.pingpong.p50", "queue.pingpong.p99"},
+            .params = {{.key = "capacity", .num = QB_CAPACITY},
+                       {.key = "flags", .str = "mpmc"},
+                       {.key = "measures", .str = "round trip"}},
+            .note = "two goroutines through two buffered channels (perf/go/qfbench.go)",
+            .run = bench_go_pingpong,
+            .arg = &go_pingpong_cfg,
         });
     }
 

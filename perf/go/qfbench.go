@@ -1,0 +1,184 @@
+// qfbench.go - qflow-bench's Go baselines, run by the harness as a child
+// process (perf/baseline_go.c). Go's channels and goroutines are what a
+// user would pick instead of qflow's queues and tasks, so each case
+// mirrors one of qflow-bench's:
+//
+//	tput     P producer and C consumer goroutines move N values through
+//	         one buffered channel (queue.tput.*); prints items_per_s.
+//	pingpong two goroutines bounce a value through two buffered channels
+//	         (queue.pingpong.task); prints p50_ns and p99_ns of a round trip.
+//	runners  N producer goroutines feed one buffered channel, one consumer
+//	         reads for a fixed window (runners.tput.*, runners.fair.*);
+//	         prints items_per_s, per-producer min/median/max, zero count and
+//	         the time until every producer's first item arrived.
+//
+// Every value carries its producer and sequence number; the consumers
+// check exactly-once delivery and exit with status 2 if it fails.
+// GOMAXPROCS is Go's default (the number of CPUs), as a user would run it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const seqBits = 40
+
+func fail(format string, a ...interface{}) {
+	fmt.Fprintf(os.Stderr, "qfbench-go: "+format+"\n", a...)
+	os.Exit(2)
+}
+
+func tput(producers, consumers, capacity, items int) {
+	ch := make(chan uint64, capacity)
+	per := items / producers
+	var pwg, cwg sync.WaitGroup
+	counts := make([][]uint64, consumers)
+	sums := make([][]uint64, consumers)
+	start := time.Now()
+	for c := 0; c < consumers; c++ {
+		counts[c] = make([]uint64, producers)
+		sums[c] = make([]uint64, producers)
+		cwg.Add(1)
+		go func(c int) {
+			defer cwg.Done()
+			for v := range ch {
+				p := v >> seqBits
+				counts[c][p]++
+				sums[c][p] += v & (1<<seqBits - 1)
+			}
+		}(c)
+	}
+	for p := 0; p < producers; p++ {
+		pwg.Add(1)
+		go func(p int) {
+			defer pwg.Done()
+			for s := 1; s <= per; s++ {
+				ch <- uint64(p)<<seqBits | uint64(s)
+			}
+		}(p)
+	}
+	pwg.Wait()
+	close(ch)
+	cwg.Wait()
+	el := time.Since(start)
+	want := uint64(per) * uint64(per+1) / 2
+	for p := 0; p < producers; p++ {
+		var n, s uint64
+		for c := 0; c < consumers; c++ {
+			n += counts[c][p]
+			s += sums[c][p]
+		}
+		if n != uint64(per) || s != want {
+			fail("tput: producer %d: %d of %d values arrived", p, n, per)
+		}
+	}
+	fmt.Printf("items_per_s %.1f\n", float64(per*producers)/el.Seconds())
+}
+
+func pingpong(rounds, capacity int) {
+	ping := make(chan uint64, capacity)
+	pong := make(chan uint64, capacity)
+	go func() {
+		for v := range ping {
+			pong <- v + 1
+		}
+		close(pong)
+	}()
+	lat := make([]int64, rounds)
+	for i := 0; i < rounds; i++ {
+		t := time.Now()
+		ping <- uint64(2 * i)
+		if v := <-pong; v != uint64(2*i+1) {
+			fail("pingpong: got %d, want %d", v, 2*i+1)
+		}
+		lat[i] = int64(time.Since(t))
+	}
+	close(ping)
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	fmt.Printf("p50_ns %d\np99_ns %d\n", lat[rounds/2], lat[rounds*99/100])
+}
+
+func runners(n, capacity int, window time.Duration) {
+	ch := make(chan uint64, capacity)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for p := 0; p < n; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			for s := uint64(1); !stop.Load(); s++ {
+				ch <- uint64(p)<<seqBits | s
+			}
+		}(p)
+	}
+	got := make([]uint64, n)
+	last := make([]uint64, n)
+	start := time.Now()
+	allFirst := time.Duration(-1)
+	seen := 0
+	var total uint64
+	deadline := start.Add(window)
+	for time.Now().Before(deadline) {
+		for k := 0; k < 256; k++ {
+			v := <-ch
+			p, s := v>>seqBits, v&(1<<seqBits-1)
+			if s != last[p]+1 {
+				fail("runners: producer %d: seq %d after %d", p, s, last[p])
+			}
+			last[p] = s
+			if got[p] == 0 {
+				seen++
+				if seen == n {
+					allFirst = time.Since(start)
+				}
+			}
+			got[p]++
+			total++
+		}
+	}
+	el := time.Since(start)
+	stop.Store(true)
+	go func() {
+		for range ch {
+		}
+	}()
+	wg.Wait()
+	close(ch)
+	sorted := append([]uint64(nil), got...)
+	sort.Slice(sorted, func(a, b int) bool { return sorted[a] < sorted[b] })
+	zero := 0
+	for _, g := range got {
+		if g == 0 {
+			zero++
+		}
+	}
+	fmt.Printf("items_per_s %.1f\n", float64(total)/el.Seconds())
+	fmt.Printf("min %d\nmedian %d\nmax %d\nzero %d\n", sorted[0], sorted[n/2], sorted[n-1], zero)
+	fmt.Printf("all_first_ns %d\n", int64(allFirst))
+}
+
+func main() {
+	mode := flag.String("mode", "tput", "tput | pingpong | runners")
+	p := flag.Int("producers", 1, "producer goroutines (tput, runners)")
+	c := flag.Int("consumers", 1, "consumer goroutines (tput)")
+	capacity := flag.Int("capacity", 1024, "channel buffer")
+	items := flag.Int("items", 1000000, "values in all (tput) or rounds (pingpong)")
+	window := flag.Duration("window", 2*time.Second, "runners: how long the consumer reads")
+	flag.Parse()
+	switch *mode {
+	case "tput":
+		tput(*p, *c, *capacity, *items)
+	case "pingpong":
+		pingpong(*items, *capacity)
+	case "runners":
+		runners(*p, *capacity, *window)
+	default:
+		fail("unknown mode %q", *mode)
+	}
+}
