@@ -22,7 +22,6 @@
 typedef struct tpr_shared {
     bq *q;
     atomic_bool stop;
-    atomic_uint *started;
 } tpr_shared;
 
 typedef struct tpr_runner {
@@ -34,7 +33,6 @@ static void *runner_main(void *arg)
 {
     tpr_runner *rn = arg;
     tpr_shared *sh = rn->sh;
-    atomic_fetch_add_explicit(sh->started, 1, memory_order_relaxed);
     for (uint32_t seq = 1; !atomic_load_explicit(&sh->stop, memory_order_acquire); seq++)
         if (bq_mutex_cond.enqueue(sh->q, rb_value(rn->id, seq)) != 0)
             break; /* closed: the stop */
@@ -49,7 +47,7 @@ static int dequeue_tpr(void *q, void **ret_v)
 void rb_run_thread_per_runner(const rb_cfg *cfg, rb_result *out)
 {
     unsigned n = cfg->runners;
-    tpr_shared sh = {.q = bq_mutex_cond.create(RB_CAPACITY, 0), .started = cfg->started};
+    tpr_shared sh = {.q = bq_mutex_cond.create(RB_CAPACITY, 0)};
     atomic_init(&sh.stop, false);
     tpr_runner *runners = calloc(n, sizeof(*runners));
     pthread_t *threads = calloc(n, sizeof(*threads));

@@ -8,8 +8,9 @@
  * rows are shown next to each baseline of the same bench with the ratio.
  *
  * Units decide what "better" means (--compare, ratios):
- *     BENCH_ITEMS_PER_S    higher is better
- *     BENCH_NS, BENCH_BYTES, BENCH_ALLOCS_PER_ITEM    lower is better
+ *     BENCH_ITEMS_PER_S, BENCH_ITEMS    higher is better
+ *     BENCH_NS, BENCH_BYTES, BENCH_ALLOCS_PER_ITEM, BENCH_RATIO, BENCH_COUNT
+ *                          lower is better
  *
  * One run may produce several results (a latency run gives p50 and p99):
  * list their full bench names in .outputs and store one value per output
@@ -62,6 +63,9 @@
 #define BENCH_NS "ns"
 #define BENCH_BYTES "bytes"
 #define BENCH_ALLOCS_PER_ITEM "allocs/item"
+#define BENCH_ITEMS "items" /* a count of work done: higher is better */
+#define BENCH_RATIO "ratio" /* a spread such as max / median: lower is better */
+#define BENCH_COUNT "count" /* a count of failures such as starved runners: lower */
 
 #define BENCH_MAX_PARAMS 8
 #define BENCH_MAX_OUTPUTS 4
@@ -126,5 +130,6 @@ void bench_register_coord(void);
 void bench_register_runners(void);
 void bench_register_task(void);
 void bench_register_kinds(void);
+void bench_register_fair(void);
 
 #endif

@@ -67,7 +67,6 @@ static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyn
 #define N_THREAD_CASES 5
 static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + 1];
 static go_cfg go_threads_cfg[N_THREAD_CASES];
-static go_cfg go_pingpong_cfg;
 static tput_cfg batch_cfg[2], spsc_cfg[2];
 static pingpong_cfg pingpong_cfg_of[2];
 static alloc_cfg alloc_cfg_qflow;
@@ -188,24 +187,6 @@ void bench_register_queue(void)
                        {.key = "measures", .str = "round trip"}},
             .run = qb_run_pingpong,
             .arg = &pingpong_cfg_of[i],
-        });
-    }
-    if (bench_go_available()) {
-        go_pingpong_cfg = (go_cfg){.mode = "pingpong",
-                                   .capacity = QB_CAPACITY,
-                                   .items_quick = 20 * K,
-                                   .items_full = 200 * K};
-        bench_register(&(bench_case){
-            .name = "queue.pingpong",
-            .impl = "go_chan",
-            .unit = BENCH_NS,
-            .outputs = {"queue.pingpong.p50", "queue.pingpong.p99"},
-            .params = {{.key = "capacity", .num = QB_CAPACITY},
-                       {.key = "flags", .str = "mpmc"},
-                       {.key = "measures", .str = "round trip"}},
-            .note = "two goroutines through two buffered channels (perf/go/qfbench.go)",
-            .run = bench_go_pingpong,
-            .arg = &go_pingpong_cfg,
         });
     }
 

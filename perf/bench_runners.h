@@ -8,8 +8,8 @@
  *   2. calls the impl, which starts N runners feeding one queue of
  *      capacity RB_CAPACITY and hands the queue to rb_consume();
  *   3. rb_consume() drains on the calling thread, one element per call:
- *      until every runner has run its op at least once (counted in
- *      rb_cfg.started), then a warm-up, then a timed window (throughput),
+ *      until every runner's first element has arrived (delivery, not a
+ *      call of its op), then a warm-up, then a timed window (throughput),
  *      then reads the peak RSS (growth over the base);
  *   4. the impl stops everything and times request-stop-to-join.
  *
@@ -33,10 +33,6 @@ typedef struct rb_cfg {
     unsigned runners;
     uint64_t warmup_ns, window_ns;
     int64_t rss_base; /* bytes, read by the child before the impl runs */
-    /* Runners that have started producing: each adds 1 the first time. A
-     * fixed warm-up alone is not enough for 10,000 threads on a busy
-     * machine: the window would catch them still starting. */
-    atomic_uint *started;
 } rb_cfg;
 
 typedef struct rb_result {

@@ -20,6 +20,7 @@ static void (*const groups[])(void) = {
     bench_register_runners,
     bench_register_task,
     bench_register_kinds,
+    bench_register_fair,
 };
 
 static void usage(FILE *f)

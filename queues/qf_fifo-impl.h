@@ -9,29 +9,13 @@
 #include <stdint.h>
 
 #include "qf_queue-impl.h"
+#include "qf_queue_put-impl.h"
 
 /* What a producer that reserved ring slots after a close publishes there
  * instead of elements; consumers drop it. 8-aligned: an odd address would
  * read as a row slot (qf_strblock-impl.h). */
 extern char qf__fifo_tombstone_object;
 #define QF__TOMBSTONE ((void *)&qf__fifo_tombstone_object)
-
-/* A producer thread blocked on a full queue (lives on its stack). */
-typedef struct qf__put_req {
-    struct qf__put_req *next; /* req_lock */
-    void *const *slots;
-    size_t n;
-    size_t done; /* slots[0..done) are in the queue; req_lock */
-    bool linked; /* on the queue's list; req_lock */
-    struct qf__put_req *finished_next;
-    _Atomic uint32_t state; /* QF__REQ_*: the futex its owner sleeps on */
-} qf__put_req;
-
-enum {
-    QF__REQ_WAITING = 0,
-    QF__REQ_DONE = 1,      /* every slot went in */
-    QF__REQ_CANCELLED = 2, /* close(cancel_pending_enqueues) */
-};
 
 /* --- qf_fifo_queue.c --------------------------------------------------- */
 
@@ -46,6 +30,12 @@ enum {
  * an earlier reservation publish first (the commit wait). */
 size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
                         qf_code *ret_err, size_t *ret_published);
+
+/* A pending enqueue has ended (the last one after a plain close wakes the
+ * consumers: end-of-data may have come). become_pending: false (and
+ * *ret_err) when the queue is closed or cancelled. */
+void qf__fifo_drop_pending(qf_queue *q);
+bool qf__fifo_become_pending(qf_queue *q, qf_code *ret_err);
 
 /* The verdict of state word `s` for a producer. */
 qf_code qf__fifo_closed_for(const qf_queue *q, uint64_t s, bool pending);
@@ -96,5 +86,14 @@ qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t 
 
 /* A producer task waits for room: QF_OK (re-try now) or QF_PENDING. */
 qf_code qf__fifo_wait_room_poll(qf_queue *q, qf_waker *wk);
+
+/* A task's request (pending, owns_pending set) joins the line: QF_PENDING,
+ * or QF_OK when room or a cancel showed up meanwhile (the request is then
+ * off the list again and its pending count dropped: re-try). */
+qf_code qf__fifo_enlist(qf_queue *q, qf__put_req *r);
+/* Take a request back: true when it was still on the list (its pending
+ * count, if it owns one, is dropped); false when a consumer or the closer
+ * has it (its final state is on its way). */
+bool qf__fifo_withdraw(qf_queue *q, qf__put_req *r);
 
 #endif

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "qf_fifo-impl.h"
+#include "qf_spin-impl.h"
 #include "qf_status.h"
 
 /* Waits for an in-flight publication before a try form gives up. */
@@ -76,7 +77,7 @@ static uint64_t state_sc(qf_queue *q)
     return atomic_load_explicit(&q->state, memory_order_seq_cst);
 }
 
-static void drop_pending(qf_queue *q)
+void qf__fifo_drop_pending(qf_queue *q)
 {
     uint64_t old = atomic_fetch_sub_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
     /* The last enqueue that outlived a plain close has finished: consumers
@@ -85,11 +86,11 @@ static void drop_pending(qf_queue *q)
         qf__fifo_wake_all(q);
 }
 
-static bool become_pending(qf_queue *q, qf_code *ret_err)
+bool qf__fifo_become_pending(qf_queue *q, qf_code *ret_err)
 {
     uint64_t old = atomic_fetch_add_explicit(&q->state, QF__PENDING_ONE, memory_order_seq_cst);
     if (old & (QF__CLOSED | QF__CANCELLED)) {
-        drop_pending(q);
+        qf__fifo_drop_pending(q);
         *ret_err = (old & QF__CANCELLED) ? qf__fifo_err_enqueue_cancelled() : err_closed(q);
         return false;
     }
@@ -154,18 +155,18 @@ static bool spin_once(qf_queue *q, spin *sp)
     if (sp->end < 0 || q->spin_ns <= 0 || ncpus() < 2)
         return false;
     if (sp->end == 0) {
+        int64_t now = qf_now_ns();
         int32_t budget = atomic_load_explicit(&q->spin_dyn, memory_order_relaxed);
         if (budget <= 0) {
-            /* Probe now and then so the budget can grow back when the
-             * machine quietens down. */
-            uint32_t t = atomic_fetch_add_explicit(&q->spin_probe, 1, memory_order_relaxed);
-            if (t % 64 != 0) {
+            /* Probe in the process-wide windows, so the budget can grow
+             * back once the machine quietens down (qf_spin-impl.h). */
+            if (!qf__spin_probe_window(now)) {
                 sp->end = -1;
                 return false;
             }
-            budget = 1000;
+            budget = (int32_t)q->spin_ns;
         }
-        sp->end = qf_now_ns() + budget;
+        sp->end = now + budget;
         sp->calls = 0;
     } else if (++sp->calls % SPIN_CLOCK_EVERY == 0 && qf_now_ns() >= sp->end) {
         spin_feedback(q, false);
@@ -294,7 +295,7 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
     if (n > 1 && w->mode == QF__WAIT_DEADLINE) {
         /* A multi-row enqueue is pending from its start, so a plain close
          * between its rows cannot cut it in two (spec 30, 59). */
-        if (!become_pending(q, &rc)) {
+        if (!qf__fifo_become_pending(q, &rc)) {
             if (ret_done)
                 *ret_done = 0;
             return rc;
@@ -336,7 +337,7 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
             /* From here on this enqueue is "pending": a plain close lets it
              * finish, and consumers wait for it before reporting
              * end-of-data. */
-            if (!become_pending(q, &rc))
+            if (!qf__fifo_become_pending(q, &rc))
                 break;
             pending = true;
         }
@@ -357,7 +358,7 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
     }
     spin_release(q, &sp);
     if (pending)
-        drop_pending(q);
+        qf__fifo_drop_pending(q);
     if (ret_done)
         *ret_done = done;
     return done == n ? QF_OK : rc;

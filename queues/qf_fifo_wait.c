@@ -174,8 +174,24 @@ void qf__fifo_wake_consumers(qf_queue *q, size_t k)
     }
 }
 
-/* Finish blocked producer threads' enqueues with the room there is now,
- * oldest first (see "A put request" at the top). */
+/* Tell a request's owner its final state. After the store the owner may
+ * return (a thread) or reuse the ticket (a task): read what is needed
+ * first. A request that owned a pending count drops it here. */
+static void finish_request(qf_queue *q, qf__put_req *r, uint32_t final)
+{
+    qf_waker *wk = r->waker;
+    bool pending = r->owns_pending;
+    atomic_store_explicit(&r->state, final, memory_order_release);
+    if (wk)
+        wk->wake(wk);
+    else
+        qf_futex_wake(&r->state, 1);
+    if (pending)
+        qf__fifo_drop_pending(q);
+}
+
+/* Finish blocked producers' enqueues with the room there is now, oldest
+ * first (see "A put request" at the top). */
 static void complete_requests(qf_queue *q)
 {
     qf__put_req *finished = NULL, **last = &finished;
@@ -203,8 +219,7 @@ static void complete_requests(qf_queue *q)
     while (finished) {
         qf__put_req *r = finished;
         finished = r->finished_next; /* before DONE: the owner may return */
-        atomic_store_explicit(&r->state, QF__REQ_DONE, memory_order_release);
-        qf_futex_wake(&r->state, 1);
+        finish_request(q, r, QF__REQ_DONE);
     }
     qf__fifo_wake_consumers(q, published);
 }
@@ -233,8 +248,7 @@ void qf__fifo_cancel_requests(qf_queue *q)
     qf__unlock(&q->req_lock);
     while (r) {
         qf__put_req *next = r->next; /* before the final state */
-        atomic_store_explicit(&r->state, QF__REQ_CANCELLED, memory_order_release);
-        qf_futex_wake(&r->state, 1);
+        finish_request(q, r, QF__REQ_CANCELLED);
         r = next;
     }
 }
@@ -270,8 +284,7 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
     return QF_OK;
 }
 
-/* The owner takes its request back, if nobody else has. */
-static bool withdraw_request(qf_queue *q, qf__put_req *r)
+bool qf__fifo_withdraw(qf_queue *q, qf__put_req *r)
 {
     qf__lock(&q->req_lock);
     bool mine = r->linked;
@@ -288,20 +301,32 @@ static bool withdraw_request(qf_queue *q, qf__put_req *r)
         atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
     }
     qf__unlock(&q->req_lock);
+    if (mine && r->owns_pending)
+        qf__fifo_drop_pending(q);
     return mine;
 }
 
-qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
-                              qf_deadline deadline)
+/* What enlist() did. */
+typedef enum {
+    IN_LINE,    /* r waits for its final state */
+    TAKEN_BACK, /* room or a cancel showed up: r is off the list, re-try */
+} enlisted;
+
+/* Link r at the tail, announce it, and re-check room and cancellation
+ * (the waiter's half of the rule at the top). When the re-check asks for
+ * a re-try but a consumer or the closer took r first, r is IN_LINE: its
+ * final state is on its way. */
+static enlisted enlist(qf_queue *q, qf__put_req *r)
 {
-    qf__put_req r = {.slots = slots, .n = n, .done = *done, .linked = true};
-    atomic_init(&r.state, QF__REQ_WAITING);
+    r->next = NULL;
+    r->linked = true;
+    atomic_store_explicit(&r->state, QF__REQ_WAITING, memory_order_relaxed);
     qf__lock(&q->req_lock);
     if (q->req_tail)
-        q->req_tail->next = &r;
+        q->req_tail->next = r;
     else
-        q->req_head = &r;
-    q->req_tail = &r;
+        q->req_head = r;
+    q->req_tail = r;
     atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
     qf__unlock(&q->req_lock);
 
@@ -309,16 +334,29 @@ qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t 
     fence_vs_consumers(q);
     /* Re-check: room, or a cancelling close (a plain close does not refuse
      * a pending enqueue). */
-    if (qf__fifo_room(q) || (old & QF__CANCELLED) || (state_sc(q) & QF__CANCELLED)) {
-        if (withdraw_request(q, &r)) {
-            *done = r.done;
-            return QF_OK; /* re-try */
-        }
+    if ((qf__fifo_room(q) || (old & QF__CANCELLED) || (state_sc(q) & QF__CANCELLED)) &&
+        qf__fifo_withdraw(q, r))
+        return TAKEN_BACK;
+    return IN_LINE;
+}
+
+qf_code qf__fifo_enlist(qf_queue *q, qf__put_req *r)
+{
+    return enlist(q, r) == IN_LINE ? QF_PENDING : QF_OK;
+}
+
+qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
+                              qf_deadline deadline)
+{
+    qf__put_req r = {.slots = slots, .n = n, .done = *done};
+    if (enlist(q, &r) == TAKEN_BACK) {
+        *done = r.done; /* re-try */
+        return QF_OK;
     }
     uint32_t st;
     while ((st = atomic_load_explicit(&r.state, memory_order_acquire)) == QF__REQ_WAITING) {
         if (qf_futex_wait(&r.state, QF__REQ_WAITING, deadline) == QF_DEADLINE_EXCEEDED) {
-            if (withdraw_request(q, &r)) {
+            if (qf__fifo_withdraw(q, &r)) {
                 *done = r.done;
                 return qf__fifo_err_timeout();
             }

@@ -12,7 +12,7 @@
  * Synchronization table
  *   every field below `lock`      written and read only with `lock` held,
  *                                 except size_pub (atomic, read anywhere),
- *                                 spin_dyn and spin_probe (relaxed hints)
+ *                                 spin_dyn (a relaxed hint)
  *                                 and the read-only configuration.
  *   storage callbacks             always called with `lock` held, except
  *                                 key() (called before the lock is taken)
@@ -94,7 +94,6 @@ struct qf__locked {
     _Alignas(64) _Atomic int64_t size_pub;
     /* --- spin budget now, adapted to how often spinning pays --- */
     _Alignas(64) _Atomic int32_t spin_dyn;
-    _Atomic uint32_t spin_probe;
     /* Whole-batch takes of more than one element wait here, apart from
      * single takes, so that a put wakes them only once enough are present. */
     _Alignas(64) qf_waitlist many_waiters;

@@ -51,6 +51,7 @@
 
 #include "qf_lock-impl.h"
 #include "qf_locked_queue-impl.h"
+#include "qf_spin-impl.h"
 #include "qf_status.h"
 
 /* Preallocate storage up to this many entries; beyond, grow on demand. */
@@ -320,10 +321,10 @@ static bool spin(const qf_queue *q, qf__locked *L, qf_deadline deadline, int64_t
     if (*spin_end == 0) {
         int64_t budget = atomic_load_explicit(&L->spin_dyn, memory_order_relaxed);
         if (budget <= 0) {
-            uint32_t t = atomic_fetch_add_explicit(&L->spin_probe, 1, memory_order_relaxed);
-            if (t % 64 != 0)
+            /* Probe in the process-wide windows (qf_spin-impl.h). */
+            if (!qf__spin_probe_window(now))
                 return false;
-            budget = 1000;
+            budget = L->spin_ns;
         }
         *spin_end = now + budget;
         if (deadline != QF_FOREVER && deadline < *spin_end)
@@ -382,7 +383,6 @@ qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st
     if (L->spin_ns > INT32_MAX)
         L->spin_ns = INT32_MAX;
     atomic_init(&L->spin_dyn, (int32_t)(L->spin_ns > 0 ? L->spin_ns : 0));
-    atomic_init(&L->spin_probe, 0);
     qf_waitlist_init(&L->many_waiters);
     L->alloc = L->cap <= PREALLOC_MAX ? L->cap : INITIAL_UNBOUNDED;
     L->buf = malloc(L->alloc * st->entry_size);

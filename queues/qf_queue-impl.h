@@ -115,7 +115,6 @@ struct qf_queue {
     _Alignas(64) _Atomic uint64_t state;
     /* adaptive spin budget in ns (qf_fifo_queue.c) */
     _Alignas(64) _Atomic int32_t spin_dyn;
-    _Atomic uint32_t spin_probe;
 
     /* Side storage: put-backs (front) and unbounded overflow (back). */
     _Alignas(64) _Atomic uint32_t stash_n;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_fifo-impl.h"
 #include "qf_queue-impl.h"
 #include "qf_strblock-impl.h"
 #include "qf_status.h"
@@ -1015,6 +1016,82 @@ qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, 
 {
     qf__wait w = {deadline == QF_NO_WAIT ? QF__WAIT_TRY : QF__WAIT_DEADLINE, deadline, NULL};
     return take_ptrs(q, n, true, &w, ret_ps, ret_n);
+}
+
+/* ------------------------------------------------ enqueue that waits in line */
+
+/* One slot in line (qf_queue_put-impl.h). The FIFO engine only. */
+static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk)
+{
+    if (tk->active) {
+        uint32_t st = atomic_load_explicit(&tk->req.state, memory_order_acquire);
+        if (st == QF__REQ_WAITING)
+            return QF_PENDING; /* still in line: a wake for something else */
+        tk->active = false;
+        return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
+    }
+    for (;;) {
+        qf_code rc =
+            qf__fifo_closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire), false);
+        if (rc != QF_OK)
+            return rc;
+        size_t published = 0;
+        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, &rc, &published);
+        qf__fifo_wake_consumers(q, published);
+        if (k == 1)
+            return QF_OK;
+        if (rc != QF_OK)
+            return rc;
+        /* Full: in line, pending like a blocked thread (a plain close lets
+         * it finish; consumers wait for it before end-of-data). */
+        if (!qf__fifo_become_pending(q, &rc))
+            return rc;
+        tk->slot = slot;
+        tk->req = (qf__put_req){.slots = &tk->slot, .n = 1, .owns_pending = true, .waker = wk};
+        tk->active = true;
+        if (qf__fifo_enlist(q, &tk->req) == QF_PENDING)
+            return QF_PENDING;
+        tk->active = false; /* room showed up meanwhile: again */
+    }
+}
+
+qf_code qf__queue_poll_put_ptr(qf_queue *q, void *p, qf_waker *wk, qf__put_ticket *tk)
+{
+    if (!tk || !wk || q->ops != &qf__fifo_ops)
+        return qf_queue_poll_enqueue_ptr(q, p, wk);
+    qf_code rc = check_ptr_queue(q);
+    if (rc != QF_OK)
+        return rc;
+    return poll_put_slot(q, p, wk, tk);
+}
+
+qf_code qf__queue_poll_put_elem(qf_queue *q, qf_element *e, qf_waker *wk, qf__put_ticket *tk)
+{
+    if (!tk || !wk || !q || !e || q->ops != &qf__fifo_ops || q->inline_mode)
+        return qf_queue_poll_enqueue(q, e, wk);
+    if (!tk->active) {
+        qf_code rc = qf__validate_element(q, e);
+        if (rc == QF_OK)
+            rc = check_ptr_movable(q, e);
+        if (rc != QF_OK)
+            return rc;
+    }
+    return poll_put_slot(q, e, wk, tk);
+}
+
+bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
+{
+    if (!tk || !tk->active)
+        return true;
+    tk->active = false;
+    if (qf__fifo_withdraw(q, &tk->req))
+        return true;
+    /* A consumer or the closer has it: its final state is stored right
+     * after their lock is dropped. */
+    uint32_t st;
+    while ((st = atomic_load_explicit(&tk->req.state, memory_order_acquire)) == QF__REQ_WAITING)
+        qf__cpu_relax();
+    return st != QF__REQ_DONE;
 }
 
 /* ------------------------------------------------------------------ bulk */

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "qf_queue_put-impl.h"
 #include "qf_queue_runner.h"
 
 /* `name` aliases op.name (the first member of qf_enqueue_op), which points
@@ -63,6 +64,10 @@ typedef struct qf__rtask {
     qf_element **rows;     /* a produced batch, enqueued row by row */
     uint32_t nrows, row_i; /* split_batch refuses larger batches */
     qf_waker stop_waker;   /* wakes the task on a Coordinator stop */
+    /* The pending element's place in line while the queue is full: a
+     * consumer that frees a slot puts it in (fair among thousands of
+     * runners, qf_queue_put-impl.h). */
+    qf__put_ticket ticket;
     bool stop_checked, stop_registered, has_ptr;
 } qf__rtask;
 

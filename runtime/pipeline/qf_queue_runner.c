@@ -314,6 +314,15 @@ static bool is_closed_code(const qf_queue_runner *r, qf_code rc)
 
 static void drop_pending(qf__rtask *s)
 {
+    if (!qf__queue_put_abandon(s->r->queue, &s->ticket)) {
+        /* A consumer put the element in line into the queue meanwhile. */
+        if (s->has_ptr)
+            s->has_ptr = false;
+        else if (s->holding)
+            s->holding = NULL;
+        else if (s->row_i < s->nrows)
+            s->row_i++;
+    }
     qf_element_free(s->holding);
     s->holding = NULL;
     if (s->has_ptr) {
@@ -514,7 +523,8 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
                 continue;
         }
         if (s->has_ptr) {
-            qf_code prc = qf_queue_poll_enqueue_ptr(s->r->queue, s->held_ptr, qf_task_waker(t));
+            qf_code prc =
+                qf__queue_poll_put_ptr(s->r->queue, s->held_ptr, qf_task_waker(t), &s->ticket);
             if (prc == QF_PENDING)
                 return QF_PENDING;
             if (prc != QF_OK)
@@ -523,7 +533,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             continue;
         }
         qf_element *e = s->holding ? s->holding : s->rows[s->row_i];
-        qf_code rc = qf_queue_poll_enqueue(s->r->queue, e, qf_task_waker(t));
+        qf_code rc = qf__queue_poll_put_elem(s->r->queue, e, qf_task_waker(t), &s->ticket);
         if (rc == QF_PENDING)
             return QF_PENDING;
         if (rc != QF_OK)

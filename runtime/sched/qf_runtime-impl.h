@@ -16,7 +16,6 @@
 #define QF_RUNTIME_IMPL_H
 
 #include <ck_ring.h>
-#include <ck_stack.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -25,8 +24,24 @@
 
 enum { T_PARKED, T_SCHEDULED, T_RUNNING, T_NOTIFIED, T_DONE };
 
+/* A link in the global run queue (qf_sched_queue.c). */
+typedef struct qf__gnode {
+    _Atomic(struct qf__gnode *) next;
+} qf__gnode;
+
+/* The global run queue: FIFO, many pushers (one atomic exchange each, a
+ * chain of tasks with one), one popper at a time (a try-lock: a worker
+ * that finds it taken looks elsewhere). See qf_sched_queue.c. */
+typedef struct qf__gqueue {
+    _Alignas(64) _Atomic(qf__gnode *) tail; /* pushers */
+    _Atomic int64_t len;                    /* tasks queued (a hint) */
+    _Alignas(64) _Atomic uint32_t lock;     /* poppers */
+    qf__gnode *head;                        /* under lock */
+    qf__gnode stub;
+} qf__gqueue;
+
 struct qf_task {
-    ck_stack_entry_t inj; /* link in the injection stack */
+    qf__gnode gnode; /* link in the global run queue */
     _Atomic uint32_t state;
     _Atomic uint32_t refs;
     _Atomic uint32_t done; /* futex word for join: 0 -> 1 */
@@ -73,7 +88,13 @@ struct qf_runtime {
     int nworkers;
     qf__worker *workers; /* nworkers entries, or one for the host */
     char *name;
-    _Alignas(64) ck_stack_t inject;
+    _Alignas(64) qf__gqueue global;
+    /* Workers awake and looking for work (not running a task, not asleep):
+     * while one is, new work needs no wake-up (qf_scheduler.c). */
+    _Alignas(64) _Atomic int searching;
+    /* A sleeping worker has been woken and has not looked yet: further new
+     * work needs no second wake-up (it will look). */
+    _Atomic int waking;
     _Alignas(64) qf_eventcount idle;
     _Atomic bool accepting;
     _Atomic bool stopping;
@@ -101,6 +122,19 @@ void qf__task_run(qf__worker *w, qf_task *t);
 qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void *arg_init,
                            size_t arg_size, const qf_task_options *o, qf_task **ret_task);
 void qf__task_unref(qf_task *t);
+
+/* qf_sched_queue.c */
+void qf__gq_init(qf__gqueue *q);
+/* Append the chain first..last (already linked through gnode.next, n
+ * tasks). Wait-free: one exchange. Any thread. */
+void qf__gq_push_chain(qf__gqueue *q, qf_task *first, qf_task *last, int64_t n);
+/* Take up to `max` tasks, oldest first, into out[]; 0 when empty, when a
+ * push is half-way, or when another thread is popping. Any thread. */
+size_t qf__gq_pop(qf__gqueue *q, qf_task **out, size_t max);
+static inline int64_t qf__gq_len(qf__gqueue *q)
+{
+    return atomic_load_explicit(&q->len, memory_order_seq_cst);
+}
 
 /* qf_scheduler.c */
 void qf__schedule(qf_task *t);

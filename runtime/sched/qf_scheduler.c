@@ -3,24 +3,37 @@
  *
  * Implementation notes.
  *
- * Where a runnable task goes: a task made runnable on a worker thread of
- * its own runtime goes to that worker's next slot (the previous occupant
- * moves to the local ring); anything else goes to the injection stack. The
- * next slot is taken at most a few times in a row so that two tasks waking
- * each other cannot starve the rest of the local ring, and every 61st pick
- * looks at the injection stack first so outside wakes are not starved by a
- * busy local ring.
+ * Where a runnable task goes. A task made runnable by a task running on a
+ * worker of its own runtime goes to that worker's next slot (the previous
+ * occupant moves to the worker's local ring): the pair of a waker and the
+ * task it woke runs back to back on one core with no system call, as Go's
+ * runnext does. Anything else goes to the global queue (qf_sched_queue.c),
+ * a FIFO. A local ring that is full moves its older half, then the new
+ * task, to the global queue in one push, so overflow keeps its order.
  *
- * Sleeping: a worker that finds nothing prepares the idle event count,
- * looks once more everywhere, then sleeps until notified or until the
- * earliest timer. Every push to a shared place (ring, injection stack)
- * notifies the event count afterwards; the notify is a fence and a load
- * unless someone sleeps. That pair is the usual event-count protocol, so a
- * push cannot slip between a worker's last look and its sleep.
+ * What a worker runs next: the next slot, unless it has been taken
+ * NEXT_SLOT_STREAK times in a row while other work waits (two tasks waking
+ * each other must not starve the ring, but with nothing else to do they may
+ * ping-pong for as long as they like); then its local ring; then a batch
+ * from the global queue (its fair share, into the local ring). Every
+ * GLOBAL_EVERY-th pick looks at the global queue first: the fairness tick
+ * that keeps outside wakes from waiting behind a busy ring.
  *
- * ck_ring and ck_stack synchronise with inline assembly that
- * ThreadSanitizer cannot see; each hand-off of a task pointer is announced
- * to TSan with a release before the push and an acquire after the pop.
+ * Searching. A worker with nothing local becomes a searcher: it counts
+ * itself in `searching`, looks at the global queue and steals half of
+ * another worker's ring, for a few rounds, and only then prepares to sleep.
+ * New shared work wakes a sleeping worker only when nobody is searching
+ * (signal_work): a searcher will find it, and a wake-up is a system call on
+ * the pusher's path and a context switch on the sleeper's. At most half
+ * the workers search at once (at least one may always).
+ *
+ * Sleeping, and why nothing is lost: a worker stops searching (seq_cst
+ * decrement), prepares the idle event count (seq_cst RMW), looks once more
+ * everywhere, then sleeps until notified or the earliest timer. A pusher
+ * publishes its task, runs a full fence, then loads `searching` and, if it
+ * is zero, notifies the event count. Either the pusher sees the searcher
+ * (whose last look then comes after the push), or the worker's last look
+ * sees the task, or the pusher sees the announced sleeper and wakes it.
  */
 #include <errno.h>
 #include <sched.h>
@@ -30,14 +43,17 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "qf_fence-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
 #include "qf_tsan-impl.h"
 
 #define NEXT_SLOT_STREAK 3
-#define INJECT_EVERY 61
-
-CK_STACK_CONTAINER(struct qf_task, inj, task_of_entry)
+#define GLOBAL_EVERY 61
+#define GLOBAL_BATCH 64
+#define STEAL_BATCH 32
+#define SEARCH_ROUNDS 32
+#define SEARCH_PAUSES 4
 
 static _Thread_local qf__worker *tls_worker;
 static _Thread_local qf_task *tls_task;
@@ -59,40 +75,62 @@ qf_task *qf_task_current(void)
 
 /* ----------------------------------------------------------- run queues */
 
-/* Push a chain first..last (linked through inj.next) onto the injection
- * stack with one CAS. ck_stack's own push writes the link with a plain
- * store TSan would see racing with the popper's read; ck_pr accesses are
- * invisible to it, and the hand-off is announced with QF_HB_* instead. */
-static void inject_chain(qf_runtime *rt, ck_stack_entry_t *first, ck_stack_entry_t *last)
+static void host_notify(qf_runtime *rt)
 {
-    ck_stack_entry_t *head = ck_pr_load_ptr(&rt->inject.head);
-    for (;;) {
-        ck_pr_store_ptr(&last->next, head);
-        if (ck_pr_cas_ptr_value(&rt->inject.head, head, first, &head))
-            return;
-    }
-}
-
-static void push_inject(qf_runtime *rt, qf_task *t)
-{
-    QF_HB_RELEASE(t);
-    inject_chain(rt, &t->inj, &t->inj);
     if (rt->efd >= 0 && atomic_exchange_explicit(&rt->efd_armed, 0, memory_order_acq_rel)) {
         uint64_t one = 1;
         ssize_t r = write(rt->efd, &one, sizeof(one));
         (void)r; /* EAGAIN: the counter is already readable */
     }
-    qf_eventcount_notify(&rt->idle, false);
+}
+
+/* New shared work was published: make sure a worker will look (see
+ * "Sleeping" at the top). A worker already searching, or one already woken
+ * and on its way, will: no second wake-up (a burst of outside wakes used to
+ * cost a futex call each while the first woken worker was still getting up). */
+static void signal_work(qf_runtime *rt)
+{
+    qf__fence_full(); /* the publish before, the looks at searching and waking after */
+    host_notify(rt);
+    if (atomic_load_explicit(&rt->searching, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&rt->waking, memory_order_relaxed) != 0)
+        return;
+    int idle = 0;
+    if (atomic_compare_exchange_strong_explicit(&rt->waking, &idle, 1, memory_order_seq_cst,
+                                                memory_order_relaxed))
+        qf_eventcount_notify(&rt->idle, false);
+}
+
+static void link_after(qf_task *a, qf_task *b)
+{
+    atomic_store_explicit(&a->gnode.next, &b->gnode, memory_order_relaxed);
+}
+
+/* The local ring is full: its older half, then t, go to the global queue
+ * in one push, in that order (Go's runqputslow). Owner only. */
+static void overflow_local(qf__worker *w, qf_task *t)
+{
+    void *buf[QF__LOCAL_RING / 2];
+    size_t k = qf__ring_take(&w->ring, buf, 1, QF__LOCAL_RING / 2, false);
+    qf_task *first = t;
+    if (k) {
+        first = buf[0];
+        for (size_t i = 0; i + 1 < k; i++)
+            link_after(buf[i], buf[i + 1]);
+        link_after(buf[k - 1], t);
+    }
+    qf__gq_push_chain(&w->rt->global, first, t, (int64_t)k + 1);
+    signal_work(w->rt);
 }
 
 void qf__push_local(qf__worker *w, qf_task *t)
 {
     QF_HB_RELEASE(t);
     if (!qf__ring_push_sp(&w->ring, t)) {
-        push_inject(w->rt, t); /* ring full: let the others have it */
+        overflow_local(w, t);
         return;
     }
-    qf_eventcount_notify(&w->rt->idle, false);
+    signal_work(w->rt);
 }
 
 void qf__schedule(qf_task *t)
@@ -105,7 +143,8 @@ void qf__schedule(qf_task *t)
             qf__push_local(w, prev);
         return;
     }
-    push_inject(t->rt, t);
+    qf__gq_push_chain(&t->rt->global, t, t, 1);
+    signal_work(t->rt);
 }
 
 static qf_task *pop_local(qf__worker *w)
@@ -118,60 +157,45 @@ static qf_task *pop_local(qf__worker *w)
     return NULL;
 }
 
-/* Take the whole injection stack at once; run its oldest task, keep the
- * rest locally (oldest first). */
-static qf_task *pop_inject(qf__worker *w)
+/* Room in the owner's local ring. */
+static size_t ring_room(qf__worker *w)
 {
-    qf_runtime *rt = w->rt;
-    if (ck_pr_load_ptr(&rt->inject.head) == NULL)
-        return NULL;
-    ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&rt->inject);
-    if (!e)
-        return NULL;
-    ck_stack_entry_t *rev = NULL;
-    while (e) { /* the stack is newest first */
-        ck_stack_entry_t *n = ck_pr_load_ptr(&e->next);
-        QF_HB_ACQUIRE(task_of_entry(e));
-        ck_pr_store_ptr(&e->next, rev);
-        rev = e;
-        e = n;
-    }
-    qf_task *first = task_of_entry(rev);
-    QF_HB_ACQUIRE(first);
-    bool pushed = false;
-    for (e = ck_pr_load_ptr(&rev->next); e;) {
-        qf_task *t = task_of_entry(e);
-        /* Read the link before the push: once in the ring the task can be
-         * stolen, run, parked and woken onto the injection stack again,
-         * which rewrites its link to the stack's head; following that
-         * would copy tasks still on the stack into this ring (each then
-         * runs twice, the second time possibly after it finished). */
-        ck_stack_entry_t *next = ck_pr_load_ptr(&e->next);
-        QF_HB_ACQUIRE(t);
-        QF_HB_RELEASE(t);
-        if (!qf__ring_push_sp(&w->ring, t))
-            break;
-        pushed = true;
-        e = next;
-    }
-    if (e) {
-        /* The ring is full: return the rest to the injection stack in one
-         * CAS (re-pushing one at a time would make a large batch cost
-         * quadratic time). */
-        ck_stack_entry_t *last = e, *n;
-        while ((n = ck_pr_load_ptr(&last->next)) != NULL) {
-            QF_HB_RELEASE(task_of_entry(last));
-            last = n;
-        }
-        QF_HB_RELEASE(task_of_entry(last));
-        inject_chain(rt, e, last);
-        pushed = true;
-    }
-    if (pushed)
-        qf_eventcount_notify(&rt->idle, false);
-    return first;
+    unsigned used = qf__ring_size(&w->ring);
+    return used >= QF__LOCAL_RING - 1 ? 0 : QF__LOCAL_RING - 1 - used;
 }
 
+/* A fair share of the global queue: run the oldest, keep the rest in the
+ * local ring (oldest first). */
+static qf_task *pop_global(qf__worker *w)
+{
+    qf_runtime *rt = w->rt;
+    int64_t len = qf__gq_len(&rt->global);
+    if (len <= 0)
+        return NULL;
+    int nw = rt->nworkers ? rt->nworkers : 1;
+    size_t want = (size_t)(len / nw) + 1, room = ring_room(w) + 1;
+    if (want > room)
+        want = room;
+    if (want > GLOBAL_BATCH)
+        want = GLOBAL_BATCH;
+    qf_task *buf[GLOBAL_BATCH];
+    size_t k = qf__gq_pop(&rt->global, buf, want);
+    if (k == 0)
+        return NULL;
+    for (size_t i = 1; i < k; i++) {
+        QF_HB_RELEASE(buf[i]);
+        if (!qf__ring_push_sp(&w->ring, buf[i])) {
+            overflow_local(w, buf[i]); /* another thread's steal raced the room count */
+            continue;
+        }
+    }
+    if (k > 1)
+        signal_work(rt); /* more than this worker can start at once */
+    return buf[0];
+}
+
+/* Half of another worker's ring (up to STEAL_BATCH): run the oldest, keep
+ * the rest. */
 static qf_task *steal(qf__worker *w)
 {
     qf_runtime *rt = w->rt;
@@ -184,11 +208,26 @@ static qf_task *steal(qf__worker *w)
         qf__worker *v = &rt->workers[(start + i) % n];
         if (v == w)
             continue;
-        void *p;
-        if (qf__ring_take(&v->ring, &p, 1, 1, false)) {
-            QF_HB_ACQUIRE(p);
-            return p;
+        unsigned avail = qf__ring_size(&v->ring);
+        if (avail == 0)
+            continue;
+        size_t want = avail / 2 + 1, room = ring_room(w) + 1;
+        if (want > room)
+            want = room;
+        if (want > STEAL_BATCH)
+            want = STEAL_BATCH;
+        void *buf[STEAL_BATCH];
+        size_t k = qf__ring_take(&v->ring, buf, 1, want, false);
+        if (k == 0)
+            continue;
+        for (size_t j = 0; j < k; j++)
+            QF_HB_ACQUIRE(buf[j]);
+        for (size_t j = 1; j < k; j++) {
+            QF_HB_RELEASE(buf[j]);
+            if (!qf__ring_push_sp(&w->ring, buf[j]))
+                overflow_local(w, buf[j]);
         }
+        return buf[0];
     }
     return NULL;
 }
@@ -332,32 +371,41 @@ qf_deadline qf_runtime_next_deadline(qf_runtime *rt)
 
 /* ------------------------------------------------------------ worker loop */
 
-static qf_task *find_task(qf__worker *w)
+/* Work waiting besides the next slot: in the local ring or globally. */
+static bool other_work(qf__worker *w)
+{
+    return qf__ring_size(&w->ring) != 0 || qf__gq_len(&w->rt->global) > 0;
+}
+
+/* What this worker has at hand (no stealing). */
+static qf_task *find_local(qf__worker *w)
 {
     qf_task *t;
     fire_timers(w->rt);
-    if (++w->tick % INJECT_EVERY == 0 && (t = pop_inject(w)))
+    if (++w->tick % GLOBAL_EVERY == 0 && (t = pop_global(w)))
         return t;
-    if (w->next_slot && w->next_streak < NEXT_SLOT_STREAK) {
+    if (w->next_slot) {
+        if (w->next_streak < NEXT_SLOT_STREAK || !other_work(w)) {
+            t = w->next_slot;
+            w->next_slot = NULL;
+            w->next_streak++;
+            return t;
+        }
+        /* Streak used up while others wait: the slot's task goes behind
+         * the ring. */
         t = w->next_slot;
         w->next_slot = NULL;
-        w->next_streak++;
-        return t;
+        qf__push_local(w, t);
     }
     w->next_streak = 0;
-    if (w->next_slot) {
-        /* Streak used up: the slot's task waits behind the ring. */
-        qf__push_local(w, w->next_slot);
-        w->next_slot = NULL;
-    }
-    if ((t = pop_local(w)) || (t = pop_inject(w)) || (t = steal(w)))
+    if ((t = pop_local(w)) || (t = pop_global(w)))
         return t;
     return NULL;
 }
 
 static bool work_visible(qf_runtime *rt)
 {
-    if (ck_pr_load_ptr(&rt->inject.head) != NULL)
+    if (qf__gq_len(&rt->global) > 0)
         return true;
     int n = rt->nworkers ? rt->nworkers : 1;
     for (int i = 0; i < n; i++)
@@ -367,10 +415,45 @@ static bool work_visible(qf_runtime *rt)
     return next != QF_FOREVER && next <= qf_now_ns();
 }
 
-/* Sleep until something may be runnable or `deadline`. */
+/* Nothing local: look at the global queue and the others' rings for a few
+ * rounds, counted as a searcher (see "Searching" at the top). */
+static qf_task *search(qf__worker *w)
+{
+    qf_runtime *rt = w->rt;
+    int busy = atomic_load_explicit(&rt->searching, memory_order_relaxed);
+    bool counted = busy == 0 || 2 * busy < rt->nworkers;
+    if (counted)
+        atomic_fetch_add_explicit(&rt->searching, 1, memory_order_seq_cst);
+    qf_task *t = NULL;
+    for (int round = 0; round < SEARCH_ROUNDS; round++) {
+        fire_timers(rt);
+        if ((t = pop_global(w)) || (t = steal(w)) || (t = pop_local(w)))
+            break;
+        if (atomic_load_explicit(&rt->stopping, memory_order_relaxed))
+            break;
+        for (int i = 0; i < SEARCH_PAUSES; i++)
+            qf__cpu_relax();
+    }
+    if (counted) {
+        int left = atomic_fetch_sub_explicit(&rt->searching, 1, memory_order_seq_cst) - 1;
+        /* The last searcher is about to run what it found: if more is
+         * waiting, someone else must look now (Go's resetspinning). */
+        if (t && left == 0 && work_visible(rt))
+            qf_eventcount_notify(&rt->idle, false);
+    }
+    return t;
+}
+
+/* Sleep until something may be runnable or `deadline`. `waking` is
+ * cleared after the worker announces itself and before its last look: a
+ * push that still saw it set is seen by that look, and any later push
+ * finds it clear and notifies (the wake it was set for may have found no
+ * sleeper, so it must not outlive the next worker going to sleep). */
 static void idle_wait(qf_runtime *rt, qf_deadline deadline)
 {
     uint32_t ticket = qf_eventcount_prepare(&rt->idle);
+    atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);
+    qf__fence_full(); /* the store before, the looks after */
     if (work_visible(rt) || atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
         qf_eventcount_cancel(&rt->idle);
         return;
@@ -388,7 +471,9 @@ static void *worker_main(void *arg)
     snprintf(tname, sizeof(tname), "%.10s-%d", rt->name, w->index);
     pthread_setname_np(pthread_self(), tname);
     while (!atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
-        qf_task *t = find_task(w);
+        qf_task *t = find_local(w);
+        if (!t)
+            t = search(w);
         if (t)
             qf__task_run(w, t);
         else
@@ -434,7 +519,9 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a runtime");
     }
     memset(rt->workers, 0, (size_t)slots * sizeof(qf__worker));
-    ck_stack_init(&rt->inject);
+    qf__gq_init(&rt->global);
+    atomic_init(&rt->searching, 0);
+    atomic_init(&rt->waking, 0);
     qf_eventcount_init(&rt->idle);
     qf_eventcount_init(&rt->live_ec);
     atomic_init(&rt->accepting, true);
@@ -517,7 +604,7 @@ int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline)
         (void)r;
         atomic_store_explicit(&rt->efd_armed, 1, memory_order_seq_cst);
         qf_task *t;
-        while ((t = find_task(w)) != NULL) {
+        while ((t = find_local(w)) != NULL) {
             qf__task_run(w, t);
             ran++;
         }

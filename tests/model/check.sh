@@ -1,5 +1,5 @@
 #!/bin/sh
-# Model-check the FIFO engine's wait/wake protocols with spin: every model,
+# Model-check the wait/wake protocols (the FIFO engine, the worker pool) with spin: every model,
 # at the bounds below, must have no invalid end state (nobody asleep for
 # good) and no assertion violation. Exhaustive search; each run takes
 # seconds. Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
@@ -33,4 +33,5 @@ run fifo_commit -DNP=3
 run fifo_commit -DNP=4
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
+run sched_idle -DNW=2 -DNP=3
 exit $status

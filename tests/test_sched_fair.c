@@ -1,0 +1,255 @@
+/* test_sched_fair.c - the scheduler's promises (issue 15): every runner
+ * gets its turn, a task woken by a running task runs next on the same
+ * worker, and a queue's spin budget comes back once the load is gone.
+ *
+ * Scale: QF_STRESS_SCALE divides the number of runners (the sanitizer runs
+ * set it); the bounds are wall-clock limits far above what a quiet machine
+ * needs, so a loaded CI machine still passes and a starved runner (one the
+ * old stack-ordered injection left at zero for 20 s) still fails. */
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "qf_queue-impl.h" /* white-box: the spin budget */
+#include "qflow.h"
+
+static long scale(long n)
+{
+    const char *s = getenv("QF_STRESS_SCALE");
+    long d = s ? atol(s) : 1;
+    n = d > 1 ? n / d : n;
+    return n > 0 ? n : 1;
+}
+
+/* ------------------------------------------------ every runner delivers */
+
+typedef struct {
+    uint32_t id, seq;
+} prod;
+
+static qf_code produce(void *arg, void **ret_p)
+{
+    prod *p = arg;
+    p->seq++;
+    *ret_p = (void *)(uintptr_t)(((uint64_t)p->id + 1) << 32 | p->seq);
+    return QF_OK;
+}
+
+static void every_runner_delivers(unsigned n, int workers, double limit_s)
+{
+    qf_runtime *rt;
+    qf_coord *coord;
+    qf_queue *q;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = workers, .name = "fair"}, &rt),
+                 QF_OK);
+    cr_assert_eq(qf_coord_new(NULL, 0, &coord), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(1024, "fair", 0, NULL, &q), QF_OK);
+    prod *p = calloc(n, sizeof(*p));
+    uint32_t *last = calloc(n, sizeof(*last));
+    qf_queue_runner **r = calloc(n, sizeof(*r));
+    for (unsigned i = 0; i < n; i++) {
+        p[i].id = i;
+        qf_enqueue_op op = {
+            .name = "p", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce, .arg = &p[i]};
+        cr_assert_eq(qf_queue_runner_new(q, &op, 1, NULL, &r[i]), QF_OK);
+        cr_assert_eq(qf_queue_runner_start(r[i], rt, coord, QF_RUNNER_START, NULL, NULL), QF_OK);
+    }
+    qf_deadline limit = qf_deadline_in_s(limit_s);
+    unsigned delivered = 0;
+    uint64_t taken = 0;
+    while (delivered < n) {
+        void *v;
+        qf_code rc = qf_queue_dequeue_ptr_until(q, limit, &v);
+        cr_assert_eq(rc, QF_OK, "%u of %u runners delivered in %.0f s (%llu elements taken)",
+                     delivered, n, limit_s, (unsigned long long)taken);
+        uint64_t x = (uint64_t)(uintptr_t)v, id = (x >> 32) - 1;
+        uint32_t seq = (uint32_t)x;
+        cr_assert(id < n && seq == last[id] + 1, "runner %llu: seq %u after %u",
+                  (unsigned long long)id, seq, id < n ? last[id] : 0);
+        delivered += last[id] == 0;
+        last[id] = seq;
+        taken++;
+        cr_assert(!qf_deadline_passed(limit), "%u of %u runners delivered in %.0f s", delivered, n,
+                  limit_s);
+    }
+    /* Fair shares: a further round of n elements reaches most runners
+     * (in line, each runner has at most one element waiting). */
+    unsigned *got = calloc(n, sizeof(*got));
+    for (uint64_t k = 0; k < (uint64_t)n * 4; k++) {
+        void *v;
+        cr_assert_eq(qf_queue_dequeue_ptr_until(q, limit, &v), QF_OK);
+        uint64_t id = ((uint64_t)(uintptr_t)v >> 32) - 1;
+        got[id]++;
+    }
+    unsigned zero = 0;
+    for (unsigned i = 0; i < n; i++)
+        zero += got[i] == 0;
+    cr_expect_eq(zero, 0, "%u of %u runners got nothing in a round of %u elements", zero, n, 4 * n);
+    qf_coord_request_stop(coord, NULL);
+    cr_assert_eq(qf_coord_join(coord, NULL, 0, 30.0, false, NULL), QF_OK);
+    qf_runtime_free(rt);
+    for (unsigned i = 0; i < n; i++)
+        cr_assert_eq(qf_queue_runner_free(r[i]), QF_OK);
+    qf_queue_unref(q);
+    qf_coord_free(coord);
+    free(got);
+    free(r);
+    free(last);
+    free(p);
+}
+
+Test(sched_fair, ten_thousand_runners_all_deliver, .timeout = 300)
+{
+    every_runner_delivers((unsigned)scale(10000), 2, 60);
+}
+
+Test(sched_fair, runners_on_one_worker_all_deliver, .timeout = 300)
+{
+    every_runner_delivers((unsigned)scale(2000), 1, 60);
+}
+
+Test(sched_fair, runners_on_four_workers_all_deliver, .timeout = 300)
+{
+    every_runner_delivers((unsigned)scale(2000), 4, 60);
+}
+
+/* ------------------------------------------ a woken task runs next, here */
+
+typedef struct {
+    qf_task *other;
+    _Atomic long waker_tid, woken_tid;
+    atomic_int woken_before_others;
+    atomic_int others_ran;
+} next_slot;
+
+static qf_code woken(qf_task *t, void *arg)
+{
+    (void)t;
+    next_slot *ns = arg;
+    atomic_store(&ns->woken_tid, (long)syscall(SYS_gettid));
+    atomic_store(&ns->woken_before_others, atomic_load(&ns->others_ran) == 0);
+    return QF_OK;
+}
+
+static qf_code filler(qf_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add(&((next_slot *)arg)->others_ran, 1);
+    return QF_OK;
+}
+
+static qf_code waker(qf_task *t, void *arg)
+{
+    (void)t;
+    next_slot *ns = arg;
+    atomic_store(&ns->waker_tid, (long)syscall(SYS_gettid));
+    qf_task_wake(ns->other);
+    return QF_OK;
+}
+
+Test(sched_fair, woken_task_runs_next_on_its_wakers_worker)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "next"}, &rt), QF_OK);
+    for (int round = 0; round < 200; round++) {
+        next_slot ns = {0};
+        cr_assert_eq(
+            qf_task_spawn(rt, woken, &ns, &(qf_task_options){.suspended = true}, &ns.other), QF_OK);
+        qf_task *w;
+        cr_assert_eq(qf_task_spawn(rt, waker, &ns, NULL, &w), QF_OK);
+        cr_assert_eq(qf_task_join(ns.other, QF_FOREVER, NULL), QF_OK);
+        cr_assert_eq(qf_task_join(w, QF_FOREVER, NULL), QF_OK);
+        cr_expect_eq(atomic_load(&ns.woken_tid), atomic_load(&ns.waker_tid),
+                     "round %d: the woken task ran on another worker", round);
+        qf_task_unref(ns.other);
+        qf_task_unref(w);
+    }
+    qf_runtime_free(rt);
+}
+
+/* The next slot goes before the local ring: tasks the waker made
+ * runnable earlier (spawned from inside it, on its own worker) run after
+ * the one it woke last. One worker, so nothing is stolen. */
+typedef struct {
+    next_slot ns;
+    qf_runtime *rt;
+} backlog;
+
+static qf_code waker_with_backlog(qf_task *t, void *arg)
+{
+    (void)t;
+    backlog *b = arg;
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(qf_task_spawn(b->rt, filler, &b->ns, NULL, NULL), QF_OK);
+    qf_task_wake(b->ns.other);
+    return QF_OK;
+}
+
+Test(sched_fair, woken_task_runs_before_the_wakers_backlog)
+{
+    backlog b = {0};
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1, .name = "next1"}, &b.rt),
+                 QF_OK);
+    cr_assert_eq(
+        qf_task_spawn(b.rt, woken, &b.ns, &(qf_task_options){.suspended = true}, &b.ns.other),
+        QF_OK);
+    qf_task *w;
+    cr_assert_eq(qf_task_spawn(b.rt, waker_with_backlog, &b, NULL, &w), QF_OK);
+    cr_assert_eq(qf_task_join(b.ns.other, QF_FOREVER, NULL), QF_OK);
+    cr_assert_eq(qf_task_join(w, QF_FOREVER, NULL), QF_OK);
+    cr_expect(atomic_load(&b.ns.woken_before_others), "the backlog ran before the woken task");
+    qf_task_unref(b.ns.other);
+    qf_task_unref(w);
+    qf_runtime_free(b.rt);
+    cr_expect_eq(atomic_load(&b.ns.others_ran), 8);
+}
+
+/* ------------------------------------------------ spin budget recovers */
+
+typedef struct {
+    qf_queue *ping, *pong;
+    atomic_bool stop;
+} pp;
+
+static void *echo(void *arg)
+{
+    pp *p = arg;
+    void *v;
+    while (qf_queue_dequeue_ptr(p->ping, &v) == QF_OK)
+        if (qf_queue_enqueue_ptr(p->pong, v) != QF_OK)
+            break;
+    return NULL;
+}
+
+/* A budget driven to zero (as a loaded machine leaves it) grows back
+ * within a few probe windows once both sides can spin again. */
+Test(sched_fair, spin_budget_recovers_after_load, .timeout = 120)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 2)
+        cr_skip_test("spinning is off on one CPU");
+    pp p;
+    cr_assert_eq(qf_ptr_queue_new(16, "ping", 0, NULL, &p.ping), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
+    atomic_store(&p.ping->spin_dyn, 0);
+    atomic_store(&p.pong->spin_dyn, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, echo, &p);
+    qf_deadline limit = qf_deadline_in_s(30);
+    bool recovered = false;
+    for (uintptr_t i = 1; !recovered && !qf_deadline_passed(limit); i++) {
+        void *v;
+        cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)i), QF_OK);
+        cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
+        cr_assert_eq((uintptr_t)v, i);
+        recovered = atomic_load(&p.ping->spin_dyn) > 0 && atomic_load(&p.pong->spin_dyn) > 0;
+    }
+    qf_queue_close(p.ping, false);
+    pthread_join(t, NULL);
+    cr_expect(recovered, "spin budgets still zero after 30 s of ping-pong");
+    qf_queue_unref(p.ping);
+    qf_queue_unref(p.pong);
+}
