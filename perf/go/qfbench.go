@@ -104,7 +104,10 @@ func pingpong(rounds, capacity int) {
 	fmt.Printf("p50_ns %d\np99_ns %d\n", lat[rounds/2], lat[rounds*99/100])
 }
 
-func runners(n, capacity int, window time.Duration) {
+// runners: N goroutines send to one channel; the main goroutine reads for
+// `window`. With afterFirst, the window (and the per-producer counts) start
+// once every producer's first value has arrived, as runners.fair does.
+func runners(n, capacity int, window time.Duration, afterFirst bool) {
 	ch := make(chan uint64, capacity)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -123,7 +126,11 @@ func runners(n, capacity int, window time.Duration) {
 	allFirst := time.Duration(-1)
 	seen := 0
 	var total uint64
+	winStart := start
 	deadline := start.Add(window)
+	if afterFirst {
+		deadline = start.Add(60 * time.Second) // until all have delivered, then the window
+	}
 	for time.Now().Before(deadline) {
 		for k := 0; k < 256; k++ {
 			v := <-ch
@@ -131,18 +138,26 @@ func runners(n, capacity int, window time.Duration) {
 			if s != last[p]+1 {
 				fail("runners: producer %d: seq %d after %d", p, s, last[p])
 			}
-			last[p] = s
-			if got[p] == 0 {
+			if last[p] == 0 {
 				seen++
 				if seen == n {
 					allFirst = time.Since(start)
+					if afterFirst {
+						winStart = time.Now()
+						deadline = winStart.Add(window)
+						for i := range got {
+							got[i] = 0
+						}
+						total = 0
+					}
 				}
 			}
+			last[p] = s
 			got[p]++
 			total++
 		}
 	}
-	el := time.Since(start)
+	el := time.Since(winStart)
 	stop.Store(true)
 	go func() {
 		for range ch {
@@ -164,7 +179,7 @@ func runners(n, capacity int, window time.Duration) {
 }
 
 func main() {
-	mode := flag.String("mode", "tput", "tput | pingpong | runners")
+	mode := flag.String("mode", "tput", "tput | pingpong | runners | runners_fair")
 	p := flag.Int("producers", 1, "producer goroutines (tput, runners)")
 	c := flag.Int("consumers", 1, "consumer goroutines (tput)")
 	capacity := flag.Int("capacity", 1024, "channel buffer")
@@ -177,7 +192,9 @@ func main() {
 	case "pingpong":
 		pingpong(*items, *capacity)
 	case "runners":
-		runners(*p, *capacity, *window)
+		runners(*p, *capacity, *window, false)
+	case "runners_fair":
+		runners(*p, *capacity, *window, true)
 	default:
 		fail("unknown mode %q", *mode)
 	}

@@ -530,6 +530,8 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             if (prc != QF_OK)
                 return fail(s, t, prc); /* the pointer stays held and is released */
             s->has_ptr = false;
+            if (qf_task_should_yield(t))
+                return QF_YIELD; /* others wait for the worker: their turn */
             continue;
         }
         qf_element *e = s->holding ? s->holding : s->rows[s->row_i];
@@ -545,6 +547,8 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             s->rows = NULL;
             s->nrows = s->row_i = 0;
         }
+        if (qf_task_should_yield(t))
+            return QF_YIELD; /* others wait for the worker: their turn */
     }
     return QF_YIELD;
 }

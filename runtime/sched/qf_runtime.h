@@ -189,6 +189,16 @@ QF_API void qf_task_sleep_until(qf_task *t, qf_deadline deadline);
  *  withdraw its wakers and return QF_CANCELLED. Wait-free; acquire. */
 QF_API bool qf_task_is_cancelled(const qf_task *t);
 
+/**
+ * qf_task_should_yield() - whether other tasks are waiting to run where `t`
+ * runs (the calling worker's run queues, or the runtime's global queue). A
+ * task that could go on working should then return QF_YIELD and let them
+ * have their turn: with thousands of tasks sharing a few workers, a task
+ * that keeps its worker while others wait is what makes them starve.
+ * Only from the task itself. Wait-free (a few relaxed loads); a hint.
+ */
+QF_API bool qf_task_should_yield(const qf_task *t);
+
 /** The task running on the calling thread, or NULL. */
 QF_API qf_task *qf_task_current(void);
 

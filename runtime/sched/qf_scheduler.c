@@ -377,6 +377,14 @@ static bool other_work(qf__worker *w)
     return qf__ring_size(&w->ring) != 0 || qf__gq_len(&w->rt->global) > 0;
 }
 
+bool qf_task_should_yield(const qf_task *t)
+{
+    qf__worker *w = tls_worker;
+    if (!t || !w || w->rt != t->rt)
+        return false;
+    return w->next_slot != NULL || other_work(w);
+}
+
 /* What this worker has at hand (no stealing). */
 static qf_task *find_local(qf__worker *w)
 {
