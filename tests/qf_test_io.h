@@ -89,7 +89,8 @@ static __attribute__((unused)) const char *tpath(const tdir *d, const char *name
     return b;
 }
 
-static __attribute__((unused)) const char *write_bytes(const tdir *d, const char *name, const void *data, size_t n)
+static __attribute__((unused)) const char *write_bytes(const tdir *d, const char *name,
+                                                       const void *data, size_t n)
 {
     const char *p = tpath(d, name);
     FILE *f = fopen(p, "wb");

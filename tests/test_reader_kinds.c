@@ -165,8 +165,8 @@ Test(reader_kinds, lmdb_reader_returns_pairs_in_key_order)
     put_all(q, env, file, "/nonexistent/env", NULL);
     close_q(q);
     qf_record rec = QF_RECORD_INIT;
-    const char *want[][2] = {{"key1", "one"}, {"key10", "ten"}, {"key2", "two"},
-                             {"key3", "three"}, {"a", "A"}, {"b", "B"}};
+    const char *want[][2] = {{"key1", "one"},   {"key10", "ten"}, {"key2", "two"},
+                             {"key3", "three"}, {"a", "A"},       {"b", "B"}};
     for (int i = 0; i < 6; i++) {
         OK(qf_reader_read(r, q, &rec));
         cr_expect_str_eq(rec.key, want[i][0]);
@@ -244,8 +244,10 @@ Test(reader_kinds, a_file_truncated_while_read_gives_a_counted_warning)
     }
     const char *p = write_bytes(&d, "t", text, 303);
     g_warned = 0;
-    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE, .buffer_bytes = 16,
-                            .on_warning = on_warning, .warning_arg = &g_warned};
+    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE,
+                            .buffer_bytes = 16,
+                            .on_warning = on_warning,
+                            .warning_arg = &g_warned};
     qf_reader *r = NULL;
     OK(qf_reader_new(&ro, &r));
     qf_queue *q = work_queue();

@@ -67,8 +67,8 @@ Test(reader_pipes, thread_forms_wait_for_a_fifo_and_keep_half_lines)
     close_q(q);
     qf_record rec = QF_RECORD_INIT;
     /* No writer yet: the open does not block; the reads do not end. */
-    REFUSED(qf_reader_read_until(r, q, qf_deadline_in_ns(20 * 1000000), &rec),
-            QF_DEADLINE_EXCEEDED, "deadline");
+    REFUSED(qf_reader_read_until(r, q, qf_deadline_in_ns(20 * 1000000), &rec), QF_DEADLINE_EXCEEDED,
+            "deadline");
     REFUSED(qf_reader_try_read(r, q, &rec), QF_UNAVAILABLE, "nothing to read from");
     int w = writer_end(f);
     wrs(w, "ab");
@@ -570,7 +570,7 @@ Test(reader_pipes, qflow_lines_warns_when_a_file_shrinks_while_read)
     child ch = spawn_lines(argv);
     char buf[100];
     cr_assert_eq(read(ch.out, buf, sizeof(buf)), (ssize_t)sizeof(buf)); /* it has the file open */
-    cr_assert_eq(truncate(p, 20000050), 0); /* mid-line */
+    cr_assert_eq(truncate(p, 20000050), 0);                             /* mid-line */
     size_t n, en;
     char *out = drain(ch.out, &n);
     char *err = drain(ch.err, &en);

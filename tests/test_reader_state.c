@@ -104,8 +104,8 @@ static void check_resume(const qf_reader_options *ro, const char *const *files, 
         free(st2);
         free(st);
         read_rest(c, q, &got, MAXR);
-        cr_assert_eq(got.n, ref.n, "%s split %d: %d records, want %d",
-                     qf_reader_kind_name(c), k, got.n, ref.n);
+        cr_assert_eq(got.n, ref.n, "%s split %d: %d records, want %d", qf_reader_kind_name(c), k,
+                     got.n, ref.n);
         for (int i = 0; i < ref.n; i++) {
             cr_assert_str_eq(got.k[i], ref.k[i], "split %d record %d key", k, i);
             cr_assert(got.vlen[i] == ref.vlen[i] && !memcmp(got.v[i], ref.v[i], ref.vlen[i]),
@@ -165,8 +165,10 @@ Test(reader_state, fixed_length_reader_resumes_plain_and_zlib_with_hops) /* spec
     tdir_make(&d);
     const char *f[] = {fixed_file(&d, "f0", QF_COMPRESSION_NONE),
                        fixed_file(&d, "f1", QF_COMPRESSION_NONE)};
-    qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD, .record_bytes = 3,
-                            .header_bytes = 5, .footer_bytes = 2};
+    qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD,
+                            .record_bytes = 3,
+                            .header_bytes = 5,
+                            .footer_bytes = 2};
     check_resume(&ro, f, 2);
     ro.hop_bytes = 2;
     check_resume(&ro, f, 2);

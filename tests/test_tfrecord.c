@@ -93,8 +93,8 @@ static void expect_iterated(const char *path, qf_compression c, const recs *want
 static void expect_read(const char *path, qf_compression c, const qf_zlib_options *z,
                         size_t buffer_bytes, const recs *want)
 {
-    qf_reader_options ro = {.kind = QF_READER_TFRECORD, .compression = c,
-                            .buffer_bytes = buffer_bytes};
+    qf_reader_options ro = {
+        .kind = QF_READER_TFRECORD, .compression = c, .buffer_bytes = buffer_bytes};
     if (z)
         ro.zlib = *z;
     qf_reader *r = NULL;
@@ -154,7 +154,8 @@ Test(tfrecord, compression_type_strings_are_tensorflows)
     cr_expect_eq(c, QF_COMPRESSION_ZLIB);
     OK(qf_compression_parse("GZIP", &c));
     cr_expect_eq(c, QF_COMPRESSION_GZIP);
-    REFUSED(qf_compression_parse("gzip", &c), QF_INVALID_ARGUMENT, "unknown compression type 'gzip'");
+    REFUSED(qf_compression_parse("gzip", &c), QF_INVALID_ARGUMENT,
+            "unknown compression type 'gzip'");
     cr_expect_eq(c, QF_COMPRESSION_GZIP, "untouched on failure");
 }
 
@@ -530,8 +531,7 @@ Test(tfrecord, max_record_bytes_is_configurable)
     const char *data;
     size_t n;
     OK(qf_tfrecord_iterator_next(it, &data, &n));
-    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS,
-            "corrupted record at 21 in '");
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "corrupted record at 21 in '");
     EXPECT_MSG("length 100 is over max_record_bytes 50");
     qf_tfrecord_iterator_free(it);
     qf_reader_options ro = {.kind = QF_READER_TFRECORD, .max_record_bytes = UINT64_MAX};
@@ -547,8 +547,11 @@ Test(tfrecord, fixed_length_reader_reads_zlib_and_gzip_encodings) /* spec 197, 1
     qf_compression enc[] = {QF_COMPRESSION_ZLIB, QF_COMPRESSION_GZIP};
     const char *files[] = {fixture("py_fixed.bin.zz"), fixture("py_fixed.bin.gz")};
     for (int e = 0; e < 2; e++) {
-        qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD, .record_bytes = 3,
-                                .header_bytes = 5, .footer_bytes = 2, .compression = enc[e],
+        qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD,
+                                .record_bytes = 3,
+                                .header_bytes = 5,
+                                .footer_bytes = 2,
+                                .compression = enc[e],
                                 .zlib = {.input_buffer_size = 4, .output_buffer_size = 3}};
         qf_reader *r = NULL;
         OK(qf_reader_new(&ro, &r));
@@ -571,8 +574,11 @@ Test(tfrecord, fixed_length_reader_reads_zlib_and_gzip_encodings) /* spec 197, 1
 
 Test(tfrecord, fixed_length_hops_apply_to_the_decompressed_stream) /* spec 200 */
 {
-    qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD, .record_bytes = 3,
-                            .header_bytes = 5, .footer_bytes = 2, .hop_bytes = 2,
+    qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD,
+                            .record_bytes = 3,
+                            .header_bytes = 5,
+                            .footer_bytes = 2,
+                            .hop_bytes = 2,
                             .compression = QF_COMPRESSION_GZIP};
     qf_reader *r = NULL;
     OK(qf_reader_new(&ro, &r));

@@ -29,9 +29,9 @@
 #include "qf_reader-impl.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int epfd = -1;          /* under mu */
-static uint64_t next_id = 1;   /* under mu */
-static qf__fdwatch *live;      /* under mu: armed watches */
+static int epfd = -1;        /* under mu */
+static uint64_t next_id = 1; /* under mu */
+static qf__fdwatch *live;    /* under mu: armed watches */
 
 void qf__fdwatch_init(qf__fdwatch *w)
 {

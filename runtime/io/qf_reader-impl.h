@@ -67,8 +67,8 @@ static inline uint32_t qf__crc32c_unmask(uint32_t masked)
  * queue wakes it, and a Coordinator stop or a cancel withdraws its waker
  * from the list (qf_waker_withdraw) as from any other. */
 typedef struct qf__fdwatch {
-    uint64_t id;  /* 0: not known to the watcher */
-    int fd;       /* the fd armed, -1 when none */
+    uint64_t id; /* 0: not known to the watcher */
+    int fd;      /* the fd armed, -1 when none */
     qf_waitlist wl;
     struct qf__fdwatch *prev, *next; /* the watcher's list of live watches */
 } qf__fdwatch;

@@ -546,8 +546,7 @@ static qf_code wait_file(qf_reader *r, const waiter *w)
         rc = qf__fdwatch_arm(&r->rb.watch, r->rb.fd, w->waker);
         return rc == QF_OK ? QF_PENDING : rc;
     case WAIT_TRY:
-        return qf_set_error(QF_UNAVAILABLE, "%s: nothing to read from '%s' yet", r->name,
-                            r->work);
+        return qf_set_error(QF_UNAVAILABLE, "%s: nothing to read from '%s' yet", r->name, r->work);
     default:
         if (qf__in_task())
             return qf__blocking_in_task_error("qf_reader_read on a non-regular file");

@@ -189,8 +189,8 @@ typedef enum qf_compression {
 typedef struct qf_zlib_options {
     /* Compressed bytes read (or written) per file system call; 0: 256 KiB. */
     size_t input_buffer_size;
-    /* Decompressed (or to-be-compressed) bytes held per inflate (deflate)
-     * call; 0: 256 KiB. */
+    /* Decompressed bytes made per inflate call (reader), compressed bytes
+     * buffered before a write(2) (writer, at least 64); 0: 256 KiB. */
     size_t output_buffer_size;
     /* log2 of the window, 8..15; 0: 15. GZIP adds zlib's +16 itself. A
      * reader's window must be at least the writer's. */

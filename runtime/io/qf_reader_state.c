@@ -79,7 +79,9 @@ qf_code qf_reader_serialize_state(const qf_reader *r, void **ret_buf, size_t *re
 {
     if (!r || !ret_buf || !ret_len)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
-                            !r ? "reader" : !ret_buf ? "ret_buf" : "ret_len");
+                            !r         ? "reader"
+                            : !ret_buf ? "ret_buf"
+                                       : "ret_len");
     bool active = r->in_progress || r->resume_pending;
     const void *key = NULL;
     size_t key_len = 0;
@@ -139,8 +141,8 @@ qf_code qf_reader_serialize_state(const qf_reader *r, void **ret_buf, size_t *re
 
 static const char *kind_name_of(uint16_t kind)
 {
-    static const char *const names[] = {"TextLineReader", "FixedLengthRecordReader",
-                                        "IdentityReader", "TFRecordReader",
+    static const char *const names[] = {"TextLineReader",  "FixedLengthRecordReader",
+                                        "IdentityReader",  "TFRecordReader",
                                         "WholeFileReader", "LMDBReader"};
     return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown reader";
 }
@@ -158,15 +160,15 @@ qf_code qf_reader_restore_state(qf_reader *r, const void *state, size_t len)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s: reader state version %u is not supported (this qflow reads %d)",
                             r->name, version, QF_READER_STATE_VERSION);
-    uint32_t stored = (uint32_t)(b[len - 4] | b[len - 3] << 8 | b[len - 2] << 16 |
-                                 (uint32_t)b[len - 1] << 24);
+    uint32_t stored =
+        (uint32_t)(b[len - 4] | b[len - 3] << 8 | b[len - 2] << 16 | (uint32_t)b[len - 1] << 24);
     if (qf__crc32c_unmask(stored) != qf__crc32c(b, len - 4))
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (checksum mismatch)",
                             r->name);
     uint16_t kind = (uint16_t)get(&p, 2);
     if (kind != (uint16_t)r->ops->kind)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is from a %s, not a %s",
-                            r->name, kind_name_of(kind), r->ops->kind_name);
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is from a %s, not a %s", r->name,
+                            kind_name_of(kind), r->ops->kind_name);
     uint32_t flags = (uint32_t)get(&p, 4);
     int64_t produced = (int64_t)get(&p, 8);
     int64_t completed = (int64_t)get(&p, 8);
@@ -194,7 +196,11 @@ qf_code qf_reader_restore_state(qf_reader *r, const void *state, size_t len)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (key length)",
                             r->name);
     const unsigned char *key = p;
-    if ((flags & ~1u) || produced < 0 || completed < 0 || ((flags & 1u) && work_len == 0))
+    /* One spelling per state: without an item in progress every position
+     * field is 0 (what serialize writes). */
+    bool idle_junk = !(flags & 1u) && (work_len || key_len || pos || index || skip);
+    if ((flags & ~1u) || produced < 0 || completed < 0 || ((flags & 1u) && work_len == 0) ||
+        idle_junk)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (fields)", r->name);
     /* Everything checked: allocate, then change the reader. */
     char *nwork = NULL, *nkey = NULL;

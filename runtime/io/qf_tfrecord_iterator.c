@@ -44,7 +44,9 @@ qf_code qf_tfrecord_iterator_next_until(qf_tfrecord_iterator *it, qf_deadline de
 {
     if (!it || !ret_data || !ret_len)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
-                            !it ? "iterator" : !ret_data ? "ret_data" : "ret_len");
+                            !it         ? "iterator"
+                            : !ret_data ? "ret_data"
+                                        : "ret_len");
     if (!it->done) {
         bool at_end = false;
         qf_code rc = qf__reader_next_in_item(it->r, deadline, &it->rec, &at_end);

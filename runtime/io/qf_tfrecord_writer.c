@@ -91,7 +91,9 @@ static qf_code put_z(qf_tfrecord_writer *w, const void *data, size_t n, int flus
         w->zs.next_in = (Bytef *)(uintptr_t)p;
         w->zs.avail_in = chunk;
         for (;;) {
-            if (w->out_len == w->out_cap) {
+            /* zlib: a flush needs more than 6 bytes of room, or it emits
+             * a new flush marker on every call and never finishes. */
+            if (w->out_cap - w->out_len < 8) {
                 qf_code rc = drain(w);
                 if (rc != QF_OK)
                     return rc;
@@ -109,7 +111,8 @@ static qf_code put_z(qf_tfrecord_writer *w, const void *data, size_t n, int flus
             if (zr == Z_STREAM_END)
                 break;
         }
-        p += chunk;
+        if (chunk) /* p may be NULL for a bare flush */
+            p += chunk;
         n -= chunk;
     } while (n);
     return QF_OK;
@@ -143,6 +146,8 @@ qf_code qf_tfrecord_writer_open(const char *path, const qf_tfrecord_options *opt
     w->c = o.compression;
     w->flush_mode = o.zlib.flush_mode;
     w->out_cap = o.zlib.output_buffer_size ? o.zlib.output_buffer_size : QF_ZLIB_DEFAULT_BUFFER;
+    if (w->out_cap < 64)
+        w->out_cap = 64; /* room for zlib's flush markers (see put_z) */
     w->path = strdup(path);
     w->out = malloc(w->out_cap);
     if (!w->path || !w->out) {
@@ -190,9 +195,8 @@ qf_code qf_tfrecord_writer_write(qf_tfrecord_writer *w, const void *data, size_t
     if (!w || (!data && len))
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", w ? "data" : "writer");
     if (w->err)
-        return qf_set_error(QF_FAILED_PRECONDITION,
-                            "TFRecord writer for '%s' failed earlier: %s", w->path,
-                            qf_status_message(w->err));
+        return qf_set_error(QF_FAILED_PRECONDITION, "TFRecord writer for '%s' failed earlier: %s",
+                            w->path, qf_status_message(w->err));
     unsigned char header[12], footer[4];
     uint64_t n = len;
     for (int i = 0; i < 8; i++)
@@ -212,9 +216,8 @@ qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w)
     if (!w)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL writer");
     if (w->err)
-        return qf_set_error(QF_FAILED_PRECONDITION,
-                            "TFRecord writer for '%s' failed earlier: %s", w->path,
-                            qf_status_message(w->err));
+        return qf_set_error(QF_FAILED_PRECONDITION, "TFRecord writer for '%s' failed earlier: %s",
+                            w->path, qf_status_message(w->err));
     qf_code rc = QF_OK;
     if (w->c != QF_COMPRESSION_NONE)
         rc = put_z(w, NULL, 0, Z_SYNC_FLUSH);

@@ -154,10 +154,9 @@ qf_code qf__zin_read(qf__zin *z, qf__rbuf *rb, char *dst, size_t n, size_t *ret_
         else if (ret == Z_MEM_ERROR)
             return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory inflating '%s'", rb->path);
         else if (ret != Z_OK && ret != Z_BUF_ERROR)
-            return qf_set_error(QF_DATA_LOSS,
-                                "corrupt %s stream in '%s' at compressed offset %" PRIu64 " (%s)",
-                                cname(z->c), rb->path, zoff(z, rb),
-                                z->zs.msg ? z->zs.msg : "bad data");
+            return qf_set_error(
+                QF_DATA_LOSS, "corrupt %s stream in '%s' at compressed offset %" PRIu64 " (%s)",
+                cname(z->c), rb->path, zoff(z, rb), z->zs.msg ? z->zs.msg : "bad data");
         if (made) {
             *ret_got = made;
             return QF_OK;
