@@ -302,9 +302,14 @@ QF_API qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
  *              size: "skip_header_lines must be >= 0 not -1" (spec 196),
  *              "header_bytes must be >= 0 not -1" and likewise for
  *              record_bytes, footer_bytes, hop_bytes (spec 201),
- *              "record_bytes must be > 0 not 0"; QF_RESOURCE_EXHAUSTED
- *              when memory runs out (a huge record_bytes). *ret_reader
- *              untouched on failure.
+ *              "record_bytes must be > 0 not 0", "compression is only for
+ *              TFRecordReader and FixedLengthRecordReader, not ...",
+ *              "unknown compression N", a zlib option out of range ("zlib
+ *              window_bits must be 8..15 (or 0) not 3", buffers over 1 GiB),
+ *              "max_record_bytes N is too large"; QF_UNIMPLEMENTED for
+ *              QF_READER_LMDB without liblmdb; QF_RESOURCE_EXHAUSTED when
+ *              memory runs out (a huge record_bytes). *ret_reader untouched
+ *              on failure.
  */
 QF_API qf_code qf_reader_new(const qf_reader_options *opts, qf_reader **ret_reader);
 
@@ -418,10 +423,20 @@ QF_API const char *qf_reader_kind_name(const qf_reader *r);
  *                cannot be opened, "<file>; No such file or directory"
  *                (spec 188); the file is dropped;
  *              QF_DATA_LOSS (TFRecord): "corrupted record at <offset> in
- *                '<file>' ..." or "truncated record at <offset> in
- *                '<file>'"; the file is abandoned;
+ *                '<file>' ..." (a checksum, or a length over
+ *                max_record_bytes) or "truncated record at <offset> in
+ *                '<file>'"; (ZLIB / GZIP) "corrupt GZIP stream in '<file>'
+ *                at compressed offset N (...)" or "truncated ..."; the file
+ *                is abandoned;
+ *              QF_RESOURCE_EXHAUSTED (WholeFileReader) for a file over
+ *                max_record_bytes; the file is abandoned;
  *              QF_DEADLINE_EXCEEDED (_until), QF_UNAVAILABLE (try) when no
- *                work item came; QF_PENDING (poll only, not a status).
+ *                work item came, or when a non-regular file (a pipe) has no
+ *                bytes yet ("<reader>: nothing to read from '<file>' yet":
+ *                the reader keeps its place, call again); QF_PENDING (poll
+ *                only, not a status) for either wait;
+ *              QF_FAILED_PRECONDITION from read / _until called inside a
+ *                task when they would wait (a queue, or a pipe).
  *              A failure leaves the counters as they were, except that work
  *              units finished before it (empty files) stay counted.
  */
