@@ -205,8 +205,9 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
         while (pr < 0 && errno == EINTR);
         if (pr == 0)
             return QF_PENDING;
-        if (pr > 0 && (p.revents & POLLIN) && !(p.revents & POLLHUP))
-            return QF_PENDING; /* data raced in: the next read gets it */
+        if (pr > 0 && (p.revents & POLLIN))
+            return QF_PENDING; /* a writer came, wrote (and maybe left) since
+                                * the read: the next read gets its bytes */
     }
     rb->raw_off += (size_t)got;
     if (got == 0)
