@@ -28,6 +28,12 @@ struct qf__zin {
     size_t out_cap;
     bool in_eof;    /* the file has no more compressed bytes */
     bool in_member; /* inside a member: its end is not reached yet */
+    /* An error inflate found in a call that also made bytes: those bytes
+     * go out first, the error with the next call, so what comes before the
+     * damage does not depend on buffer sizes. */
+    int held_ret;
+    const char *held_msg;
+    uint64_t held_off;
 };
 
 #define MAX_BUFFER ((size_t)1 << 30)
@@ -106,6 +112,17 @@ void qf__zin_reset(qf__zin *z)
     z->zs.next_in = z->in;
     z->in_eof = false;
     z->in_member = false;
+    z->held_ret = Z_OK;
+}
+
+/* inflate's error `ret` as a status. zlib's messages are static strings. */
+static qf_code fail(qf__zin *z, qf__rbuf *rb, int ret, const char *msg, uint64_t off)
+{
+    if (ret == Z_MEM_ERROR)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory inflating '%s'", rb->path);
+    return qf_set_error(QF_DATA_LOSS,
+                        "corrupt %s stream in '%s' at compressed offset %" PRIu64 " (%s)",
+                        cname(z->c), rb->path, off, msg);
 }
 
 /* The compressed offset of the next byte inflate would take. */
@@ -116,6 +133,8 @@ static uint64_t zoff(const qf__zin *z, const qf__rbuf *rb)
 
 qf_code qf__zin_read(qf__zin *z, qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
 {
+    if (z->held_ret != Z_OK)
+        return fail(z, rb, z->held_ret, z->held_msg, z->held_off);
     if (n > z->out_cap)
         n = z->out_cap;
     if (n > UINT32_MAX)
@@ -149,14 +168,16 @@ qf_code qf__zin_read(qf__zin *z, qf__rbuf *rb, char *dst, size_t n, size_t *ret_
         z->zs.avail_out = (uInt)n;
         int ret = inflate(&z->zs, Z_NO_FLUSH);
         size_t made = n - z->zs.avail_out;
-        if (ret == Z_STREAM_END)
+        if (ret == Z_STREAM_END) {
             z->in_member = false;
-        else if (ret == Z_MEM_ERROR)
-            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory inflating '%s'", rb->path);
-        else if (ret != Z_OK && ret != Z_BUF_ERROR)
-            return qf_set_error(
-                QF_DATA_LOSS, "corrupt %s stream in '%s' at compressed offset %" PRIu64 " (%s)",
-                cname(z->c), rb->path, zoff(z, rb), z->zs.msg ? z->zs.msg : "bad data");
+        } else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+            const char *msg = z->zs.msg ? z->zs.msg : "bad data";
+            if (!made)
+                return fail(z, rb, ret, msg, zoff(z, rb));
+            z->held_ret = ret; /* the bytes before the damage first */
+            z->held_msg = msg;
+            z->held_off = zoff(z, rb);
+        }
         if (made) {
             *ret_got = made;
             return QF_OK;
