@@ -151,11 +151,8 @@ qf_code qf__zin_read(qf__zin *z, qf__rbuf *rb, char *dst, size_t n, size_t *ret_
             z->zs.next_in = z->in;
             z->zs.avail_in = (uInt)r;
         }
-        if (z->zs.avail_in == 0 && z->in_eof) {
-            if (z->in_member)
-                return qf_set_error(QF_DATA_LOSS,
-                                    "truncated %s stream in '%s' at compressed offset %" PRIu64,
-                                    cname(z->c), rb->path, zoff(z, rb));
+        bool drained = z->zs.avail_in == 0 && z->in_eof;
+        if (drained && !z->in_member) {
             *ret_got = 0; /* a clean end between members */
             return QF_OK;
         }
@@ -182,6 +179,14 @@ qf_code qf__zin_read(qf__zin *z, qf__rbuf *rb, char *dst, size_t n, size_t *ret_
             *ret_got = made;
             return QF_OK;
         }
-        /* Nothing out: inflate needs more input (or a member just ended). */
+        /* Nothing out. With all the input taken, a member that has not
+         * ended is cut short. (inflate is still called once the input is
+         * gone: it may hold output that did not fit last time, a long
+         * match say.) Otherwise inflate needs more input, or a member just
+         * ended. */
+        if (drained && z->in_member)
+            return qf_set_error(QF_DATA_LOSS,
+                                "truncated %s stream in '%s' at compressed offset %" PRIu64,
+                                cname(z->c), rb->path, zoff(z, rb));
     }
 }
