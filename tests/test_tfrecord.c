@@ -614,3 +614,82 @@ Test(tfrecord, compression_is_refused_for_readers_without_an_encoding)
     REFUSED(qf_reader_new(&ro, &r), QF_INVALID_ARGUMENT, "input_buffer_size");
     cr_expect_null(r);
 }
+
+Test(tfrecord, output_held_inside_inflate_is_read_before_the_end_of_the_input)
+{
+    /* Long runs compress to a few bytes: the input is gone while inflate
+     * still holds most of the output, which small output buffers take out
+     * a little at a time. Nothing of it may be lost as "truncated". */
+    tdir d;
+    tdir_make(&d);
+    char run[5000];
+    memset(run, 'a', sizeof(run));
+    qf_compression cs[] = {QF_COMPRESSION_ZLIB, QF_COMPRESSION_GZIP};
+    for (int c = 0; c < 2; c++) {
+        const char *p = tpath(&d, c ? "runs.gz" : "runs.z");
+        qf_tfrecord_options o = {.compression = cs[c]};
+        qf_tfrecord_writer *w = NULL;
+        OK(qf_tfrecord_writer_open(p, &o, &w));
+        for (int i = 0; i < 3; i++)
+            OK(qf_tfrecord_writer_write(w, run, sizeof(run)));
+        OK(qf_tfrecord_writer_close(w));
+        for (size_t out = 1; out <= 9; out += 4) {
+            o.zlib = (qf_zlib_options){.input_buffer_size = 65536, .output_buffer_size = out};
+            qf_tfrecord_iterator *it = NULL;
+            OK(qf_tfrecord_iterator_open(p, &o, &it));
+            const char *data;
+            size_t n;
+            for (int i = 0; i < 3; i++) {
+                OK(qf_tfrecord_iterator_next(it, &data, &n));
+                cr_expect(n == sizeof(run) && memcmp(data, run, n) == 0);
+            }
+            REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_OUT_OF_RANGE, "end of");
+            qf_tfrecord_iterator_free(it);
+        }
+    }
+    tdir_remove(&d);
+}
+
+Test(tfrecord, what_comes_before_damage_does_not_depend_on_buffer_sizes)
+{
+    /* tests/data/held_output.gz (found by fuzz_fixed_gzip) is a cut-off
+     * gzip stream whose tail is long matches: every buffer size must give
+     * the same records before the same DATA_LOSS. */
+    const char *f = fixture("held_output.gz");
+    long want = -1;
+    for (size_t buf = 16; buf <= 64; buf += 13) {
+        for (size_t out = 1; out <= 16; out += 3) {
+            for (size_t in = 1; in <= 64; in *= 8) {
+                qf_reader_options ro = {
+                    .kind = QF_READER_FIXED_LENGTH_RECORD,
+                    .record_bytes = 3,
+                    .header_bytes = 5,
+                    .footer_bytes = 2,
+                    .hop_bytes = 2,
+                    .buffer_bytes = buf,
+                    .compression = QF_COMPRESSION_GZIP,
+                    .zlib = {.input_buffer_size = in, .output_buffer_size = out}};
+                qf_reader *r = NULL;
+                OK(qf_reader_new(&ro, &r));
+                qf_queue *q = work_queue();
+                put(q, f);
+                close_q(q);
+                qf_record rec = QF_RECORD_INIT;
+                long n = 0;
+                qf_code rc;
+                while ((rc = qf_reader_read(r, q, &rec)) == QF_OK)
+                    n++;
+                cr_expect_eq(rc, QF_DATA_LOSS, "%s", qf_last_message());
+                EXPECT_MSG("truncated GZIP stream in '");
+                if (want < 0)
+                    want = n;
+                cr_expect_eq(n, want, "buffer %zu, in %zu, out %zu: %ld records, want %ld", buf, in,
+                             out, n, want);
+                qf_record_clear(&rec);
+                qf_reader_free(r);
+                qf_queue_unref(q);
+            }
+        }
+    }
+    cr_expect_eq(want, 79);
+}
