@@ -18,6 +18,7 @@
 #include "qf_queue.h"
 #include "qf_runtime.h"
 #include "qf_reader.h"
+#include "qf_tfrecord.h"
 #include "qf_queue_runner.h"
 #include "qf_input.h"
 #include "qf_batch.h"

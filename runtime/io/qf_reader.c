@@ -10,6 +10,8 @@
  * records across polls.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -64,7 +66,7 @@ qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
 
 /* Grow *buf to hold n bytes plus a NUL. Doubling keeps a stream of slowly
  * growing lines from reallocating on every record. */
-static qf_code reserve(char **buf, size_t *cap, size_t n)
+qf_code qf__reserve(char **buf, size_t *cap, size_t n)
 {
     if (n < *cap)
         return QF_OK;
@@ -83,12 +85,12 @@ static qf_code reserve(char **buf, size_t *cap, size_t n)
 
 qf_code qf__record_reserve_value(qf_record *rec, size_t n)
 {
-    return reserve(&rec->value, &rec->value_cap, n);
+    return qf__reserve(&rec->value, &rec->value_cap, n);
 }
 
 static qf_code set_bytes(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 {
-    qf_code rc = reserve(buf, cap, n);
+    qf_code rc = qf__reserve(buf, cap, n);
     if (rc != QF_OK)
         return rc;
     if (n)
@@ -111,7 +113,7 @@ qf_code qf__record_set_key(qf_record *rec, const char *s, size_t n)
 qf_code qf__record_set_key_num(qf_reader *r, qf_record *rec, uint64_t n)
 {
     /* 20 digits hold any uint64_t. */
-    qf_code rc = reserve(&rec->key, &rec->key_cap, r->work_len + 1 + 20);
+    qf_code rc = qf__reserve(&rec->key, &rec->key_cap, r->work_len + 1 + 20);
     if (rc != QF_OK)
         return rc;
     char *k = rec->key;
@@ -122,105 +124,6 @@ qf_code qf__record_set_key_num(qf_reader *r, qf_record *rec, uint64_t n)
     *k = '\0';
     rec->key_len = (size_t)(k - rec->key);
     return QF_OK;
-}
-
-/* --------------------------------------------------------- buffered file */
-
-/* errno -> canonical code, once for all readers (TensorFlow's mapping,
- * narrowed to what open/read can report). */
-static qf_code errno_code(int err)
-{
-    switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-    case ENXIO:
-    case ENODEV:
-        return QF_NOT_FOUND;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-        return QF_PERMISSION_DENIED;
-    case EISDIR:
-    case EBADF:
-    case EBUSY:
-    case ETXTBSY:
-        return QF_FAILED_PRECONDITION;
-    case ENOMEM:
-    case EMFILE:
-    case ENFILE:
-    case ENOSPC:
-    case ENOBUFS:
-        return QF_RESOURCE_EXHAUSTED;
-    case EINVAL:
-    case ENAMETOOLONG:
-    case ELOOP:
-        return QF_INVALID_ARGUMENT;
-    case EAGAIN:
-    case EINTR:
-        return QF_UNAVAILABLE;
-    default:
-        return QF_UNKNOWN;
-    }
-}
-
-/* "<path>; <strerror>", TensorFlow's IOError text. */
-static qf_code io_error(const char *path, int err)
-{
-    char buf[128];
-    const char *msg = strerror_r(err, buf, sizeof(buf)); /* GNU: returns the text */
-    return qf_set_error(errno_code(err), "%s; %s", path, msg);
-}
-
-static void advise(qf__rbuf *rb, uint64_t off, uint64_t len, int advice)
-{
-    if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX)
-        return;
-    /* Advice only: a failure (a pipe, a file system without readahead)
-     * changes nothing we rely on. */
-    (void)posix_fadvise(rb->fd, (off_t)off, (off_t)len, advice);
-}
-
-qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
-{
-    qf__rbuf_close(rb);
-    rb->path = path;
-    int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return io_error(path, errno);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return io_error(path, err);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return io_error(path, EISDIR);
-    }
-    rb->fd = fd;
-    rb->pos = rb->lim = 0;
-    rb->base = 0;
-    rb->eof = false;
-    rb->size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
-    rb->advised = 0;
-    /* Sequential: the kernel doubles the readahead window and drops pages
-     * behind us sooner. A file that fits in one chunk needs nothing more. */
-    if (rb->size < 0 || (uint64_t)rb->size > rb->cap)
-        advise(rb, 0, 0, POSIX_FADV_SEQUENTIAL);
-    return QF_OK;
-}
-
-void qf__rbuf_close(qf__rbuf *rb)
-{
-    if (rb->fd >= 0)
-        close(rb->fd);
-    rb->fd = -1;
-    rb->pos = rb->lim = 0;
-    rb->base = 0;
-    rb->eof = true;
 }
 
 /* The reader's buffer goes: a run is let go (its rows stay valid), the
@@ -234,160 +137,27 @@ static void free_buffer(qf__rbuf *rb)
     qf__strblock_pool_close(rb->pool);
 }
 
-qf_code qf__rbuf_renew(qf__rbuf *rb)
+/* -------------------------------------------------------------- warnings */
+
+void qf__reader_warn(qf_reader *r, const char *fmt, ...)
 {
-    qf__strblock *nb = qf__strblock_pool_get(rb->pool);
-    if (!nb)
-        return qf_last_code();
-    size_t keep = rb->lim - rb->pos;
-    char *d = qf__strblock_data(nb);
-    memcpy(d, rb->buf + rb->pos, keep);
-    qf__strblock_drop(rb->blk);
-    rb->blk = nb;
-    rb->buf = d;
-    rb->base += rb->pos;
-    rb->pos = 0;
-    rb->lim = keep;
-    return QF_OK;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->last_warning, sizeof(r->last_warning), fmt, ap);
+    va_end(ap);
+    atomic_fetch_add_explicit(&r->warnings, 1, memory_order_relaxed);
+    if (r->on_warning)
+        r->on_warning(r->warning_arg, r, r->last_warning);
 }
 
-/* The buffer is about to be overwritten from its start: not while rows
- * handed out still point into it (a run's buffer). */
-static qf_code writable(qf__rbuf *rb)
+int64_t qf_reader_num_warnings(const qf_reader *r)
 {
-    if (!rb->blk)
-        return QF_OK;
-    if (!qf__strblock_in_use(rb->blk)) {
-        qf__strblock_reuse(rb->blk);
-        return QF_OK;
-    }
-    return qf__rbuf_renew(rb);
+    return r ? atomic_load_explicit(&r->warnings, memory_order_relaxed) : 0;
 }
 
-qf_code qf__rbuf_fill(qf__rbuf *rb)
+const char *qf_reader_last_warning(const qf_reader *r)
 {
-    if (rb->eof)
-        return QF_OK;
-    if (rb->pos == rb->lim || rb->lim == rb->cap) {
-        qf_code rc = writable(rb);
-        if (rc != QF_OK)
-            return rc;
-    }
-    if (rb->pos == rb->lim) {
-        rb->base += rb->lim;
-        rb->pos = rb->lim = 0;
-    } else if (rb->lim == rb->cap) {
-        size_t keep = rb->lim - rb->pos;
-        memmove(rb->buf, rb->buf + rb->pos, keep);
-        rb->base += rb->pos;
-        rb->pos = 0;
-        rb->lim = keep;
-    }
-    size_t want = rb->cap - rb->lim;
-    ssize_t got;
-    do
-        got = read(rb->fd, rb->buf + rb->lim, want);
-    while (got < 0 && errno == EINTR);
-    if (got < 0)
-        return io_error(rb->path, errno);
-    rb->lim += (size_t)got;
-    uint64_t end = rb->base + rb->lim; /* the file offset of the next read */
-    /* A regular file ends where its size says; a short read there saves the
-     * read(2) that would return 0. Anything else ends at a 0 read. */
-    if (got == 0 || (rb->size >= 0 && (size_t)got < want && end >= (uint64_t)rb->size)) {
-        rb->eof = true;
-        return QF_OK;
-    }
-    /* Start the kernel on the next chunk while this one is consumed, so the
-     * next read(2) finds it in the page cache (see qf_reader.h). */
-    if ((rb->size < 0 || end < (uint64_t)rb->size) && end >= rb->advised) {
-        advise(rb, end, rb->cap, POSIX_FADV_WILLNEED);
-        rb->advised = end + rb->cap;
-    }
-    return QF_OK;
-}
-
-qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
-{
-    while (rb->lim - rb->pos < n && !rb->eof) {
-        /* Make room at the back if n bytes from pos would not fit. */
-        if (rb->cap - rb->pos < n && rb->pos > 0) {
-            qf_code rc = writable(rb);
-            if (rc != QF_OK)
-                return rc;
-            size_t keep = rb->lim - rb->pos;
-            memmove(rb->buf, rb->buf + rb->pos, keep);
-            rb->base += rb->pos;
-            rb->pos = 0;
-            rb->lim = keep;
-        }
-        qf_code rc = qf__rbuf_fill(rb);
-        if (rc != QF_OK)
-            return rc;
-    }
-    *ret_ok = rb->lim - rb->pos >= n;
-    return QF_OK;
-}
-
-qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t n, bool *ret_ok)
-{
-    for (;;) {
-        size_t avail = rb->lim - rb->pos;
-        if (avail >= n) {
-            rb->pos += (size_t)n;
-            *ret_ok = true;
-            return QF_OK;
-        }
-        n -= avail;
-        rb->pos = rb->lim;
-        if (rb->eof) {
-            *ret_ok = false;
-            return QF_OK;
-        }
-        qf_code rc = qf__rbuf_fill(rb);
-        if (rc != QF_OK)
-            return rc;
-    }
-}
-
-qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
-{
-    size_t got = 0;
-    while (got < n) {
-        size_t avail = rb->lim - rb->pos;
-        if (avail) {
-            size_t c = avail < n - got ? avail : n - got;
-            memcpy(dst + got, rb->buf + rb->pos, c);
-            rb->pos += c;
-            got += c;
-            continue;
-        }
-        if (rb->eof)
-            break;
-        if (n - got >= rb->cap) {
-            /* A large remainder goes straight to its destination: no second
-             * copy through the buffer. pos == lim here; keep base in step. */
-            ssize_t r;
-            do
-                r = read(rb->fd, dst + got, n - got);
-            while (r < 0 && errno == EINTR);
-            if (r < 0)
-                return io_error(rb->path, errno);
-            if (r == 0) {
-                rb->eof = true;
-                break;
-            }
-            rb->base += rb->lim + (size_t)r;
-            rb->pos = rb->lim = 0;
-            got += (size_t)r;
-            continue;
-        }
-        qf_code rc = qf__rbuf_fill(rb);
-        if (rc != QF_OK)
-            return rc;
-    }
-    *ret_got = got;
-    return QF_OK;
+    return r ? r->last_warning : "";
 }
 
 /* ---------------------------------------------------------------- readers */
@@ -403,6 +173,10 @@ static const qf__reader_ops *ops_of(qf_reader_kind kind)
         return &qf__identity_reader_ops;
     case QF_READER_TFRECORD:
         return &qf__tfrecord_reader_ops;
+    case QF_READER_WHOLE_FILE:
+        return &qf__whole_file_reader_ops;
+    case QF_READER_LMDB:
+        return &qf__lmdb_reader_ops;
     }
     return NULL;
 }
@@ -446,10 +220,34 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
         if (cap < window)
             cap = (size_t)window;
     }
+    if (ops->kind == QF_READER_LMDB && !qf__have_lmdb)
+        return qf_set_error(QF_UNIMPLEMENTED, "qflow was built without LMDB (liblmdb-dev)");
+    if (o->compression != QF_COMPRESSION_NONE && ops->kind != QF_READER_TFRECORD &&
+        ops->kind != QF_READER_FIXED_LENGTH_RECORD)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "compression is only for TFRecordReader and FixedLengthRecordReader, "
+                            "not %s",
+                            ops->kind_name);
+    if (qf__zlib_options_check(o->compression, &o->zlib, false) != QF_OK)
+        return QF_INVALID_ARGUMENT;
+    if (o->max_record_bytes >= SIZE_MAX / 2)
+        return qf_set_error(QF_INVALID_ARGUMENT, "max_record_bytes %llu is too large",
+                            (unsigned long long)o->max_record_bytes);
+    qf__zin *z = NULL;
+    if (o->compression != QF_COMPRESSION_NONE) {
+        qf_code zrc = qf__zin_new(o->compression, &o->zlib, &z);
+        if (zrc != QF_OK)
+            return zrc;
+    }
     qf_reader *r = calloc(1, sizeof(*r));
-    if (!r)
+    if (!r) {
+        qf__zin_free(z);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a reader");
+    }
     r->ops = ops;
+    r->rb.z = z;
+    r->rb.owner = r;
+    qf__fdwatch_init(&r->rb.watch);
     r->name = strdup(o->name ? o->name : ops->kind_name);
     r->rb.fd = -1;
     r->rb.eof = true;
@@ -465,6 +263,7 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     }
     if (!r->name || (ops->reads_files && !r->rb.buf)) {
         free_buffer(&r->rb);
+        qf__zin_free(z);
         free(r->name);
         free(r);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a %s (%zu bytes)",
@@ -477,8 +276,16 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
         r->footer_bytes = (uint64_t)o->footer_bytes;
         r->hop_bytes = o->hop_bytes ? (uint64_t)o->hop_bytes : (uint64_t)o->record_bytes;
     }
+    r->compression = o->compression;
+    r->zlib = o->zlib;
+    r->max_record_bytes = o->max_record_bytes;
+    if (!r->max_record_bytes && ops->kind == QF_READER_TFRECORD)
+        r->max_record_bytes = QF_READER_DEFAULT_MAX_RECORD;
+    r->on_warning = o->on_warning;
+    r->warning_arg = o->warning_arg;
     atomic_init(&r->produced, 0);
     atomic_init(&r->completed, 0);
+    atomic_init(&r->warnings, 0);
     *ret_reader = r;
     return QF_OK;
 }
@@ -518,6 +325,53 @@ qf_code qf_tfrecord_reader_new(qf_reader **ret_reader)
     return qf_reader_new(&o, ret_reader);
 }
 
+qf_code qf_tfrecord_reader_new_compressed(qf_compression compression, const qf_zlib_options *zlib,
+                                          qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_TFRECORD;
+    o.compression = compression;
+    if (zlib)
+        o.zlib = *zlib;
+    return qf_reader_new(&o, ret_reader);
+}
+
+qf_code qf_whole_file_reader_new(qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_WHOLE_FILE;
+    return qf_reader_new(&o, ret_reader);
+}
+
+qf_code qf_lmdb_reader_new(qf_reader **ret_reader)
+{
+    qf_reader_options o = {0};
+    o.kind = QF_READER_LMDB;
+    return qf_reader_new(&o, ret_reader);
+}
+
+bool qf_reader_have_lmdb(void)
+{
+    return qf__have_lmdb;
+}
+
+qf_code qf_compression_parse(const char *s, qf_compression *ret)
+{
+    if (!ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
+    qf_compression c;
+    if (!s || !*s)
+        c = QF_COMPRESSION_NONE;
+    else if (!strcmp(s, "ZLIB"))
+        c = QF_COMPRESSION_ZLIB;
+    else if (!strcmp(s, "GZIP"))
+        c = QF_COMPRESSION_GZIP;
+    else
+        return qf_set_error(QF_INVALID_ARGUMENT, "unknown compression type '%s'", s);
+    *ret = c;
+    return QF_OK;
+}
+
 static void finish_work(qf_reader *r)
 {
     if (r->in_progress)
@@ -533,6 +387,10 @@ void qf_reader_free(qf_reader *r)
     qf__rbuf_close(&r->rb);
     qf_status_free(r->deferred);
     free_buffer(&r->rb);
+    qf__zin_free(r->rb.z);
+    qf_waitlist_destroy(&r->rb.watch.wl);
+    free(r->carry);
+    free(r->resume_key);
     free(r->work);
     free(r->name);
     free(r);
@@ -569,6 +427,8 @@ void qf_reader_reset(qf_reader *r)
         return;
     finish_work(r);
     r->work_len = 0;
+    r->resume_pending = false;
+    r->resume_seek = false;
     qf_status_free(r->deferred);
     r->deferred = NULL;
     atomic_store_explicit(&r->produced, 0, memory_order_relaxed);
@@ -622,7 +482,7 @@ static qf_code next_work(qf_reader *r, qf_queue *q, const waiter *w)
     }
     size_t len = 0;
     const char *s = qf_tensor_string(t, 0, &len); /* may be NULL when len is 0 */
-    rc = reserve(&r->work, &r->work_cap, len);
+    rc = qf__reserve(&r->work, &r->work_cap, len);
     if (rc == QF_OK) {
         if (len)
             memcpy(r->work, s, len);
@@ -676,6 +536,63 @@ static qf_code produce(qf_reader *r, const sink *sk, size_t got, size_t n, size_
     return rc;
 }
 
+/* The current file has nothing to read yet (a pipe, a terminal): wait as
+ * the call's form says. QF_OK means "try again now". */
+static qf_code wait_file(qf_reader *r, const waiter *w)
+{
+    qf_code rc;
+    switch (w->mode) {
+    case WAIT_POLL:
+        rc = qf__fdwatch_arm(&r->rb.watch, r->rb.fd, w->waker);
+        return rc == QF_OK ? QF_PENDING : rc;
+    case WAIT_TRY:
+        return qf_set_error(QF_UNAVAILABLE, "%s: nothing to read from '%s' yet", r->name, r->work);
+    default:
+        if (qf__in_task())
+            return qf__blocking_in_task_error("qf_reader_read on a non-regular file");
+        return qf__fd_wait_readable(r->rb.fd, w->deadline);
+    }
+}
+
+/* Open the current work item (r->work) and, after a restore, move to the
+ * saved position. An error drops the item. */
+static qf_code start_item(qf_reader *r)
+{
+    if (r->ops->reads_files && memchr(r->work, '\0', r->work_len))
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: file name contains a NUL byte", r->name);
+    r->file_done = false;
+    r->index = 0;
+    r->skip_left = 0;
+    r->carry_len = 0;
+    r->tf_stage = 0;
+    qf_code rc = r->ops->start(r);
+    if (rc != QF_OK) {
+        r->ops->finish(r); /* the item is dropped, as TensorFlow does */
+        r->resume_pending = false;
+        return rc;
+    }
+    r->in_progress = true;
+    if (r->resume_pending) {
+        r->index = r->resume_index;
+        r->skip_left = r->resume_skip;
+        r->resume_seek = true;
+        r->resume_pending = false;
+    }
+    return QF_OK;
+}
+
+/* After a restore: move the freshly opened item to the saved position. */
+static qf_code apply_resume(qf_reader *r)
+{
+    if (r->ops->resume)
+        return r->ops->resume(r);
+    bool ok = true;
+    qf_code rc = qf__rbuf_seek(&r->rb, r->resume_off, &ok);
+    if (rc == QF_OK && !ok)
+        r->file_done = true; /* shorter than it was: it simply ends */
+    return rc;
+}
+
 static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
                          size_t *ret_n)
 {
@@ -695,28 +612,28 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
     }
     size_t got = 0;
     while (got < n) {
+        qf_code rc = QF_OK;
         if (!r->in_progress) {
-            /* Only here with nothing produced yet (see the top). */
-            qf_code rc = next_work(r, q, w);
+            /* Only here with nothing produced yet (see the top). A restored
+             * state names its item itself. */
+            if (!r->resume_pending) {
+                rc = next_work(r, q, w);
+                if (rc != QF_OK)
+                    return rc;
+            }
+            rc = start_item(r);
             if (rc != QF_OK)
                 return rc;
-            if (r->ops->reads_files && memchr(r->work, '\0', r->work_len))
-                return qf_set_error(QF_INVALID_ARGUMENT, "%s: file name contains a NUL byte",
-                                    r->name);
-            r->file_done = false;
-            r->index = 0;
-            rc = r->ops->start(r);
-            if (rc != QF_OK) {
-                r->ops->finish(r); /* the item is dropped, as TensorFlow does */
-                return rc;
-            }
-            r->in_progress = true;
         }
         bool at_end = false;
-        qf_code rc = QF_OK;
         size_t before = got;
         bool stopped = false; /* produce() stopped short of waiting (see there) */
-        while (got < n && !at_end && !stopped) {
+        if (r->resume_seek) {
+            rc = apply_resume(r);
+            if (rc == QF_OK)
+                r->resume_seek = false;
+        }
+        while (rc == QF_OK && got < n && !at_end && !stopped) {
             size_t made = 0;
             rc = produce(r, sk, got, n, &made, &at_end);
             got += made;
@@ -726,6 +643,17 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
         }
         if (got > before)
             bump(&r->produced, (int64_t)(got - before));
+        if (rc == QF_PENDING) {
+            /* A non-regular file has nothing yet; what was read of the
+             * record so far stays in the reader. Records in hand go out
+             * now rather than wait. */
+            if (got > 0)
+                break;
+            rc = wait_file(r, w);
+            if (rc == QF_OK)
+                continue;
+            return rc; /* QF_PENDING, or the wait's error: the item stays */
+        }
         if (rc != QF_OK) {
             /* An error inside the item: abandon it (not completed). */
             finish_work(r);
@@ -745,6 +673,55 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
     }
     *ret_n = got;
     return QF_OK;
+}
+
+qf_code qf__reader_begin(qf_reader *r, const char *path)
+{
+    finish_work(r);
+    r->resume_pending = false;
+    r->resume_seek = false;
+    size_t len = strlen(path);
+    qf_code rc = qf__reserve(&r->work, &r->work_cap, len);
+    if (rc != QF_OK)
+        return rc;
+    memcpy(r->work, path, len + 1);
+    r->work_len = len;
+    return start_item(r);
+}
+
+qf_code qf__reader_next_in_item(qf_reader *r, qf_deadline deadline, qf_record *rec,
+                                bool *ret_at_end)
+{
+    waiter w = {WAIT_DEADLINE, deadline, NULL};
+    *ret_at_end = false;
+    if (!r->in_progress) {
+        *ret_at_end = true;
+        return QF_OK;
+    }
+    for (;;) {
+        bool produced = false, at_end = false;
+        qf_code rc = r->ops->next(r, rec, &produced, &at_end);
+        if (rc == QF_PENDING) {
+            rc = wait_file(r, &w);
+            if (rc == QF_OK)
+                continue;
+            return rc;
+        }
+        if (rc != QF_OK) {
+            finish_work(r);
+            return rc;
+        }
+        if (produced)
+            bump(&r->produced, 1);
+        if (at_end) {
+            finish_work(r);
+            bump(&r->completed, 1);
+        }
+        if (produced || at_end) {
+            *ret_at_end = at_end && !produced;
+            return QF_OK;
+        }
+    }
 }
 
 static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w, qf_record *recs,

@@ -9,6 +9,19 @@
  *   QF_READER_FIXED_LENGTH_RECORD  record_bytes-sized slices     key "<file>:<index>", from 0
  *   QF_READER_TFRECORD             TensorFlow's record files     key "<file>:<byte offset>"
  *   QF_READER_IDENTITY             the work string itself        key = value = the string
+ *   QF_READER_WHOLE_FILE           the whole file, one record    key "<file>"
+ *   QF_READER_LMDB                 an LMDB environment's pairs   key = the LMDB key
+ *                                  in key order (optional: built when liblmdb is found)
+ *
+ * TFRecordReader (compression_type) and FixedLengthRecordReader (encoding)
+ * read ZLIB and GZIP streams (options.compression, options.zlib): the
+ * stream is inflated as it is read and everything else (headers, footers,
+ * hops, TFRecord framing, offsets in keys and messages) applies to the
+ * decompressed bytes, as in TensorFlow. A damaged or truncated compressed
+ * stream is QF_DATA_LOSS "corrupt GZIP stream in '<file>' at compressed
+ * offset N (<zlib's reason>)" / "truncated GZIP stream ...", handled like
+ * any error inside a file (below). Several concatenated members read as
+ * one stream, as gzip(1) reads them.
  *
  * A read that needs a new work item dequeues one (spec 183); a read that
  * reaches the end of a file moves straight on to the next file name, so one
@@ -56,7 +69,32 @@
  *     bounded by n records, or one record for read.
  * Pipelines whose files live on slow storage should run the readers on a
  * runtime of their own (qf_runtime_new) so the batching tasks keep their
- * workers. No thread is created, no io_uring needed.
+ * workers. No thread is created for regular files, no io_uring needed.
+ *
+ * Named pipes, terminals and other non-regular files never block a worker.
+ * They are opened O_NONBLOCK (a FIFO's open does not wait for a writer) and
+ * read without waiting; when nothing is there yet (or a FIFO has no writer
+ * yet) the poll form registers its waker with an fd watch and returns
+ * QF_PENDING, and the reader keeps every byte of a half-read record for the
+ * next poll. The watch is one epoll instance served by one thread, started
+ * the first time a task waits on such a file (the only thread qflow's
+ * readers ever start). A Coordinator stop or a task cancel withdraws the
+ * waker like any other (qf_waker_withdraw). The thread forms wait in
+ * poll(2) until their deadline; try returns QF_UNAVAILABLE. A FIFO ends
+ * when its writers have come and gone.
+ *
+ * A regular file that shrinks while it is read (truncated under the reader)
+ * ends where its data ends, and the reader records a warning: counted
+ * (qf_reader_num_warnings), kept (qf_reader_last_warning) and passed to
+ * options.on_warning: "'<file>' shrank while being read: N bytes at open,
+ * M read; its last record may be torn". Nothing is silent.
+ *
+ * Reader state. qf_reader_serialize_state() captures the counters, the
+ * current work item and the position in it (stream offset, record index,
+ * LMDB key); qf_reader_restore_state() puts them back on a reader of the
+ * same kind and parameters, and its next read reopens that file and goes
+ * on from the record after the last one produced. The format is versioned
+ * and checksummed (see qf_reader_serialize_state).
  *
  * Errors. Opening a file maps errno once: ENOENT -> QF_NOT_FOUND, EACCES /
  * EPERM -> QF_PERMISSION_DENIED, a directory -> QF_FAILED_PRECONDITION,
@@ -81,8 +119,12 @@
  *     silently retire the runner and drop the files after it). record_bytes
  *     must be > 0 (TensorFlow accepts 0 and then produces empty records
  *     forever);
- *   - TFRecord compression (GZIP/ZLIB) is not supported: zlib is not a
- *     dependency of qflow.
+ *   - TFRecord lengths are bounded (options.max_record_bytes, 256 MiB by
+ *     default, and the file's size for an uncompressed regular file): a
+ *     larger length is QF_DATA_LOSS, where TensorFlow tries to allocate it;
+ *   - state: TensorFlow's readers other than IdentityReader refuse
+ *     SerializeState (UNIMPLEMENTED); every qflow reader supports it, in a
+ *     format of its own (not TensorFlow's ReaderBaseState proto).
  *
  * Synchronization table
  *   read forms, reset, free           one thread (or task) at a time per
@@ -92,6 +134,8 @@
  *                                     runtime does for tasks).
  *   counters, name, kind              any thread, any time (relaxed
  *                                     snapshots).
+ *   serialize / restore, last warning like a read: one at a time with the
+ *                                     reads of that reader.
  *   several readers, one work queue   fine: each file name goes to one
  *                                     reader (the queue's dequeue).
  */
@@ -122,7 +166,50 @@ typedef enum qf_reader_kind {
     QF_READER_FIXED_LENGTH_RECORD = 1,
     QF_READER_IDENTITY = 2,
     QF_READER_TFRECORD = 3,
+    QF_READER_WHOLE_FILE = 4,
+    QF_READER_LMDB = 5,
 } qf_reader_kind;
+
+/* Compression of a record file: TensorFlow's compression_type ""/"ZLIB"/
+ * "GZIP" (TFRecordReader, the TFRecord writer and iterator) and
+ * FixedLengthRecordReader's encoding. */
+typedef enum qf_compression {
+    QF_COMPRESSION_NONE = 0,
+    QF_COMPRESSION_ZLIB = 1, /* RFC 1950 streams */
+    QF_COMPRESSION_GZIP = 2, /* RFC 1952 members */
+} qf_compression;
+
+/* zlib level "0" (stored, no compression), since 0 means "default" here. */
+#define QF_ZLIB_LEVEL_STORED (-1)
+/* Default input and output buffer sizes, TensorFlow's 256 KiB. */
+#define QF_ZLIB_DEFAULT_BUFFER ((size_t)256 * 1024)
+
+/* TensorFlow's ZlibCompressionOptions. Zero-initialise for TensorFlow's
+ * defaults; a field left 0 takes its default. */
+typedef struct qf_zlib_options {
+    /* Compressed bytes read (or written) per file system call; 0: 256 KiB. */
+    size_t input_buffer_size;
+    /* Decompressed bytes made per inflate call (reader), compressed bytes
+     * buffered before a write(2) (writer, at least 64); 0: 256 KiB. */
+    size_t output_buffer_size;
+    /* log2 of the window, 8..15; 0: 15. GZIP adds zlib's +16 itself. A
+     * reader's window must be at least the writer's. */
+    int window_bits;
+    /* Writer only: 1..9 as zlib, 0: zlib's default (6),
+     * QF_ZLIB_LEVEL_STORED: no compression. */
+    int compression_level;
+    /* Writer only: 1..9; 0: 9 (TensorFlow's default). */
+    int mem_level;
+    /* Writer only: zlib's strategy (0 Z_DEFAULT_STRATEGY .. 4 Z_FIXED). */
+    int strategy;
+    /* Writer only: deflate's flush mode for every write, 0 Z_NO_FLUSH
+     * (TensorFlow's default) .. 3 Z_FULL_FLUSH. */
+    int flush_mode;
+} qf_zlib_options;
+
+/* Default bound of a TFRecord's length (256 MiB): a damaged length with a
+ * valid CRC is reported as QF_DATA_LOSS, never allocated for. */
+#define QF_READER_DEFAULT_MAX_RECORD ((uint64_t)256 * 1024 * 1024)
 
 /* Everything a reader is made from. Zero-initialise, then fill in. */
 typedef struct qf_reader_options {
@@ -142,6 +229,21 @@ typedef struct qf_reader_options {
     /* Read buffer size; 0: QF_READER_DEFAULT_BUFFER; at least 16 bytes.
      * Ignored by the IdentityReader, which reads no files. */
     size_t buffer_bytes;
+    /* TFRecordReader's compression_type, FixedLengthRecordReader's
+     * encoding; the others refuse anything but QF_COMPRESSION_NONE. */
+    qf_compression compression;
+    /* The zlib buffer options when compression is set. */
+    qf_zlib_options zlib;
+    /* TFRecordReader: the largest record length believed; 0:
+     * QF_READER_DEFAULT_MAX_RECORD. WholeFileReader: the largest file;
+     * 0: no bound but memory (TensorFlow's). */
+    uint64_t max_record_bytes;
+    /* Called on the reading thread for every warning (a file that shrank
+     * while it was read, so its last record may be torn), after it is
+     * counted; NULL: only counted (qf_reader_num_warnings). Must not call
+     * the reader. */
+    void (*on_warning)(void *arg, const qf_reader *r, const char *message);
+    void *warning_arg;
 } qf_reader_options;
 
 /* ----------------------------------------------------------------- records */
@@ -200,9 +302,14 @@ QF_API qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
  *              size: "skip_header_lines must be >= 0 not -1" (spec 196),
  *              "header_bytes must be >= 0 not -1" and likewise for
  *              record_bytes, footer_bytes, hop_bytes (spec 201),
- *              "record_bytes must be > 0 not 0"; QF_RESOURCE_EXHAUSTED
- *              when memory runs out (a huge record_bytes). *ret_reader
- *              untouched on failure.
+ *              "record_bytes must be > 0 not 0", "compression is only for
+ *              TFRecordReader and FixedLengthRecordReader, not ...",
+ *              "unknown compression N", a zlib option out of range ("zlib
+ *              window_bits must be 8..15 (or 0) not 3", buffers over 1 GiB),
+ *              "max_record_bytes N is too large"; QF_UNIMPLEMENTED for
+ *              QF_READER_LMDB without liblmdb; QF_RESOURCE_EXHAUSTED when
+ *              memory runs out (a huge record_bytes). *ret_reader untouched
+ *              on failure.
  */
 QF_API qf_code qf_reader_new(const qf_reader_options *opts, qf_reader **ret_reader);
 
@@ -230,6 +337,39 @@ QF_API qf_code qf_identity_reader_new(qf_reader **ret_reader);
  *  "<file>:<byte offset of the record>", as TensorFlow's TFRecordReader
  *  makes it (its offset_, not a record index). Returns as qf_reader_new(). */
 QF_API qf_code qf_tfrecord_reader_new(qf_reader **ret_reader);
+
+/** qf_tfrecord_reader_new_compressed() - TFRecordReader(compression_type,
+ *  options): `compression` QF_COMPRESSION_NONE / _ZLIB / _GZIP with the zlib
+ *  buffer options (NULL: defaults). Returns as qf_reader_new(), and
+ *  QF_INVALID_ARGUMENT for a bad compression or zlib option. */
+QF_API qf_code qf_tfrecord_reader_new_compressed(qf_compression compression,
+                                                 const qf_zlib_options *zlib,
+                                                 qf_reader **ret_reader);
+
+/** qf_whole_file_reader_new() - WholeFileReader: one record per file, key
+ *  = the file name, value = its whole contents; every read completes a
+ *  work unit (an empty file gives one empty record, as in TensorFlow).
+ *  Returns as qf_reader_new(). */
+QF_API qf_code qf_whole_file_reader_new(qf_reader **ret_reader);
+
+/** qf_lmdb_reader_new() - LMDBReader: the work item names an LMDB
+ *  environment (a directory, or a data file opened with MDB_NOSUBDIR as
+ *  TensorFlow does), opened read-only without locking; the records are its
+ *  main database's (key, value) pairs in key order. Returns as
+ *  qf_reader_new(), and QF_UNIMPLEMENTED "qflow was built without LMDB"
+ *  when liblmdb was not found at build time. An environment that cannot be
+ *  opened fails the read with the code of LMDB's error (NOT_FOUND for
+ *  ENOENT ...) and "<path>; <mdb_strerror>"; a damaged database is
+ *  QF_DATA_LOSS. */
+QF_API qf_code qf_lmdb_reader_new(qf_reader **ret_reader);
+
+/** qf_reader_have_lmdb() - true when qflow was built with liblmdb. */
+QF_API bool qf_reader_have_lmdb(void);
+
+/** qf_compression_parse() - TensorFlow's compression_type strings: "" (or
+ *  NULL) -> QF_COMPRESSION_NONE, "ZLIB", "GZIP". Returns QF_OK, or
+ *  QF_INVALID_ARGUMENT "unknown compression type 'X'" (*ret untouched). */
+QF_API qf_code qf_compression_parse(const char *s, qf_compression *ret);
 
 /** qf_reader_free() - close the current file and free the reader. Needs
  *  quiescence: no call on the reader in progress (a poll form that returned
@@ -283,10 +423,20 @@ QF_API const char *qf_reader_kind_name(const qf_reader *r);
  *                cannot be opened, "<file>; No such file or directory"
  *                (spec 188); the file is dropped;
  *              QF_DATA_LOSS (TFRecord): "corrupted record at <offset> in
- *                '<file>' ..." or "truncated record at <offset> in
- *                '<file>'"; the file is abandoned;
+ *                '<file>' ..." (a checksum, or a length over
+ *                max_record_bytes) or "truncated record at <offset> in
+ *                '<file>'"; (ZLIB / GZIP) "corrupt GZIP stream in '<file>'
+ *                at compressed offset N (...)" or "truncated ..."; the file
+ *                is abandoned;
+ *              QF_RESOURCE_EXHAUSTED (WholeFileReader) for a file over
+ *                max_record_bytes; the file is abandoned;
  *              QF_DEADLINE_EXCEEDED (_until), QF_UNAVAILABLE (try) when no
- *                work item came; QF_PENDING (poll only, not a status).
+ *                work item came, or when a non-regular file (a pipe) has no
+ *                bytes yet ("<reader>: nothing to read from '<file>' yet":
+ *                the reader keeps its place, call again); QF_PENDING (poll
+ *                only, not a status) for either wait;
+ *              QF_FAILED_PRECONDITION from read / _until called inside a
+ *                task when they would wait (a queue, or a pipe).
  *              A failure leaves the counters as they were, except that work
  *              units finished before it (empty files) stay counted.
  */
@@ -348,6 +498,63 @@ QF_API int64_t qf_reader_num_work_units_completed(const qf_reader *r);
  *              reader (counter readers are fine). NULL-safe.
  */
 QF_API void qf_reader_reset(qf_reader *r);
+
+/**
+ * qf_reader_num_warnings() - warnings recorded since creation (not reset by
+ * qf_reader_reset: a warning is about the data, not the position).
+ * Any thread; wait-free (relaxed load).
+ *
+ * qf_reader_last_warning() - the text of the last warning, "" when none.
+ * The string lives in the reader and is overwritten by the next warning:
+ * call it like a read (not concurrently with one). NULL-safe ("" for NULL).
+ */
+QF_API int64_t qf_reader_num_warnings(const qf_reader *r);
+QF_API const char *qf_reader_last_warning(const qf_reader *r);
+
+/* Version of the state format written by qf_reader_serialize_state(). */
+#define QF_READER_STATE_VERSION 1
+
+/**
+ * qf_reader_serialize_state() - the reader's state as bytes: counters,
+ * current work item, position in it, the reader's kind and parameters.
+ *
+ * Format (little-endian): "QFRS", u16 version (QF_READER_STATE_VERSION),
+ * u16 kind, u32 flags (bit 0: a work item is in progress), i64 records
+ * produced, i64 work units completed, u64 parameters fingerprint, u64
+ * stream offset of the next record, u64 record index, u64 bytes or lines
+ * still to skip, u32 + bytes work item, u32 + bytes LMDB key, and a u32
+ * masked CRC-32C of everything before it.
+ *
+ * The position is that of the record after the last one produced: a
+ * half-read record (a pipe that paused) is read again from its start after
+ * a restore. An error held back by read_up_to is not part of the state.
+ *
+ * Ownership:   *ret_buf is malloc'd, the caller frees it (free()).
+ * Blocking:    never. Concurrency: like a read.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments;
+ *              QF_RESOURCE_EXHAUSTED. Outputs untouched on failure.
+ */
+QF_API qf_code qf_reader_serialize_state(const qf_reader *r, void **ret_buf, size_t *ret_len);
+
+/**
+ * qf_reader_restore_state() - make `r` continue where the reader whose
+ * state `buf` holds stopped: counters and work item restored, the current
+ * file (if any) closed; the next read reopens the work item, moves to the
+ * saved position (lseek for an uncompressed regular file, else read and
+ * drop; LMDB: the cursor goes past the saved key) and produces the next
+ * record. A file that can no longer be opened then fails that read as any
+ * open does; one shorter than the saved position simply ends.
+ *
+ * Blocking:    never (opens nothing). Concurrency: like a read.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments, and with
+ *              nothing changed: "not a reader state" (bad magic or too
+ *              short), "reader state version N is not supported", "reader
+ *              state is corrupt (checksum mismatch)" or inconsistent
+ *              lengths, "reader state is from a TFRecordReader, not a
+ *              TextLineReader", "reader state was made with other
+ *              parameters (...)"; QF_RESOURCE_EXHAUSTED.
+ */
+QF_API qf_code qf_reader_restore_state(qf_reader *r, const void *buf, size_t len);
 
 QF_END_DECLS
 

@@ -11,6 +11,10 @@
  * qf_reader_new), so the window of one record is always contiguous in it.
  * A file shorter than header_bytes gives no records (a documented
  * difference from the 1.x OutOfRange, see qf_reader.h).
+ *
+ * encoding ZLIB / GZIP (options.compression): the file is inflated as it is
+ * read (qf_zstream.c) and header, records, hops and footer are all counted
+ * in the decompressed stream, as TensorFlow's reader does.
  */
 #include <string.h>
 
@@ -22,12 +26,7 @@ static qf_code fixed_start(qf_reader *r)
     if (rc != QF_OK)
         return rc;
     r->index = 0;
-    bool ok = true;
-    rc = qf__rbuf_skip(&r->rb, r->header_bytes, &ok);
-    if (rc != QF_OK)
-        return rc;
-    if (!ok)
-        r->file_done = true;
+    r->skip_left = r->header_bytes;
     return QF_OK;
 }
 
@@ -42,12 +41,13 @@ static qf_code fixed_next(qf_reader *r, qf_record *rec, bool *produced, bool *at
     size_t window = rec_bytes + (size_t)r->footer_bytes;
     bool ok = false;
     qf_code rc;
-    if (r->index > 0) {
-        /* Hop from the previous record's start to this one's. Done here,
-         * not after producing the previous record, so an I/O error cannot
-         * cost a record already made. A hop past the end of the file just
-         * means there is no record. */
-        rc = qf__rbuf_skip(rb, r->hop_bytes, &ok);
+    if (r->skip_left > 0) {
+        /* The header before record 0, the hop from the previous record's
+         * start to this one's after it. Skipped here, not after producing
+         * the previous record, so an I/O error cannot cost a record already
+         * made; counted down, so a QF_PENDING resumes. A skip past the end
+         * of the file just means there is no record. */
+        rc = qf__rbuf_skip(rb, &r->skip_left, &ok);
         if (rc != QF_OK)
             return rc;
         if (!ok) {
@@ -74,6 +74,7 @@ static qf_code fixed_next(qf_reader *r, qf_record *rec, bool *produced, bool *at
     if (rc != QF_OK)
         return rc;
     r->index++;
+    r->skip_left = r->hop_bytes;
     *produced = true;
     return QF_OK;
 }

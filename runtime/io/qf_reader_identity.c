@@ -28,6 +28,13 @@ static void identity_finish(qf_reader *r)
     (void)r;
 }
 
+/* Nothing to position: the item is read whole by its one read. */
+static qf_code identity_resume(qf_reader *r)
+{
+    (void)r;
+    return QF_OK;
+}
+
 const qf__reader_ops qf__identity_reader_ops = {
     .kind = QF_READER_IDENTITY,
     .kind_name = "IdentityReader",
@@ -35,4 +42,5 @@ const qf__reader_ops qf__identity_reader_ops = {
     .start = identity_start,
     .next = identity_next,
     .finish = identity_finish,
+    .resume = identity_resume,
 };

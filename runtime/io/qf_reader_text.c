@@ -9,9 +9,11 @@
  * header lines (spec 195).
  *
  * The hot path is a memchr over the read buffer and one memcpy of the line
- * into the caller's record. A line that crosses the end of the buffer is
- * assembled directly in the record's value (no second buffer): the part in
- * the buffer is appended, the buffer refilled, and the search goes on.
+ * into the caller's record. A line that crosses the end of the buffer stays
+ * in it (the buffer is compacted and refilled, the search goes on); only a
+ * line longer than the whole buffer has its head moved to the reader's
+ * carry. Nothing is consumed before a line is whole, so a pipe that has no
+ * more bytes yet (QF_PENDING) loses nothing and the next call resumes.
  *
  * Pipelines take a faster path (text_next_rows): the reader's buffer is a
  * run (queues/qf_strblock-impl.h), and each line lying whole in it becomes a
@@ -29,92 +31,109 @@ static qf_code text_start(qf_reader *r)
     if (rc != QF_OK)
         return rc;
     r->index = 0;
+    r->skip_left = (uint64_t)r->skip_header_lines;
+    return QF_OK;
+}
+
+/* Drop the header lines still to skip (spec 195-196) without copying them:
+ * a file that ends first simply has no records. Resumable: a QF_PENDING
+ * leaves skip_left and the buffer where they were. */
+static qf_code skip_headers(qf_reader *r)
+{
     qf__rbuf *rb = &r->rb;
-    /* Skip header lines without copying them (spec 195-196): a file that
-     * ends first simply has no records. */
-    for (int64_t i = 0; i < r->skip_header_lines; i++) {
-        for (;;) {
-            const char *p = rb->buf + rb->pos;
-            const char *nl = memchr(p, '\n', rb->lim - rb->pos);
-            if (nl) {
-                rb->pos += (size_t)(nl - p) + 1;
-                break;
-            }
-            rb->pos = rb->lim;
-            if (rb->eof) {
-                r->file_done = true;
-                return QF_OK;
-            }
-            rc = qf__rbuf_fill(rb);
-            if (rc != QF_OK)
-                return rc;
+    while (r->skip_left > 0) {
+        const char *p = rb->buf + rb->pos;
+        const char *nl = memchr(p, '\n', rb->lim - rb->pos);
+        if (nl) {
+            rb->pos += (size_t)(nl - p) + 1;
+            r->skip_left--;
+            r->index++;
+            continue;
         }
-        r->index++;
+        rb->pos = rb->lim;
+        if (rb->eof) {
+            r->file_done = true;
+            return QF_OK;
+        }
+        qf_code rc = qf__rbuf_fill(rb);
+        if (rc != QF_OK)
+            return rc;
     }
     return QF_OK;
 }
 
-static qf_code append(qf_record *rec, size_t *len, const char *p, size_t n)
+/* Keep buf[pos..lim) (a part of a line that fills the whole buffer) in the
+ * reader's carry, so the buffer can take the rest of the line. */
+static qf_code carry_out(qf_reader *r)
 {
-    qf_code rc = qf__record_reserve_value(rec, *len + n);
+    qf__rbuf *rb = &r->rb;
+    size_t n = rb->lim - rb->pos;
+    qf_code rc = qf__reserve(&r->carry, &r->carry_cap, r->carry_len + n);
     if (rc != QF_OK)
         return rc;
-    memcpy(rec->value + *len, p, n);
-    *len += n;
+    memcpy(r->carry + r->carry_len, rb->buf + rb->pos, n);
+    r->carry_len += n;
+    rb->pos = rb->lim;
     return QF_OK;
 }
 
 static qf_code text_next(qf_reader *r, qf_record *rec, bool *produced, bool *at_end)
 {
     qf__rbuf *rb = &r->rb;
+    qf_code rc;
+    if (!r->file_done && r->skip_left > 0 && (rc = skip_headers(r)) != QF_OK)
+        return rc;
     if (r->file_done) {
         *at_end = true;
         return QF_OK;
     }
-    size_t len = 0;
-    qf_code rc;
+    /* The line is carry (a head longer than the buffer, from earlier
+     * fills or an earlier call that had to wait) + buf[pos..pos+seg).
+     * Nothing in the buffer is consumed before the line is whole, so a
+     * QF_PENDING from fill loses nothing. */
+    size_t scan = 0; /* bytes after pos already searched */
+    size_t seg;
+    bool last = false;
     for (;;) {
         const char *p = rb->buf + rb->pos;
         size_t avail = rb->lim - rb->pos;
-        const char *nl = memchr(p, '\n', avail);
+        const char *nl = memchr(p + scan, '\n', avail - scan);
         if (nl) {
-            size_t seg = (size_t)(nl - p);
-            rc = append(rec, &len, p, seg);
-            if (rc != QF_OK)
-                return rc;
-            rb->pos += seg + 1;
+            seg = (size_t)(nl - p);
             break;
         }
-        if (avail) {
-            rc = append(rec, &len, p, avail);
-            if (rc != QF_OK)
-                return rc;
-            rb->pos = rb->lim;
-        }
         if (rb->eof) {
-            /* The end: a last line without '\n', if anything remains after
-             * dropping one '\r'. */
-            if (len && rec->value[len - 1] == '\r')
-                len--;
-            if (len == 0) {
-                r->file_done = true;
-                *at_end = true;
-                return QF_OK;
-            }
-            goto produce;
+            seg = avail;
+            last = true;
+            break;
         }
-        rc = qf__rbuf_fill(rb);
-        if (rc != QF_OK)
-            return rc;
+        scan = avail;
+        if (rb->pos == 0 && rb->lim == rb->cap) {
+            /* The buffer is one piece of a longer line. */
+            if ((rc = carry_out(r)) != QF_OK)
+                return rc;
+            scan = 0;
+        }
+        if ((rc = qf__rbuf_fill(rb)) != QF_OK)
+            return rc; /* fill keeps buf[pos..lim), so scan stays valid */
     }
+    size_t len = r->carry_len + seg;
+    rc = qf__record_reserve_value(rec, len);
+    if (rc != QF_OK)
+        return rc;
+    if (r->carry_len)
+        memcpy(rec->value, r->carry, r->carry_len);
+    memcpy(rec->value + r->carry_len, rb->buf + rb->pos, seg);
+    rb->pos += seg + (last ? 0 : 1);
+    r->carry_len = 0;
+    /* One '\r' before the '\n' or at the end goes (spec 191). */
     if (len && rec->value[len - 1] == '\r')
         len--;
-produce:
-    if (len == 0) {
-        /* An empty line: make sure the value is a valid "" (spec 193). */
-        rc = qf__record_reserve_value(rec, 0);
-        if (rc != QF_OK)
-            return rc;
+    if (last && len == 0) {
+        /* A trailing "\n" or a lone final "\r" makes no record (spec 192-193). */
+        r->file_done = true;
+        *at_end = true;
+        return QF_OK;
     }
     rec->value[len] = '\0';
     rec->value_len = len;
@@ -154,8 +173,8 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         *at_end = true;
         return QF_OK;
     }
-    if (!rb->blk)
-        return QF_OK; /* a buffer too large for a run: next() does it all */
+    if (!rb->blk || r->skip_left > 0 || r->carry_len > 0)
+        return QF_OK; /* next() does it: no run, headers, or a long line under way */
     qf_code rc = rows_ready(r);
     if (rc != QF_OK)
         return rc;

@@ -16,11 +16,18 @@
  * offset of the record's start, which is also its key, as in TensorFlow's
  * TFRecordReader: "<file>:<offset>".
  *
- * The length is checked against its CRC before it is believed; for a
- * regular file it is also checked against the file's size, so a damaged but
- * plausible length is reported as truncation instead of allocating for it.
- * The data goes straight into the caller's record (large records are read
- * into it directly, bypassing the read buffer) and is checksummed there.
+ * The length is checked against its CRC before it is believed, then
+ * against options.max_record_bytes (QF_DATA_LOSS "corrupted record at N
+ * ... over max_record_bytes") and, for an uncompressed regular file, the
+ * file's size (reported as truncation), so a damaged but CRC-valid length
+ * never makes the reader allocate for it. The data goes straight into the
+ * caller's record (large records are read into it directly, bypassing the
+ * read buffer) and is checksummed there; from a pipe it goes through the
+ * reader's carry so that a pause mid-record (QF_PENDING) loses nothing.
+ *
+ * compression_type ZLIB / GZIP: the framing is read from the inflated
+ * stream (qf_zstream.c); offsets and keys count decompressed bytes, as
+ * TensorFlow's RecordReader counts them.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -59,12 +66,46 @@ static qf_code corrupted(qf_reader *r, uint64_t off, const char *what)
                         what);
 }
 
+static qf_code too_long(qf_reader *r, uint64_t off, uint64_t len)
+{
+    return qf_set_error(QF_DATA_LOSS,
+                        "corrupted record at %" PRIu64 " in '%s' (length %" PRIu64
+                        " is over max_record_bytes %" PRIu64 ")",
+                        off, r->work, len, r->max_record_bytes);
+}
+
+/* The data and its CRC are in data[0..len+4): check and hand over. */
+static qf_code finish_record(qf_reader *r, qf_record *rec, const char *data, uint64_t len,
+                             uint64_t off, bool *produced)
+{
+    if (qf__crc32c_unmask(load_le32((const unsigned char *)data + len)) !=
+        qf__crc32c(data, (size_t)len))
+        return corrupted(r, off, "data checksum mismatch");
+    if (data != rec->value) {
+        qf_code rc = qf__record_reserve_value(rec, (size_t)len);
+        if (rc != QF_OK)
+            return rc;
+        memcpy(rec->value, data, (size_t)len);
+    }
+    rec->value[len] = '\0';
+    rec->value_len = (size_t)len;
+    qf_code rc = qf__record_set_key_num(r, rec, off);
+    if (rc != QF_OK)
+        return rc;
+    *produced = true;
+    return QF_OK;
+}
+
 static qf_code tfrecord_next(qf_reader *r, qf_record *rec, bool *produced, bool *at_end)
 {
     qf__rbuf *rb = &r->rb;
+    qf_code rc;
+    size_t got = 0;
+    if (r->tf_stage == 1)
+        goto data;
     uint64_t off = qf__rbuf_offset(rb);
     bool ok = false;
-    qf_code rc = qf__rbuf_ensure(rb, HEADER_BYTES, &ok);
+    rc = qf__rbuf_ensure(rb, HEADER_BYTES, &ok);
     if (rc != QF_OK)
         return rc;
     if (!ok) {
@@ -78,38 +119,45 @@ static qf_code tfrecord_next(qf_reader *r, qf_record *rec, bool *produced, bool 
     uint64_t len = load_le64(h);
     if (qf__crc32c_unmask(load_le32(h + 8)) != qf__crc32c(h, 8))
         return corrupted(r, off, "length checksum mismatch");
-    rb->pos += HEADER_BYTES;
+    /* A length is believed only within the bound and, for an uncompressed
+     * regular file, within what the file holds: never allocated for. */
     uint64_t need = (uint64_t)HEADER_BYTES + FOOTER_BYTES;
-    if (len > UINT64_MAX - need - off || (rb->size >= 0 && off + need + len > (uint64_t)rb->size))
+    if (rb->size >= 0 && (len > (uint64_t)rb->size || off + need + len > (uint64_t)rb->size))
         return truncated(r, off);
-    if (len >= SIZE_MAX / 2)
-        return qf_set_error(QF_RESOURCE_EXHAUSTED,
-                            "record of %" PRIu64 " bytes at %" PRIu64 " in '%s' is too large", len,
-                            off, r->work);
-    rc = qf__record_reserve_value(rec, (size_t)len);
+    if (len > r->max_record_bytes)
+        return too_long(r, off, len);
+    rb->pos += HEADER_BYTES;
+    if (!rb->nonblock) {
+        /* A regular file never makes us wait: the data goes straight into
+         * the caller's record (large records bypass the read buffer). */
+        rc = qf__record_reserve_value(rec, (size_t)len + FOOTER_BYTES);
+        if (rc != QF_OK)
+            return rc;
+        rc = qf__rbuf_read(rb, rec->value, (size_t)len + FOOTER_BYTES, &got);
+        if (rc != QF_OK)
+            return rc;
+        if (got < len + FOOTER_BYTES)
+            return truncated(r, off);
+        return finish_record(r, rec, rec->value, len, off, produced);
+    }
+    /* A pipe may pause anywhere in the record: read it into the reader's
+     * carry, which keeps it across QF_PENDING. */
+    rc = qf__reserve(&r->carry, &r->carry_cap, (size_t)len + FOOTER_BYTES);
     if (rc != QF_OK)
         return rc;
-    size_t got = 0;
-    rc = qf__rbuf_read(rb, rec->value, (size_t)len, &got);
+    r->tf_stage = 1;
+    r->tf_len = len;
+    r->tf_off = off;
+    r->carry_len = 0;
+data:
+    rc = qf__rbuf_read(rb, r->carry, (size_t)r->tf_len + FOOTER_BYTES, &r->carry_len);
     if (rc != QF_OK)
         return rc;
-    if (got < len)
-        return truncated(r, off);
-    unsigned char crc_bytes[FOOTER_BYTES];
-    rc = qf__rbuf_read(rb, (char *)crc_bytes, FOOTER_BYTES, &got);
-    if (rc != QF_OK)
-        return rc;
-    if (got < FOOTER_BYTES)
-        return truncated(r, off);
-    if (qf__crc32c_unmask(load_le32(crc_bytes)) != qf__crc32c(rec->value, (size_t)len))
-        return corrupted(r, off, "data checksum mismatch");
-    rec->value[len] = '\0';
-    rec->value_len = (size_t)len;
-    rc = qf__record_set_key_num(r, rec, off);
-    if (rc != QF_OK)
-        return rc;
-    *produced = true;
-    return QF_OK;
+    r->tf_stage = 0;
+    if (r->carry_len < r->tf_len + FOOTER_BYTES)
+        return truncated(r, r->tf_off);
+    r->carry_len = 0;
+    return finish_record(r, rec, r->carry, r->tf_len, r->tf_off, produced);
 }
 
 static void tfrecord_finish(qf_reader *r)

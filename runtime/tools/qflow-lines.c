@@ -149,7 +149,10 @@ static void usage(FILE *f)
             "  --help                 this text\n"
             "\n"
             "Every output line ends with '\\n'. A \"\\r\\n\" ending loses its '\\r'; a last\n"
-            "line without a newline is still a line; empty files give nothing.\n"
+            "line without a newline is still a line; empty files give nothing. A FILE\n"
+            "may be a named pipe: its lines come as its writer writes them, and it ends\n"
+            "when the writer closes it. A file that shrinks while it is read is read to\n"
+            "its new end with a warning on stderr (its last line may be torn).\n"
             "\n"
             "Exit status: 0 when every line was written, and also when the reader of\n"
             "stdout goes away (broken pipe: the tool stops quietly); 1 on a read or write\n"
@@ -289,28 +292,54 @@ static void parse_options(int argc, char **argv, options *o)
     }
 }
 
-/* Every FILE must open for reading and must not be a directory; all
- * problems are reported before exiting 2, and nothing is read. */
+/* Every FILE must be readable and must not be a directory; all problems
+ * are reported before exiting 2, and nothing is read. A named pipe (or any
+ * non-regular file) is checked without opening it: opening and closing a
+ * FIFO would let its writer go on into a closed pipe and lose its data
+ * (issue 16). The readers open such files non-blocking and wait for them
+ * through the runtime, never on a worker. */
 static void check_files(const options *o)
 {
     bool bad = false;
     for (size_t i = 0; i < o->n_files; i++) {
         const char *f = o->files[i];
-        int fd = open(f, O_RDONLY | O_CLOEXEC);
         struct stat st;
+        if (stat(f, &st) != 0) {
+            fprintf(stderr, PROG ": cannot open '%s': %s\n", f, strerror(errno));
+            bad = true;
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            fprintf(stderr, PROG ": '%s' is a directory\n", f);
+            bad = true;
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            if (access(f, R_OK) != 0) {
+                fprintf(stderr, PROG ": cannot open '%s': %s\n", f, strerror(errno));
+                bad = true;
+            }
+            continue;
+        }
+        int fd = open(f, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             fprintf(stderr, PROG ": cannot open '%s': %s\n", f, strerror(errno));
             bad = true;
             continue;
         }
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-            fprintf(stderr, PROG ": '%s' is a directory\n", f);
-            bad = true;
-        }
         close(fd);
     }
     if (bad)
         exit(2);
+}
+
+/* A reader's warning (a file that shrank while it was read, so its last
+ * line may be torn): never silent. Runs on a worker; stderr is unbuffered. */
+static void on_reader_warning(void *arg, const qf_reader *r, const char *message)
+{
+    (void)arg;
+    (void)r;
+    fprintf(stderr, PROG ": warning: %s\n", message);
 }
 
 /* ---------------------------------------------------------------- signals */
@@ -549,7 +578,9 @@ static int build(app *a)
                                  &a->files) != QF_OK)
         return fail_qf("string_input_producer");
 
-    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE, .skip_header_lines = o->skip_header_lines};
+    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE,
+                            .skip_header_lines = o->skip_header_lines,
+                            .on_warning = on_reader_warning};
     qf_batch_source *src;
     if (qf_batch_source_reader_options(&ro, a->files, &src) != QF_OK)
         return fail_qf("TextLineReader");
