@@ -73,7 +73,7 @@ typedef struct {
 static void *bulk_main(void *a)
 {
     bulk_job *j = a;
-    j->tid = qft_tid();
+    __atomic_store_n(&j->tid, qft_tid(), __ATOMIC_RELEASE);
     j->rc = qf_queue_dequeue_bulk_ptr(j->q, j->min, j->max, j->ps, &j->n);
     atomic_store(&j->done, true);
     return NULL;

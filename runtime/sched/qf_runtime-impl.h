@@ -139,6 +139,7 @@ static inline int64_t qf__gq_len(qf__gqueue *q)
 /* qf_scheduler.c */
 void qf__schedule(qf_task *t);
 void qf__push_local(qf__worker *w, qf_task *t);
+void qf__push_yielded(qf__worker *w, qf_task *t);
 void qf__timer_disarm(qf_task *t);
 qf__worker *qf__current_worker(void);
 void qf__set_current_task(qf_task *t);

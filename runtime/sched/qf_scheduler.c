@@ -133,6 +133,20 @@ void qf__push_local(qf__worker *w, qf_task *t)
     signal_work(w->rt);
 }
 
+/* A task that yielded goes behind everything that waits: behind the global
+ * queue when that holds tasks (tasks woken from outside the pool wait
+ * there, and a ring of yielders would otherwise be served 60 times for
+ * each look at it), else behind its worker's ring. */
+void qf__push_yielded(qf__worker *w, qf_task *t)
+{
+    if (qf__gq_len(&w->rt->global) > 0) {
+        qf__gq_push_chain(&w->rt->global, t, t, 1);
+        signal_work(w->rt);
+        return;
+    }
+    qf__push_local(w, t);
+}
+
 void qf__schedule(qf_task *t)
 {
     qf__worker *w = tls_worker;

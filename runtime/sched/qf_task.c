@@ -214,7 +214,7 @@ void qf__task_run(qf__worker *w, qf_task *t)
     }
     if (rc == QF_YIELD) {
         atomic_store_explicit(&t->state, T_SCHEDULED, memory_order_relaxed);
-        qf__push_local(w, t);
+        qf__push_yielded(w, t);
         return;
     }
     finish(t, rc);
