@@ -15,6 +15,7 @@
 #include "qf_waker.h"
 #include "qf_coordinator.h"
 #include "qf_tensor.h"
+#include "qf_sparse.h"
 #include "qf_queue.h"
 #include "qf_runtime.h"
 #include "qf_reader.h"
