@@ -21,6 +21,7 @@
 #include "qf_reader.h"
 #include "qf_queue_runner.h"
 #include "qf_input.h"
+#include "qf_deferred.h"
 #include "qf_batch.h"
 
 QF_BEGIN_DECLS
