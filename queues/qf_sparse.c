@@ -95,9 +95,9 @@ static qf_code check_parts(const qf_tensor *indices, const qf_tensor *values,
     const qf_shape *is = qf_tensor_shape(indices), *vs = qf_tensor_shape(values),
                    *ss = qf_tensor_shape(shape);
     if (qf_tensor_dtype(shape) != QF_INT64 || ss->rank != 1)
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "SparseTensor dense_shape must be an int64 vector, got %s %s",
-                            qf_dtype_name(qf_tensor_dtype(shape)), qf_shape_format(ss, a, sizeof(a)));
+        return qf_set_error(
+            QF_INVALID_ARGUMENT, "SparseTensor dense_shape must be an int64 vector, got %s %s",
+            qf_dtype_name(qf_tensor_dtype(shape)), qf_shape_format(ss, a, sizeof(a)));
     int64_t rank = ss->dims[0];
     if (rank < 1 || rank > INT32_MAX)
         return qf_set_error(QF_INVALID_ARGUMENT,
@@ -134,8 +134,7 @@ static qf_code check_parts(const qf_tensor *indices, const qf_tensor *values,
     return QF_OK;
 }
 
-static qf_code check_bounds(const qf_tensor *indices, const qf_tensor *shape, int rank,
-                            int64_t nnz)
+static qf_code check_bounds(const qf_tensor *indices, const qf_tensor *shape, int rank, int64_t nnz)
 {
     const int64_t *idx = i64s(indices), *d = i64s(shape);
     for (int64_t e = 0; e < nnz; e++) {
@@ -143,11 +142,10 @@ static qf_code check_bounds(const qf_tensor *indices, const qf_tensor *shape, in
         for (int k = 0; k < rank; k++)
             if (row[k] < 0 || row[k] >= d[k]) {
                 char a[TEXT], b[TEXT];
-                return qf_set_error(QF_INVALID_ARGUMENT,
-                                    "SparseTensor indices[%" PRId64
-                                    "] = %s is out of bounds: need 0 <= index < %s",
-                                    e, fmt_dims(row, rank, a, sizeof(a)),
-                                    fmt_dims(d, rank, b, sizeof(b)));
+                return qf_set_error(
+                    QF_INVALID_ARGUMENT,
+                    "SparseTensor indices[%" PRId64 "] = %s is out of bounds: need 0 <= index < %s",
+                    e, fmt_dims(row, rank, a, sizeof(a)), fmt_dims(d, rank, b, sizeof(b)));
             }
     }
     return QF_OK;
@@ -182,10 +180,9 @@ qf_code qf_sparse_new_from(qf_dtype dt, int64_t nnz, int rank, const int64_t *in
     if (!ret)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
     if (nnz < 0 || rank < 1 || rank >= INT32_MAX)
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "qf_sparse_new_from needs nnz >= 0 and rank >= 1, got %" PRId64
-                            " and %d",
-                            nnz, rank);
+        return qf_set_error(
+            QF_INVALID_ARGUMENT,
+            "qf_sparse_new_from needs nnz >= 0 and rank >= 1, got %" PRId64 " and %d", nnz, rank);
     if (!dense_shape || (nnz > 0 && (!indices || !values)))
         return qf_set_error(QF_INVALID_ARGUMENT, "qf_sparse_new_from: NULL %s",
                             !dense_shape ? "dense_shape"
@@ -195,9 +192,9 @@ qf_code qf_sparse_new_from(qf_dtype dt, int64_t nnz, int rank, const int64_t *in
     int64_t cells;
     if (__builtin_mul_overflow(nnz, (int64_t)rank, &cells) || (uint64_t)cells > SIZE_MAX / 8 ||
         (es && (uint64_t)nnz > SIZE_MAX / es))
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_sparse_new_from: %" PRId64
-                                                   " entries of rank %d are too many",
-                            nnz, rank);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED,
+                            "qf_sparse_new_from: %" PRId64 " entries of rank %d are too many", nnz,
+                            rank);
     qf_shape is = qf_shape_make(2, (const int64_t[]){nnz, rank});
     qf_shape vs = qf_shape_make(1, (const int64_t[]){nnz});
     qf_shape ss = qf_shape_make(1, (const int64_t[]){rank});
@@ -390,8 +387,7 @@ qf_code qf_sparse_unstack(const qf_sparse *sp, qf_sparse **ret_parts)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", sp ? "ret_parts" : "sparse tensor");
     if (sp->rank < 2)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "Rank of input SparseTensor should be > 1, but saw rank: %d",
-                            sp->rank);
+                            "Rank of input SparseTensor should be > 1, but saw rank: %d", sp->rank);
     int64_t rows = i64s(sp->shape)[0];
     int rank = sp->rank, r1 = rank - 1;
     if ((uint64_t)rows > SIZE_MAX / (sizeof(int64_t) + sizeof(qf_sparse *)))
@@ -402,8 +398,8 @@ qf_code qf_sparse_unstack(const qf_sparse *sp, qf_sparse **ret_parts)
     /* Every part shares one dense_shape tensor, and parts without entries
      * share one pair of empty indices and values. */
     qf_shape ss = qf_shape_make(1, (const int64_t[]){r1});
-    qf_tensor *shape = qf_tensor_new_from(QF_INT64, &ss, i64s(sp->shape) + 1,
-                                          (size_t)r1 * sizeof(int64_t));
+    qf_tensor *shape =
+        qf_tensor_new_from(QF_INT64, &ss, i64s(sp->shape) + 1, (size_t)r1 * sizeof(int64_t));
     qf_tensor *no_idx = NULL, *no_val = NULL;
     qf_code rc = count && made && shape ? QF_OK : oom("unstacking a sparse tensor");
     const int64_t *idx = i64s(sp->indices);

@@ -109,8 +109,8 @@ static qf_sparse *sp_at(const qf_element *e, size_t c)
 
 static int64_t sp_index(const qf_sparse *sp, int64_t entry, int k)
 {
-    return ((const int64_t *)qf_tensor_cdata(qf_sparse_indices(sp)))[entry * qf_sparse_rank(sp) +
-                                                                      k];
+    return (
+        (const int64_t *)qf_tensor_cdata(qf_sparse_indices(sp)))[entry * qf_sparse_rank(sp) + k];
 }
 
 static float sp_f32(const qf_sparse *sp, int64_t entry)
@@ -178,8 +178,8 @@ static qf_batch_source *sgen_source(sgen *g, const char *const *names)
 /* Batch k of the sparse counter, components (c, s) at positions pc, ps: the
  * counters are base..base+n-1 in order when `ordered`; the sparse tensor has
  * rows [b,0] and [b,1] holding c[b] and -c[b] for every b. */
-static void expect_counter_batch(const qf_element *e, size_t pc, size_t ps, int64_t n,
-                                 int64_t base, bool ordered)
+static void expect_counter_batch(const qf_element *e, size_t pc, size_t ps, int64_t n, int64_t base,
+                                 bool ordered)
 {
     const qf_tensor *ct = qf_element_get(e, pc);
     cr_assert_eq(qf_tensor_shape(ct)->dims[0], n);

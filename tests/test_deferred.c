@@ -214,7 +214,7 @@ static void *race_value(void *arg)
 {
     racer *r = arg;
     while (!atomic_load(r->go))
-        ; /* start together */
+        ;                                     /* start together */
     r->rc = qf_deferred_value(r->d, &r->got); /* checked on the test's thread */
     return NULL;
 }
@@ -262,7 +262,8 @@ Test(deferred, a_failure_is_kept_and_a_value_must_fit_its_declaration)
     counted wrong = {.dt = QF_FLOAT32};
     OK(qf_deferred_new(QF_INT32, NULL, counted_fn, &wrong, NULL, "x", &d));
     cr_expect_eq(qf_deferred_value(d, &t), QF_INVALID_ARGUMENT);
-    cr_expect_str_eq(qf_last_message(), "deferred 'x' evaluated to float [3], declared int32 <unknown>");
+    cr_expect_str_eq(qf_last_message(),
+                     "deferred 'x' evaluated to float [3], declared int32 <unknown>");
     qf_deferred_unref(d);
     counted ok = {0};
     qf_shape four = QF_SHAPE(4);
@@ -316,15 +317,14 @@ Test(deferred, match_filenames_once_globs_sorts_and_keeps_duplicates)
     const char *pats[4] = {p1, p2, p3, p3};
     OK(qf_match_filenames_once(pats, 4, "mine", &m));
     cr_expect_str_eq(qf_deferred_name(m), "mine");
-    expect_names(&d, m, (const char *[]){"a.txt", "a.txt", "c.csv", "sub/a1.txt", "sub/a2.txt"},
-                 5);
+    expect_names(&d, m, (const char *[]){"a.txt", "a.txt", "c.csv", "sub/a1.txt", "sub/a2.txt"}, 5);
     qf_deferred_unref(m);
 
     /* "." and ".." never come from a wildcard; directories do */
     snprintf(p1, sizeof(p1), "%s", tpath(&d, "*"));
     OK(qf_match_filenames_once((const char *[]){p1}, 1, NULL, &m));
-    expect_names(&d, m,
-                 (const char *[]){".hidden.txt", "a.txt", "a0.txt", "b.txt", "c.csv", "sub"}, 6);
+    expect_names(&d, m, (const char *[]){".hidden.txt", "a.txt", "a0.txt", "b.txt", "c.csv", "sub"},
+                 6);
     qf_deferred_unref(m);
 
     /* no match: an empty value, no error (the producer fails at run time) */
@@ -602,7 +602,8 @@ Test(deferred, values_that_do_not_fit_fail_the_op_when_it_runs)
     int three_cols = 3;
     qf_deferred *d = NULL;
     OK(qf_deferred_new(QF_INT32, NULL, rows_3x4, &three_cols, NULL, "t", &d));
-    value_refused_at_run(d, &four, "Shape mismatch in tuple component 0. Expected [4,4], got [4,3]");
+    value_refused_at_run(d, &four,
+                         "Shape mismatch in tuple component 0. Expected [4,4], got [4,3]");
     qf_deferred_unref(d);
     OK(qf_deferred_new(QF_INT32, NULL, scalar_fn, NULL, NULL, "t", &d));
     value_refused_at_run(d, &four, "Input tensor must be at least rank 1");

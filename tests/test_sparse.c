@@ -409,8 +409,8 @@ static qf_queue *sparse_queue(int64_t capacity)
 {
     qf_dtype dt[2] = {QF_INT64, QF_SPARSE};
     qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
-    qf_queue_options o = {.capacity = capacity, .num_components = 2, .dtypes = dt, .shapes = sh,
-                          .name = "sparse_q"};
+    qf_queue_options o = {
+        .capacity = capacity, .num_components = 2, .dtypes = dt, .shapes = sh, .name = "sparse_q"};
     qf_queue *q = NULL;
     OK(qf_fifo_queue_new(&o, &q));
     return q;

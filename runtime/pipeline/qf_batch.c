@@ -207,10 +207,9 @@ static qf_code take_example(bop *o, qf_element *e)
     }
     for (size_t j = 0; bs->sc.is_sparse && j < bs->nq; j++) {
         size_t k;
-        if (qf__sparse_is(&bs->sc, j) &&
-            ((rc = locate(o, e, o->map[j], &k)) != QF_OK ||
-             (rc = qf__sparse_check(&bs->sc, j, qf_element_get(e, k), qf_queue_name(bs->q))) !=
-                 QF_OK))
+        if (qf__sparse_is(&bs->sc, j) && ((rc = locate(o, e, o->map[j], &k)) != QF_OK ||
+                                          (rc = qf__sparse_check(&bs->sc, j, qf_element_get(e, k),
+                                                                 qf_queue_name(bs->q))) != QF_OK))
             goto out;
     }
     if (o->as_is && !qf_element_has_names(e)) {
@@ -1231,7 +1230,8 @@ qf_shape qf_batcher_output_shape(const qf_batcher *b, size_t i)
 {
     if (!b || i >= b->nq)
         return qf_shape_make(-1, NULL); /* invalid */
-    if (b->sparse && b->sparse[i]) { /* the stacked sparse tensor's dense shape */
+    /* A sparse component: the dense shape of the stacked sparse tensor. */
+    if (b->sparse && b->sparse[i]) {
         if (b->dense[i].rank == QF_UNKNOWN_RANK)
             return qf_shape_unknown();
         return qf_shape_prepend(b->smaller ? QF_UNKNOWN_DIM : b->batch_size, &b->dense[i]);

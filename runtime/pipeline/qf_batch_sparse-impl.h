@@ -22,9 +22,9 @@
 
 /* The sparse components of a batch queue, for its enqueue side. */
 typedef struct qf__sparse_comps {
-    size_t n;         /* queue components */
-    bool *is_sparse;  /* n flags; NULL when no component is sparse */
-    qf_shape *dense;  /* n declared dense shapes (unused for dense ones) */
+    size_t n;          /* queue components */
+    bool *is_sparse;   /* n flags; NULL when no component is sparse */
+    qf_shape *dense;   /* n declared dense shapes (unused for dense ones) */
     _Atomic int *seen; /* n: 0, or the first example's dtype | rank << 16 */
 } qf__sparse_comps;
 

@@ -132,7 +132,8 @@ int64_t qf__rows_of(const qf_tensor *t)
     if (t && qf_tensor_dtype(t) == QF_SPARSE && qf_tensor_shape(t)->rank == 0) {
         qf_sparse *sp = qf_tensor_sparse(t, 0);
         if (!sp) {
-            qf_set_error(QF_INVALID_ARGUMENT, "an enqueue_many sparse value holds no sparse tensor");
+            qf_set_error(QF_INVALID_ARGUMENT,
+                         "an enqueue_many sparse value holds no sparse tensor");
             return -1;
         }
         if (qf_sparse_rank(sp) < 2) { /* TensorFlow's text (AddManySparseToTensorsMap) */

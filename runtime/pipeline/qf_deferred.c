@@ -35,9 +35,9 @@ struct qf_deferred {
     void (*free_arg)(void *);
     char *name;
     pthread_mutex_t mu;
-    bool done;           /* under mu */
-    qf_tensor *value;    /* under mu; set once */
-    qf_status *failure;  /* under mu; set once */
+    bool done;          /* under mu */
+    qf_tensor *value;   /* under mu; set once */
+    qf_status *failure; /* under mu; set once */
 };
 
 qf_code qf_deferred_new(qf_dtype dt, const qf_shape *static_shape, qf_deferred_fn fn, void *arg,

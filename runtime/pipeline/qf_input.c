@@ -506,10 +506,9 @@ static qf_code deferred_rows(const qf_deferred *d, const qf_shape *element_shape
     if (element_shape) {
         char a[96], b[96];
         if (!qf_shape_is_valid(element_shape) || !qf_shape_compatible(element_shape, &rows))
-            return qf_set_error(QF_INVALID_ARGUMENT,
-                                "element_shape %s is not compatible with the input's rows %s",
-                                qf_shape_format(element_shape, a, sizeof(a)),
-                                qf_shape_format(&rows, b, sizeof(b)));
+            return qf_set_error(
+                QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
+                qf_shape_format(element_shape, a, sizeof(a)), qf_shape_format(&rows, b, sizeof(b)));
         if (rows.rank == QF_UNKNOWN_RANK)
             rows = *element_shape;
         else

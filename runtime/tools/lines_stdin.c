@@ -80,8 +80,7 @@ static qf_code flush(lines_stdin *in, pending *p)
 /* One line [s, s+len) without its '\n': drop one '\r' at its end; count
  * it; hand it on unless it is a header line. `last`: an unterminated last
  * line, which is no line at all when nothing is left of it (spec 192-193). */
-static qf_code line(lines_stdin *in, pending *p, uint64_t *no, const char *s, size_t len,
-                    bool last)
+static qf_code line(lines_stdin *in, pending *p, uint64_t *no, const char *s, size_t len, bool last)
 {
     if (len > 0 && s[len - 1] == '\r')
         len--;
@@ -98,7 +97,8 @@ static qf_code line(lines_stdin *in, pending *p, uint64_t *no, const char *s, si
 /* Wait until fd 0 has data (true) or the stop action fired (false). */
 static bool wait_readable(lines_stdin *in)
 {
-    struct pollfd fds[2] = {{.fd = in->fd, .events = POLLIN}, {.fd = in->wake_fd, .events = POLLIN}};
+    struct pollfd fds[2] = {{.fd = in->fd, .events = POLLIN},
+                            {.fd = in->wake_fd, .events = POLLIN}};
     for (;;) {
         int r = poll(fds, 2, -1);
         if (r < 0 && errno == EINTR)
@@ -164,7 +164,7 @@ static void *stdin_main(void *arg)
         len -= start;
     }
     if (rc == QF_OK && eof)
-        qf_queue_close(in->q, false); /* the end: the source drains and ends */
+        qf_queue_close(in->q, false);           /* the end: the source drains and ends */
     else if (rc != QF_OK && rc != QF_CANCELLED) /* QF_CANCELLED: a stop */
         report(in, "standard input: %s", ENOMEM);
     free(buf);
@@ -201,8 +201,7 @@ qf_code lines_stdin_start(lines_stdin *in, int fd, qf_coord *coord, int64_t capa
 
 qf_code lines_stdin_run(lines_stdin *in, qf_queue *target)
 {
-    atomic_store_explicit(&in->target, qf_queue_ref(target ? target : in->q),
-                          memory_order_release);
+    atomic_store_explicit(&in->target, qf_queue_ref(target ? target : in->q), memory_order_release);
     if (pthread_create(&in->thread, NULL, stdin_main, in) != 0)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "cannot start the standard input thread");
     in->started = true;

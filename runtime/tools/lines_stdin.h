@@ -38,13 +38,13 @@
 #include "qflow.h"
 
 typedef struct lines_stdin {
-    int fd;           /* what is read: STDIN_FILENO */
-    int wake_fd;      /* eventfd written by the stop action */
-    qf_queue *q;      /* the gate, or the queue of lines (see the top) */
+    int fd;                   /* what is read: STDIN_FILENO */
+    int wake_fd;              /* eventfd written by the stop action */
+    qf_queue *q;              /* the gate, or the queue of lines (see the top) */
     qf_queue *_Atomic target; /* where lines go; NULL until run */
-    qf_coord *coord;  /* borrowed: read errors are reported to it */
-    int64_t skip;     /* header lines to drop */
-    uint64_t lines;   /* lines fed so far (the thread's; read after join) */
+    qf_coord *coord;          /* borrowed: read errors are reported to it */
+    int64_t skip;             /* header lines to drop */
+    uint64_t lines;           /* lines fed so far (the thread's; read after join) */
     pthread_t thread;
     bool made; /* lines_stdin_start() ran: there is something to free */
     bool started;

@@ -430,12 +430,12 @@ static void draw_stats(app *a, bool final)
     qf_queue *bq = qf_batcher_queue(a->batcher);
     /* The first queue: the file names', or without FILEs standard input's. */
     qf_queue *fq = a->files ? a->files : a->in.q;
-    int n = snprintf(text, sizeof(text),
-                     "%" PRIu64 " lines  %s lines/s%s  %s queue %" PRId64 "/%" PRId64
-                     "  lines queue %" PRId64 "/%" PRId64,
-                     lines, r, final ? " average" : "", a->files ? "files" : "stdin",
-                     qf_queue_size(fq), qf_queue_capacity(fq), qf_queue_size(bq),
-                     qf_queue_capacity(bq));
+    int n =
+        snprintf(text, sizeof(text),
+                 "%" PRIu64 " lines  %s lines/s%s  %s queue %" PRId64 "/%" PRId64
+                 "  lines queue %" PRId64 "/%" PRId64,
+                 lines, r, final ? " average" : "", a->files ? "files" : "stdin", qf_queue_size(fq),
+                 qf_queue_capacity(fq), qf_queue_size(bq), qf_queue_capacity(bq));
     if (n < 0)
         return;
     size_t len = (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
@@ -640,9 +640,9 @@ static int build(app *a)
         rc = o->shuffle ? qf_shuffle_batch(a->scope, srcs[0], o->batch_size, &bo, &a->batcher)
                         : qf_batch(a->scope, srcs[0], o->batch_size, &bo, &a->batcher);
     else
-        rc = o->shuffle ? qf_shuffle_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo,
-                                                &a->batcher)
-                        : qf_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher);
+        rc = o->shuffle
+                 ? qf_shuffle_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher)
+                 : qf_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher);
     if (rc != QF_OK)
         return fail_qf(o->shuffle ? "shuffle_batch" : "batch");
     if (o->use_stdin &&
