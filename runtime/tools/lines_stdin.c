@@ -71,8 +71,6 @@ static qf_code flush(lines_stdin *in, pending *p)
     rc = qf_queue_enqueue_many(in->target, b, NULL);
     if (rc != QF_OK)
         qf_element_free(b); /* the rows that did not go in */
-    else
-        in->lines += p->n;
     p->n = 0;
     return rc;
 }

@@ -44,7 +44,6 @@ typedef struct lines_stdin {
     qf_queue *_Atomic target; /* where lines go; NULL until run */
     qf_coord *coord;          /* borrowed: read errors are reported to it */
     int64_t skip;             /* header lines to drop */
-    uint64_t lines;           /* lines fed so far (the thread's; read after join) */
     pthread_t thread;
     bool made; /* lines_stdin_start() ran: there is something to free */
     bool started;
