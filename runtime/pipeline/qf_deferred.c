@@ -140,10 +140,13 @@ qf_code qf_deferred_value(qf_deferred *d, qf_tensor **ret_t)
     pthread_mutex_lock(&d->mu);
     if (!d->done) {
         qf_tensor *t = NULL;
-        if (compute(d, &t) == QF_OK)
+        qf_code c = compute(d, &t);
+        if (c == QF_OK)
             d->value = t;
-        else
+        else if (qf_last_code() == c) /* fn said why */
             d->failure = qf_last_status(); /* NULL only when out of memory */
+        else
+            d->failure = qf_status_new(c, "deferred '%s' failed (%s)", d->name, qf_code_name(c));
         d->done = true;
     }
     qf_code rc = QF_OK;

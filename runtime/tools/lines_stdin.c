@@ -108,9 +108,10 @@ static bool wait_readable(lines_stdin *in)
     }
 }
 
-static void report(lines_stdin *in, const char *fmt, int err)
+/* Stop the pipeline with "<what>: <strerror(err)>" (join reports it). */
+static void report(lines_stdin *in, const char *what, int err)
 {
-    qf_status *st = qf_status_new(QF_UNKNOWN, fmt, strerror(err));
+    qf_status *st = qf_status_new(QF_UNKNOWN, "%s: %s", what, strerror(err));
     qf_coord_request_stop(in->coord, st); /* takes st */
 }
 
@@ -124,12 +125,12 @@ static void *stdin_main(void *arg)
     bool eof = false;
     qf_code rc = p && buf ? QF_OK : QF_RESOURCE_EXHAUSTED;
     if (rc != QF_OK)
-        report(in, "standard input: %s", ENOMEM);
+        report(in, "standard input", ENOMEM);
     while (rc == QF_OK && !eof) {
         if (cap - len < READ_CHUNK / 4) { /* a long line: room for more of it */
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
-                report(in, "standard input: %s", ENOMEM);
+                report(in, "standard input", ENOMEM);
                 break;
             }
             buf = nb;
@@ -141,7 +142,7 @@ static void *stdin_main(void *arg)
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
-            report(in, "read error on standard input: %s", errno);
+            report(in, "read error on standard input", errno);
             break;
         }
         eof = r == 0;
@@ -164,7 +165,7 @@ static void *stdin_main(void *arg)
     if (rc == QF_OK && eof)
         qf_queue_close(in->q, false);           /* the end: the source drains and ends */
     else if (rc != QF_OK && rc != QF_CANCELLED) /* QF_CANCELLED: a stop */
-        report(in, "standard input: %s", ENOMEM);
+        report(in, "standard input", ENOMEM);
     free(buf);
     free(p);
     return NULL;
