@@ -1,7 +1,8 @@
 /* test_sparse_stress.c - sparse components under contention: 16 sources
  * (one task each) on a 2-worker runtime feed a shuffle_batch_join with a
- * keep function, and 4 consumers (two with the thread form, two polling
- * with thread wakers) take odd-sized batches. Every batch's sparse tensor
+ * keep function, and 16 consumer threads (half with the thread form, half
+ * polling with thread wakers) take odd-sized batches: 18 threads on the
+ * machine's 2 cores. Every batch's sparse tensor
  * must pair with its dense counters (spec 171-172), every kept example must
  * arrive exactly once, and a Coordinator stop at a random moment must end
  * everything cleanly, with nothing delivered twice and nothing leaked (the
@@ -27,7 +28,7 @@ TestSuite(sparse_stress, .timeout = 600);
 #endif
 
 #define NSRC 16
-#define NCONS 4
+#define NCONS 16
 #define BATCH 7
 #define SEQ_BITS 32
 
