@@ -123,14 +123,14 @@ static void *stdin_main(void *arg)
     char *buf = malloc(cap);
     uint64_t no = 0;
     bool eof = false;
-    qf_code rc = p && buf ? QF_OK : QF_RESOURCE_EXHAUSTED;
-    if (rc != QF_OK)
-        report(in, "standard input", ENOMEM);
+    qf_code rc =
+        p && buf ? QF_OK : qf_set_error(QF_RESOURCE_EXHAUSTED, "standard input: out of memory");
     while (rc == QF_OK && !eof) {
         if (cap - len < READ_CHUNK / 4) { /* a long line: room for more of it */
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
-                report(in, "standard input", ENOMEM);
+                rc = qf_set_error(QF_RESOURCE_EXHAUSTED,
+                                  "standard input: out of memory for a line of %zu bytes", len);
                 break;
             }
             buf = nb;
@@ -146,12 +146,13 @@ static void *stdin_main(void *arg)
             break;
         }
         eof = r == 0;
+        /* Every whole line, then (at the end) what is left. The bytes kept
+         * from before hold no '\n': the search starts at the new ones. */
+        size_t start = 0, scan = len;
         len += (size_t)r;
-        /* Every whole line, then (at the end) what is left. */
-        size_t start = 0;
-        for (const char *nl; rc == QF_OK && (nl = memchr(buf + start, '\n', len - start));) {
+        for (const char *nl; rc == QF_OK && (nl = memchr(buf + scan, '\n', len - scan));) {
             rc = line(in, p, &no, buf + start, (size_t)(nl - (buf + start)), false);
-            start = (size_t)(nl - buf) + 1;
+            start = scan = (size_t)(nl - buf) + 1;
         }
         if (rc == QF_OK && eof && start < len) {
             rc = line(in, p, &no, buf + start, len - start, true);
@@ -165,7 +166,7 @@ static void *stdin_main(void *arg)
     if (rc == QF_OK && eof)
         qf_queue_close(in->q, false);           /* the end: the source drains and ends */
     else if (rc != QF_OK && rc != QF_CANCELLED) /* QF_CANCELLED: a stop */
-        report(in, "standard input", ENOMEM);
+        qf_coord_request_stop(in->coord, qf_last_status()); /* what failed, and why */
     free(buf);
     free(p);
     return NULL;
