@@ -47,10 +47,11 @@ qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *
 
 /* The batch of component c of slots[0..n) (elements, or rows of string blocks, see
  * qf_strblock-impl.h) when every one of them is a scalar of dtype dt (not
- * QF_PTR): values are copied (strings into the batch's one arena), the
- * slots are left as they are. QF_UNIMPLEMENTED, with no error recorded,
- * when some slot does not qualify: the caller then takes the general path
- * (qf_tensor_stack()), which reports or handles it. */
+ * QF_PTR): values are copied (strings into the batch's one arena, sparse
+ * tensors shared by reference), the slots are left as they are.
+ * QF_UNIMPLEMENTED, with no error recorded, when some slot does not
+ * qualify: the caller then takes the general path (qf_tensor_stack()),
+ * which reports or handles it. */
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
                           qf_tensor **ret_batch);
 

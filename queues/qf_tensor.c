@@ -11,6 +11,11 @@
  * so a tensor may mix both kinds: qf_tensor_set_string() and strings stolen
  * from a consumed source are separate blocks.
  *
+ * A QF_SPARSE buffer holds references to sparse tensors (qf_sparse.h).
+ * They are immutable, so copying one is taking a reference: copies, slices
+ * and stacks share them, and moving one out of a consumed source leaves
+ * NULL behind, as for owned pointers.
+ *
  * Stack and unstack consume references. When the consumed reference is the
  * last one nobody else can observe the source any more, so separately
  * allocated strings and owned pointers are moved instead of copied, and the
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_sparse.h"
 #include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
@@ -104,6 +110,8 @@ const char *qf_dtype_name(qf_dtype dt)
         return "uint64";
     case QF_PTR:
         return "ptr";
+    case QF_SPARSE:
+        return "sparse";
     case QF_DT_INVALID:
         break;
     }
@@ -144,6 +152,7 @@ size_t qf_dtype_size(qf_dtype dt)
     case QF_UINT64:
         return sizeof(uint64_t);
     case QF_PTR:
+    case QF_SPARSE:
         return sizeof(void *);
     case QF_DT_INVALID:
         break;
@@ -387,6 +396,10 @@ static void tensor_destroy(qf_tensor *t)
         for (int64_t i = 0; i < t->n; i++)
             if (p[i])
                 t->dtor(p[i]);
+    } else if (t->dtype == QF_SPARSE) {
+        qf_sparse **p = (qf_sparse **)t->buf;
+        for (int64_t i = 0; i < t->n; i++)
+            qf_sparse_unref(p[i]);
     }
     if (t->home)
         qf__home_release(t->home);
@@ -424,7 +437,7 @@ qf_tensor *qf_tensor_new_ptr(const qf_shape *shape, qf_ptr_dtor dtor)
 
 qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *data, size_t n_bytes)
 {
-    if (dt == QF_STRING || dt == QF_PTR) {
+    if (dt == QF_STRING || dt == QF_PTR || dt == QF_SPARSE) {
         qf_set_error(QF_INVALID_ARGUMENT,
                      "qf_tensor_new_from takes numeric and bool dtypes only, got %s",
                      qf_dtype_name(dt));
@@ -727,6 +740,13 @@ bool qf_tensor_equal(const qf_tensor *a, const qf_tensor *b)
         return true;
     if (!a || !b || a->dtype != b->dtype || !qf_shape_equal(&a->shape, &b->shape))
         return false;
+    if (a->dtype == QF_SPARSE) {
+        qf_sparse *const *pa = (qf_sparse *const *)a->buf, *const *pb = (qf_sparse *const *)b->buf;
+        for (int64_t i = 0; i < a->n; i++)
+            if (pa[i] != pb[i] && (!pa[i] || !pb[i] || !qf_sparse_equal(pa[i], pb[i])))
+                return false;
+        return true;
+    }
     if (a->dtype != QF_STRING)
         return a->nbytes == 0 || memcmp(a->buf, b->buf, a->nbytes) == 0;
     const qf_string *sa = (const qf_string *)a->buf, *sb = (const qf_string *)b->buf;
@@ -787,8 +807,11 @@ static qf_code transfer(qf_tensor *dst, int64_t doff, qf_tensor *src, int64_t so
         return QF_OK;
     }
     memcpy(d, s, (size_t)count * es);
-    if (move && dst->dtype == QF_PTR)
+    if (move && (dst->dtype == QF_PTR || dst->dtype == QF_SPARSE))
         memset(s, 0, (size_t)count * es);
+    else if (dst->dtype == QF_SPARSE) /* a copy shares: one more reference */
+        for (int64_t j = 0; j < count; j++)
+            qf_sparse_ref(((qf_sparse **)d)[j]);
     return QF_OK;
 }
 
@@ -1098,6 +1121,9 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
         size_t es = qf_dtype_size(dt);
         for (size_t i = 0; i < n; i++)
             memcpy(out->buf + i * es, qf_element_get(slots[i], c)->buf, es);
+        if (dt == QF_SPARSE) /* the slots keep theirs: the batch shares */
+            for (size_t i = 0; i < n; i++)
+                qf_sparse_ref(((qf_sparse **)out->buf)[i]);
     }
     *ret_batch = out;
     return QF_OK;
@@ -1115,7 +1141,7 @@ bool qf__tensor_dies_with_home(qf_tensor *t, const qf__home *h)
             if (ss[i].len > 0 && !in_arena(t, ss[i].data))
                 return false;
     }
-    return t->dtype != QF_PTR || !t->dtor;
+    return (t->dtype != QF_PTR || !t->dtor) && t->dtype != QF_SPARSE;
 }
 
 qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,

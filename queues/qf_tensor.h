@@ -11,7 +11,10 @@
  *       NULs); access with qf_tensor_string() / qf_tensor_set_string();
  *   QF_PTR: each element an opaque void*; when the tensor has a destructor
  *       it owns the objects and calls the destructor on every non-NULL
- *       element when the last reference goes.
+ *       element when the last reference goes;
+ *   QF_SPARSE: each element a reference to a sparse tensor (qf_sparse.h),
+ *       NULL until set; copies, slices and stacks share them (they are
+ *       immutable); access with qf_tensor_sparse() / qf_tensor_set_sparse().
  *
  * Synchronization table
  *   dtype/shape helpers          pure, any thread, wait-free
@@ -50,17 +53,21 @@ typedef enum qf_dtype {
     QF_FLOAT16 = 19,
     QF_UINT32 = 22,
     QF_UINT64 = 23,
-    QF_PTR = 100, /* qflow only: opaque user object */
+    QF_PTR = 100,    /* qflow only: opaque user object */
+    QF_SPARSE = 101, /* qflow only: a sparse tensor (qf_sparse.h) */
 } qf_dtype;
+
+/* A sparse tensor, TensorFlow's SparseTensor (qf_sparse.h). */
+typedef struct qf_sparse qf_sparse;
 
 /** qf_dtype_is_valid() - true for every value listed above except INVALID. */
 QF_API bool qf_dtype_is_valid(qf_dtype dt);
 /** qf_dtype_name() - TensorFlow's name ("float", "double", "int32",
- *  "string", "half", "complex64", "bool", ...; "ptr" for QF_PTR;
- *  "invalid" otherwise). Static string. */
+ *  "string", "half", "complex64", "bool", ...; "ptr" for QF_PTR, "sparse"
+ *  for QF_SPARSE; "invalid" otherwise). Static string. */
 QF_API const char *qf_dtype_name(qf_dtype dt);
 /** qf_dtype_size() - bytes per element in the buffer: sizeof(qf_string)
- *  for QF_STRING, sizeof(void*) for QF_PTR, 0 for invalid. */
+ *  for QF_STRING, sizeof(void*) for QF_PTR and QF_SPARSE, 0 for invalid. */
 QF_API size_t qf_dtype_size(qf_dtype dt);
 
 /* One element of a QF_STRING tensor's buffer. Owned by the tensor. */

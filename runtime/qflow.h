@@ -15,12 +15,14 @@
 #include "qf_waker.h"
 #include "qf_coordinator.h"
 #include "qf_tensor.h"
+#include "qf_sparse.h"
 #include "qf_queue.h"
 #include "qf_runtime.h"
 #include "qf_reader.h"
 #include "qf_tfrecord.h"
 #include "qf_queue_runner.h"
 #include "qf_input.h"
+#include "qf_deferred.h"
 #include "qf_batch.h"
 
 QF_BEGIN_DECLS

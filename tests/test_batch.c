@@ -13,8 +13,7 @@
  *       static shape of a named component are tested;
  *   170 "a list with one tensor returns a single tensor": a C batch is
  *       always an element; shared_name is tested;
- *   171 and the sparse half of 172: SparseTensor batching is optional for
- *       a C implementation and not implemented;
+ *   171 and the sparse half of 172: in test_batch_sparse.c;
  *   168 "unknown rank": C sources declare shapes; a missing or unknown-rank
  *       declaration gives the same error.
  * The "static shape" checks of 164, 169, 173 and 175 use

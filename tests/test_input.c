@@ -7,10 +7,10 @@
  * contents, task and Coordinator joins); nothing sleeps to order anything,
  * and every wait has a deadline only a broken run reaches.
  *
- * Python-only items, skipped: 151 (a tensor of unknown static shape; a
- * qflow tensor always has a fully defined shape, so the test here checks
- * the nearest C error, a scalar input or an incompatible element_shape
- * instead). The local-variable initialisation note of 148 has no C
+ * Item 151 (an input of unknown static shape) is tested with deferred
+ * inputs in test_deferred.c; a qflow tensor always has a fully defined
+ * shape, so the test here checks the nearest C errors, a scalar input or
+ * an incompatible element_shape. The local-variable initialisation note of 148 has no C
  * counterpart (the counter is initialised at creation; qf_limit_epochs_reset
  * plays local_variables_initializer).
  */

@@ -128,8 +128,10 @@ typedef struct proc {
     int err; /* read end of the child's stderr */
 } proc;
 
-/* Start the tool with args (NULL-terminated, without argv[0]). */
-static void spawn(proc *p, const char *const *args)
+/* Start the tool with args (NULL-terminated, without argv[0]) and
+ * `in_fd` as its standard input (-1: /dev/null; the child gets a copy, the
+ * caller keeps in_fd). */
+static void spawn_in(proc *p, const char *const *args, int in_fd)
 {
     const char *argv[64];
     int n = 0;
@@ -155,8 +157,8 @@ static void spawn(proc *p, const char *const *args)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
+        int in = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+        if (in < 0 || dup2(in, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
             _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -166,6 +168,11 @@ static void spawn(proc *p, const char *const *args)
     p->pid = pid;
     p->out = po[0];
     p->err = pe[0];
+}
+
+static void spawn(proc *p, const char *const *args)
+{
+    spawn_in(p, args, -1);
 }
 
 typedef struct buf {
@@ -233,24 +240,41 @@ static void result_free(result *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* Run the tool to completion: run(&res, "--keys", path, NULL). */
-__attribute__((sentinel)) static void run(result *res, ...)
+static void run_v(result *res, int in_fd, va_list ap)
 {
     const char *args[64];
     int n = 0;
-    va_list ap;
-    va_start(ap, res);
     const char *a;
     while ((a = va_arg(ap, const char *)) != NULL) {
         cr_assert_lt(n, 63);
         args[n++] = a;
     }
-    va_end(ap);
     args[n] = NULL;
     memset(res, 0, sizeof(*res));
     proc p;
-    spawn(&p, args);
+    spawn_in(&p, args, in_fd);
     res->status = finish(&p, &res->out, &res->err);
+}
+
+/* Run the tool to completion: run(&res, "--keys", path, NULL). */
+__attribute__((sentinel)) static void run(result *res, ...)
+{
+    va_list ap;
+    va_start(ap, res);
+    run_v(res, -1, ap);
+    va_end(ap);
+}
+
+/* The same with the file `in_path` as standard input. */
+__attribute__((sentinel)) static void run_in(result *res, const char *in_path, ...)
+{
+    int fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "%s: %s", in_path, strerror(errno));
+    va_list ap;
+    va_start(ap, in_path);
+    run_v(res, fd, ap);
+    va_end(ap);
+    close(fd);
 }
 
 static int exit_code(int status)
@@ -356,6 +380,11 @@ Test(qflow_lines, help_prints_usage_and_exits_0)
     cr_expect(strstr(r.out.p, "usage: qflow-lines") != NULL, "stdout: %s", r.out.p);
     cr_expect(strstr(r.out.p, "--epochs") && strstr(r.out.p, "--min-after-dequeue") &&
               strstr(r.out.p, "--skip-header-lines") && strstr(r.out.p, "--stats"));
+    /* --shuffle is said plainly to be a windowed shuffle, its window
+     * --min-after-dequeue; '-' is standard input */
+    cr_expect(strstr(r.out.p, "a windowed shuffle, not a full") != NULL, "stdout: %s", r.out.p);
+    cr_expect(strstr(r.out.p, "--min-after-dequeue lines back (the window)") != NULL);
+    cr_expect(strstr(r.out.p, "A FILE of '-' is standard input") != NULL);
     cr_expect_eq(r.err.len, 0, "stderr: %s", r.err.p);
     result_free(&r);
 }
@@ -962,4 +991,276 @@ Test(qflow_lines, sigterm_stops_with_whole_lines)
 Test(qflow_lines, sigint_stops_a_seeded_shuffled_pipeline)
 {
     signal_stops_with_whole_lines(SIGINT, true);
+}
+
+/* ------------------------------------------------------ standard input */
+
+/* `text` read as FILE and as "-" (standard input from the same file) gives
+ * the same lines in the same order, keys and all, the file's keys
+ * "<path>:<n>" being "-:<n>" for standard input (spec 190-195: one TextLine
+ * reading, whatever the source). */
+static void same_as_file(const tdir *d, const char *name, const char *text, const char *skip)
+{
+    const char *path = write_str(d, name, text);
+    result rf, rs;
+    run(&rf, "--keys", "--readers", "1", "--skip-header-lines", skip, path, NULL);
+    run_in(&rs, path, "--keys", "--skip-header-lines", skip, "-", NULL);
+    EXPECT_EXIT(&rf, 0);
+    EXPECT_EXIT(&rs, 0);
+    cr_expect_eq(rs.err.len, 0, "stderr: %s", rs.err.p);
+    lines gf, gs;
+    split(&rf.out, &gf);
+    split(&rs.out, &gs);
+    cr_assert_eq(gs.n, gf.n, "%s: %zu lines from stdin, %zu from the file", name, gs.n, gf.n);
+    size_t plen = strlen(path);
+    for (size_t i = 0; i < gf.n; i++) {
+        cr_assert(strncmp(gf.v[i], path, plen) == 0 && gf.v[i][plen] == ':');
+        cr_assert(strncmp(gs.v[i], "-:", 2) == 0, "key of \"%s\"", gs.v[i]);
+        cr_expect_str_eq(gs.v[i] + 1, gf.v[i] + plen, "%s line %zu", name, i);
+    }
+    lines_free(&gf);
+    lines_free(&gs);
+    result_free(&rf);
+    result_free(&rs);
+}
+
+Test(qflow_lines, dash_reads_standard_input_as_a_text_line_reader_reads_a_file)
+{
+    tdir d;
+    tdir_make(&d);
+    same_as_file(&d, "plain", "one\ntwo\nthree\n", "0");
+    same_as_file(&d, "crlf", "one\r\ntwo\r\nthree", "0");        /* spec 191-192 */
+    same_as_file(&d, "odd", "a\r\n\nmid\rdle\r\n\r\nlast", "0"); /* spec 193 */
+    same_as_file(&d, "cr_end", "x\n\r", "0");                    /* spec 193 */
+    same_as_file(&d, "only_nl", "\n", "0");                      /* spec 193 */
+    same_as_file(&d, "empty", "", "0");                          /* spec 194 */
+    same_as_file(&d, "header", "h1\nh2\nbody 1\nbody 2", "2");   /* spec 195 */
+    same_as_file(&d, "short_header", "h1\n", "3");               /* spec 196 */
+    /* a file of many lines, longer than one read of standard input */
+    const char *big = write_lines(&d, "big", "S", 40000, "\n");
+    result r;
+    run_in(&r, big, "-", NULL);
+    EXPECT_EXIT(&r, 0);
+    lines got, want = {0};
+    split(&r.out, &got);
+    want_lines(&want, big, "S", 40000, 1, false, 1);
+    cr_assert_eq(got.n, want.n);
+    for (size_t i = 0; i < got.n; i++)
+        if (strcmp(got.v[i], want.v[i]) != 0) {
+            cr_expect_fail("line %zu: got \"%s\", want \"%s\" (order)", i, got.v[i], want.v[i]);
+            break;
+        }
+    lines_free(&got);
+    lines_free(&want);
+    result_free(&r);
+    tdir_remove(&d);
+}
+
+Test(qflow_lines, dash_among_files_adds_standard_input_once)
+{
+    /* files and "-" together: every line once; standard input's lines
+     * keep their order among themselves */
+    tdir d;
+    tdir_make(&d);
+    const char *a = write_lines(&d, "a.txt", "A", 3000, "\n");
+    const char *b = write_lines(&d, "b.txt", "B", 2000, "\n");
+    const char *s = write_lines(&d, "s.txt", "S", 5000, "\n");
+    result r;
+    run_in(&r, s, "--keys", "--readers", "2", a, "-", b, NULL);
+    EXPECT_EXIT(&r, 0);
+    lines got, want = {0};
+    split(&r.out, &got);
+    long next = 1;
+    for (size_t i = 0; i < got.n; i++)
+        if (strncmp(got.v[i], "-:", 2) == 0) {
+            long n = strtol(got.v[i] + 2, NULL, 10);
+            cr_expect_eq(n, next, "standard input's lines in order");
+            next = n + 1;
+        }
+    cr_expect_eq(next, 5001);
+    /* the multiset: the files' lines with their keys, stdin's with "-" */
+    want_lines(&want, a, "A", 3000, 1, true, 1);
+    want_lines(&want, b, "B", 2000, 1, true, 1);
+    lines sw = {0};
+    want_lines(&sw, "-", "S", 5000, 1, true, 1);
+    for (size_t i = 0; i < sw.n; i++)
+        lines_add(&want, sw.v[i], strlen(sw.v[i]));
+    expect_same_lines(&got, &want);
+    lines_free(&sw);
+    lines_free(&got);
+    lines_free(&want);
+    result_free(&r);
+
+    /* with --shuffle: still every line once */
+    run_in(&r, s, "--shuffle", "--min-after-dequeue", "500", a, "-", b, NULL);
+    EXPECT_EXIT(&r, 0);
+    split(&r.out, &got);
+    want_lines(&want, a, "A", 3000, 1, false, 1);
+    want_lines(&want, b, "B", 2000, 1, false, 1);
+    want_lines(&want, s, "S", 5000, 1, false, 1);
+    expect_same_lines(&got, &want);
+    lines_free(&got);
+    lines_free(&want);
+    result_free(&r);
+    tdir_remove(&d);
+}
+
+Test(qflow_lines, seeded_shuffle_of_standard_input_is_reproducible)
+{
+    /* --seed: standard input is read to its end first, so the shuffled
+     * output is byte-identical run to run, with files too */
+    tdir d;
+    tdir_make(&d);
+    const char *a = write_lines(&d, "a.txt", "A", 2000, "\n");
+    const char *s = write_lines(&d, "s.txt", "S", 3000, "\n");
+    result r1, r2;
+    run_in(&r1, s, "--shuffle", "--seed", "5", "--min-after-dequeue", "700", "--keys", a, "-",
+           NULL);
+    run_in(&r2, s, "--shuffle", "--seed", "5", "--min-after-dequeue", "700", "--keys", a, "-",
+           NULL);
+    EXPECT_EXIT(&r1, 0);
+    EXPECT_EXIT(&r2, 0);
+    cr_expect_eq(r1.out.len, r2.out.len);
+    cr_expect(r1.out.len == r2.out.len && memcmp(r1.out.p, r2.out.p, r1.out.len) == 0,
+              "two runs with the same seed differ");
+    lines got, want = {0};
+    split(&r1.out, &got);
+    want_lines(&want, a, "A", 2000, 1, true, 1);
+    lines sw = {0};
+    want_lines(&sw, "-", "S", 3000, 1, true, 1);
+    for (size_t i = 0; i < sw.n; i++)
+        lines_add(&want, sw.v[i], strlen(sw.v[i]));
+    expect_same_lines(&got, &want);
+    lines_free(&sw);
+    lines_free(&got);
+    lines_free(&want);
+    result_free(&r1);
+    result_free(&r2);
+    tdir_remove(&d);
+}
+
+Test(qflow_lines, dash_rules_exit_2)
+{
+    result r;
+    run(&r, "--epochs", "2", "-", NULL);
+    EXPECT_EXIT(&r, 2);
+    cr_expect(strstr(r.err.p, "can be read only once: use --epochs 1 with '-'") != NULL, "%s",
+              r.err.p);
+    result_free(&r);
+    run(&r, "--epochs", "0", "-", NULL);
+    EXPECT_EXIT(&r, 2);
+    result_free(&r);
+    run(&r, "-", "-", NULL);
+    EXPECT_EXIT(&r, 2);
+    cr_expect(strstr(r.err.p, "'-' (standard input) is given twice") != NULL, "%s", r.err.p);
+    result_free(&r);
+    /* an empty standard input is no error */
+    run(&r, "-", NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_eq(r.out.len, 0);
+    result_free(&r);
+}
+
+Test(qflow_lines, a_read_error_on_standard_input_exits_1)
+{
+    tdir d;
+    tdir_make(&d);
+    result r;
+    run_in(&r, d.path, "-", NULL); /* a directory: read(2) fails with EISDIR */
+    EXPECT_EXIT(&r, 1);
+    cr_expect(strstr(r.err.p, "read error on standard input") != NULL, "stderr: %s", r.err.p);
+    result_free(&r);
+    tdir_remove(&d);
+}
+
+/* A pipe that never delivers holds no worker and no stop: the file's lines
+ * flow past it, and a broken output pipe ends the tool with status 0 while
+ * standard input is still open and silent. */
+Test(qflow_lines, a_silent_standard_input_does_not_hold_up_a_broken_pipe)
+{
+    tdir d;
+    tdir_make(&d);
+    const char *a = write_lines(&d, "a.txt", "A", 200000, "\n"); /* ~5 MB of output */
+    int in[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    const char *const args[] = {a, "-", NULL};
+    proc p;
+    spawn_in(&p, args, in[0]);
+    close(in[0]);
+    buf first = {0};
+    read_at_least(p.out, &first, 1);
+    close(p.out); /* like head -1 after its line */
+    p.out = open("/dev/null", O_RDONLY);
+    buf out = {0}, err = {0};
+    int status = finish(&p, &out, &err);
+    cr_expect_eq(exit_code(status), 0, "exit %d; stderr: %s", exit_code(status), err.p);
+    cr_expect_eq(err.len, 0, "stderr: %s", err.p);
+    close(in[1]); /* only now: the tool never saw the end of its input */
+    free(first.p);
+    free(out.p);
+    free(err.p);
+    tdir_remove(&d);
+}
+
+/* Read fd (stderr) until `what` appears in what was read. */
+static void read_until(int fd, buf *b, const char *what)
+{
+    buf_add(b, "", 0);
+    char chunk[4096];
+    while (!strstr(b->p, what)) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert_gt(n, 0, "the tool ended before writing \"%s\": %s", what, b->p);
+        buf_add(b, chunk, (size_t)n);
+    }
+}
+
+/* SIGTERM while standard input is open and silent: the tool stops at once
+ * (its thread waits in poll(2) with the stop's eventfd), writes the lines
+ * it had, whole, and dies of the signal. The test knows the lines went
+ * through from the --stats line, not from a pause. */
+static void signal_with_silent_stdin(bool seeded)
+{
+    int in[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    const char *args[8];
+    int n = 0;
+    args[n++] = "--stats";
+    args[n++] = "--batch-size";
+    args[n++] = "5";
+    if (seeded) {
+        args[n++] = "--seed";
+        args[n++] = "3";
+    }
+    args[n++] = "-";
+    args[n] = NULL;
+    proc p;
+    spawn_in(&p, args, in[0]);
+    close(in[0]);
+    buf out = {0}, err = {0};
+    if (!seeded) { /* --seed reads to the end first: nothing goes through */
+        const char ten[] = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n";
+        cr_assert_eq(write(in[1], ten, sizeof(ten) - 1), (ssize_t)(sizeof(ten) - 1));
+        read_until(p.err, &err, "10 lines");
+    } else {
+        read_until(p.err, &err, "0 lines"); /* the tool is up and waiting */
+    }
+    cr_assert_eq(kill(p.pid, SIGTERM), 0);
+    int status = finish(&p, &out, &err);
+    cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x; stderr: %s", status,
+              err.p);
+    if (!seeded)
+        cr_expect_str_eq(out.p, "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n");
+    else
+        cr_expect_eq(out.len, 0);
+    close(in[1]);
+    free(out.p);
+    free(err.p);
+}
+
+Test(qflow_lines, sigterm_with_a_silent_standard_input)
+{
+    signal_with_silent_stdin(false);
+    signal_with_silent_stdin(true);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_sparse.h"
 #include "qf_tensor.h"
 
 /* ------------------------------------------------------------ test helpers */
@@ -13,7 +14,7 @@
 static const qf_dtype all_dtypes[] = {
     QF_FLOAT32, QF_FLOAT64,   QF_INT32,  QF_UINT8, QF_INT16,  QF_INT8,
     QF_STRING,  QF_COMPLEX64, QF_INT64,  QF_BOOL,  QF_UINT16, QF_COMPLEX128,
-    QF_FLOAT16, QF_UINT32,    QF_UINT64, QF_PTR,
+    QF_FLOAT16, QF_UINT32,    QF_UINT64, QF_PTR,   QF_SPARSE,
 };
 #define N_DTYPES (sizeof(all_dtypes) / sizeof(all_dtypes[0]))
 
@@ -131,6 +132,16 @@ static qf_tensor *random_tensor(qf_dtype dt, const qf_shape *shape)
         void **p = qf_tensor_data(t);
         for (int64_t i = 0; i < n; i++)
             p[i] = (void *)(uintptr_t)(rng() & ~(uint64_t)7);
+    } else if (dt == QF_SPARSE) { /* a small sparse vector, or none */
+        for (int64_t i = 0; i < n; i++) {
+            if (rng() % 4 == 0)
+                continue;
+            int64_t dense = 1 + (int64_t)(rng() % 4), idx = (int64_t)(rng() % (uint64_t)dense);
+            int64_t v = (int64_t)rng();
+            qf_sparse *sp = NULL;
+            cr_assert_eq(qf_sparse_new_from(QF_INT64, 1, 1, &idx, &v, &dense, &sp), QF_OK);
+            cr_assert_eq(qf_tensor_set_sparse(t, i, sp), QF_OK);
+        }
     } else {
         unsigned char *d = qf_tensor_data(t);
         size_t bytes = (size_t)n * qf_dtype_size(dt);
@@ -166,6 +177,7 @@ Test(tensor, every_dtype_has_tensorflow_name_and_size)
         {QF_UINT32, 22, 4, "uint32"},
         {QF_UINT64, 23, 8, "uint64"},
         {QF_PTR, 100, sizeof(void *), "ptr"},
+        {QF_SPARSE, 101, sizeof(void *), "sparse"},
     };
     cr_assert_eq(sizeof(want) / sizeof(want[0]), N_DTYPES);
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -178,7 +190,7 @@ Test(tensor, every_dtype_has_tensorflow_name_and_size)
 
 Test(tensor, values_outside_the_enum_are_invalid_dtypes)
 {
-    static const int bad[] = {0, -1, 11, 12, 16, 20, 21, 24, 99, 101, 1000};
+    static const int bad[] = {0, -1, 11, 12, 16, 20, 21, 24, 99, 102, 1000};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         qf_dtype dt = (qf_dtype)bad[i];
         cr_assert_not(qf_dtype_is_valid(dt), "%d", bad[i]);

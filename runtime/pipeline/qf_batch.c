@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "qf_batch-impl.h"
+#include "qf_batch_sparse-impl.h"
 #include "qf_strblock-impl.h"
 
 static qf_code oom(void)
@@ -73,6 +74,7 @@ struct bstate {
     size_t *maps; /* n_srcs * nq */
     bop *ops;
     size_t n_ops;
+    qf__sparse_comps sc; /* sparse components (spec 171-172) */
 };
 
 static void bstate_free(void *arg)
@@ -98,6 +100,7 @@ static void bstate_free(void *arg)
         qf_batch_source_free(bs->srcs[i]);
     free(bs->srcs);
     free(bs->maps);
+    qf__sparse_comps_free(&bs->sc);
     qf_queue_unref(bs->q);
     free(bs);
 }
@@ -202,6 +205,13 @@ static qf_code take_example(bop *o, qf_element *e)
         if (!keep)
             goto out; /* dropped (spec 172) */
     }
+    for (size_t j = 0; bs->sc.is_sparse && j < bs->nq; j++) {
+        size_t k;
+        if (qf__sparse_is(&bs->sc, j) && ((rc = locate(o, e, o->map[j], &k)) != QF_OK ||
+                                          (rc = qf__sparse_check(&bs->sc, j, qf_element_get(e, k),
+                                                                 qf_queue_name(bs->q))) != QF_OK))
+            goto out;
+    }
     if (o->as_is && !qf_element_has_names(e)) {
         o->holding = e; /* the fast path: the source's element as it is */
         return QF_OK;
@@ -237,14 +247,18 @@ static qf_code take_rows(bop *o, qf_element *e)
     size_t k0;
     if ((rc = locate(o, e, o->map[0], &k0)) != QF_OK)
         goto out;
+    /* A sparse component's rows are its first dense dimension. */
     const qf_tensor *t0 = qf_element_get(e, k0);
-    if (!t0 || qf_tensor_shape(t0)->rank < 1) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT,
-                          "with enqueue_many every component of queue '%s' needs rank >= 1",
-                          qf_queue_name(bs->q));
+    int64_t n0 = qf__rows_of(t0);
+    if (n0 < 0) {
+        rc = t0 && qf_tensor_dtype(t0) == QF_SPARSE
+                 ? qf_last_code()
+                 : qf_set_error(QF_INVALID_ARGUMENT,
+                                "with enqueue_many every component of queue '%s' needs rank >= 1",
+                                qf_queue_name(bs->q));
         goto out;
     }
-    size_t n = (size_t)qf_tensor_shape(t0)->dims[0];
+    size_t n = (size_t)n0;
     if (!grow((void **)&o->keep, &o->keep_cap, n ? n : 1, sizeof(*o->keep)) ||
         !grow((void **)&o->parts, &o->parts_cap, (n ? n : 1) * bs->nq, sizeof(*o->parts)) ||
         !grow((void **)&o->rows, &o->rows_cap, n ? n : 1, sizeof(*o->rows))) {
@@ -276,6 +290,11 @@ static qf_code take_rows(bop *o, qf_element *e)
         if ((rc = locate(o, e, o->map[j], &k)) != QF_OK)
             break;
         qf_tensor *t = qf_element_take(e, k);
+        if (qf__sparse_is(&bs->sc, j)) {
+            if ((rc = qf__sparse_rows(t, (int64_t)n, o->parts + j * n)) == QF_OK)
+                done = j + 1;
+            continue;
+        }
         if (!t || qf_tensor_shape(t)->rank < 1 || (size_t)qf_tensor_shape(t)->dims[0] != n) {
             qf_tensor_unref(t);
             rc = qf_set_error(QF_INVALID_ARGUMENT,
@@ -299,6 +318,9 @@ static qf_code take_rows(bop *o, qf_element *e)
     for (size_t r = 0; r < n; r++) {
         for (size_t j = 0; row && j < bs->nq; j++)
             row[j] = o->parts[j * n + r];
+        for (size_t j = 0; row && o->keep[r] && rc == QF_OK && bs->sc.is_sparse && j < bs->nq; j++)
+            if (qf__sparse_is(&bs->sc, j))
+                rc = qf__sparse_check(&bs->sc, j, row[j], qf_queue_name(bs->q));
         if (!row || !o->keep[r] || rc != QF_OK) {
             for (size_t j = 0; j < bs->nq; j++)
                 qf_tensor_unref(o->parts[j * n + r]);
@@ -404,8 +426,10 @@ struct qf_batcher {
     bool smaller, padded;
     size_t nq;
     qf_dtype *dtypes;
-    qf_shape *shapes; /* per example */
+    qf_shape *shapes; /* per example, in the queue */
     char **names;     /* sorted, or NULL */
+    bool *sparse;     /* sparse components, or NULL when none */
+    qf_shape *dense;  /* their declared dense shapes (NULL when none) */
     qf_fill_gauge gauge;
 };
 
@@ -418,6 +442,8 @@ void qf_batcher_free(qf_batcher *b)
     free(b->names);
     free(b->dtypes);
     free(b->shapes);
+    free(b->sparse);
+    free(b->dense);
     qf_queue_unref(b->q);
     free(b);
 }
@@ -614,9 +640,15 @@ static qf_code build(build_args *a, qf_batcher **ret)
     for (size_t c = 0, j = 0; c < s0->comps.n; c++)
         if (c != kc)
             order[j++] = c;
-    /* Per-example shapes in source order (without keep): opts or source. */
+    /* Per-example shapes in source order (without keep): opts or source. A
+     * sparse component's is its dense shape, which may be unknown: the
+     * queue holds a handle per example (spec 171). */
     for (size_t j = 0; j < nq; j++) {
         const qf_shape *sh = o->shapes ? &o->shapes[j] : s0->shapes ? &s0->shapes[order[j]] : NULL;
+        if (s0->dtypes[order[j]] == QF_SPARSE) {
+            qsh[j] = sh ? *sh : qf_shape_unknown();
+            continue;
+        }
         if (!sh || sh->rank == QF_UNKNOWN_RANK) { /* spec 168 */
             rc = qf_set_error(QF_INVALID_ARGUMENT, "Cannot infer Tensor's rank: component %zu%s%s",
                               j, s0->names ? " " : "", s0->names ? s0->names[order[j]] : "");
@@ -683,6 +715,19 @@ static qf_code build(build_args *a, qf_batcher **ret)
                 goto fail;
             }
         }
+    /* Sparse components: their dense shapes move aside, [] goes to the queue. */
+    if ((rc = qf__sparse_comps_init(&bs->sc, nq, qdt, qsh)) != QF_OK)
+        goto fail;
+    if (bs->sc.is_sparse) { /* the handle's copy, for taking batches */
+        b->sparse = malloc(nq * sizeof(*b->sparse));
+        b->dense = malloc(nq * sizeof(*b->dense));
+        if (!b->sparse || !b->dense) {
+            rc = oom();
+            goto fail;
+        }
+        memcpy(b->sparse, bs->sc.is_sparse, nq * sizeof(*b->sparse));
+        memcpy(b->dense, bs->sc.dense, nq * sizeof(*b->dense));
+    }
 
     /* ---- the queue */
     const char *name = o->name ? o->name : default_name(a);
@@ -939,11 +984,17 @@ qf_code qf_maybe_shuffle_batch_join(qf_scope *s, qf_batch_source *const *srcs, s
 
 /* ---------------------------------------------------------- taking batches */
 
-/* Put the component names on a batch taken from the (positional) queue. */
+/* Put the component names on a batch taken from the (positional) queue,
+ * after stacking its sparse components' handles (spec 171). */
 static qf_code name_batch(const qf_batcher *b, qf_element *e, qf_element **ret)
 {
+    qf_code rc = qf__sparse_restore(b->sparse, b->nq, e);
+    if (rc != QF_OK) {
+        qf_element_free(e);
+        return rc;
+    }
     if (b->names) {
-        qf_code rc = qf_element_set_names(e, (const char *const *)b->names);
+        rc = qf_element_set_names(e, (const char *const *)b->names);
         if (rc != QF_OK) {
             qf_element_free(e);
             return rc;
@@ -1000,6 +1051,7 @@ struct qf_batcher_poller {
     qf_dtype *dtypes;
     qf_shape *shapes;
     char **names;
+    bool *sparse; /* sparse components, or NULL */
     qf_element **held;
     size_t n_held;
     qf_tensor **parts;   /* nq * batch_size */
@@ -1020,6 +1072,7 @@ void qf_batcher_poller_free(qf_batcher_poller *p)
     free(p->names);
     free(p->dtypes);
     free(p->shapes);
+    free(p->sparse);
     free(p->held);
     free(p->parts);
     free(p->stacked);
@@ -1045,7 +1098,9 @@ qf_code qf_batcher_poller_new(qf_batcher *b, qf_batcher_poller **ret)
     p->held = calloc(bsz, sizeof(*p->held));
     p->parts = calloc(bsz * b->nq, sizeof(*p->parts));
     p->stacked = calloc(b->nq, sizeof(*p->stacked));
-    bool ok = p->dtypes && p->shapes && p->held && p->parts && p->stacked;
+    bool sparse_oom;
+    p->sparse = qf__sparse_flags_copy(b->sparse, b->nq, &sparse_oom);
+    bool ok = p->dtypes && p->shapes && p->held && p->parts && p->stacked && !sparse_oom;
     if (ok) {
         memcpy(p->dtypes, b->dtypes, b->nq * sizeof(*p->dtypes));
         memcpy(p->shapes, b->shapes, b->nq * sizeof(*p->shapes));
@@ -1097,6 +1152,10 @@ static qf_code stack_held(qf_batcher_poller *p, qf_element **ret)
     qf_element *e = qf_element_of(p->nq, p->stacked);
     if (!e)
         return qf_last_code();
+    if ((rc = qf__sparse_restore(p->sparse, p->nq, e)) != QF_OK) { /* spec 171 */
+        qf_element_free(e);
+        return rc;
+    }
     if (p->names) {
         rc = qf_element_set_names(e, (const char *const *)p->names);
         if (rc != QF_OK) {
@@ -1171,6 +1230,12 @@ qf_shape qf_batcher_output_shape(const qf_batcher *b, size_t i)
 {
     if (!b || i >= b->nq)
         return qf_shape_make(-1, NULL); /* invalid */
+    /* A sparse component: the dense shape of the stacked sparse tensor. */
+    if (b->sparse && b->sparse[i]) {
+        if (b->dense[i].rank == QF_UNKNOWN_RANK)
+            return qf_shape_unknown();
+        return qf_shape_prepend(b->smaller ? QF_UNKNOWN_DIM : b->batch_size, &b->dense[i]);
+    }
     return qf_shape_prepend(b->smaller ? QF_UNKNOWN_DIM : b->batch_size, &b->shapes[i]);
 }
 

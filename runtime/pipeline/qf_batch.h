@@ -44,6 +44,23 @@
  * names are copied once per batch, not once per example. Sources of one
  * join must then have the same names (spec 176, 181).
  *
+ * Sparse components (spec 171-172). A component declared QF_SPARSE takes
+ * one sparse tensor (qf_sparse.h) per example, as a QF_SPARSE scalar; its
+ * declared shape is the dense shape of those sparse tensors, which may
+ * leave dimensions or the rank unknown (the queue holds one handle per
+ * example, whatever the queue kind). Each batch has, in its place, one
+ * QF_SPARSE scalar: the examples' sparse tensors stacked (qf_sparse_stack()):
+ * indices gain the example's position in the batch as a first column,
+ * values follow one example after the other, and dense_shape is [k] and
+ * the largest size of each dimension among the k examples. With
+ * enqueue_many a sparse component is one sparse tensor whose first dense
+ * dimension indexes the examples (or a QF_SPARSE vector of them), split
+ * with qf_sparse_unstack(); keep_input filters its rows like every other
+ * component's. Every example must fit the declared dense shape and have
+ * the value dtype and rank of the first example the component saw
+ * (QF_INVALID_ARGUMENT from the op otherwise), so every batch stacks.
+ * qf_batcher_output_shape() gives the stacked dense shape.
+ *
  * Keep-input (maybe_*, spec 172, 182). A qf_keep_input decides per example
  * (per row with enqueue_many) whether it enters the queue: either a
  * function, or a QF_BOOL component of the source (scalar per example; with
@@ -63,8 +80,8 @@
  * serves one call at a time); qf_batch_source_reader_options() makes one
  * reader per task. The runner must be started on one runtime at a time.
  *
- * Differences from TensorFlow: the SparseTensor parts of spec 171-172 are
- * not implemented; the checks TensorFlow does at graph construction on
+ * Differences from TensorFlow: the checks TensorFlow does at graph
+ * construction on
  * static shapes are done here on the declared components; the poll form of
  * taking a batch (qf_batcher_poller) gathers elements one by one, so several
  * concurrent pollers may each hold part of a batch, and the part a poller

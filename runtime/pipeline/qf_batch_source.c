@@ -144,7 +144,9 @@ qf_code qf_batch_source_poll(const qf_components *comps, qf_source_poll_fn fn, v
     return QF_OK;
 }
 
-/* The components of a queue, as a source declares them. */
+/* The components of a queue, as a source declares them. A sparse
+ * component's queue shape is that of its handles: the dense shape of the
+ * sparse tensors is not known. */
 static void queue_comps(qf_queue *q, qf_components *c, qf_dtype *dt, qf_shape *sh,
                         const char **names)
 {
@@ -154,7 +156,7 @@ static void queue_comps(qf_queue *q, qf_components *c, qf_dtype *dt, qf_shape *s
     for (size_t i = 0; i < n; i++) {
         dt[i] = qf_queue_dtype(q, i);
         if (has_shapes)
-            sh[i] = *qf_queue_shape(q, i);
+            sh[i] = dt[i] == QF_SPARSE ? qf_shape_unknown() : *qf_queue_shape(q, i);
         if (has_names)
             names[i] = qf_queue_component_name(q, i);
     }

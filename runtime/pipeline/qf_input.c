@@ -13,6 +13,10 @@
  *                        queue is full the element waits in `holding` and
  *                        the task is parked on the queue.
  *
+ * A producer over a deferred input (qf_deferred.h) is built with a queue
+ * of the declared row shape and no rows; its first run takes the value,
+ * checks it, and makes the rows there. From then on it is the same machine.
+ *
  * The op state is touched only by the runner's one task for this op (a
  * runner starts one task per op and never two for the same op on one
  * runtime), so it needs no synchronisation: the runtime's hand-off between
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_deferred.h"
 #include "qf_input.h"
 #include "qf_rng-impl.h"
 
@@ -162,6 +167,8 @@ typedef struct producer {
     int64_t num_epochs, epochs;
     qf_element *holding;   /* made, waiting for room */
     const char *empty_msg; /* zero rows: the op fails with this (spec 155) */
+    qf_deferred *deferred; /* the input, until the first run takes it */
+    qf_shape row_shape;    /* a deferred input's rows must have this shape */
 } producer;
 
 static void producer_free(void *arg)
@@ -174,13 +181,66 @@ static void producer_free(void *arg)
         qf_tensor_unref(p->rows[i]);
     free(p->rows);
     free(p->perm);
+    qf_deferred_unref(p->deferred);
     qf_queue_unref(p->q);
     free(p);
+}
+
+static qf_code make_rows(producer *p, const qf_tensor *const *in, size_t nc, qf_shape *row_shapes,
+                         qf_dtype *dtypes);
+
+static const char NOT_NULL_ERR[] = "string_input_producer requires a non-null input tensor";
+static const char NON_EMPTY_ERR[] = "input_producer requires a non-empty input tensor";
+
+/* The first run of a producer over a deferred input: take the value (spec
+ * 150-151), check its rows against the queue's shape (TensorFlow's
+ * enqueue_many check, spec 18), and make the rows. */
+static qf_code producer_take_deferred(producer *p)
+{
+    qf_tensor *t = NULL;
+    qf_code rc = qf_deferred_value(p->deferred, &t);
+    if (rc != QF_OK)
+        return rc;
+    const qf_shape *sh = qf_tensor_shape(t);
+    qf_shape rows = sh->rank >= 1 ? qf_shape_make(sh->rank - 1, sh->dims + 1) : *sh;
+    if (sh->rank < 1) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "Input tensor must be at least rank 1: '%s' evaluated to a scalar",
+                          qf_deferred_name(p->deferred));
+    } else if (!qf_shape_equal(&rows, &p->row_shape)) {
+        char a[96], b[96];
+        qf_shape want = qf_shape_prepend(sh->dims[0], &p->row_shape);
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "Shape mismatch in tuple component 0. Expected %s, got %s (the value "
+                          "of '%s')",
+                          qf_shape_format(&want, a, sizeof(a)), qf_shape_format(sh, b, sizeof(b)),
+                          qf_deferred_name(p->deferred));
+    } else {
+        qf_shape rs;
+        qf_dtype dt;
+        const qf_tensor *in = t;
+        rc = make_rows(p, &in, 1, &rs, &dt);
+    }
+    qf_tensor_unref(t);
+    if (rc == QF_OK && p->n_rows == 0)
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "%s ('%s' evaluated to no %s)", p->empty_msg,
+                          qf_deferred_name(p->deferred),
+                          p->empty_msg == NOT_NULL_ERR ? "strings" : "rows");
+    if (rc == QF_OK) {
+        qf_deferred_unref(p->deferred);
+        p->deferred = NULL;
+    }
+    return rc;
 }
 
 static qf_code producer_poll(qf_task *task, void *arg)
 {
     producer *p = arg;
+    if (p->deferred) {
+        qf_code rc = producer_take_deferred(p);
+        if (rc != QF_OK)
+            return rc; /* an error of the op (spec 155) */
+    }
     if (!p->holding) {
         if (p->n_rows == 0)
             return qf_set_error(QF_INVALID_ARGUMENT, "%s", p->empty_msg);
@@ -257,10 +317,12 @@ static qf_code make_rows(producer *p, const qf_tensor *const *in, size_t nc, qf_
     return QF_OK;
 }
 
-/* The shared constructor: rows, queue, runner, collection. */
-static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc,
-                     const qf_input_producer_options *o, const char *empty_msg,
-                     qf_queue **ret_queue)
+/* The shared constructor: rows, queue, runner, collection. With a
+ * deferred input (nc 1, `in` unused) the rows are made by the first run,
+ * and `rows` is the shape they must have (the queue's). */
+static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc, qf_deferred *deferred,
+                     const qf_shape *rows, const qf_input_producer_options *o,
+                     const char *empty_msg, qf_queue **ret_queue)
 {
     qf_input_producer_options dflt;
     memset(&dflt, 0, sizeof(dflt));
@@ -286,13 +348,20 @@ static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc,
         rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in an input producer");
         goto fail;
     }
-    if ((rc = make_rows(p, in, nc, sh, dt)) != QF_OK)
-        goto fail;
-    if (p->n_rows == 0 && !empty_msg) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "input_producer requires a non-empty input tensor");
+    if (deferred) {
+        p->deferred = qf_deferred_ref(deferred);
+        p->row_shape = *rows;
+        sh[0] = *rows;
+        dt[0] = qf_deferred_dtype(deferred);
+    } else if ((rc = make_rows(p, in, nc, sh, dt)) != QF_OK) {
         goto fail;
     }
-    if (o->element_shape && (nc != 1 || !qf_shape_compatible(o->element_shape, &sh[0]))) {
+    if (!deferred && p->n_rows == 0 && !empty_msg) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "%s", NON_EMPTY_ERR);
+        goto fail;
+    }
+    if (!deferred && o->element_shape &&
+        (nc != 1 || !qf_shape_compatible(o->element_shape, &sh[0]))) {
         char a[96], b[96];
         rc = qf_set_error(
             QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
@@ -352,10 +421,8 @@ qf_code qf_input_producer(qf_scope *s, const qf_tensor *input,
 {
     if (!input)
         return qf_set_error(QF_INVALID_ARGUMENT, "input_producer requires an input tensor");
-    return build(s, &input, 1, opts, NULL, ret_queue);
+    return build(s, &input, 1, NULL, NULL, opts, NULL, ret_queue);
 }
-
-static const char NOT_NULL_ERR[] = "string_input_producer requires a non-null input tensor";
 
 qf_code qf_string_input_producer(qf_scope *s, const char *const *strings, size_t n,
                                  const qf_input_producer_options *opts, qf_queue **ret_queue)
@@ -378,7 +445,7 @@ qf_code qf_string_input_producer(qf_scope *s, const char *const *strings, size_t
         }
     }
     const qf_tensor *in = t;
-    qf_code rc = build(s, &in, 1, opts, NULL, ret_queue);
+    qf_code rc = build(s, &in, 1, NULL, NULL, opts, NULL, ret_queue);
     qf_tensor_unref(t);
     return rc;
 }
@@ -389,7 +456,8 @@ qf_code qf_string_input_producer_tensor(qf_scope *s, const qf_tensor *strings,
     if (!strings || qf_tensor_dtype(strings) != QF_STRING || qf_tensor_shape(strings)->rank != 1)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "string_input_producer requires a 1-D string tensor");
-    return build(s, &strings, 1, opts, NOT_NULL_ERR, ret_queue); /* spec 155: checked at run */
+    /* spec 155: checked at run */
+    return build(s, &strings, 1, NULL, NULL, opts, NOT_NULL_ERR, ret_queue);
 }
 
 qf_code qf_range_input_producer(qf_scope *s, int32_t limit, const qf_input_producer_options *opts,
@@ -406,7 +474,7 @@ qf_code qf_range_input_producer(qf_scope *s, int32_t limit, const qf_input_produ
     for (int32_t i = 0; i < limit; i++)
         v[i] = i;
     const qf_tensor *in = t;
-    qf_code rc = build(s, &in, 1, opts, NULL, ret_queue);
+    qf_code rc = build(s, &in, 1, NULL, NULL, opts, NULL, ret_queue);
     qf_tensor_unref(t);
     return rc;
 }
@@ -417,5 +485,80 @@ qf_code qf_slice_input_producer(qf_scope *s, const qf_tensor *const *tensors, si
     if (n == 0 || !tensors) /* spec 160 */
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Expected at least one tensor in slice_input_producer().");
-    return build(s, tensors, n, opts, NULL, ret_queue);
+    return build(s, tensors, n, NULL, NULL, opts, NULL, ret_queue);
+}
+
+/* ---------------------------------------------------- deferred producers */
+
+/* The rows' shape of a deferred input: its static shape without the first
+ * dimension merged with element_shape (TensorFlow's
+ * input_tensor.shape[1:].merge_with(element_shape)); it must come out
+ * fully defined (spec 151). */
+static qf_code deferred_rows(const qf_deferred *d, const qf_shape *element_shape, qf_shape *ret)
+{
+    const qf_shape *st = qf_deferred_static_shape(d);
+    if (st->rank == 0)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Input tensor must be at least rank 1: '%s' is declared a scalar",
+                            qf_deferred_name(d));
+    qf_shape rows = st->rank == QF_UNKNOWN_RANK ? qf_shape_unknown()
+                                                : qf_shape_make(st->rank - 1, st->dims + 1);
+    if (element_shape) {
+        char a[96], b[96];
+        if (!qf_shape_is_valid(element_shape) || !qf_shape_compatible(element_shape, &rows))
+            return qf_set_error(
+                QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
+                qf_shape_format(element_shape, a, sizeof(a)), qf_shape_format(&rows, b, sizeof(b)));
+        if (rows.rank == QF_UNKNOWN_RANK)
+            rows = *element_shape;
+        else
+            for (int k = 0; k < rows.rank && element_shape->rank != QF_UNKNOWN_RANK; k++)
+                if (rows.dims[k] == QF_UNKNOWN_DIM)
+                    rows.dims[k] = element_shape->dims[k];
+    }
+    if (!qf_shape_is_fully_defined(&rows))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Either `input_tensor` must have a fully defined shape or "
+                            "`element_shape` must be specified");
+    *ret = rows;
+    return QF_OK;
+}
+
+static qf_code build_deferred(qf_scope *s, qf_deferred *d, const qf_shape *element_shape,
+                              const qf_input_producer_options *opts, const char *empty_msg,
+                              qf_queue **ret_queue)
+{
+    qf_shape rows;
+    qf_code rc = deferred_rows(d, element_shape, &rows);
+    if (rc != QF_OK)
+        return rc;
+    /* The value's rows are shared by reference between epochs. */
+    if (qf_deferred_dtype(d) == QF_PTR || qf_deferred_dtype(d) == QF_SPARSE)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "an input producer cannot take a deferred %s tensor",
+                            qf_dtype_name(qf_deferred_dtype(d)));
+    return build(s, NULL, 1, d, &rows, opts, empty_msg, ret_queue);
+}
+
+qf_code qf_input_producer_deferred(qf_scope *s, qf_deferred *input,
+                                   const qf_input_producer_options *opts, qf_queue **ret_queue)
+{
+    if (!input)
+        return qf_set_error(QF_INVALID_ARGUMENT, "input_producer requires an input tensor");
+    return build_deferred(s, input, opts ? opts->element_shape : NULL, opts, NON_EMPTY_ERR,
+                          ret_queue);
+}
+
+qf_code qf_string_input_producer_deferred(qf_scope *s, qf_deferred *strings,
+                                          const qf_input_producer_options *opts,
+                                          qf_queue **ret_queue)
+{
+    const qf_shape *st = strings ? qf_deferred_static_shape(strings) : NULL;
+    if (!strings || qf_deferred_dtype(strings) != QF_STRING ||
+        (st->rank != QF_UNKNOWN_RANK && st->rank != 1))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "string_input_producer requires a 1-D string tensor");
+    /* TensorFlow passes element_shape=[] whatever the input declares. */
+    qf_shape scalar = qf_shape_scalar();
+    return build_deferred(s, strings, &scalar, opts, NOT_NULL_ERR, ret_queue);
 }

@@ -48,9 +48,10 @@
  *     refused ("num_epochs must be > 0 not -1", spec 148);
  *   - slice_input_producer returns a queue whose elements are the aligned
  *     slices, instead of TensorFlow's dequeue-then-gather tensors (spec 159);
- *   - a qflow tensor always has a fully defined shape, so the "unknown
- *     shape" errors of spec 151 cannot happen; element_shape is checked for
- *     compatibility instead;
+ *   - a qflow tensor always has a fully defined shape, so here
+ *     element_shape is only checked for compatibility; inputs whose shape
+ *     is not fully known until they run (spec 150-151, match_filenames_once)
+ *     are deferred tensors, with their producers in qf_deferred.h;
  *   - the summary is a gauge read on demand (qf_fill_gauge), not an op.
  *
  * Synchronization table

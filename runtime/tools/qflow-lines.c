@@ -3,6 +3,16 @@
  *     string_input_producer(FILES)  ->  N TextLineReaders  ->  batch or
  *     shuffle_batch  ->  this program, which writes every line to stdout
  *
+ * A FILE of "-" is standard input: a thread of the tool's own reads it
+ * (lines_stdin.h; a pipe that never delivers must not hold a worker) and
+ * enqueues its lines into the batch queue; a queue that stays open until
+ * the end of standard input is one more source of the batch (which then
+ * becomes batch_join / shuffle_batch_join over the N readers and it), so
+ * the batch queue closes only after the last line. With --seed, standard
+ * input is read to its end into a queue of its own, the batch's source,
+ * before the pipeline starts, so the output depends on the input only,
+ * not on when it came.
+ *
  * It is both a tool (a parallel, epoch-aware, shuffling `cat`) and the
  * library's end-to-end example: everything TensorFlow 1.x's input pipeline
  * does (producer queue, reader ops, batching queue, QueueRunners, a
@@ -53,6 +63,7 @@
 #include <unistd.h>
 
 #include "lines_out.h"
+#include "lines_stdin.h"
 #include "qf_batch.h"
 #include "qf_input.h"
 #include "qflow.h"
@@ -72,8 +83,9 @@
 #define DEFAULT_MIN_AFTER_DEQUEUE 10000
 
 typedef struct options {
-    char **files;
+    char **files; /* the FILEs but "-" (malloc'd array of argv's strings) */
     size_t n_files;
+    bool use_stdin; /* "-" was one of the FILEs */
     int64_t epochs; /* 0: forever */
     bool shuffle;
     bool have_seed;
@@ -92,7 +104,8 @@ typedef struct app {
     qf_coord *coord;
     qf_runtime *rt;
     qf_scope *scope;
-    qf_queue *files; /* the producer's queue (our reference) */
+    qf_queue *files; /* the producer's queue (our reference); NULL: no FILE */
+    lines_stdin in;  /* "-": the standard-input thread and its queue */
     qf_batcher *batcher;
     qf_batcher_poller *poller; /* --seed: the consumer task's */
     qf_task **runner_tasks;
@@ -123,23 +136,33 @@ static void usage(FILE *f)
             "usage: " PROG " [options] FILE...\n"
             "Stream the lines of the FILEs through a qflow input pipeline\n"
             "(string_input_producer -> TextLineReaders -> batch or shuffle_batch)\n"
-            "and write them to stdout, one per line.\n"
+            "and write them to stdout, one per line. A FILE of '-' is standard input\n"
+            "(read once, by a thread of its own, its lines keyed \"-:<line number>\").\n"
             "\n"
-            "  --epochs N             read every file N times (default 1; 0: forever)\n"
-            "  --shuffle              shuffle the order of the files in every epoch and the\n"
-            "                         lines (shuffle_batch: a random pick among the lines\n"
-            "                         waiting in its queue)\n"
+            "  --epochs N             read every file N times (default 1; 0: forever);\n"
+            "                         must be 1 when '-' is given\n"
+            "  --shuffle              shuffle the order of the files in every epoch, and the\n"
+            "                         lines within a window: a windowed shuffle, not a full\n"
+            "                         one. Lines wait in a shuffle queue that keeps\n"
+            "                         --min-after-dequeue lines back (the window) while\n"
+            "                         input lasts, and each line written is picked at\n"
+            "                         random from those waiting, so no line comes out more\n"
+            "                         than about a window ahead of its place in the input.\n"
+            "                         A window at least as large as the input gives a\n"
+            "                         uniform shuffle\n"
             "  --seed S               reproducible output: the same files, options and seed\n"
             "                         give the same output, byte for byte (the pipeline then\n"
-            "                         runs on one thread); also seeds --shuffle\n"
+            "                         runs on one thread, and '-' is read to its end before\n"
+            "                         anything is written); also seeds --shuffle\n"
             "  --readers N            TextLineReaders reading in parallel (default %d); the\n"
             "                         lines of different files interleave unless N is 1\n"
             "  --batch-size N         lines per batch (default %d)\n"
             "  --capacity N           lines the batch queue holds (default 16 x batch size;\n"
             "                         with --shuffle, min-after-dequeue + 3 x batch size)\n"
-            "  --min-after-dequeue N  with --shuffle: lines the shuffle queue keeps back, the\n"
-            "                         shuffling window (default %d, or capacity / 2 when\n"
-            "                         --capacity is given); must be below the capacity\n"
+            "  --min-after-dequeue N  with --shuffle: the shuffle's window, the lines the\n"
+            "                         shuffle queue keeps back while input lasts (default\n"
+            "                         %d, or capacity / 2 when --capacity is given); must\n"
+            "                         be below the capacity\n"
             "  --skip-header-lines N  drop the first N lines of every file (default 0)\n"
             "  --keys                 write \"<file>:<line number><TAB><line>\"; line numbers\n"
             "                         start at 1 and count skipped header lines\n"
@@ -272,10 +295,23 @@ static void parse_options(int argc, char **argv, options *o)
             usage_error("unknown option '%s'", name);
         }
     }
-    o->files = argv + optind;
-    o->n_files = (size_t)(argc - optind);
-    if (o->n_files == 0)
+    /* "-" is standard input, once; the rest are files. */
+    o->files = calloc((size_t)(argc - optind) + 1, sizeof(*o->files));
+    if (!o->files)
+        usage_error("out of memory");
+    for (int i = optind; i < argc; i++) {
+        if (strcmp(argv[i], "-") != 0) {
+            o->files[o->n_files++] = argv[i];
+        } else if (o->use_stdin) {
+            usage_error("'-' (standard input) is given twice; it can be read only once");
+        } else {
+            o->use_stdin = true;
+        }
+    }
+    if (o->n_files == 0 && !o->use_stdin)
         usage_error("no input files");
+    if (o->use_stdin && o->epochs != 1)
+        usage_error("standard input ('-') can be read only once: use --epochs 1 with '-'");
 
     if (o->shuffle) {
         if (o->min_after_dequeue < 0)
@@ -421,11 +457,14 @@ static void draw_stats(app *a, bool final)
     char r[32], text[256];
     human(rate, r, sizeof(r));
     qf_queue *bq = qf_batcher_queue(a->batcher);
-    int n = snprintf(text, sizeof(text),
-                     "%" PRIu64 " lines  %s lines/s%s  files queue %" PRId64 "/%" PRId64
-                     "  lines queue %" PRId64 "/%" PRId64,
-                     lines, r, final ? " average" : "", qf_queue_size(a->files),
-                     qf_queue_capacity(a->files), qf_queue_size(bq), qf_queue_capacity(bq));
+    /* The first queue: the file names', or without FILEs standard input's. */
+    qf_queue *fq = a->files ? a->files : a->in.q;
+    int n =
+        snprintf(text, sizeof(text),
+                 "%" PRIu64 " lines  %s lines/s%s  %s queue %" PRId64 "/%" PRId64
+                 "  lines queue %" PRId64 "/%" PRId64,
+                 lines, r, final ? " average" : "", a->files ? "files" : "stdin", qf_queue_size(fq),
+                 qf_queue_capacity(fq), qf_queue_size(bq), qf_queue_capacity(bq));
     if (n < 0)
         return;
     size_t len = (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
@@ -558,8 +597,37 @@ static int fail_qf(const char *what)
     return 1;
 }
 
-/* Build the queues and runners and start them. Returns 0, or 1 after a
- * message. */
+/* The batch's sources: one reader-options source for the N readers, or,
+ * with "-", N one-reader sources and the standard-input queue for a join
+ * (each source of a join gets one task). Returns how many (0 after a
+ * message). */
+static size_t make_sources(app *a, qf_batch_source **srcs)
+{
+    const options *o = &a->o;
+    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE,
+                            .skip_header_lines = o->skip_header_lines,
+                            .on_warning = on_reader_warning};
+    size_t n = 0;
+    size_t readers = o->n_files == 0 ? 0 : o->use_stdin ? (size_t)o->readers : 1;
+    for (; n < readers; n++)
+        if (qf_batch_source_reader_options(&ro, a->files, &srcs[n]) != QF_OK) {
+            fail_qf("TextLineReader");
+            goto fail;
+        }
+    if (o->use_stdin && qf_batch_source_queue(a->in.q, &srcs[n++]) != QF_OK) {
+        n--;
+        fail_qf("standard input");
+        goto fail;
+    }
+    return n;
+fail:
+    while (n > 0)
+        qf_batch_source_free(srcs[--n]);
+    return 0;
+}
+
+/* Build the queues and runners (started by start_pipeline()). Returns 0,
+ * or 1 after a message. */
 static int build(app *a)
 {
     const options *o = &a->o;
@@ -574,28 +642,43 @@ static int build(app *a)
         .seed = o->have_seed ? derive_seed(o->seed, 1) : 0,
         .name = "string_input_producer",
     };
-    if (qf_string_input_producer(a->scope, (const char *const *)o->files, o->n_files, &po,
-                                 &a->files) != QF_OK)
+    if (o->n_files > 0 && qf_string_input_producer(a->scope, (const char *const *)o->files,
+                                                   o->n_files, &po, &a->files) != QF_OK)
         return fail_qf("string_input_producer");
+    /* "-": its lines go straight into the batch queue, and a gate queue
+     * keeps the batch open until they are all in; with --seed they all go
+     * into a queue of their own first, the batch's source (lines_stdin.h). */
+    if (o->use_stdin && lines_stdin_start(&a->in, STDIN_FILENO, a->coord, o->have_seed ? -1 : 0,
+                                          o->skip_header_lines) != QF_OK)
+        return fail_qf("standard input");
 
-    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE,
-                            .skip_header_lines = o->skip_header_lines,
-                            .on_warning = on_reader_warning};
-    qf_batch_source *src;
-    if (qf_batch_source_reader_options(&ro, a->files, &src) != QF_OK)
-        return fail_qf("TextLineReader");
+    qf_batch_source *srcs[1025]; /* --readers is at most 1024 */
+    size_t n_srcs = make_sources(a, srcs);
+    if (n_srcs == 0)
+        return 1;
     qf_batch_options bo = {
-        .num_threads = (int)o->readers,
+        /* readers for the FILEs (a join ignores it); "-" alone: one task,
+         * so its lines stay in order */
+        .num_threads = o->n_files ? (int)o->readers : 1,
         .capacity = o->capacity,
         /* every line comes out: the last batch may be short (spec 164) */
         .allow_smaller_final_batch = true,
         .min_after_dequeue = o->min_after_dequeue,
         .seed = o->have_seed ? derive_seed(o->seed, 2) : 0,
     };
-    qf_code rc = o->shuffle ? qf_shuffle_batch(a->scope, src, o->batch_size, &bo, &a->batcher)
-                            : qf_batch(a->scope, src, o->batch_size, &bo, &a->batcher);
+    qf_code rc;
+    if (n_srcs == 1)
+        rc = o->shuffle ? qf_shuffle_batch(a->scope, srcs[0], o->batch_size, &bo, &a->batcher)
+                        : qf_batch(a->scope, srcs[0], o->batch_size, &bo, &a->batcher);
+    else
+        rc = o->shuffle
+                 ? qf_shuffle_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher)
+                 : qf_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher);
     if (rc != QF_OK)
         return fail_qf(o->shuffle ? "shuffle_batch" : "batch");
+    if (o->use_stdin &&
+        lines_stdin_run(&a->in, o->have_seed ? NULL : qf_batcher_queue(a->batcher)) != QF_OK)
+        return fail_qf("standard input");
 
     qf_runtime_options rto = {.workers = o->have_seed ? 0 : -1, .name = "qflow-lines"};
     if (qf_runtime_new(&rto, &a->rt) != QF_OK)
@@ -611,6 +694,20 @@ static int build(app *a)
         return 1;
     }
     a->monitor_started = true;
+    return 0;
+}
+
+/* Start the runners (and the --seed consumer task). With --seed and "-",
+ * first wait for all of standard input (a stop ends that wait too).
+ * Returns 0, or 1 after a message; 0 without starting anything when a stop
+ * came first. */
+static int start_pipeline(app *a)
+{
+    const options *o = &a->o;
+    if (o->have_seed && o->use_stdin)
+        lines_stdin_join(&a->in);
+    if (qf_coord_should_stop(a->coord))
+        return 0;
     if (qf_start_queue_runners(a->rt, a->coord, a->scope, NULL, QF_RUNNER_START, &a->runner_tasks,
                                &a->n_runner_tasks) != QF_OK)
         return fail_qf("start_queue_runners");
@@ -631,7 +728,8 @@ static qf_code shut_down(app *a)
         a->consume_st = NULL;
     }
     if (a->coord)
-        qf_coord_request_stop(a->coord, NULL); /* ends the runners and the monitor */
+        qf_coord_request_stop(a->coord, NULL); /* ends the runners, the monitor, stdin */
+    lines_stdin_join(&a->in);
     if (a->rt && a->o.have_seed)
         drive_until_idle(a); /* nobody else runs the tasks */
     if (a->monitor_started)
@@ -649,6 +747,8 @@ static void free_all(app *a)
     qf_batcher_poller_free(a->poller);
     qf_batcher_free(a->batcher);
     qf_queue_unref(a->files);
+    lines_stdin_free(&a->in);
+    free(a->o.files);
     qf_runtime_free(a->rt);
     qf_scope_free(a->scope);
     g_coord = NULL;
@@ -676,7 +776,9 @@ int main(int argc, char **argv)
     g_coord = a.coord;
     install_signals();
     set_stop_signals_blocked(false);
-    if (status == 0) {
+    if (status == 0)
+        status = start_pipeline(&a);
+    if (status == 0 && a.runner_tasks) {
         if (a.o.have_seed) {
             while (!qf_task_is_done(a.consumer))
                 if (qf_runtime_run_once(a.rt, QF_FOREVER) < 0)
