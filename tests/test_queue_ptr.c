@@ -55,7 +55,7 @@ Test(queue_ptr, deadline_exceeded_then_usable)
     qf_queue *q = mkq(1, 0);
     void *p;
     cr_expect_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.01), &p), QF_DEADLINE_EXCEEDED);
-    cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq': Timed out waiting for notification");
     cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
     cr_expect_eq(qf_queue_enqueue_ptr_until(q, P(2), qf_deadline_in_s(0.01)), QF_DEADLINE_EXCEEDED);
     cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
