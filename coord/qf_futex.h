@@ -39,8 +39,8 @@ QF_API qf_code qf_futex_wait_until(QF_ATOMIC(uint32_t) * word, uint32_t expected
 
 /** qf_futex_wait() - the same, returning an int (0 or QF_DEADLINE_EXCEEDED).
  *  Kept for existing callers; use qf_futex_wait_until(). */
-QF_API QF_DEPRECATED("use qf_futex_wait_until(), which returns a qf_code") int qf_futex_wait(
-    QF_ATOMIC(uint32_t) * word, uint32_t expected, qf_deadline deadline);
+QF_API int qf_futex_wait(QF_ATOMIC(uint32_t) * word, uint32_t expected, qf_deadline deadline)
+    QF_DEPRECATED("use qf_futex_wait_until(), which returns a qf_code");
 
 /**
  * qf_futex_wake() - wake up to `n` threads sleeping on `word`

@@ -101,8 +101,8 @@ QF_API qf_code qf_waker_wait_until(qf_waker *w, qf_deadline deadline);
 
 /** qf_waker_wait() - qf_waker_wait_until() returning an int. Kept for
  *  existing callers. */
-QF_API QF_DEPRECATED("use qf_waker_wait_until(), which returns a qf_code") int qf_waker_wait(
-    qf_waker *w, qf_deadline deadline);
+QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline)
+    QF_DEPRECATED("use qf_waker_wait_until(), which returns a qf_code");
 
 /**
  * qf_waker_withdraw() - take `w` off whatever wait list holds it, without
@@ -213,9 +213,8 @@ QF_API qf_code qf_eventcount_wait_until(qf_eventcount *ec, uint32_t ticket, qf_d
 
 /** qf_eventcount_wait() - qf_eventcount_wait_until() returning an int.
  *  Kept for existing callers. */
-QF_API
-    QF_DEPRECATED("use qf_eventcount_wait_until(), which returns a qf_code") int qf_eventcount_wait(
-        qf_eventcount *ec, uint32_t ticket, qf_deadline deadline);
+QF_API int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
+    QF_DEPRECATED("use qf_eventcount_wait_until(), which returns a qf_code");
 
 /** qf_eventcount_notify() - advance the count and wake one sleeper (or all
  *  when `all`), with no syscall when no sleeper is announced. Full fence

@@ -457,17 +457,17 @@ QF_API qf_code qf_queue_try_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret
 /* The first spelling of the pointer array calls: one function per call
  * with a deadline argument, where QF_NO_WAIT meant the try form. They keep
  * working exactly as before; the _ptrs calls above replace them. */
-QF_API QF_DEPRECATED("use qf_queue_enqueue_many_ptrs(), _ptrs_until() or "
-                     "qf_queue_try_enqueue_many_ptrs()") qf_code
-    qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n, qf_deadline deadline,
-                              size_t *ret_enqueued);
-QF_API QF_DEPRECATED("use qf_queue_dequeue_many_ptrs(), _ptrs_until() or "
-                     "qf_queue_try_dequeue_many_ptrs()") qf_code
-    qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps);
-QF_API QF_DEPRECATED("use qf_queue_dequeue_up_to_ptrs(), _ptrs_until() or "
-                     "qf_queue_try_dequeue_up_to_ptrs()") qf_code
-    qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps,
-                               size_t *ret_n);
+QF_API qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n,
+                                         qf_deadline deadline, size_t *ret_enqueued)
+    QF_DEPRECATED(
+        "use qf_queue_enqueue_many_ptrs(), _ptrs_until() or qf_queue_try_enqueue_many_ptrs()");
+QF_API qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)
+    QF_DEPRECATED(
+        "use qf_queue_dequeue_many_ptrs(), _ptrs_until() or qf_queue_try_dequeue_many_ptrs()");
+QF_API qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline,
+                                          void **ret_ps, size_t *ret_n)
+    QF_DEPRECATED(
+        "use qf_queue_dequeue_up_to_ptrs(), _ptrs_until() or qf_queue_try_dequeue_up_to_ptrs()");
 
 /* ---------------------------------------------------------- poll (task) forms
  *

@@ -140,9 +140,8 @@ QF_API qf_code qf_runtime_try_run_once(qf_runtime *rt, int64_t *ret_polls);
  * polls run, or -1 with qf_last_code() QF_FAILED_PRECONDITION. Kept working
  * for existing users.
  */
-QF_API QF_DEPRECATED("use qf_runtime_run_once_until() or qf_runtime_try_run_once(), which "
-                     "return a qf_code") int64_t
-    qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline);
+QF_API int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline) QF_DEPRECATED(
+    "use qf_runtime_run_once_until() or qf_runtime_try_run_once(), which return a qf_code");
 
 /**
  * qf_runtime_join_coord_until() / qf_runtime_join_coord() - join a
