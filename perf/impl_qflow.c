@@ -47,8 +47,8 @@ static int qf_dequeue(bq *q, void **ret_p)
 
 static int qf_enqueue_many(bq *q, void *const *ps, size_t n)
 {
-    return check(qf_queue_enqueue_many_ptr((qf_queue *)q, ps, n, QF_FOREVER, NULL), QF_CANCELLED,
-                 "qf_queue_enqueue_many_ptr");
+    return check(qf_queue_enqueue_many_ptrs((qf_queue *)q, ps, n, NULL), QF_CANCELLED,
+                 "qf_queue_enqueue_many_ptrs");
 }
 
 /* dequeue_many fails once the queue is closed with fewer than n left (and
@@ -56,12 +56,12 @@ static int qf_enqueue_many(bq *q, void *const *ps, size_t n)
 static size_t qf_dequeue_many(bq *q, void **ret_ps, size_t n)
 {
     qf_queue *qq = (qf_queue *)q;
-    if (check(qf_queue_dequeue_many_ptr(qq, n, QF_FOREVER, ret_ps), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_many_ptr") == 0)
+    if (check(qf_queue_dequeue_many_ptrs(qq, n, ret_ps), QF_OUT_OF_RANGE,
+              "qf_queue_dequeue_many_ptrs") == 0)
         return n;
     size_t got = 0;
-    if (check(qf_queue_dequeue_up_to_ptr(qq, n, QF_FOREVER, ret_ps, &got), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_up_to_ptr") != 0)
+    if (check(qf_queue_dequeue_up_to_ptrs(qq, n, ret_ps, &got), QF_OUT_OF_RANGE,
+              "qf_queue_dequeue_up_to_ptrs") != 0)
         return 0;
     return got;
 }
