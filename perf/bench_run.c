@@ -141,7 +141,12 @@ static void run_rep(const bench_options *o, running *x, unsigned rep, size_t tot
     if (tty)
         fprintf(stderr, "\r[%zu/%zu] %s/%s rep %u/%u ", x->idx + 1, total, c->name, c->impl,
                 rep + 1, o->reps);
-    bench_rep r = {.quick = o->quick, .rep = rep, .reps = o->reps, .arg = c->arg, .bc = c};
+    bench_rep r = {.quick = o->quick,
+                   .rep = rep,
+                   .reps = o->reps,
+                   .arg = c->arg,
+                   .bc = c,
+                   .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
     uint64_t t0 = bench_now_ns();
     c->run(&r);
     x->ns += bench_now_ns() - t0;

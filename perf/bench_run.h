@@ -48,6 +48,7 @@ typedef struct bench_results {
 typedef struct bench_options {
     bool quick;
     unsigned reps;
+    double budget_scale;   /* --budget-scale (1: as each bench says) */
     const regex_t *filter; /* NULL: everything */
 } bench_options;
 

@@ -137,6 +137,8 @@ void bench_write_machine(json_writer *w, const bench_options *o, const bench_met
     jw_string(w, m->mode);
     jw_key(w, "reps");
     jw_number(w, o->reps);
+    jw_key(w, "budget_scale");
+    jw_number(w, o->budget_scale);
     jw_end_object(w);
 }
 

@@ -36,6 +36,9 @@ static void usage(FILE *f)
                "  --threshold PCT    threshold of --compare, e.g. 10%% (default 10%%)\n"
                "  --plot DIR         write PNG charts to DIR (needs gnuplot)\n"
                "  --list             list the cases (after --filter) and exit\n"
+               "  --budget-scale F   multiply every repetition's time budget by F (1..1000):\n"
+               "                     on a loaded machine, so that no repetition is cut short\n"
+               "                     (a cut one is never judged by --compare)\n"
                "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
                "                     --compare: compare two files, e.g. a CI's artifacts)\n"
                "  --help             this text\n"
@@ -95,6 +98,7 @@ int main(int argc, char **argv)
         OPT_PLOT,
         OPT_LIST,
         OPT_FROM,
+        OPT_BUDGET_SCALE,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -107,10 +111,11 @@ int main(int argc, char **argv)
         {"plot", required_argument, NULL, OPT_PLOT},
         {"list", no_argument, NULL, OPT_LIST},
         {"from", required_argument, NULL, OPT_FROM},
+        {"budget-scale", required_argument, NULL, OPT_BUDGET_SCALE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    bench_options o = {.quick = false, .reps = 5, .filter = NULL};
+    bench_options o = {.quick = false, .reps = 5, .filter = NULL, .budget_scale = 1};
     const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL,
                *from_path = NULL;
     double threshold = 10;
@@ -151,6 +156,16 @@ int main(int argc, char **argv)
         case OPT_FROM:
             from_path = optarg;
             break;
+        case OPT_BUDGET_SCALE: {
+            char *end;
+            double f = strtod(optarg, &end);
+            if (end == optarg || *end || !(f >= 1 && f <= 1000)) {
+                fprintf(stderr, "qflow-bench: bad --budget-scale '%s' (1..1000)\n", optarg);
+                return 2;
+            }
+            o.budget_scale = f;
+            break;
+        }
         case OPT_LIST:
             list = true;
             break;
