@@ -23,7 +23,8 @@
  * the smallest possible p is 1/252), never "worse".
  *
  * A qflow row is WORSE only when it is worse against every baseline it
- * can be compared with: a baseline that got faster on its own (a mutex
+ * can be compared with (one with enough repetitions left on both sides
+ * to reach ALPHA): a baseline that got faster on its own (a mutex
  * whose threads happened to share a core) makes one ratio drop, a slower
  * qflow makes them all drop. Only WORSE rows make the exit status 1.
  */
@@ -368,8 +369,8 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
             printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, against, ov, nv, chg, pw,
                    reps, verdict_word(j.v));
-            if (j.v == V_NO_DATA)
-                continue;
+            if (j.v == V_NO_DATA || j.v == V_FEW)
+                continue; /* cannot be compared with: does not vote */
             n_pairs++;
             n_worse += j.v == V_WORSE;
             n_better += j.v == V_BETTER;
@@ -389,7 +390,7 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
             printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, "(own figures)", ov, nv,
                    chg, pw, reps, verdict_word(j.v));
-            if (j.v != V_NO_DATA) {
+            if (j.v != V_NO_DATA && j.v != V_FEW) {
                 n_pairs = 1;
                 n_worse = j.v == V_WORSE;
                 n_better = j.v == V_BETTER;
@@ -398,7 +399,7 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
         }
         const char *overall;
         if (n_pairs == 0) {
-            overall = "inconclusive: nothing to compare with";
+            overall = "inconclusive: nothing to compare with (too few usable repetitions)";
             unsure++;
         } else if (n_worse == n_pairs) {
             overall = "WORSE";
