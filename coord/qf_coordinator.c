@@ -80,8 +80,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "qf_coord_join-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 
@@ -105,6 +108,9 @@ struct qf_coord_member {
     _Atomic uint32_t done;
     _Atomic uint32_t refs;
     enum member_kind kind;
+    /* A task of a runtime with 0 workers: it runs only while the host
+     * drives the loop (named in join's laggard message). */
+    _Atomic bool hosted;
     /* Used only by the join that detached the member. */
     bool finished;
     bool skip; /* a duplicate thread: counted once */
@@ -142,6 +148,13 @@ struct qf_coord {
     _Atomic uint32_t joined;
 
     _Alignas(64) qf_eventcount ec;
+    /* eventfds, -1 until first asked for: stop_fd is readable while a
+     * stop is in effect (qf_coord_stop_fd); join_fd is made readable by a
+     * stop or a member's end while a driven join (join_driven) sleeps in
+     * poll(2) instead of on ec. */
+    _Atomic int stop_fd;
+    _Atomic int join_fd;
+    _Atomic uint32_t driven_joins;
     qf_waitlist wakers;
     _Atomic uint32_t done_inflight;
     _Atomic uint64_t next_id;
@@ -295,13 +308,36 @@ static void settle(qf_coord *c, uint32_t w)
         run_stop_work(c, key);
 }
 
+/* Make an eventfd readable (async-signal-safe: one write(2); errno kept
+ * by the callers that need it). A full counter (EAGAIN) is readable
+ * already. */
+static void fd_signal(int fd)
+{
+    if (fd < 0)
+        return;
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof(one));
+    (void)r;
+}
+
+/* Wake a driven join sleeping in poll(2). seq_cst load: pairs with the
+ * driven join's seq_cst increment of driven_joins before its look, so
+ * either the join sees the change or this sees the join. */
+static void wake_driven_join(qf_coord *c)
+{
+    if (atomic_load_explicit(&c->driven_joins, memory_order_seq_cst))
+        fd_signal(atomic_load_explicit(&c->join_fd, memory_order_acquire));
+}
+
 /* The part of a stop that is async-signal-safe: wake the futex sleepers
- * (only if the old word says there are any) and a thread in join. */
+ * (only if the old word says there are any), a thread in join, and a
+ * driven join. */
 static void wake_sleepers(qf_coord *c, uint32_t old)
 {
     if (old & SLEEPERS)
         qf_futex_wake(&c->word, INT32_MAX);
     qf_eventcount_notify(&c->ec, true);
+    wake_driven_join(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -334,6 +370,9 @@ qf_code qf_coord_new(const qf_code *clean_codes, size_t n_clean, qf_coord **ret_
     atomic_init(&c->joined, 0);
     atomic_init(&c->done_inflight, 0);
     atomic_init(&c->next_id, 0);
+    atomic_init(&c->stop_fd, -1);
+    atomic_init(&c->join_fd, -1);
+    atomic_init(&c->driven_joins, 0);
     qf_eventcount_init(&c->ec);
     qf_waitlist_init(&c->wakers);
     c->clean_mask = mask;
@@ -369,6 +408,12 @@ void qf_coord_free(qf_coord *c)
         free(a);
     }
     qf_status_free(c->recorded);
+    int fd = atomic_load_explicit(&c->stop_fd, memory_order_relaxed);
+    if (fd >= 0)
+        close(fd);
+    fd = atomic_load_explicit(&c->join_fd, memory_order_relaxed);
+    if (fd >= 0)
+        close(fd);
     qf_waitlist_destroy(&c->wakers);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
@@ -415,6 +460,9 @@ qf_code qf_coord_request_stop(qf_coord *c, qf_status *st)
             c->recorded = st; /* spec 109-110: first of the epoch */
             st = NULL;
         }
+        /* Under the mutex, like clear_stop's drain: the fd cannot be
+         * left readable in the next epoch by this request. */
+        fd_signal(atomic_load_explicit(&c->stop_fd, memory_order_acquire));
     } else if (!clean) {
         c->dropped++; /* spec 111 */
     }
@@ -431,9 +479,65 @@ void qf_coord_request_stop_from_signal(qf_coord *c)
 {
     int saved = errno;
     uint32_t old = atomic_fetch_or_explicit(&c->word, STOP, memory_order_seq_cst);
-    if (!(old & STOP))
+    if (!(old & STOP)) {
+        fd_signal(atomic_load_explicit(&c->stop_fd, memory_order_acquire));
         wake_sleepers(c, old);
+    }
     errno = saved;
+}
+
+/* Drain an eventfd (nonblocking: EAGAIN when it was not readable). */
+static void fd_drain(int fd)
+{
+    if (fd < 0)
+        return;
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+    (void)r;
+}
+
+/* The eventfd in *slot, made on first use. */
+static int fd_get(_Atomic int *slot)
+{
+    int fd = atomic_load_explicit(slot, memory_order_acquire);
+    if (fd >= 0)
+        return fd;
+    int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (nfd < 0)
+        return -1;
+    int expected = -1;
+    if (!atomic_compare_exchange_strong_explicit(slot, &expected, nfd, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        close(nfd); /* another thread made it first */
+        return expected;
+    }
+    return nfd;
+}
+
+qf_code qf_coord_stop_fd(qf_coord *c, int *ret_fd)
+{
+    if (!c || !ret_fd)
+        return qf_set_error(QF_INVALID_ARGUMENT, "qf_coord_stop_fd: %s is NULL",
+                            c ? "ret_fd" : "the coordinator");
+    int fd = atomic_load_explicit(&c->stop_fd, memory_order_acquire);
+    if (fd < 0) {
+        /* Made under the mutex that request_stop and clear_stop hold
+         * around their write and drain, so a stop already in effect is
+         * written exactly once and a clear cannot be overtaken. */
+        pthread_mutex_lock(&c->lock);
+        fd = atomic_load_explicit(&c->stop_fd, memory_order_acquire);
+        if (fd < 0) {
+            fd = fd_get(&c->stop_fd);
+            if (fd >= 0 && (atomic_load_explicit(&c->word, memory_order_seq_cst) & STOP))
+                fd_signal(fd);
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (fd < 0)
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_coord_stop_fd: eventfd: %s",
+                                strerror(errno));
+    }
+    *ret_fd = fd;
+    return QF_OK;
 }
 
 qf_code qf_coord_report(qf_coord *c, qf_code code)
@@ -475,7 +579,7 @@ bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
         }
         /* Sleeps only while the word still equals w: a stop between the
          * CAS and the syscall makes it return at once. */
-        qf_futex_wait(&c->word, w, deadline);
+        qf_futex_wait_until(&c->word, w, deadline);
         w = load_word(c);
     }
 }
@@ -504,6 +608,11 @@ void qf_coord_clear_stop(qf_coord *c)
                 pthread_mutex_unlock(&c->lock);
                 continue;
             }
+            /* Before the epoch advances: a request of the next epoch
+             * writes the fd after its fetch_or, so this drain cannot eat
+             * it (a request from a signal handler that raced with this
+             * clear may still leave the fd readable; documented). */
+            fd_drain(atomic_load_explicit(&c->stop_fd, memory_order_acquire));
             uint32_t next = ((w >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT;
             /* acq_rel: the resets below are published by the mutex; the
              * release here orders the epoch change after the stop work
@@ -682,7 +791,8 @@ void qf_coord_member_done(qf_coord_member *m)
      * this increment, so qf_coord_free waits for the notify below. */
     atomic_fetch_add_explicit(&c->done_inflight, 1, memory_order_relaxed);
     atomic_store_explicit(&m->done, 1, memory_order_release);
-    qf_eventcount_notify(&c->ec, true);
+    qf_eventcount_notify(&c->ec, true); /* a full fence first */
+    wake_driven_join(c);
     member_unref(m);
     atomic_fetch_sub_explicit(&c->done_inflight, 1, memory_order_release);
 }
@@ -718,6 +828,12 @@ void qf__coord_member_release(qf_coord_member *m)
 {
     if (m)
         member_unref(m);
+}
+
+void qf__coord_member_mark_hosted(qf_coord_member *m)
+{
+    if (m)
+        atomic_store_explicit(&m->hosted, true, memory_order_relaxed);
 }
 
 /* Thread exit hooks: a thread-specific value listing the members the
@@ -923,10 +1039,11 @@ static char **collect_names(qf_coord_member **ms, size_t n, bool want, size_t co
     return names;
 }
 
-/* QF_COORD_LAGGARD_PREFIX + names separated by single spaces (spec 117). */
-static qf_status *laggard_status(qf_coord_member **ms, size_t n)
+/* The names of the members still running, separated by single spaces
+ * (spec 117), in a new string; NULL when out of memory. */
+static char *running_names(qf_coord_member **ms, size_t n)
 {
-    size_t len = strlen(QF_COORD_LAGGARD_PREFIX) + 1;
+    size_t len = 1;
     char buf[48];
     const char *name;
     for (size_t i = 0; i < n; i++) {
@@ -935,38 +1052,119 @@ static qf_status *laggard_status(qf_coord_member **ms, size_t n)
         member_name(ms[i], buf, sizeof(buf), &name);
         len += strlen(name) + 1;
     }
-    char *msg = malloc(len);
-    if (!msg)
-        return qf_status_new(QF_DEADLINE_EXCEEDED, "%s(names lost: out of memory)",
-                             QF_COORD_LAGGARD_PREFIX);
-    char *p = msg;
-    p += sprintf(p, "%s", QF_COORD_LAGGARD_PREFIX);
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
+    char *names = malloc(len), *p = names;
+    for (size_t i = 0; names && i < n; i++) {
         if (ms[i]->skip || ms[i]->finished)
             continue;
         member_name(ms[i], buf, sizeof(buf), &name);
-        p += sprintf(p, "%s%s", first ? "" : " ", name);
-        first = false;
+        p += sprintf(p, "%s%s", p == names ? "" : " ", name);
     }
-    qf_status *st = qf_status_new(QF_DEADLINE_EXCEEDED, "%s", msg);
-    free(msg);
+    if (names)
+        *p = '\0';
+    return names;
+}
+
+/* "... (tasks of a runtime with 0 workers ...)" when a laggard is one:
+ * the usual reason such a task lags is that nobody drives its loop. */
+static const char *hosted_hint(qf_coord_member **ms, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!ms[i]->skip && !ms[i]->finished &&
+            atomic_load_explicit(&ms[i]->hosted, memory_order_relaxed))
+            return " (tasks of a runtime with 0 workers run only while the host drives its "
+                   "loop: join with qf_runtime_join_coord())";
+    return "";
+}
+
+/* QF_COORD_LAGGARD_PREFIX + names (spec 117), and the hint when it applies. */
+static qf_status *laggard_status(qf_coord_member **ms, size_t n)
+{
+    char *names = running_names(ms, n);
+    qf_status *st =
+        qf_status_new(QF_DEADLINE_EXCEEDED, "%s%s%s", QF_COORD_LAGGARD_PREFIX,
+                      names ? names : "(names lost: out of memory)", hosted_hint(ms, n));
+    free(names);
     return st;
 }
 
-qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
-                      double stop_grace_period_secs, bool ignore_live_threads,
-                      qf_coord_join_report *ret_report)
+/* join_until's deadline passed before any stop. */
+static qf_status *still_running_status(const char *what, qf_coord_member **ms, size_t n)
 {
-    if (n_extra && !extra_threads)
-        return qf__set_error_static(QF_INVALID_ARGUMENT,
-                                    "qf_coord_join: extra_threads is NULL with n_extra > 0");
+    char *names = running_names(ms, n);
+    qf_status *st =
+        qf_status_new(QF_DEADLINE_EXCEEDED,
+                      "%s: the deadline passed before a stop was requested; still "
+                      "running: %s%s",
+                      what, names ? names : "(names lost: out of memory)", hosted_hint(ms, n));
+    free(names);
+    return st;
+}
+
+/* How one join waits, and for how long. */
+typedef struct join_args {
+    const char *what; /* the public call, for messages */
+    const pthread_t *extra;
+    size_t n_extra;
+    /* until: `deadline` bounds the whole call; else the grace period
+     * starts when join observes a stop (TensorFlow's join). */
+    bool until;
+    qf_deadline deadline;
+    double grace_secs;
+    bool ignore_live;
+    qf_coord_join_report *report;
+    const qf__join_driver *drv; /* NULL: sleep on the event count */
+} join_args;
+
+/* Give the members join took back to the registered set, in front and in
+ * their order, for the next join: those still running keep their place,
+ * those that finished are released (hooked threads among them have been
+ * reaped). */
+static void members_put_back(qf_coord *c, qf_coord_member **ms, size_t n_reg)
+{
+    qf_coord_member *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < n_reg; i++) {
+        qf_coord_member *m = ms[i];
+        if (m->finished && !m->skip) {
+            member_unref(m);
+            continue;
+        }
+        m->next = NULL;
+        if (tail)
+            tail->next = m;
+        else
+            head = m;
+        tail = m;
+    }
+    if (!head)
+        return;
+    pthread_mutex_lock(&c->lock);
+    tail->next = c->members_head;
+    if (!c->members_head)
+        c->members_tail = tail;
+    c->members_head = head;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static qf_code join_impl(qf_coord *c, const join_args *a)
+{
+    const qf__join_driver *drv = a->drv;
     if (qf__in_task())
-        return qf__blocking_in_task_error("qf_coord_join");
-    if (!(stop_grace_period_secs >= 0))
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",
-                            stop_grace_period_secs);
+        return qf__blocking_in_task_error(a->what);
+    int jfd = -1;
+    if (drv) {
+        /* One driven join at a time: the join fd has one reader. */
+        uint32_t zero = 0;
+        if (!atomic_compare_exchange_strong_explicit(&c->driven_joins, &zero, 1,
+                                                     memory_order_seq_cst, memory_order_relaxed))
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "%s: another thread is already driving a join of this coordinator",
+                                a->what);
+        jfd = fd_get(&c->join_fd);
+        if (jfd < 0) {
+            atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+            return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: eventfd: %s", a->what, strerror(errno));
+        }
+    }
 
     /* Take the registered set (spec 120 empties it; members registered
      * from now on are left for the next join). */
@@ -978,6 +1176,7 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
     for (qf_coord_member *m = head; m; m = m->next)
         n_reg++;
 
+    size_t n_extra = a->n_extra;
     qf_coord_member **ms = malloc((n_reg + n_extra + 1) * sizeof(*ms));
     qf_coord_member *xs = n_extra ? calloc(n_extra, sizeof(*xs)) : NULL;
     if (!ms || (n_extra && !xs)) {
@@ -991,7 +1190,9 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
             c->members_head = head;
             pthread_mutex_unlock(&c->lock);
         }
-        return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_join: out of memory");
+        if (drv)
+            atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: out of memory", a->what);
     }
     size_t n = 0;
     for (qf_coord_member *m = head; m; m = m->next)
@@ -1000,7 +1201,7 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
         qf_coord_member *x = &xs[i];
         x->c = c;
         x->kind = MEMBER_THREAD_FOREIGN;
-        x->thread = extra_threads[i];
+        x->thread = a->extra[i];
         x->extra_index = i;
         ms[n++] = x;
     }
@@ -1022,12 +1223,18 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
         n_members += !ms[i]->skip;
     }
 
-    bool stopped = false, grace_expired = false;
-    qf_deadline deadline = QF_FOREVER;
+    bool stopped = false, grace_expired = false, timed_out = false;
+    qf_code drv_rc = QF_OK;
+    qf_deadline limit = a->until ? a->deadline : QF_FOREVER;
     for (;;) {
         /* Prepare before looking: a member_done or a stop after this
-         * ticket makes the wait below return at once. */
-        uint32_t ticket = qf_eventcount_prepare(&c->ec);
+         * ticket (or, driven, after this drain) ends the wait below at
+         * once. */
+        uint32_t ticket = 0;
+        if (drv)
+            fd_drain(jfd);
+        else
+            ticket = qf_eventcount_prepare(&c->ec);
         size_t left = 0;
         qf_coord_member *foreign = NULL;
         bool wakeable = false;
@@ -1042,36 +1249,92 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
                 wakeable = true;
             }
         }
-        if (left == 0) {
-            qf_eventcount_cancel(&c->ec);
-            break;
-        }
-        if (!stopped) {
+        bool look_again = false;
+        if (left > 0 && !stopped) {
             uint32_t w = load_word(c);
             if (w & STOP) {
-                /* spec 117: the grace period starts now. */
-                qf_eventcount_cancel(&c->ec);
                 stopped = true;
-                deadline = qf_deadline_in_s(stop_grace_period_secs);
+                if (!a->until) /* spec 117: the grace period starts now */
+                    limit = qf_deadline_in_s(a->grace_secs);
                 settle(c, w); /* actions may be what unblocks the members */
-                continue;
+                look_again = true;
             }
-        } else if (qf_deadline_passed(deadline)) {
-            qf_eventcount_cancel(&c->ec);
-            grace_expired = true;
+        }
+        if (left == 0 || look_again || qf_deadline_passed(limit)) {
+            if (!drv)
+                qf_eventcount_cancel(&c->ec);
+            if (left == 0)
+                break;
+            if (look_again)
+                continue;
+            if (stopped)
+                grace_expired = true;
+            else
+                timed_out = true;
             break;
         }
-        if (wakeable) {
-            qf_eventcount_wait(&c->ec, ticket, deadline);
+        if (drv) {
+            /* Run what is runnable; sleep (poll(2) on the runtime's fd and
+             * the join fd) only when something can announce its end. */
+            bool ran = false;
+            drv_rc = drv->drive(drv->ctx, wakeable, limit, jfd, &ran);
+            if (drv_rc != QF_OK)
+                break;
+            if (wakeable || ran)
+                continue;
+        } else if (wakeable) {
+            qf_eventcount_wait_until(&c->ec, ticket, limit);
             continue;
+        } else {
+            qf_eventcount_cancel(&c->ec);
         }
         /* Only threads that cannot announce their end are left: join them.
          * Before a stop that is a plain pthread_join (documented: a later
-         * stop is noticed when it returns); after, bounded by the grace. */
-        qf_eventcount_cancel(&c->ec);
-        int r = timedjoin_mono(foreign->thread, stopped ? deadline : QF_FOREVER);
+         * stop is noticed when it returns); after, bounded by the limit. */
+        int r = timedjoin_mono(foreign->thread, stopped || a->until ? limit : QF_FOREVER);
         if (r != ETIMEDOUT)
             foreign->finished = true;
+    }
+    if (drv)
+        atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+
+    size_t n_finished = 0, n_running = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ms[i]->skip)
+            continue;
+        if (ms[i]->finished)
+            n_finished++;
+        else
+            n_running++;
+    }
+
+    if (drv_rc != QF_OK || timed_out) {
+        /* The join did not happen: nothing is recorded as joined, and the
+         * members still running stay registered for the next join. */
+        qf_code code = drv_rc;
+        qf_status *st = NULL;
+        if (timed_out) {
+            st = still_running_status(a->what, ms, n);
+            code = qf_set_error(QF_DEADLINE_EXCEEDED, "%s", qf_status_message(st));
+        } else {
+            st = qf_last_status();
+        }
+        if (a->report) {
+            memset(a->report, 0, sizeof(*a->report));
+            a->report->code = code;
+            a->report->status = st;
+            st = NULL;
+            a->report->n_members = n_members;
+            a->report->n_finished = n_finished;
+            a->report->finished = collect_names(ms, n, true, n_finished);
+            a->report->n_running = n_running;
+            a->report->running = collect_names(ms, n, false, n_running);
+        }
+        qf_status_free(st);
+        members_put_back(c, ms, n_reg);
+        free(xs);
+        free(ms);
+        return code;
     }
 
     /* A stop that came in while the members were finishing (or with no
@@ -1087,34 +1350,26 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
     uint64_t dropped = c->dropped;
     pthread_mutex_unlock(&c->lock);
 
-    size_t n_finished = 0, n_running = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ms[i]->skip)
-            continue;
-        if (ms[i]->finished)
-            n_finished++;
-        else
-            n_running++;
-    }
-    if (!result && n_running && !ignore_live_threads)
+    if (!result && n_running && !a->ignore_live)
         result = laggard_status(ms, n);
     qf_code code = QF_OK;
     if (result)
         code = qf_set_error(qf_status_code(result), "%s", qf_status_message(result));
 
-    if (ret_report) {
-        memset(ret_report, 0, sizeof(*ret_report));
-        ret_report->code = code;
-        ret_report->status = result;
+    if (a->report) {
+        qf_coord_join_report *r = a->report;
+        memset(r, 0, sizeof(*r));
+        r->code = code;
+        r->status = result;
         result = NULL;
-        ret_report->stop_requested = stopped || (w_end & STOP);
-        ret_report->grace_expired = grace_expired;
-        ret_report->n_members = n_members;
-        ret_report->n_finished = n_finished;
-        ret_report->finished = collect_names(ms, n, true, n_finished);
-        ret_report->n_running = n_running;
-        ret_report->running = collect_names(ms, n, false, n_running);
-        ret_report->n_dropped = dropped;
+        r->stop_requested = stopped || (w_end & STOP);
+        r->grace_expired = grace_expired;
+        r->n_members = n_members;
+        r->n_finished = n_finished;
+        r->finished = collect_names(ms, n, true, n_finished);
+        r->n_running = n_running;
+        r->running = collect_names(ms, n, false, n_running);
+        r->n_dropped = dropped;
     }
     qf_status_free(result);
 
@@ -1123,4 +1378,67 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
     free(xs);
     free(ms);
     return code;
+}
+
+qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
+                      double stop_grace_period_secs, bool ignore_live_threads,
+                      qf_coord_join_report *ret_report)
+{
+    if (!c)
+        return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_join: the coordinator is NULL");
+    if (n_extra && !extra_threads)
+        return qf__set_error_static(QF_INVALID_ARGUMENT,
+                                    "qf_coord_join: extra_threads is NULL with n_extra > 0");
+    if (qf__in_task())
+        return qf__blocking_in_task_error("qf_coord_join");
+    if (!(stop_grace_period_secs >= 0))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",
+                            stop_grace_period_secs);
+    join_args a = {.what = "qf_coord_join",
+                   .extra = extra_threads,
+                   .n_extra = n_extra,
+                   .grace_secs = stop_grace_period_secs,
+                   .ignore_live = ignore_live_threads,
+                   .report = ret_report};
+    return join_impl(c, &a);
+}
+
+qf_code qf_coord_join_until(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
+                            qf_deadline deadline, bool ignore_live_threads,
+                            qf_coord_join_report *ret_report)
+{
+    if (!c)
+        return qf__set_error_static(QF_INVALID_ARGUMENT,
+                                    "qf_coord_join_until: the coordinator is NULL");
+    if (n_extra && !extra_threads)
+        return qf__set_error_static(QF_INVALID_ARGUMENT,
+                                    "qf_coord_join_until: extra_threads is NULL with n_extra > 0");
+    if (deadline < QF_FOREVER)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_coord_join_until: deadline %lld is not a deadline (>= 0, or "
+                            "QF_FOREVER)",
+                            (long long)deadline);
+    join_args a = {.what = "qf_coord_join_until",
+                   .extra = extra_threads,
+                   .n_extra = n_extra,
+                   .until = true,
+                   .deadline = deadline,
+                   .ignore_live = ignore_live_threads,
+                   .report = ret_report};
+    return join_impl(c, &a);
+}
+
+qf_code qf__coord_join_driven(qf_coord *c, const char *what, bool until, qf_deadline deadline,
+                              double grace_secs, bool ignore_live_threads,
+                              qf_coord_join_report *ret_report, const qf__join_driver *drv)
+{
+    join_args a = {.what = what,
+                   .until = until,
+                   .deadline = deadline,
+                   .grace_secs = grace_secs,
+                   .ignore_live = ignore_live_threads,
+                   .report = ret_report,
+                   .drv = drv};
+    return join_impl(c, &a);
 }

@@ -49,7 +49,10 @@
  * qf_coord_register_waker(). (qf_coord_should_stop() stays a single load
  * and never runs them.) A server stopping on SIGTERM therefore calls
  * request_stop_from_signal() in its handler and has its main thread in
- * qf_coord_join() or qf_coord_wait_for_stop(), which wakes up and runs them.
+ * qf_coord_join() or qf_coord_wait_for_stop(), which wakes up and runs them,
+ * or, in an event loop, watches qf_coord_stop_fd() (readable once a stop is
+ * requested, from a handler too) and calls qf_coord_check_stop() when it
+ * polls readable.
  *
  * Errors. qf_coord_request_stop() takes a qf_status. The first status with
  * a code that is not a clean-stop code is recorded, and only if no stop was
@@ -81,7 +84,9 @@
  *   register/cancel_waker                any threads concurrently
  *   thread_create, register_thread,
  *   member_new, member_done              any threads concurrently
- *   join                                 any thread that is not a member;
+ *   stop_fd                              any thread; the fd: poll/epoll
+ *                                        from any thread
+ *   join, join_until                     any thread that is not a member;
  *                                        one join at a time is the
  *                                        intended use (concurrent joins
  *                                        split the members between them)
@@ -229,6 +234,32 @@ QF_API qf_code qf_coord_request_stop(qf_coord *c, qf_status *st);
  * Ordering:    as qf_coord_request_stop().
  */
 QF_API void qf_coord_request_stop_from_signal(qf_coord *c);
+
+/**
+ * qf_coord_stop_fd() - a file descriptor that polls readable while a stop is
+ * in effect, so an event loop (poll, epoll, libuv) wakes on a stop,
+ * including one requested from a signal handler.
+ *
+ * The fd is an eventfd owned by the coordinator, made on the first call
+ * (later calls return the same fd) and closed by qf_coord_free(). It
+ * becomes readable when a stop is requested (already readable if one is in
+ * effect when it is made) and stays readable until qf_coord_clear_stop()
+ * starts a new epoch, so a level-triggered loop cannot miss it. Do not
+ * read, write or close it. A stop requested from a signal handler at the
+ * moment a clear_stop runs may leave it readable in the new epoch: on
+ * readable, check qf_coord_check_stop() (which also runs the stop work a
+ * signal handler could not).
+ * Ownership:   the coordinator's; valid until qf_coord_free().
+ * Blocking:    never (the first call creates the eventfd under the
+ *              coordinator's mutex).  Concurrency: any thread.
+ * Ordering:    a poll that reports the fd readable happens after the stop
+ *              request; qf_coord_should_stop() then returns true (unless a
+ *              clear_stop came in between).
+ * Returns:     QF_OK and *ret_fd; QF_INVALID_ARGUMENT for a NULL argument;
+ *              QF_RESOURCE_EXHAUSTED when eventfd(2) fails (out of file
+ *              descriptors). *ret_fd untouched on failure.
+ */
+QF_API qf_code qf_coord_stop_fd(qf_coord *c, int *ret_fd);
 
 /**
  * qf_coord_report() - the "stop on exception" one-liner (spec 113).
@@ -518,6 +549,42 @@ QF_API void qf_coord_join_report_clear(qf_coord_join_report *r);
 QF_API qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
                              double stop_grace_period_secs, bool ignore_live_threads,
                              qf_coord_join_report *ret_report);
+
+/**
+ * qf_coord_join_until() - qf_coord_join() bounded by an absolute deadline:
+ * wait for the members until they have all finished or `deadline`
+ * (CLOCK_MONOTONIC ns, qf_deadline_in_s(); QF_FOREVER: no bound) passes,
+ * whichever comes first.
+ *
+ * Where qf_coord_join() gives the members a grace period counted from the
+ * moment it observes a stop, here the deadline is the one bound of the
+ * whole call; the usual shutdown is qf_coord_request_stop() and then
+ * qf_coord_join_until(c, ..., qf_deadline_in_s(10), ...), and deadlines
+ * compose (a server with 30 s to shut down passes the same deadline to
+ * every wait). With QF_FOREVER it waits exactly like join (spec 116).
+ *
+ * When the deadline passes with a stop in effect, join completes as after
+ * an expired grace period (spec 117-118: laggards make it fail with
+ * QF_COORD_LAGGARD_PREFIX unless ignore_live_threads, the registered set is
+ * emptied, joined is set). When it passes before any stop was requested,
+ * nothing is joined: it returns QF_DEADLINE_EXCEEDED ("qf_coord_join_until:
+ * the deadline passed before a stop was requested; still running: <names>"),
+ * the members still running stay registered (finished ones are released and
+ * their threads reaped), joined stays false, and a later join waits for
+ * them again, like any call that timed out. ignore_live_threads does not
+ * apply there.
+ *
+ * @ret_report: as for qf_coord_join(); after a deadline with no stop,
+ *              stop_requested and grace_expired are false and n_running
+ *              names the members that stay registered.
+ * Blocking, concurrency, ordering, ownership: as qf_coord_join().
+ * Returns:     as qf_coord_join(), plus QF_DEADLINE_EXCEEDED as above;
+ *              QF_INVALID_ARGUMENT for a NULL coordinator, extra_threads
+ *              NULL with n_extra > 0, or a deadline below QF_FOREVER.
+ */
+QF_API qf_code qf_coord_join_until(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
+                                   qf_deadline deadline, bool ignore_live_threads,
+                                   qf_coord_join_report *ret_report);
 
 /* ------------------------------------------------------------------------
  * Internal, for white-box tests only (not exported from libqflow.so).

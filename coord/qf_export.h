@@ -13,6 +13,19 @@
 #define QF_API
 #endif
 
+/* QF_DEPRECATED(msg): a call kept working for existing users whose
+ * spelling has been replaced; `msg` names the replacement, and the compiler
+ * shows it wherever the old call is used. Define QF_NO_DEPRECATION_WARNINGS
+ * before including a qflow header to silence these warnings (qflow's own
+ * build does: it implements the old calls and tests them). */
+#if defined(QF_NO_DEPRECATION_WARNINGS)
+#define QF_DEPRECATED(msg)
+#elif defined(__GNUC__) || defined(__clang__)
+#define QF_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define QF_DEPRECATED(msg)
+#endif
+
 #ifdef __cplusplus
 #define QF_BEGIN_DECLS extern "C" {
 #define QF_END_DECLS }

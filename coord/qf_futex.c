@@ -10,7 +10,7 @@
 
 #include "qf_status.h"
 
-int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
+qf_code qf_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
 {
     return qf__futex_wait_bits(word, expected, FUTEX_BITSET_MATCH_ANY, deadline);
 }
@@ -33,7 +33,12 @@ int qf__futex_wait_bits(_Atomic uint32_t *word, uint32_t expected, uint32_t bits
                      tsp, NULL, bits);
     if (r == -1 && errno == ETIMEDOUT)
         return QF_DEADLINE_EXCEEDED;
-    return 0; /* woken, EAGAIN (value changed), EINTR: all "re-check" */
+    return QF_OK; /* woken, EAGAIN (value changed), EINTR: all "re-check" */
+}
+
+int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
+{
+    return qf_futex_wait_until(word, expected, deadline);
 }
 
 int qf_futex_wake(_Atomic uint32_t *word, int n)

@@ -105,11 +105,18 @@ const char *qf_status_message(const qf_status *s)
 static _Thread_local qf_code last_code = QF_OK;
 static _Thread_local const char *last_static;
 static _Thread_local char last_buf[LAST_MSG_CAP];
+/* A message naming an object, made only when read (qf__set_error_named). */
+#define NAMED_CAP 128
+static _Thread_local const char *named_fmt;
+static _Thread_local const char *named_kind;
+static _Thread_local char named_name[NAMED_CAP];
+static _Thread_local long long named_n;
 
 qf_code qf__set_errorv(qf_code code, const char *fmt, va_list ap)
 {
     last_code = code;
     last_static = NULL;
+    named_fmt = NULL;
     vsnprintf(last_buf, sizeof(last_buf), fmt ? fmt : "", ap);
     return code;
 }
@@ -118,6 +125,21 @@ qf_code qf__set_error_static(qf_code code, const char *msg)
 {
     last_code = code;
     last_static = msg;
+    named_fmt = NULL;
+    return code;
+}
+
+qf_code qf__set_error_named(qf_code code, const char *fmt, const char *kind, const char *name,
+                            long long n)
+{
+    size_t len = name ? strnlen(name, NAMED_CAP - 1) : 0;
+    memcpy(named_name, name ? name : "", len);
+    named_name[len] = '\0';
+    named_kind = kind ? kind : "";
+    named_n = n;
+    named_fmt = fmt;
+    last_code = code;
+    last_static = NULL;
     return code;
 }
 
@@ -137,6 +159,10 @@ qf_code qf_last_code(void)
 
 const char *qf_last_message(void)
 {
+    if (named_fmt) {
+        snprintf(last_buf, sizeof(last_buf), named_fmt, named_kind, named_name, named_n);
+        named_fmt = NULL;
+    }
     return last_static ? last_static : last_buf;
 }
 

@@ -57,7 +57,7 @@ static void wait_until_done(qf_waker *w)
     }
 }
 
-int qf_waker_wait(qf_waker *w, qf_deadline deadline)
+qf_code qf_waker_wait_until(qf_waker *w, qf_deadline deadline)
 {
     for (;;) {
         uint32_t s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
@@ -67,12 +67,17 @@ int qf_waker_wait(qf_waker *w, qf_deadline deadline)
             wait_until_done(w);
             return QF_OK;
         }
-        if (qf_futex_wait(&w->qf__state, s, deadline) == QF_DEADLINE_EXCEEDED) {
+        if (qf_futex_wait_until(&w->qf__state, s, deadline) == QF_DEADLINE_EXCEEDED) {
             s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
             if (s == QF_WAKER_REGISTERED)
                 return QF_DEADLINE_EXCEEDED;
         }
     }
+}
+
+int qf_waker_wait(qf_waker *w, qf_deadline deadline)
+{
+    return qf_waker_wait_until(w, deadline);
 }
 
 void qf_waitlist_init(qf_waitlist *wl)
@@ -221,13 +226,18 @@ void qf_eventcount_cancel(qf_eventcount *ec)
     atomic_fetch_sub_explicit(&ec->qf__sleepers, 1, memory_order_relaxed);
 }
 
-int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
+qf_code qf_eventcount_wait_until(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
 {
-    int r = QF_OK;
+    qf_code r = QF_OK;
     if (atomic_load_explicit(&ec->qf__seq, memory_order_acquire) == ticket)
-        r = qf_futex_wait(&ec->qf__seq, ticket, deadline);
+        r = qf_futex_wait_until(&ec->qf__seq, ticket, deadline);
     atomic_fetch_sub_explicit(&ec->qf__sleepers, 1, memory_order_relaxed);
     return r == QF_DEADLINE_EXCEEDED ? QF_DEADLINE_EXCEEDED : QF_OK;
+}
+
+int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
+{
+    return qf_eventcount_wait_until(ec, ticket, deadline);
 }
 
 void qf_eventcount_notify(qf_eventcount *ec, bool all)

@@ -30,7 +30,7 @@
  *                                only while linking/unlinking, never during
  *                                a wake function or a syscall.
  *   qf_waitlist_has_waiters      wait-free, one relaxed load.
- *   qf_waker_wait                blocking (thread wakers only).
+ *   qf_waker_wait_until          blocking (thread wakers only).
  *   qf_eventcount_*              prepare/notify wait-free; wait blocking.
  */
 #ifndef QF_WAKER_H
@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "qf_export.h"
+#include "qf_status.h"
 #include "qf_time.h"
 
 QF_BEGIN_DECLS
@@ -77,7 +78,7 @@ struct qf_waker {
 /**
  * qf_waker_init() - prepare a waker that calls `fn(w)` when woken.
  * qf_waker_init_thread() - prepare a waker for the calling thread
- * (qf_waker_wait() sleeps on it). Never block; the waker must be IDLE.
+ * (qf_waker_wait_until() sleeps on it). Never block; the waker must be IDLE.
  */
 QF_API void qf_waker_init(qf_waker *w, qf_wake_fn fn, void *ctx);
 QF_API void qf_waker_init_thread(qf_waker *w);
@@ -86,16 +87,22 @@ QF_API void qf_waker_init_thread(qf_waker *w);
 QF_API uint32_t qf_waker_state(const qf_waker *w);
 
 /**
- * qf_waker_wait() - sleep until a thread waker is woken or `deadline`.
+ * qf_waker_wait_until() - sleep until a thread waker is woken or `deadline`.
  *
- * Blocking:    until woken or the deadline (absolute CLOCK_MONOTONIC ns).
+ * Blocking:    until woken or the deadline (absolute CLOCK_MONOTONIC ns;
+ *              QF_FOREVER for none).
  * Concurrency: only the thread that owns `w`.
  * Ordering:    acquire: what the waking thread did before waking is visible.
  * Returns:     QF_OK when woken (state DONE); QF_DEADLINE_EXCEEDED when the
  *              deadline passed first; the waker is then still registered and
  *              the caller must qf_waitlist_cancel() it.
  */
-QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline);
+QF_API qf_code qf_waker_wait_until(qf_waker *w, qf_deadline deadline);
+
+/** qf_waker_wait() - qf_waker_wait_until() returning an int. Kept for
+ *  existing callers. */
+QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline)
+    QF_DEPRECATED("use qf_waker_wait_until(), which returns a qf_code");
 
 /**
  * qf_waker_withdraw() - take `w` off whatever wait list holds it, without
@@ -181,7 +188,7 @@ QF_API uint32_t qf_waitlist_count(const qf_waitlist *wl);
  * on, plus a count of announced sleepers so notify costs no syscall when
  * nobody sleeps.
  *
- *   waiter:    t = prepare(); if (condition) cancel(); else wait(t, deadline);
+ *   waiter:    t = prepare(); if (condition) cancel(); else wait_until(t, deadline);
  *   notifier:  make condition true; notify();
  */
 typedef struct qf_eventcount {
@@ -199,10 +206,15 @@ QF_API uint32_t qf_eventcount_prepare(qf_eventcount *ec);
 /** qf_eventcount_cancel() - the condition held after prepare: withdraw. */
 QF_API void qf_eventcount_cancel(qf_eventcount *ec);
 
-/** qf_eventcount_wait() - sleep unless a notify happened since `ticket`.
- *  Blocking until notify, the deadline, or spuriously (re-check in a loop).
- *  Returns QF_OK or QF_DEADLINE_EXCEEDED. */
-QF_API int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline);
+/** qf_eventcount_wait_until() - sleep unless a notify happened since
+ *  `ticket`. Blocking until notify, the deadline, or spuriously (re-check in
+ *  a loop). Returns QF_OK or QF_DEADLINE_EXCEEDED. */
+QF_API qf_code qf_eventcount_wait_until(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline);
+
+/** qf_eventcount_wait() - qf_eventcount_wait_until() returning an int.
+ *  Kept for existing callers. */
+QF_API int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
+    QF_DEPRECATED("use qf_eventcount_wait_until(), which returns a qf_code");
 
 /** qf_eventcount_notify() - advance the count and wake one sleeper (or all
  *  when `all`), with no syscall when no sleeper is announced. Full fence

@@ -87,6 +87,7 @@ typedef struct bench_rep {
     unsigned reps;                    /* --reps */
     void *arg;                        /* the case's .arg */
     const struct bench_case *bc;      /* the case being run */
+    double budget_scale;              /* --budget-scale: times every time budget */
     double values[BENCH_MAX_OUTPUTS]; /* out: one per output */
     bool truncated;                   /* out: stopped at a time budget */
 } bench_rep;
@@ -121,6 +122,14 @@ _Noreturn void bench_fail(const char *fmt, ...) __attribute__((format(printf, 1,
 static inline uint64_t bench_scale(const bench_rep *r, uint64_t quick, uint64_t full)
 {
     return r->quick ? quick : full;
+}
+
+/** bench_budget_ns() - a repetition's time budget: quick_s or full_s
+ *  seconds by mode, times --budget-scale (a gate on a loaded machine raises
+ *  it so that no repetition is cut and left unjudged). */
+static inline uint64_t bench_budget_ns(const bench_rep *r, double quick_s, double full_s)
+{
+    return (uint64_t)((r->quick ? quick_s : full_s) * r->budget_scale * 1e9);
 }
 
 /* Groups: one bench_register_<group>() per bench_<group>.c. */

@@ -85,7 +85,7 @@ void qb_run_pingpong(bench_rep *r)
     pingpong_run run = {
         .impl = cfg->impl,
         .n = bench_scale(r, 10000, 200000),
-        .budget_ns = (uint64_t)(r->quick ? BUDGET_QUICK_S : BUDGET_FULL_S) * 1000000000u,
+        .budget_ns = bench_budget_ns(r, BUDGET_QUICK_S, BUDGET_FULL_S),
     };
     run.samples = malloc(run.n * sizeof(*run.samples));
     run.ab = cfg->impl->create(QB_CAPACITY, 0);

@@ -184,7 +184,7 @@ void qb_run_tput(bench_rep *r)
     }
 
     pthread_barrier_wait(&run->start);
-    uint64_t budget = (uint64_t)((r->quick ? BUDGET_QUICK_S : BUDGET_FULL_S) * 1e9);
+    uint64_t budget = bench_budget_ns(r, BUDGET_QUICK_S, BUDGET_FULL_S);
     if (!wait_done(run, bench_now_ns() + budget)) {
         atomic_store(&run->stop, true);
         r->truncated = true;

@@ -41,9 +41,23 @@ void bench_results_free(bench_results *rs)
         free(rs->v[i].bench);
         free(rs->v[i].impl);
         free(rs->v[i].unit);
+        free(rs->v[i].values);
+        free(rs->v[i].truncated);
     }
     free(rs->v);
+    bench_meta_free(&rs->meta);
     memset(rs, 0, sizeof(*rs));
+}
+
+void bench_meta_free(bench_meta *m)
+{
+    char **strs[] = {&m->host,         &m->cpu,      &m->arch,   &m->kernel,
+                     &m->compiler,     &m->mode,     &m->commit, &m->buildtype,
+                     &m->optimization, &m->sanitize, &m->knobs};
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
 }
 
 const bench_result *bench_results_find(const bench_results *rs, const char *bench, const char *impl)
@@ -54,82 +68,161 @@ const bench_result *bench_results_find(const bench_results *rs, const char *benc
     return NULL;
 }
 
+size_t bench_results_take(bench_results *from, const regex_t *filter, bench_results *to)
+{
+    size_t kept = 0, moved = 0;
+    for (size_t i = 0; i < from->n; i++) {
+        bench_result *r = &from->v[i];
+        if (!bench_filter_matches(filter, r->bench, r->impl)) {
+            from->v[kept++] = *r;
+            continue;
+        }
+        bench_result *d = bench_results_add(to, r->bench, r->impl, r->unit);
+        free(d->bench);
+        free(d->impl);
+        free(d->unit);
+        *d = *r; /* the strings and arrays move */
+        moved++;
+    }
+    from->n = kept;
+    to->meta = from->meta;
+    memset(&from->meta, 0, sizeof(from->meta));
+    return moved;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-/* Median (mean of the middle two for an even count), min and max. */
-static void summarise(double *v, unsigned n, bench_result *r)
+/* Median (mean of the middle two for an even count), min and max; the
+ * values are copied, not sorted in place (the raw order is kept). */
+static void summarise(const double *v, unsigned n, bench_result *r)
 {
-    qsort(v, n, sizeof(*v), cmp_double);
-    r->min = v[0];
-    r->max = v[n - 1];
-    r->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    r->reps = n;
-}
-
-static void run_case(const bench_options *o, const bench_case *c, size_t idx, size_t total,
-                     bench_results *ret)
-{
-    const char *names[BENCH_MAX_OUTPUTS];
-    unsigned nout = bench_case_outputs(c, names);
-    bool wanted[BENCH_MAX_OUTPUTS];
-    for (unsigned k = 0; k < nout; k++)
-        wanted[k] = bench_filter_matches(o->filter, names[k], c->impl);
-
-    double *vals = calloc((size_t)nout * o->reps, sizeof(*vals));
-    if (!vals) {
+    double *s = malloc(n * sizeof(*s));
+    if (!s) {
         perror("qflow-bench");
         exit(2);
     }
-    unsigned truncated = 0;
-    uint64_t t0 = bench_now_ns();
-    bool tty = isatty(STDERR_FILENO);
-    for (unsigned rep = 0; rep < o->reps; rep++) {
-        if (tty)
-            fprintf(stderr, "\r[%zu/%zu] %s/%s rep %u/%u ", idx + 1, total, c->name, c->impl,
-                    rep + 1, o->reps);
-        bench_rep r = {.quick = o->quick, .rep = rep, .reps = o->reps, .arg = c->arg, .bc = c};
-        c->run(&r);
-        truncated += r.truncated;
-        for (unsigned k = 0; k < nout; k++)
-            vals[k * o->reps + rep] = r.values[k];
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), cmp_double);
+    r->min = s[0];
+    r->max = s[n - 1];
+    r->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    r->reps = n;
+    free(s);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        perror("qflow-bench");
+        exit(2);
     }
-    fprintf(stderr, "%s[%zu/%zu] %s/%s: %u reps in %.1f s%s\n", tty ? "\r" : "", idx + 1, total,
-            c->name, c->impl, o->reps, (double)(bench_now_ns() - t0) / 1e9,
-            truncated ? " (time budget hit)" : "");
-    for (unsigned k = 0; k < nout; k++) {
-        if (!wanted[k])
+    return p;
+}
+
+/* One selected case while its bench runs: the repetitions so far. */
+typedef struct running {
+    const bench_case *c;
+    size_t idx; /* for progress lines: [idx/total] */
+    unsigned nout;
+    const char *names[BENCH_MAX_OUTPUTS];
+    double *vals; /* nout x reps */
+    bool *trunc;  /* reps */
+    uint64_t ns;  /* time spent in its repetitions */
+} running;
+
+static void run_rep(const bench_options *o, running *x, unsigned rep, size_t total, bool tty)
+{
+    const bench_case *c = x->c;
+    if (tty)
+        fprintf(stderr, "\r[%zu/%zu] %s/%s rep %u/%u ", x->idx + 1, total, c->name, c->impl,
+                rep + 1, o->reps);
+    bench_rep r = {.quick = o->quick,
+                   .rep = rep,
+                   .reps = o->reps,
+                   .arg = c->arg,
+                   .bc = c,
+                   .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
+    uint64_t t0 = bench_now_ns();
+    c->run(&r);
+    x->ns += bench_now_ns() - t0;
+    x->trunc[rep] = r.truncated;
+    for (unsigned k = 0; k < x->nout; k++)
+        x->vals[k * o->reps + rep] = r.values[k];
+}
+
+static void finish_case(const bench_options *o, running *x, size_t total, bool tty,
+                        bench_results *ret)
+{
+    const bench_case *c = x->c;
+    unsigned truncated = 0;
+    for (unsigned rep = 0; rep < o->reps; rep++)
+        truncated += x->trunc[rep];
+    fprintf(stderr, "%s[%zu/%zu] %s/%s: %u reps in %.1f s%s\n", tty ? "\r" : "", x->idx + 1, total,
+            c->name, c->impl, o->reps, (double)x->ns / 1e9, truncated ? " (time budget hit)" : "");
+    for (unsigned k = 0; k < x->nout; k++) {
+        if (!bench_filter_matches(o->filter, x->names[k], c->impl))
             continue;
-        bench_result *r = bench_results_add(ret, names[k], c->impl, c->unit);
-        summarise(&vals[k * o->reps], o->reps, r);
+        bench_result *r = bench_results_add(ret, x->names[k], c->impl, c->unit);
+        summarise(&x->vals[k * o->reps], o->reps, r);
         r->truncated_reps = truncated;
         r->bc = c;
+        r->nvalues = o->reps;
+        r->values = xcalloc(o->reps, sizeof(double));
+        r->truncated = xcalloc(o->reps, sizeof(bool));
+        memcpy(r->values, &x->vals[k * o->reps], o->reps * sizeof(double));
+        memcpy(r->truncated, x->trunc, o->reps * sizeof(bool));
     }
-    free(vals);
+    free(x->vals);
+    free(x->trunc);
 }
 
-void bench_run_all(const bench_options *o, bench_results *ret)
+size_t bench_run_all(const bench_options *o, bench_results *ret)
 {
-    size_t total = 0;
+    size_t n = bench_case_count(), total = 0;
     const char *names[BENCH_MAX_OUTPUTS];
-    bool *selected = calloc(bench_case_count() + 1, sizeof(*selected));
-    if (!selected) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    for (size_t i = 0; i < bench_case_count(); i++) {
+    bool *selected = xcalloc(n + 1, sizeof(*selected));
+    bool *done = xcalloc(n + 1, sizeof(*done));
+    for (size_t i = 0; i < n; i++) {
         const bench_case *c = bench_case_at(i);
         unsigned nout = bench_case_outputs(c, names);
         for (unsigned k = 0; k < nout && !selected[i]; k++)
             selected[i] = bench_filter_matches(o->filter, names[k], c->impl);
         total += selected[i];
     }
+    bool tty = isatty(STDERR_FILENO);
+    running *group = xcalloc(n + 1, sizeof(*group));
     size_t idx = 0;
-    for (size_t i = 0; i < bench_case_count(); i++)
-        if (selected[i])
-            run_case(o, bench_case_at(i), idx++, total, ret);
+    /* Benches in registration order; each one's cases interleaved. */
+    for (size_t i = 0; i < n; i++) {
+        if (!selected[i] || done[i])
+            continue;
+        size_t g = 0;
+        for (size_t j = i; j < n; j++) {
+            const bench_case *c = bench_case_at(j);
+            if (!selected[j] || done[j] || strcmp(c->name, bench_case_at(i)->name) != 0)
+                continue;
+            done[j] = true;
+            running *x = &group[g++];
+            memset(x, 0, sizeof(*x));
+            x->c = c;
+            x->idx = idx++;
+            x->nout = bench_case_outputs(c, x->names);
+            x->vals = xcalloc((size_t)x->nout * o->reps, sizeof(double));
+            x->trunc = xcalloc(o->reps, sizeof(bool));
+        }
+        for (unsigned rep = 0; rep < o->reps; rep++)
+            for (size_t k = 0; k < g; k++)
+                run_rep(o, &group[k], rep, total, tty);
+        for (size_t k = 0; k < g; k++)
+            finish_case(o, &group[k], total, tty, ret);
+    }
+    free(group);
+    free(done);
     free(selected);
+    return total;
 }

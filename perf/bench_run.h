@@ -20,16 +20,35 @@ typedef struct bench_result {
     unsigned reps;
     unsigned truncated_reps; /* repetitions that hit a time budget */
     const bench_case *bc;    /* params and note; NULL when read from a file */
+    /* Each repetition's raw figure, in run order, and whether it hit its
+     * time budget (owned; NULL when read from a file that lacks them).
+     * Repetition i of every impl of one bench ran in the same round (see
+     * bench_run_all), so values of one index are comparable. */
+    double *values;
+    bool *truncated;
+    unsigned nvalues;
 } bench_result;
+
+/* What a run was made on and with: compare warns when two differ. Strings
+ * are owned ("" when unknown). */
+typedef struct bench_meta {
+    char *host, *cpu, *arch, *kernel, *compiler;
+    double nproc, memory_bytes;
+    char *mode; /* "quick" or "default" */
+    char *commit, *buildtype, *optimization, *sanitize, *knobs;
+    bool has_values; /* results carry per-repetition values */
+} bench_meta;
 
 typedef struct bench_results {
     bench_result *v;
     size_t n, cap;
+    bench_meta meta;
 } bench_results;
 
 typedef struct bench_options {
     bool quick;
     unsigned reps;
+    double budget_scale;   /* --budget-scale (1: as each bench says) */
     const regex_t *filter; /* NULL: everything */
 } bench_options;
 
@@ -49,9 +68,22 @@ bench_result *bench_results_add(bench_results *rs, const char *bench, const char
 void bench_results_free(bench_results *rs);
 const bench_result *bench_results_find(const bench_results *rs, const char *bench,
                                        const char *impl);
+/* Move the results of `from` that pass `filter`, and its meta, into `to`
+ * (empty); returns how many moved. `from` keeps the rest (free it). */
+size_t bench_results_take(bench_results *from, const regex_t *filter, bench_results *to);
 
-/* Run every matching case; progress goes to stderr. */
-void bench_run_all(const bench_options *o, bench_results *ret);
+/* Run every matching case; progress goes to stderr. The cases of one bench
+ * (same name: qflow and its baselines) run interleaved, repetition by
+ * repetition, so the ratio of repetition i compares figures taken moments
+ * apart under the same load. Returns the number of cases run. */
+size_t bench_run_all(const bench_options *o, bench_results *ret);
+/* Fill rs->meta for this run (machine.c). */
+void bench_meta_of_run(const bench_options *o, bench_meta *ret);
+void bench_meta_free(bench_meta *m);
+/* The test knob of this process: each qflow operation in the benchmarks
+ * takes `factor` times as long (impl_qflow.c; QFLOW_BENCH_SLOWDOWN). 1:
+ * none. */
+double bench_slowdown(void);
 
 /* Terminal tables, one per bench (report.c). */
 void bench_print_tables(const bench_results *rs);
@@ -62,15 +94,16 @@ void bench_format_value(char *buf, size_t len, double v, const char *unit);
 int bench_write_json(const char *path, const bench_results *rs, const bench_options *o);
 int bench_read_json(const char *path, bench_results *ret);
 
-/* Machine description as JSON members (machine.c). */
+/* The "machine" and "build" objects of the results file (machine.c). */
 struct json_writer;
-void bench_write_machine(struct json_writer *w, const bench_options *o);
+void bench_write_machine(struct json_writer *w, const bench_options *o, const bench_meta *m);
+void bench_write_build(struct json_writer *w, const bench_meta *m);
 
-/* --compare (compare.c): prints the table (old results outside `filter`
- * are left out); returns the number of qflow results worse than
- * `threshold_pct`. */
-int bench_compare(const bench_results *old_rs, const bench_results *new_rs, double threshold_pct,
-                  const regex_t *filter);
+/* --compare (compare.c): warns when the runs differ in machine, mode or
+ * build, prints the table (old results outside `filter` are left out);
+ * returns the number of qflow results judged worse (see compare.c). */
+int bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
+                  double threshold_pct, const regex_t *filter);
 
 /* --plot (plot.c): returns 0 when the charts were written or gnuplot is
  * absent (a note is printed), -1 on error. */

@@ -142,7 +142,8 @@ static void run_wake(bench_rep *r)
     if (!run)
         bench_fail("out of memory");
     run->n = WARMUP + bench_scale(r, 600, 20000);
-    run->deadline_ns = bench_now_ns() + bench_scale(r, BUDGET_QUICK_MS, BUDGET_FULL_MS) * 1000000u;
+    run->deadline_ns =
+        bench_now_ns() + bench_budget_ns(r, BUDGET_QUICK_MS / 1000.0, BUDGET_FULL_MS / 1000.0);
     run->t0 = calloc(run->n, sizeof(uint64_t));
     run->t1 = calloc(run->n, sizeof(uint64_t));
     atomic_init(&run->taken, 0);

@@ -1,13 +1,51 @@
 /* impl_qflow.c - qflow's FIFOQueue behind the benchmark interface, through
  * the zero-allocation inline pointer path (qf_ptr_queue_new and the _ptr
  * calls). A status other than the expected end-of-stream codes is a bug
- * in the queue: the benchmark stops with its message. */
+ * in the queue: the benchmark stops with its message.
+ *
+ * Test knob: QFLOW_BENCH_SLOWDOWN=F (an integer from 1 to 10) in the
+ * environment makes qflow's FIFO path do F times the work: every element
+ * travels with F - 1 filler elements (each enqueue also enqueues F - 1
+ * fillers, each dequeue takes fillers until it has an element), so every
+ * queue operation, ring slot, wake and sleep happens F times per element.
+ * That is a qflow whose FIFO path is about F times slower, for testing the
+ * regression gate (perf/gate-test.sh expects --compare to fail with F = 2);
+ * the queue itself is untouched, the baselines do not see it, and the
+ * results file records it. */
+#include <stdlib.h>
+
 #include "baseline.h"
 #include "bench.h"
+#include "bench_run.h"
 #include "qflow.h"
+
+#define MAX_SLOWDOWN 10
+#define MAX_BATCH 64 /* the largest batch the queue benchmarks use */
+
+static int slowdown = -1; /* set once, before any benchmark thread runs */
+
+/* A value no benchmark sends: producers send (id << 48) | seq with small
+ * sequence numbers, never a static object's address. */
+static char filler_object;
+#define FILLER ((void *)&filler_object)
+
+double bench_slowdown(void)
+{
+    if (slowdown < 0) {
+        const char *s = getenv("QFLOW_BENCH_SLOWDOWN");
+        char *end = NULL;
+        long f = s && *s ? strtol(s, &end, 10) : 1;
+        if (s && *s && (*end || f < 1 || f > MAX_SLOWDOWN))
+            bench_fail("QFLOW_BENCH_SLOWDOWN='%s': want a whole factor from 1 to %d", s,
+                       MAX_SLOWDOWN);
+        slowdown = (int)f;
+    }
+    return slowdown;
+}
 
 static bq *qf_create(size_t capacity, unsigned flags)
 {
+    bench_slowdown(); /* read the knob before the threads start */
     unsigned qflags = 0;
     if (flags & BQ_SINGLE_PRODUCER)
         qflags |= QF_QUEUE_SINGLE_PRODUCER;
@@ -36,33 +74,76 @@ static int check(qf_code c, qf_code end, const char *what)
 
 static int qf_enqueue(bq *q, void *p)
 {
+    for (int i = 1; i < slowdown; i++)
+        if (check(qf_queue_enqueue_ptr((qf_queue *)q, FILLER), QF_CANCELLED,
+                  "qf_queue_enqueue_ptr") != 0)
+            return -1;
     return check(qf_queue_enqueue_ptr((qf_queue *)q, p), QF_CANCELLED, "qf_queue_enqueue_ptr");
 }
 
 static int qf_dequeue(bq *q, void **ret_p)
 {
-    return check(qf_queue_dequeue_ptr((qf_queue *)q, ret_p), QF_OUT_OF_RANGE,
-                 "qf_queue_dequeue_ptr");
+    void *p;
+    do {
+        if (check(qf_queue_dequeue_ptr((qf_queue *)q, &p), QF_OUT_OF_RANGE,
+                  "qf_queue_dequeue_ptr") != 0)
+            return -1;
+    } while (p == FILLER);
+    *ret_p = p;
+    return 0;
 }
 
 static int qf_enqueue_many(bq *q, void *const *ps, size_t n)
 {
-    return check(qf_queue_enqueue_many_ptr((qf_queue *)q, ps, n, QF_FOREVER, NULL), QF_CANCELLED,
-                 "qf_queue_enqueue_many_ptr");
+    if (slowdown > 1) {
+        /* Each element preceded by its fillers, in one call. */
+        void *buf[MAX_SLOWDOWN * MAX_BATCH];
+        size_t k = 0;
+        if (n > MAX_BATCH)
+            bench_fail("qflow: a batch of %zu is more than %d", n, MAX_BATCH);
+        for (size_t i = 0; i < n; i++) {
+            for (int f = 1; f < slowdown; f++)
+                buf[k++] = FILLER;
+            buf[k++] = ps[i];
+        }
+        return check(qf_queue_enqueue_many_ptrs((qf_queue *)q, buf, k, NULL), QF_CANCELLED,
+                     "qf_queue_enqueue_many_ptrs");
+    }
+    return check(qf_queue_enqueue_many_ptrs((qf_queue *)q, ps, n, NULL), QF_CANCELLED,
+                 "qf_queue_enqueue_many_ptrs");
+}
+
+/* Drop the fillers from ps[0..n); returns how many elements remain. */
+static size_t drop_fillers(void **ps, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i] != FILLER)
+            ps[k++] = ps[i];
+    return k;
 }
 
 /* dequeue_many fails once the queue is closed with fewer than n left (and
- * puts back what it took); then dequeue_up_to takes what is left. */
+ * puts back what it took); then dequeue_up_to takes what is left. With the
+ * knob, fillers are dropped and the call asks again for what is missing
+ * (never more: an element it takes is always one it returns). */
 static size_t qf_dequeue_many(bq *q, void **ret_ps, size_t n)
 {
     qf_queue *qq = (qf_queue *)q;
-    if (check(qf_queue_dequeue_many_ptr(qq, n, QF_FOREVER, ret_ps), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_many_ptr") == 0)
-        return n;
     size_t got = 0;
-    if (check(qf_queue_dequeue_up_to_ptr(qq, n, QF_FOREVER, ret_ps, &got), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_up_to_ptr") != 0)
-        return 0;
+    while (got < n) {
+        size_t want = n - got, k = want;
+        if (check(qf_queue_dequeue_many_ptrs(qq, want, ret_ps + got), QF_OUT_OF_RANGE,
+                  "qf_queue_dequeue_many_ptrs") != 0) {
+            k = 0;
+            if (check(qf_queue_dequeue_up_to_ptrs(qq, want, ret_ps + got, &k), QF_OUT_OF_RANGE,
+                      "qf_queue_dequeue_up_to_ptrs") != 0)
+                return got; /* closed and drained */
+        }
+        got += slowdown > 1 ? drop_fillers(ret_ps + got, k) : k;
+        if (slowdown <= 1 && got < n)
+            return got; /* what was left after the close */
+    }
     return got;
 }
 

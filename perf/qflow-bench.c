@@ -1,8 +1,9 @@
 /* qflow-bench - qflow's benchmark program: runs the registered benchmark
  * cases (bench.h), prints a table per benchmark with qflow next to each
- * baseline, and optionally writes JSON, compares with an earlier run and
- * draws charts. Exit status: 0; 1 when --compare found a qflow result
- * worse than the threshold; 2 on a usage error or a failed check. */
+ * baseline, and optionally writes JSON, compares with an earlier run
+ * (compare.c: a regression gate) and draws charts. Exit status: 0; 1 when
+ * --compare judged a qflow result worse; 2 on a usage error, a --filter
+ * that matches nothing, or a failed check. */
 #include <getopt.h>
 #include <regex.h>
 #include <stdio.h>
@@ -14,13 +15,8 @@
 
 /* Every group of benchmarks; add yours here (see bench.h). */
 static void (*const groups[])(void) = {
-    bench_register_queue,
-    bench_register_pipeline,
-    bench_register_coord,
-    bench_register_runners,
-    bench_register_task,
-    bench_register_kinds,
-    bench_register_fair,
+    bench_register_queue, bench_register_pipeline, bench_register_coord, bench_register_runners,
+    bench_register_task,  bench_register_kinds,    bench_register_fair,
 };
 
 static void usage(FILE *f)
@@ -32,16 +28,31 @@ static void usage(FILE *f)
                "                     extended REGEX (e.g. 'tput.p1c1', '/qflow$')\n"
                "  --reps N           repetitions per case (default 5): median, min, max\n"
                "  --json FILE        write the results as JSON to FILE\n"
-               "  --compare OLD.json after the run, show the change against OLD.json and exit 1\n"
-               "                     when a qflow result is worse by more than the threshold\n"
+               "  --compare OLD.json after the run, judge qflow against OLD.json by its ratios to\n"
+               "                     the baselines of each run (a rank test over the\n"
+               "                     repetitions) and exit 1 when a qflow result is worse by\n"
+               "                     more than the threshold; noise larger than the threshold\n"
+               "                     is reported as inconclusive, never as worse\n"
                "  --threshold PCT    threshold of --compare, e.g. 10%% (default 10%%)\n"
                "  --plot DIR         write PNG charts to DIR (needs gnuplot)\n"
                "  --list             list the cases (after --filter) and exit\n"
-               "  --help             this text\n");
+               "  --budget-scale F   multiply every repetition's time budget by F (1..1000):\n"
+               "                     on a loaded machine, so that no repetition is cut short\n"
+               "                     (a cut one is never judged by --compare)\n"
+               "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
+               "                     --compare: compare two files, e.g. a CI's artifacts)\n"
+               "  --help             this text\n"
+               "Exit status: 0; 1 --compare found a qflow result worse; 2 usage error, a\n"
+               "--filter that matches nothing, or a failed check.\n"
+               "Test knob: QFLOW_BENCH_SLOWDOWN=F in the environment makes every qflow queue\n"
+               "operation of the benchmarks take F times as long (to test the gate; recorded in\n"
+               "the JSON and warned about).\n");
 }
 
-static void list_cases(const regex_t *filter)
+/* Lists the cases that pass the filter; returns how many. */
+static size_t list_cases(const regex_t *filter)
 {
+    size_t listed = 0;
     printf("%-22s %-14s %-12s %s\n", "bench", "impl", "unit", "params");
     for (size_t i = 0; i < bench_case_count(); i++) {
         const bench_case *c = bench_case_at(i);
@@ -50,6 +61,7 @@ static void list_cases(const regex_t *filter)
         for (unsigned k = 0; k < n; k++) {
             if (!bench_filter_matches(filter, names[k], c->impl))
                 continue;
+            listed++;
             printf("%-22s %-14s %-12s", names[k], c->impl, c->unit);
             for (int p = 0; p < BENCH_MAX_PARAMS && c->params[p].key; p++) {
                 if (c->params[p].str)
@@ -60,6 +72,7 @@ static void list_cases(const regex_t *filter)
             printf("\n");
         }
     }
+    return listed;
 }
 
 static double parse_threshold(const char *s)
@@ -84,6 +97,8 @@ int main(int argc, char **argv)
         OPT_THRESHOLD,
         OPT_PLOT,
         OPT_LIST,
+        OPT_FROM,
+        OPT_BUDGET_SCALE,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -95,11 +110,14 @@ int main(int argc, char **argv)
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"plot", required_argument, NULL, OPT_PLOT},
         {"list", no_argument, NULL, OPT_LIST},
+        {"from", required_argument, NULL, OPT_FROM},
+        {"budget-scale", required_argument, NULL, OPT_BUDGET_SCALE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    bench_options o = {.quick = false, .reps = 5, .filter = NULL};
-    const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL;
+    bench_options o = {.quick = false, .reps = 5, .filter = NULL, .budget_scale = 1};
+    const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL,
+               *from_path = NULL;
     double threshold = 10;
     bool list = false;
     regex_t filter;
@@ -135,6 +153,19 @@ int main(int argc, char **argv)
         case OPT_PLOT:
             plot_dir = optarg;
             break;
+        case OPT_FROM:
+            from_path = optarg;
+            break;
+        case OPT_BUDGET_SCALE: {
+            char *end;
+            double f = strtod(optarg, &end);
+            if (end == optarg || *end || !(f >= 1 && f <= 1000)) {
+                fprintf(stderr, "qflow-bench: bad --budget-scale '%s' (1..1000)\n", optarg);
+                return 2;
+            }
+            o.budget_scale = f;
+            break;
+        }
         case OPT_LIST:
             list = true;
             break;
@@ -165,7 +196,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         groups[i]();
     if (list) {
-        list_cases(o.filter);
+        size_t listed = list_cases(o.filter);
+        if (filter_src)
+            regfree(&filter);
+        if (listed == 0) {
+            fprintf(stderr, "qflow-bench: no case matches the filter '%s'\n", filter_src);
+            return 2;
+        }
         return 0;
     }
 
@@ -173,14 +210,40 @@ int main(int argc, char **argv)
     if (compare_path && bench_read_json(compare_path, &old_rs) != 0)
         return 2;
 
-    printf("qflow-bench: %s mode, %u reps, %ld CPUs online%s%s\n", o.quick ? "quick" : "default",
-           o.reps, sysconf(_SC_NPROCESSORS_ONLN), filter_src ? ", filter " : "",
-           filter_src ? filter_src : "");
-    fflush(stdout);
     uint64_t t0 = bench_now_ns();
-    bench_run_all(&o, &new_rs);
-    if (new_rs.n == 0)
-        fprintf(stderr, "qflow-bench: no case matches the filter (see --list)\n");
+    size_t got;
+    if (from_path) {
+        bench_results all = {0};
+        if (bench_read_json(from_path, &all) != 0) {
+            bench_results_free(&old_rs);
+            return 2;
+        }
+        printf("qflow-bench: results of %s (nothing run)%s%s\n", from_path,
+               filter_src ? ", filter " : "", filter_src ? filter_src : "");
+        got = bench_results_take(&all, o.filter, &new_rs);
+        bench_results_free(&all);
+    } else {
+        bench_meta_of_run(&o, &new_rs.meta);
+        printf("qflow-bench: %s mode, %u reps, %ld CPUs online%s%s\n",
+               o.quick ? "quick" : "default", o.reps, sysconf(_SC_NPROCESSORS_ONLN),
+               filter_src ? ", filter " : "", filter_src ? filter_src : "");
+        if (bench_slowdown() != 1)
+            printf("qflow-bench: TEST KNOB: QFLOW_BENCH_SLOWDOWN=%g: qflow's FIFO path does %gx "
+                   "the work\n",
+                   bench_slowdown(), bench_slowdown());
+        fflush(stdout);
+        got = bench_run_all(&o, &new_rs);
+    }
+    if (got == 0) {
+        /* A gate that ran nothing must not pass. */
+        fprintf(stderr, "qflow-bench: no case matches the filter '%s' (see --list)\n",
+                filter_src ? filter_src : "");
+        bench_results_free(&old_rs);
+        bench_results_free(&new_rs);
+        if (filter_src)
+            regfree(&filter);
+        return 2;
+    }
     bench_print_tables(&new_rs);
     printf("\ntotal time %.1f s\n", (double)(bench_now_ns() - t0) / 1e9);
 
@@ -193,7 +256,8 @@ int main(int argc, char **argv)
     }
     if (plot_dir && bench_plot(plot_dir, &new_rs) != 0)
         status = 2;
-    if (compare_path && bench_compare(&old_rs, &new_rs, threshold, o.filter) > 0 && status == 0)
+    if (compare_path && bench_compare(compare_path, &old_rs, &new_rs, threshold, o.filter) > 0 &&
+        status == 0)
         status = 1;
 
     bench_results_free(&old_rs);

@@ -1,8 +1,15 @@
 /* results_json.c - the results file:
- *   {"machine": {...}, "results": [{"bench", "impl", "unit", "median",
- *    "min", "max", "reps", "params": {...}}, ...]}
- * A result whose repetitions hit a time budget carries
- * "truncated_reps": n in its params. */
+ *   {"machine": {host, cpu, nproc, kernel, arch, memory_bytes, compiler,
+ *                date, qflow_version, mode, reps},
+ *    "build": {commit, buildtype, optimization, sanitize, test_knobs},
+ *    "results": [{"bench", "impl", "unit", "median", "min", "max", "reps",
+ *                 "values": [each repetition's raw figure, in run order],
+ *                 "truncated": [whether it hit its time budget],
+ *                 "params": {...}}, ...]}
+ * A result whose repetitions hit a time budget also carries
+ * "truncated_reps": n in its params. Files of earlier versions (no
+ * "build", "values" or "truncated") still read: --compare then says it
+ * cannot judge. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +48,9 @@ int bench_write_json(const char *path, const bench_results *rs, const bench_opti
     jw_init(&w, f);
     jw_begin_object(&w);
     jw_key(&w, "machine");
-    bench_write_machine(&w, o);
+    bench_write_machine(&w, o, &rs->meta);
+    jw_key(&w, "build");
+    bench_write_build(&w, &rs->meta);
     jw_key(&w, "results");
     jw_begin_array(&w);
     for (size_t i = 0; i < rs->n; i++) {
@@ -61,6 +70,18 @@ int bench_write_json(const char *path, const bench_results *rs, const bench_opti
         jw_number(&w, r->max);
         jw_key(&w, "reps");
         jw_number(&w, r->reps);
+        if (r->values) {
+            jw_key(&w, "values");
+            jw_begin_array(&w);
+            for (unsigned k = 0; k < r->nvalues; k++)
+                jw_number(&w, r->values[k]);
+            jw_end_array(&w);
+            jw_key(&w, "truncated");
+            jw_begin_array(&w);
+            for (unsigned k = 0; k < r->nvalues; k++)
+                jw_bool(&w, r->truncated[k]);
+            jw_end_array(&w);
+        }
         jw_key(&w, "params");
         write_params(&w, r);
         jw_end_object(&w);
@@ -110,6 +131,55 @@ static const char *string_of(const json_value *v)
     return v && v->type == JSON_STRING ? v->string : NULL;
 }
 
+static char *dup_member(const json_value *obj, const char *key)
+{
+    const char *v = string_of(json_get(obj, key));
+    char *d = strdup(v ? v : "");
+    if (!d) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    return d;
+}
+
+static void read_meta(const json_value *doc, bench_meta *m)
+{
+    const json_value *mach = json_get(doc, "machine"), *build = json_get(doc, "build");
+    m->host = dup_member(mach, "host");
+    m->cpu = dup_member(mach, "cpu");
+    m->arch = dup_member(mach, "arch");
+    m->kernel = dup_member(mach, "kernel");
+    m->compiler = dup_member(mach, "compiler");
+    m->mode = dup_member(mach, "mode");
+    m->nproc = number_or(json_get(mach, "nproc"), 0);
+    m->memory_bytes = number_or(json_get(mach, "memory_bytes"), 0);
+    m->commit = dup_member(build, "commit");
+    m->buildtype = dup_member(build, "buildtype");
+    m->optimization = dup_member(build, "optimization");
+    m->sanitize = dup_member(build, "sanitize");
+    m->knobs = dup_member(build, "test_knobs");
+}
+
+/* "values" and "truncated" of a result, when both are there and agree. */
+static void read_values(const json_value *e, bench_result *r)
+{
+    const json_value *vs = json_get(e, "values"), *ts = json_get(e, "truncated");
+    if (!vs || vs->type != JSON_ARRAY || !ts || ts->type != JSON_ARRAY || vs->n != ts->n ||
+        vs->n == 0)
+        return;
+    r->values = calloc(vs->n, sizeof(double));
+    r->truncated = calloc(vs->n, sizeof(bool));
+    if (!r->values || !r->truncated) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (size_t k = 0; k < vs->n; k++) {
+        r->values[k] = number_or(&vs->items[k], NAN);
+        r->truncated[k] = ts->items[k].type == JSON_BOOL && ts->items[k].boolean;
+    }
+    r->nvalues = (unsigned)vs->n;
+}
+
 int bench_read_json(const char *path, bench_results *ret)
 {
     char *text = slurp(path);
@@ -146,7 +216,12 @@ int bench_read_json(const char *path, bench_results *ret)
         r->reps = (unsigned)number_or(json_get(e, "reps"), 0);
         r->truncated_reps =
             (unsigned)number_or(json_get(json_get(e, "params"), "truncated_reps"), 0);
+        read_values(e, r);
     }
+    read_meta(doc, &ret->meta);
+    ret->meta.has_values = ret->n > 0;
+    for (size_t i = 0; i < ret->n; i++)
+        ret->meta.has_values &= ret->v[i].values != NULL;
     json_free(doc);
     return 0;
 }

@@ -358,6 +358,37 @@ static void give_back(qf_queue *q, void *const *slots, size_t n)
     q->ops->put(q, slots, n, &now, NULL);
 }
 
+/* The engines report "full", "empty" and timeouts with static messages,
+ * formatting nothing on paths a caller may poll in a loop; the queue's name
+ * is added the same way: qf_last_message() formats it when asked. */
+static qf_code engine_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                          size_t *ret_done)
+{
+    qf_code rc = q->ops->put(q, slots, n, w, ret_done);
+    if (rc == QF_UNAVAILABLE)
+        return qf__set_error_named(
+            rc, n > 1 ? "%s '%s' has no room for %lld elements" : "%s '%s' is full", q->kind_name,
+            q->name, (long long)n);
+    if (rc == QF_DEADLINE_EXCEEDED)
+        return qf__set_error_named(rc, "%s '%s': Timed out waiting for notification", q->kind_name,
+                                   q->name, 0);
+    return rc;
+}
+
+static qf_code engine_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                           void **ret_slots, size_t *ret_got)
+{
+    qf_code rc = q->ops->take(q, min, max, up_to, w, ret_slots, ret_got);
+    if (rc == QF_UNAVAILABLE)
+        return qf__set_error_named(
+            rc, min > 1 ? "%s '%s' has fewer than %lld elements" : "%s '%s' is empty", q->kind_name,
+            q->name, (long long)min);
+    if (rc == QF_DEADLINE_EXCEEDED)
+        return qf__set_error_named(rc, "%s '%s': Timed out waiting for notification", q->kind_name,
+                                   q->name, 0);
+    return rc;
+}
+
 /* ----------------------------------------------------- inline conversions */
 
 /* The slot value of a validated one-component scalar element. */
@@ -443,9 +474,9 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
     if (rc != QF_OK)
         return rc;
     if (!q->inline_mode)
-        return q->ops->put(q, (void *const *)&elem, 1, w, NULL);
+        return engine_put(q, (void *const *)&elem, 1, w, NULL);
     void *v = inline_bits(q, qf_element_get(elem, 0));
-    rc = q->ops->put(q, &v, 1, w, NULL);
+    rc = engine_put(q, &v, 1, w, NULL);
     if (rc == QF_OK) {
         disown_inline_ptr(q, qf_element_get(elem, 0), 0);
         qf_element_free(elem);
@@ -547,7 +578,7 @@ static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
             slots[i] = number_slot((const char *)qf_tensor_cdata(t) + i * sz, sz);
     }
     size_t done = 0;
-    qf_code rc = q->ops->put(q, slots, (size_t)rows, w, &done);
+    qf_code rc = engine_put(q, slots, (size_t)rows, w, &done);
     if (slots != small)
         free(slots);
     if (rc == QF_OK) {
@@ -653,7 +684,7 @@ static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, s
             return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
         rc = split_rows(q, batch, rows, els);
         if (rc == QF_OK) {
-            rc = q->ops->put(q, (void *const *)els, (size_t)rows, w, &done);
+            rc = engine_put(q, (void *const *)els, (size_t)rows, w, &done);
             if (rc == QF_OK)
                 qf_element_free(batch);
             else
@@ -690,7 +721,7 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     if (!q || !ret_elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_elem" : "queue");
     void *slot;
-    qf_code rc = q->ops->take(q, 1, 1, false, w, &slot, NULL);
+    qf_code rc = engine_take(q, 1, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
     qf_element *e = q->inline_mode ? inline_element(q, slot) : qf__slot_element(slot);
@@ -845,7 +876,7 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     /* A tried dequeue_up_to returns the 1..n that are there now. */
     size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : (size_t)n;
     if (n > 0)
-        rc = q->ops->take(q, min, (size_t)n, up_to, w, slots, &got);
+        rc = engine_take(q, min, (size_t)n, up_to, w, slots, &got);
     if (rc == QF_OK) {
         qf_code brc = build_batch(q, slots, got, ret_batch);
         if (brc != QF_OK) {
@@ -916,7 +947,7 @@ static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *
             *ret_done = 0;
         return rc;
     }
-    return q->ops->put(q, ps, n, w, ret_done);
+    return engine_put(q, ps, n, w, ret_done);
 }
 
 qf_code qf_queue_enqueue_ptr(qf_queue *q, void *p)
@@ -949,6 +980,29 @@ qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
     return rc;
 }
 
+qf_code qf_queue_enqueue_many_ptrs(qf_queue *q, void *const *ps, size_t n, size_t *ret_enqueued)
+{
+    return qf_queue_enqueue_many_ptrs_until(q, ps, n, QF_FOREVER, ret_enqueued);
+}
+
+qf_code qf_queue_enqueue_many_ptrs_until(qf_queue *q, void *const *ps, size_t n,
+                                         qf_deadline deadline, size_t *ret_enqueued)
+{
+    if (!ps && n > 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL pointer array");
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return put_ptrs(q, ps, n, &w, ret_enqueued);
+}
+
+qf_code qf_queue_try_enqueue_many_ptrs(qf_queue *q, void *const *ps, size_t n)
+{
+    if (!ps && n > 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL pointer array");
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return put_ptrs(q, ps, n, &w, NULL);
+}
+
+/* Deprecated spelling: QF_NO_WAIT selects the try form. */
 qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n, qf_deadline deadline,
                                   size_t *ret_enqueued)
 {
@@ -972,7 +1026,7 @@ static qf_code take_ptrs(qf_queue *q, size_t n, bool up_to, const qf__wait *w, v
         return QF_OK;
     }
     size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : n;
-    return q->ops->take(q, min, n, up_to, w, ret_ps, ret_n);
+    return engine_take(q, min, n, up_to, w, ret_ps, ret_n);
 }
 
 qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p)
@@ -1005,6 +1059,50 @@ qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
     return rc;
 }
 
+qf_code qf_queue_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_ps)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return take_ptrs(q, n, false, &w, ret_ps, NULL);
+}
+
+qf_code qf_queue_dequeue_many_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return take_ptrs(q, n, false, &w, ret_ps, NULL);
+}
+
+qf_code qf_queue_try_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_ps)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return take_ptrs(q, n, false, &w, ret_ps, NULL);
+}
+
+qf_code qf_queue_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n)
+{
+    if (!ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_n (the count of pointers taken)");
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return take_ptrs(q, n, true, &w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_dequeue_up_to_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline,
+                                          void **ret_ps, size_t *ret_n)
+{
+    if (!ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_n (the count of pointers taken)");
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return take_ptrs(q, n, true, &w, ret_ps, ret_n);
+}
+
+qf_code qf_queue_try_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n)
+{
+    if (!ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_n (the count of pointers taken)");
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return take_ptrs(q, n, true, &w, ret_ps, ret_n);
+}
+
+/* Deprecated spellings: QF_NO_WAIT selects the try form. */
 qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)
 {
     qf__wait w = {deadline == QF_NO_WAIT ? QF__WAIT_TRY : QF__WAIT_DEADLINE, deadline, NULL};

@@ -14,7 +14,8 @@
  * slot.
  *
  * Three forms of every call that may wait (STYLE: names say whether a call
- * blocks):
+ * blocks; messages name the queue, formatted only when qf_last_message()
+ * is called, so a try form polled in a loop formats nothing):
  *     qf_queue_try_X(...)             never blocks; QF_UNAVAILABLE if it would
  *     qf_queue_X_until(..., deadline) waits at most until the absolute deadline
  *                                     (qf_time.h); QF_DEADLINE_EXCEEDED after,
@@ -312,8 +313,9 @@ QF_API qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues);
  *              QF_CANCELLED when closed ("FIFOQueue 'q' is closed.", spec 31)
  *                or cancelled while waiting ("Enqueue operation was
  *                cancelled", spec 32);
- *              QF_DEADLINE_EXCEEDED ("Timed out waiting for notification");
- *              QF_UNAVAILABLE (try form: full).
+ *              QF_DEADLINE_EXCEEDED ("FIFOQueue 'q': Timed out waiting for
+ *                notification");
+ *              QF_UNAVAILABLE (try form: "FIFOQueue 'q' is full").
  */
 QF_API qf_code qf_queue_enqueue(qf_queue *q, qf_element *elem);
 QF_API qf_code qf_queue_enqueue_until(qf_queue *q, qf_element *elem, qf_deadline deadline);
@@ -351,8 +353,9 @@ QF_API qf_code qf_queue_try_enqueue_many(qf_queue *q, qf_element *batch);
  * Returns:     QF_OK; QF_OUT_OF_RANGE when closed and drained ("FIFOQueue
  *              'q' is closed and has insufficient elements (requested 1,
  *              current size 0)", spec 35, 53-54); QF_DEADLINE_EXCEEDED;
- *              QF_UNAVAILABLE (try form: empty). *ret_elem untouched on
- *              failure.
+ *              QF_UNAVAILABLE (try form: "FIFOQueue 'q' is empty"; a try
+ *              dequeue_many: "FIFOQueue 'q' has fewer than 4 elements").
+ *              *ret_elem untouched on failure.
  */
 QF_API qf_code qf_queue_dequeue(qf_queue *q, qf_element **ret_elem);
 QF_API qf_code qf_queue_dequeue_until(qf_queue *q, qf_deadline deadline, qf_element **ret_elem);
@@ -405,19 +408,66 @@ QF_API qf_code qf_queue_dequeue_ptr(qf_queue *q, void **ret_p);
 QF_API qf_code qf_queue_dequeue_ptr_until(qf_queue *q, qf_deadline deadline, void **ret_p);
 QF_API qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p);
 
-/** Enqueue ps[0..n): on failure *ret_enqueued (if non-NULL) says how many
- *  of the first went in; the rest stay the caller's. For these three
- *  array calls a deadline of QF_NO_WAIT is the try form (QF_UNAVAILABLE,
- *  and enqueue_many_ptr then inserts all or nothing). */
+/**
+ * qf_queue_enqueue_many_ptrs() / _until() / qf_queue_try_enqueue_many_ptrs()
+ * - enqueue ps[0..n) in order, as enqueue_many does with the rows of a
+ * batch.
+ *
+ * Ownership:   on QF_OK the queue owns every pointed-to object. On failure
+ *              after partial progress (close, cancel, deadline) the first
+ *              *ret_enqueued (when non-NULL) went in and the rest stay the
+ *              caller's. The try form inserts all n or nothing.
+ * Blocking:    inserts what fits at once and waits for room for the rest
+ *              (the three forms as above). n == 0 succeeds at once.
+ * Returns:     as qf_queue_enqueue_many(); QF_INVALID_ARGUMENT for a queue
+ *              that is not a pointer queue or ps NULL with n > 0;
+ *              QF_UNAVAILABLE (try form: not room for all n).
+ */
+QF_API qf_code qf_queue_enqueue_many_ptrs(qf_queue *q, void *const *ps, size_t n,
+                                          size_t *ret_enqueued);
+QF_API qf_code qf_queue_enqueue_many_ptrs_until(qf_queue *q, void *const *ps, size_t n,
+                                                qf_deadline deadline, size_t *ret_enqueued);
+QF_API qf_code qf_queue_try_enqueue_many_ptrs(qf_queue *q, void *const *ps, size_t n);
+
+/**
+ * qf_queue_dequeue_many_ptrs() / _until() / qf_queue_try_dequeue_many_ptrs()
+ * - take exactly n pointers into ret_ps[0..n), oldest first (the rules of
+ * qf_queue_dequeue_many(); no shapes needed). n == 0 succeeds at once.
+ * ret_ps is untouched on failure (taken pointers go back to the front).
+ * Returns:     as qf_queue_dequeue_many(); QF_INVALID_ARGUMENT for a queue
+ *              that is not a pointer queue or a NULL ret_ps; QF_UNAVAILABLE
+ *              (try form: fewer than n there now).
+ */
+QF_API qf_code qf_queue_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_ps);
+QF_API qf_code qf_queue_dequeue_many_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline,
+                                                void **ret_ps);
+QF_API qf_code qf_queue_try_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_ps);
+
+/**
+ * qf_queue_dequeue_up_to_ptrs() / _until() / qf_queue_try_dequeue_up_to_ptrs()
+ * - take between 1 and n pointers (the rules of qf_queue_dequeue_up_to()),
+ * *ret_n gets the count. The try form takes what is there now (at least
+ * one). ret_ps and *ret_n untouched on failure.
+ */
+QF_API qf_code qf_queue_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n);
+QF_API qf_code qf_queue_dequeue_up_to_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline,
+                                                 void **ret_ps, size_t *ret_n);
+QF_API qf_code qf_queue_try_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n);
+
+/* The first spelling of the pointer array calls: one function per call
+ * with a deadline argument, where QF_NO_WAIT meant the try form. They keep
+ * working exactly as before; the _ptrs calls above replace them. */
 QF_API qf_code qf_queue_enqueue_many_ptr(qf_queue *q, void *const *ps, size_t n,
-                                         qf_deadline deadline, size_t *ret_enqueued);
-/** Dequeue exactly n pointers into ret_ps[0..n) (same rules as
- *  dequeue_many; no shapes needed). ret_ps untouched on failure. */
-QF_API qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline,
-                                         void **ret_ps);
-/** Dequeue 1..n pointers (same rules as dequeue_up_to); *ret_n gets the count. */
+                                         qf_deadline deadline, size_t *ret_enqueued)
+    QF_DEPRECATED(
+        "use qf_queue_enqueue_many_ptrs(), _ptrs_until() or qf_queue_try_enqueue_many_ptrs()");
+QF_API qf_code qf_queue_dequeue_many_ptr(qf_queue *q, size_t n, qf_deadline deadline, void **ret_ps)
+    QF_DEPRECATED(
+        "use qf_queue_dequeue_many_ptrs(), _ptrs_until() or qf_queue_try_dequeue_many_ptrs()");
 QF_API qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline,
-                                          void **ret_ps, size_t *ret_n);
+                                          void **ret_ps, size_t *ret_n)
+    QF_DEPRECATED(
+        "use qf_queue_dequeue_up_to_ptrs(), _ptrs_until() or qf_queue_try_dequeue_up_to_ptrs()");
 
 /* ------------------------------------------------ bulk: at least min, at most max
  *

@@ -99,10 +99,16 @@ QF_API qf_shape qf_shape_unknown(void);
  *  with rank set to QF_UNKNOWN_RANK - 1 (-2), which every function here
  *  treats as invalid (qf_shape_is_valid() is false). */
 QF_API qf_shape qf_shape_make(int rank, const int64_t *dims);
-/* QF_SHAPE(3, 2) -> the shape [3,2]. Use qf_shape_scalar() for []. */
+/* QF_SHAPE(3, 2) -> the shape [3,2]. Use qf_shape_scalar() for []. In C
+ * a compound literal; C++ has none (g++ -Wpedantic warns), so there it is
+ * a small inline function template at the end of this header. */
+#ifdef __cplusplus
+#define QF_SHAPE(...) qf__shape_of(__VA_ARGS__)
+#else
 #define QF_SHAPE(...)                                                                              \
     qf_shape_make((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                       \
                   (const int64_t[]){__VA_ARGS__})
+#endif
 
 QF_API bool qf_shape_is_valid(const qf_shape *s);
 /** Known rank and no unknown dimension. */
@@ -279,5 +285,14 @@ QF_API const char *qf_element_name(const qf_element *e, size_t i);
 QF_API qf_tensor *qf_element_get_by_name(const qf_element *e, const char *name);
 
 QF_END_DECLS
+
+#ifdef __cplusplus
+/* QF_SHAPE in C++ (outside extern "C": a template has C++ linkage). */
+template <typename... Dims> inline qf_shape qf__shape_of(Dims... dims)
+{
+    const int64_t d[] = {static_cast<int64_t>(dims)...};
+    return qf_shape_make(static_cast<int>(sizeof...(Dims)), d);
+}
+#endif
 
 #endif

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1391,5 +1392,245 @@ Test(coordinator, many_task_members_are_joined, .timeout = 10)
     cr_assert_eq(rep.n_finished, N);
     cr_assert_str_eq(rep.finished[0], "member-0");
     qf_coord_join_report_clear(&rep);
+    qf_coord_free(c);
+}
+
+/* ------------------------------------------------------------------------
+ * join_until: the absolute-deadline form of join
+ */
+
+/* With a stop in effect the deadline plays the grace period: members that
+ * finish are joined, laggards make it fail with the usual message. */
+Test(coordinator, join_until_after_a_stop_is_join_with_an_absolute_grace, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *done, *lag;
+    cr_assert_eq(qf_coord_member_new(c, "done", &done), QF_OK);
+    cr_assert_eq(qf_coord_member_new(c, "lag", &lag), QF_OK);
+    qf_coord_member_done(done);
+    qf_coord_request_stop(c, NULL);
+    qf_coord_join_report rep = {0};
+    qf_deadline d = qf_deadline_in_ns(5000000);
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, d, false, &rep), QF_DEADLINE_EXCEEDED);
+    cr_assert_geq(qf_now_ns(), d);
+    cr_assert_str_eq(qf_last_message(), QF_COORD_LAGGARD_PREFIX "lag");
+    cr_assert(rep.stop_requested);
+    cr_assert(rep.grace_expired);
+    cr_assert_eq(rep.n_finished, 1);
+    cr_assert_eq(rep.n_running, 1);
+    cr_assert(qf_coord_joined(c));
+    qf_coord_join_report_clear(&rep);
+    qf_coord_member_done(lag);
+    qf_coord_free(c);
+}
+
+/* spec 118 under join_until: laggards listed, not an error. */
+Test(coordinator, join_until_ignore_live_threads, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *lag;
+    cr_assert_eq(qf_coord_member_new(c, "lag", &lag), QF_OK);
+    qf_coord_request_stop(c, NULL);
+    qf_coord_join_report rep = {0};
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, QF_NO_WAIT, true, &rep), QF_OK);
+    cr_assert_eq(rep.n_running, 1);
+    cr_assert_str_eq(rep.running[0], "lag");
+    qf_coord_join_report_clear(&rep);
+    qf_coord_member_done(lag);
+    qf_coord_free(c);
+}
+
+/* Before any stop, the deadline ends the wait without joining: the member
+ * still running stays registered (a finished one is released), joined is
+ * false, and a later join waits for the rest. */
+Test(coordinator, join_until_before_a_stop_joins_nothing, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *a, *b;
+    cr_assert_eq(qf_coord_member_new(c, "a", &a), QF_OK);
+    cr_assert_eq(qf_coord_member_new(c, "b", &b), QF_OK);
+    qf_coord_member_done(a);
+    qf_coord_join_report rep = {0};
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, qf_deadline_in_ns(2000000), true, &rep),
+                 QF_DEADLINE_EXCEEDED, "ignore_live_threads does not apply before a stop");
+    cr_assert_str_eq(qf_last_message(), "qf_coord_join_until: the deadline passed before a stop "
+                                        "was requested; still running: b");
+    cr_assert_eq(rep.code, QF_DEADLINE_EXCEEDED);
+    cr_assert_not(rep.stop_requested);
+    cr_assert_not(rep.grace_expired);
+    cr_assert(rep.n_finished == 1 && rep.n_running == 1);
+    cr_assert_not(qf_coord_joined(c));
+    qf_coord_join_report_clear(&rep);
+
+    qf_coord_member_done(b);
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, QF_NO_WAIT, false, &rep), QF_OK);
+    cr_assert_eq(rep.n_members, 1, "only b was left registered");
+    cr_assert_str_eq(rep.finished[0], "b");
+    cr_assert(qf_coord_joined(c));
+    qf_coord_join_report_clear(&rep);
+    qf_coord_free(c);
+}
+
+struct join_until_call {
+    qf_coord *c;
+    qf_deadline deadline;
+    counter *started;
+    qf_code rc;
+};
+
+static void *join_until_thread(void *arg)
+{
+    struct join_until_call *j = arg;
+    counter_add(j->started);
+    j->rc = qf_coord_join_until(j->c, NULL, 0, j->deadline, false, NULL);
+    return NULL;
+}
+
+/* QF_FOREVER waits like join (spec 116): until the member ends. */
+Test(coordinator, join_until_forever_waits_for_the_members, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *m;
+    cr_assert_eq(qf_coord_member_new(c, "m", &m), QF_OK);
+    counter started = {0};
+    struct join_until_call j = {
+        .c = c, .deadline = QF_FOREVER, .started = &started, .rc = QF_UNKNOWN};
+    pthread_t t;
+    pthread_create(&t, NULL, join_until_thread, &j);
+    counter_wait_ge(&started, 1);
+    qf_coord_member_done(m);
+    pthread_join(t, NULL);
+    cr_assert_eq(j.rc, QF_OK);
+    cr_assert(qf_coord_joined(c));
+    qf_coord_free(c);
+}
+
+static void *block_on_gate(void *arg)
+{
+    gate_wait(arg);
+    return NULL;
+}
+
+/* An extra thread still running at the deadline (no stop) is reported and
+ * stays the caller's to join. */
+Test(coordinator, join_until_bounds_the_wait_for_extra_threads, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    gate g = {0};
+    pthread_t t;
+    pthread_create(&t, NULL, block_on_gate, &g);
+    qf_coord_join_report rep = {0};
+    cr_assert_eq(qf_coord_join_until(c, &t, 1, qf_deadline_in_ns(2000000), false, &rep),
+                 QF_DEADLINE_EXCEEDED);
+    cr_assert_str_eq(rep.running[0], "thread-0");
+    qf_coord_join_report_clear(&rep);
+    gate_open(&g);
+    pthread_join(t, NULL);
+    qf_coord_free(c);
+}
+
+Test(coordinator, join_until_rejects_bad_arguments, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_join_report rep = {.n_members = 5};
+    cr_assert_eq(qf_coord_join_until(NULL, NULL, 0, QF_FOREVER, false, &rep), QF_INVALID_ARGUMENT);
+    cr_assert_str_eq(qf_last_message(), "qf_coord_join_until: the coordinator is NULL");
+    cr_assert_eq(qf_coord_join_until(c, NULL, 2, QF_FOREVER, false, &rep), QF_INVALID_ARGUMENT);
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, -2, false, &rep), QF_INVALID_ARGUMENT);
+    cr_assert_str_eq(qf_last_message(), "qf_coord_join_until: deadline -2 is not a deadline (>= 0, "
+                                        "or QF_FOREVER)");
+    cr_assert_eq(rep.n_members, 5, "report untouched");
+    cr_assert_not(qf_coord_joined(c));
+    qf_coord_free(c);
+}
+
+/* ------------------------------------------------------------------------
+ * The stop fd: readable while a stop is in effect
+ */
+
+static bool readable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+Test(coordinator, stop_fd_is_readable_while_a_stop_is_in_effect, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    int fd = -1, fd2 = -2;
+    cr_assert_eq(qf_coord_stop_fd(c, &fd), QF_OK);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(qf_coord_stop_fd(c, &fd2), QF_OK);
+    cr_assert_eq(fd, fd2, "one fd per coordinator");
+    cr_assert_not(readable(fd));
+    qf_coord_request_stop(c, NULL);
+    cr_assert(readable(fd));
+    cr_assert(readable(fd), "level: it stays readable");
+    qf_coord_request_stop(c, NULL);
+    qf_coord_clear_stop(c);
+    cr_assert_not(readable(fd), "a new epoch resets it");
+    qf_coord_report(c, QF_OUT_OF_RANGE);
+    cr_assert(readable(fd), "and the next stop sets it again");
+    qf_coord_free(c);
+}
+
+Test(coordinator, stop_fd_made_during_a_stop_is_readable_at_once, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_request_stop(c, NULL);
+    int fd = -1;
+    cr_assert_eq(qf_coord_stop_fd(c, &fd), QF_OK);
+    cr_assert(readable(fd));
+    qf_coord_free(c);
+}
+
+/* What an event loop does: sleep in poll on the fd; a SIGTERM-style stop
+ * from a signal handler (on another thread) wakes it, and check_stop then
+ * runs the stop work the handler could not. */
+struct fd_poller {
+    int fd;
+    counter *entered;
+    int polled;
+};
+
+static void *poll_fd_thread(void *arg)
+{
+    struct fd_poller *p = arg;
+    struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+    counter_add(p->entered);
+    p->polled = poll(&pfd, 1, -1);
+    return NULL;
+}
+
+Test(coordinator, stop_fd_wakes_a_poll_on_a_signal_handler_stop, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    install_handler(c);
+    counter n = {0}, entered = {0};
+    qf_coord_add_stop_action(c, count_action, &n, NULL);
+    struct fd_poller p = {.entered = &entered};
+    cr_assert_eq(qf_coord_stop_fd(c, &p.fd), QF_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, poll_fd_thread, &p);
+    counter_wait_ge(&entered, 1);
+    raise(SIGUSR1);
+    pthread_join(t, NULL); /* the poll returned: no timeout was given */
+    cr_assert_eq(p.polled, 1);
+    cr_assert_eq(atomic_load(&n.v), 0, "nothing ran in the handler");
+    cr_assert(qf_coord_check_stop(c));
+    cr_assert_eq(atomic_load(&n.v), 1);
+    signal(SIGUSR1, SIG_DFL);
+    qf_coord_free(c);
+}
+
+Test(coordinator, stop_fd_rejects_bad_arguments, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    int fd = -7;
+    cr_assert_eq(qf_coord_stop_fd(NULL, &fd), QF_INVALID_ARGUMENT);
+    cr_assert_str_eq(qf_last_message(), "qf_coord_stop_fd: the coordinator is NULL");
+    cr_assert_eq(fd, -7);
+    cr_assert_eq(qf_coord_stop_fd(c, NULL), QF_INVALID_ARGUMENT);
+    cr_assert_str_eq(qf_last_message(), "qf_coord_stop_fd: ret_fd is NULL");
     qf_coord_free(c);
 }

@@ -41,3 +41,18 @@ Test(futex, wake_releases_sleeper)
     pthread_join(t, NULL);
     cr_expect_eq(qf_futex_wake(&word, 1), 0, "nobody left to wake");
 }
+
+/* qf_futex_wait_until: the same wait, returning a qf_code like every other
+ * blocking call; qf_futex_wait (int) is kept and deprecated. */
+Test(futex, wait_until_returns_a_code)
+{
+    _Atomic uint32_t w = 1;
+    qf_code rc = qf_futex_wait_until(&w, 0, QF_FOREVER);
+    cr_expect_eq(rc, QF_OK, "the value differed");
+    atomic_store(&w, 0);
+    qf_deadline d = qf_deadline_in_ns(2000000);
+    cr_expect_eq(qf_futex_wait_until(&w, 0, d), QF_DEADLINE_EXCEEDED);
+    cr_expect_geq(qf_now_ns(), d);
+    cr_expect_eq(qf_futex_wait_until(&w, 0, QF_NO_WAIT), QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(qf_futex_wait(&w, 0, QF_NO_WAIT), QF_DEADLINE_EXCEEDED, "the old spelling");
+}

@@ -676,7 +676,8 @@ Test(priority_queue, deadline_exceeded_then_usable)
     qf_element *e = NULL;
     for (int i = 0; i < 2; i++) {
         cr_expect_eq(qf_queue_dequeue_until(q, qf_deadline_in_s(0.01), &e), QF_DEADLINE_EXCEEDED);
-        cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+        cr_expect_str_eq(qf_last_message(),
+                         "PriorityQueue 'q': Timed out waiting for notification");
     }
     enq(q, 37, 37);
     qf_element *x = el(1, 1);

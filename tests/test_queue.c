@@ -2336,7 +2336,7 @@ Test(queue, deadline_exceeded_leaves_the_queue_usable)
 {
     for (int layout = 0; layout < NLAYOUTS; layout++) {
         qf_queue *q = iq_new(layout, 1);
-        const char *want = "Timed out waiting for notification";
+        const char *want = "FIFOQueue 'q': Timed out waiting for notification";
         qf_element *e = UNTOUCHED;
         int64_t t0 = qf_now_ns();
         REFUSED(qf_queue_dequeue_until(q, qf_deadline_in_s(0.01), &e), QF_DEADLINE_EXCEEDED, want);
@@ -2425,26 +2425,29 @@ Test(queue, try_forms_never_block_and_are_all_or_nothing)
     for (int layout = 0; layout < NLAYOUTS; layout++) {
         qf_queue *q = iq_new(layout, 2);
         qf_element *out = UNTOUCHED;
-        REFUSED(qf_queue_try_dequeue(q, &out), QF_UNAVAILABLE, "");
-        REFUSED(qf_queue_try_dequeue_many(q, 1, &out), QF_UNAVAILABLE, "");
-        REFUSED(qf_queue_try_dequeue_up_to(q, 1, &out), QF_UNAVAILABLE, "");
+        REFUSED(qf_queue_try_dequeue(q, &out), QF_UNAVAILABLE, "FIFOQueue 'q' is empty");
+        REFUSED(qf_queue_try_dequeue_many(q, 1, &out), QF_UNAVAILABLE, "FIFOQueue 'q' is empty");
+        REFUSED(qf_queue_try_dequeue_up_to(q, 1, &out), QF_UNAVAILABLE, "FIFOQueue 'q' is empty");
         cr_expect_eq(out, UNTOUCHED);
 
         OK(qf_queue_try_enqueue(q, iq_elem(layout, 1)));
         OK(qf_queue_try_enqueue(q, iq_elem(layout, 2)));
         qf_element *e = iq_elem(layout, 3);
-        REFUSED(qf_queue_try_enqueue(q, e), QF_UNAVAILABLE, "");
+        REFUSED(qf_queue_try_enqueue(q, e), QF_UNAVAILABLE, "FIFOQueue 'q' is full");
         const int32_t v34[2] = {3, 4};
         qf_element *b = iq_batch(layout, 2, v34);
-        REFUSED(qf_queue_try_enqueue_many(q, b), QF_UNAVAILABLE, "");
+        REFUSED(qf_queue_try_enqueue_many(q, b), QF_UNAVAILABLE,
+                "FIFOQueue 'q' has no room for 2 elements");
         cr_expect_eq(qf_queue_size(q), 2);
         cr_expect_eq(deq_i(layout, q), 1);
         /* room for one row of two: nothing goes in */
-        REFUSED(qf_queue_try_enqueue_many(q, b), QF_UNAVAILABLE, "");
+        REFUSED(qf_queue_try_enqueue_many(q, b), QF_UNAVAILABLE,
+                "FIFOQueue 'q' has no room for 2 elements");
         cr_expect_eq(rows(b), 2, "the batch is intact");
         cr_expect_eq(qf_queue_size(q), 1);
         /* one element of two wanted: nothing is taken */
-        REFUSED(qf_queue_try_dequeue_many(q, 2, &out), QF_UNAVAILABLE, "");
+        REFUSED(qf_queue_try_dequeue_many(q, 2, &out), QF_UNAVAILABLE,
+                "FIFOQueue 'q' has fewer than 2 elements");
         cr_expect_eq(out, UNTOUCHED);
         cr_expect_eq(qf_queue_size(q), 1);
         OK(qf_queue_try_enqueue(q, e));

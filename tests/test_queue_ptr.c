@@ -55,7 +55,7 @@ Test(queue_ptr, deadline_exceeded_then_usable)
     qf_queue *q = mkq(1, 0);
     void *p;
     cr_expect_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.01), &p), QF_DEADLINE_EXCEEDED);
-    cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq': Timed out waiting for notification");
     cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
     cr_expect_eq(qf_queue_enqueue_ptr_until(q, P(2), qf_deadline_in_s(0.01)), QF_DEADLINE_EXCEEDED);
     cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
@@ -71,20 +71,143 @@ Test(queue_ptr, many_and_up_to)
     qf_queue *q = mkq(8, 0);
     void *in[5] = {P(1), P(2), P(3), P(4), P(5)}, *out[8];
     size_t n = 0;
+    cr_assert_eq(qf_queue_enqueue_many_ptrs(q, in, 5, &n), QF_OK);
+    cr_expect_eq(n, 5);
+    cr_assert_eq(qf_queue_dequeue_many_ptrs(q, 3, out), QF_OK);
+    cr_expect(U(out[0]) == 1 && U(out[1]) == 2 && U(out[2]) == 3);
+    /* try form of dequeue_many takes nothing unless all are there */
+    cr_expect_eq(qf_queue_try_dequeue_many_ptrs(q, 3, out), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' has fewer than 3 elements");
+    cr_expect_eq(qf_queue_size(q), 2);
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_up_to_ptrs(q, 8, out, &n), QF_OK);
+    cr_expect_eq(n, 2);
+    cr_expect(U(out[0]) == 4 && U(out[1]) == 5);
+    cr_expect_eq(qf_queue_dequeue_up_to_ptrs(q, 8, out, &n), QF_OUT_OF_RANGE);
+    cr_expect(strstr(qf_last_message(), "is closed and has insufficient elements") != NULL);
+    qf_queue_unref(q);
+}
+
+/* The three forms of the array calls, as for every blocking call: try
+ * never waits (QF_UNAVAILABLE, all or nothing), _until waits until the
+ * deadline (QF_DEADLINE_EXCEEDED, and QF_NO_WAIT is a deadline already
+ * passed, not the try form), the plain form waits until it can finish. */
+Test(queue_ptr, array_calls_have_try_until_and_plain_forms)
+{
+    qf_queue *q = mkq(3, 0);
+    void *in[4] = {P(1), P(2), P(3), P(4)}, *out[4] = {P(99), P(99), P(99), P(99)};
+    size_t n = 99, got = 99;
+
+    cr_expect_eq(qf_queue_try_dequeue_many_ptrs(q, 1, out), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is empty");
+    cr_expect_eq(qf_queue_try_dequeue_up_to_ptrs(q, 2, out, &got), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is empty");
+    cr_expect_eq(got, 99, "untouched on failure");
+    cr_expect_eq(qf_queue_dequeue_many_ptrs_until(q, 1, QF_NO_WAIT, out), QF_DEADLINE_EXCEEDED);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq': Timed out waiting for notification");
+    cr_expect_eq(qf_queue_dequeue_up_to_ptrs_until(q, 2, qf_deadline_in_s(0.01), out, &got),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(U(out[0]), 99, "untouched on failure");
+
+    /* all four do not fit: the try form inserts nothing */
+    cr_expect_eq(qf_queue_try_enqueue_many_ptrs(q, in, 4), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' has no room for 4 elements");
+    cr_expect_eq(qf_queue_size(q), 0);
+    /* the _until form inserts what fits and says how many went in */
+    cr_expect_eq(qf_queue_enqueue_many_ptrs_until(q, in, 4, qf_deadline_in_s(0.01), &n),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(n, 3);
+    cr_expect_eq(qf_queue_size(q), 3);
+    cr_expect_eq(qf_queue_try_enqueue_many_ptrs(q, in + 3, 1), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is full");
+
+    cr_assert_eq(qf_queue_try_dequeue_up_to_ptrs(q, 2, out, &got), QF_OK);
+    cr_expect(got == 2 && U(out[0]) == 1 && U(out[1]) == 2);
+    cr_assert_eq(qf_queue_try_enqueue_many_ptrs(q, in + 3, 1), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_many_ptrs_until(q, 2, qf_deadline_in_s(10), out), QF_OK);
+    cr_expect(U(out[0]) == 3 && U(out[1]) == 4);
+    cr_assert_eq(qf_queue_try_enqueue_many_ptrs(q, in, 0), QF_OK, "nothing to insert");
+    cr_assert_eq(qf_queue_try_dequeue_many_ptrs(q, 0, out), QF_OK, "nothing to take");
+    qf_queue_unref(q);
+}
+
+/* Bad arguments to the array calls: INVALID_ARGUMENT naming what is wrong,
+ * and nothing changes. */
+Test(queue_ptr, array_calls_refuse_bad_arguments)
+{
+    qf_queue *q = mkq(4, 0);
+    void *out[2];
+    size_t n = 7;
+    cr_expect_eq(qf_queue_enqueue_many_ptrs(q, NULL, 2, &n), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_try_enqueue_many_ptrs(q, NULL, 1), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_enqueue_many_ptrs_until(q, NULL, 1, QF_FOREVER, NULL),
+                 QF_INVALID_ARGUMENT);
+    cr_expect_str_eq(qf_last_message(), "NULL pointer array");
+    cr_expect_eq(qf_queue_enqueue_many_ptrs(NULL, out, 1, NULL), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_dequeue_many_ptrs(q, 1, NULL), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_try_dequeue_many_ptrs(NULL, 1, out), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_dequeue_up_to_ptrs(q, 1, out, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "ret_n") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_queue_try_dequeue_up_to_ptrs(q, 1, NULL, &n), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_dequeue_up_to_ptrs_until(NULL, 1, QF_NO_WAIT, out, &n),
+                 QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_size(q), 0);
+
+    qf_dtype dt = QF_INT64;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {
+        .capacity = 2, .num_components = 1, .dtypes = &dt, .shapes = &sh, .name = "ints"};
+    qf_queue *iq = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &iq), QF_OK);
+    cr_expect_eq(qf_queue_try_enqueue_many_ptrs(iq, out, 1), QF_INVALID_ARGUMENT);
+    cr_expect_str_eq(qf_last_message(),
+                     "FIFOQueue 'ints' is not a pointer queue (one scalar QF_PTR component)");
+    qf_queue_unref(iq);
+    qf_queue_unref(q);
+}
+
+/* The first spelling (one call with a deadline argument, QF_NO_WAIT for
+ * the try form) is deprecated and keeps working exactly as before. */
+Test(queue_ptr, deprecated_array_calls_keep_working)
+{
+    qf_queue *q = mkq(8, 0);
+    void *in[5] = {P(1), P(2), P(3), P(4), P(5)}, *out[8];
+    size_t n = 0;
     cr_assert_eq(qf_queue_enqueue_many_ptr(q, in, 5, QF_FOREVER, &n), QF_OK);
     cr_expect_eq(n, 5);
     cr_assert_eq(qf_queue_dequeue_many_ptr(q, 3, QF_FOREVER, out), QF_OK);
     cr_expect(U(out[0]) == 1 && U(out[1]) == 2 && U(out[2]) == 3);
-    /* try form of dequeue_many takes nothing unless all are there */
+    void *seven[7] = {P(6), P(7), P(8), P(9), P(10), P(11), P(12)};
+    cr_expect_eq(qf_queue_enqueue_many_ptr(q, seven, 7, QF_NO_WAIT, &n), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_size(q), 2, "the try form inserts nothing");
     cr_expect_eq(qf_queue_dequeue_many_ptr(q, 3, QF_NO_WAIT, out), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_dequeue_many_ptr(q, 3, qf_deadline_in_s(0.01), out),
+                 QF_DEADLINE_EXCEEDED);
     cr_expect_eq(qf_queue_size(q), 2);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     cr_assert_eq(qf_queue_dequeue_up_to_ptr(q, 8, QF_FOREVER, out, &n), QF_OK);
-    cr_expect_eq(n, 2);
-    cr_expect(U(out[0]) == 4 && U(out[1]) == 5);
-    cr_expect_eq(qf_queue_dequeue_up_to_ptr(q, 8, QF_FOREVER, out, &n), QF_OUT_OF_RANGE);
-    cr_expect(strstr(qf_last_message(), "is closed and has insufficient elements") != NULL);
+    cr_expect(n == 2 && U(out[0]) == 4 && U(out[1]) == 5);
+    cr_expect_eq(qf_queue_dequeue_up_to_ptr(q, 8, QF_NO_WAIT, out, &n), QF_OUT_OF_RANGE);
     qf_queue_unref(q);
+}
+
+/* Messages that name the queue are made when read: the name is kept even
+ * after the queue is gone, and reading twice gives the same text. */
+Test(queue_ptr, named_messages_outlive_the_queue)
+{
+    qf_queue *q = mkq(1, 0);
+    void *p;
+    cr_expect_eq(qf_queue_try_dequeue_ptr(q, &p), QF_UNAVAILABLE);
+    qf_queue_unref(q);
+    cr_expect_eq(qf_last_code(), QF_UNAVAILABLE);
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is empty");
+    cr_expect_str_eq(qf_last_message(), "FIFOQueue 'pq' is empty");
+    qf_status *st = qf_last_status();
+    cr_expect_str_eq(qf_status_message(st), "FIFOQueue 'pq' is empty");
+    qf_status_free(st);
+    /* a later failure replaces it */
+    cr_expect_eq(qf_queue_dequeue_ptr(NULL, &p), QF_INVALID_ARGUMENT);
+    cr_expect_str_eq(qf_last_message(), "NULL queue");
 }
 
 Test(queue_ptr, closed_enqueue_is_cancelled)
@@ -155,8 +278,8 @@ Test(queue_ptr, single_producer_single_consumer_flags)
 {
     qf_queue *q = mkq(4, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER);
     void *in[3] = {P(7), P(8), P(9)}, *out[3];
-    cr_assert_eq(qf_queue_enqueue_many_ptr(q, in, 3, QF_FOREVER, NULL), QF_OK);
-    cr_assert_eq(qf_queue_dequeue_many_ptr(q, 3, QF_FOREVER, out), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_many_ptrs(q, in, 3, NULL), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_many_ptrs(q, 3, out), QF_OK);
     cr_expect(U(out[0]) == 7 && U(out[1]) == 8 && U(out[2]) == 9);
     qf_queue_unref(q);
 }

@@ -711,7 +711,8 @@ Test(shuffle_queue, partial_dequeue_many_put_back_on_timeout)
     qf_element *b = NULL;
     cr_expect_eq(qf_queue_dequeue_many_until(q, 5, qf_deadline_in_s(0.02), &b),
                  QF_DEADLINE_EXCEEDED);
-    cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+    cr_expect_str_eq(qf_last_message(),
+                     "RandomShuffleQueue 'q': Timed out waiting for notification");
     cr_expect_null(b);
     cr_expect_eq(qf_queue_size(q), 2);
     cr_expect_eq(qf_queue_try_dequeue_many(q, 3, &b), QF_UNAVAILABLE);
@@ -957,7 +958,8 @@ Test(shuffle_queue, deadline_exceeded_then_usable)
     qf_element *e = NULL;
     for (int i = 0; i < 2; i++) {
         cr_expect_eq(qf_queue_dequeue_until(q, qf_deadline_in_s(0.01), &e), QF_DEADLINE_EXCEEDED);
-        cr_expect_str_eq(qf_last_message(), "Timed out waiting for notification");
+        cr_expect_str_eq(qf_last_message(),
+                         "RandomShuffleQueue 'q': Timed out waiting for notification");
     }
     enq(q, 37);
     qf_element *x = ei(38);

@@ -220,3 +220,31 @@ Test(waker, withdraw_racing_a_wake_passes_it_on)
     }
     qf_waitlist_destroy(&wl);
 }
+
+/* The qf_code-returning waits (the int ones are kept, deprecated). */
+Test(waker, wait_until_returns_a_code)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_waitlist_register(&wl, &w);
+    qf_code rc = qf_waker_wait_until(&w, qf_deadline_in_ns(1000000));
+    cr_expect_eq(rc, QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered after a timeout");
+    cr_expect_eq(qf_waitlist_wake(&wl, 1), 1);
+    cr_expect_eq(qf_waker_wait_until(&w, QF_FOREVER), QF_OK);
+    cr_expect_eq(qf_waker_wait(&w, QF_NO_WAIT), QF_OK, "the old spelling");
+    qf_waitlist_destroy(&wl);
+
+    qf_eventcount ec;
+    qf_eventcount_init(&ec);
+    uint32_t t = qf_eventcount_prepare(&ec);
+    cr_expect_eq(qf_eventcount_wait_until(&ec, t, qf_deadline_in_ns(1000000)),
+                 QF_DEADLINE_EXCEEDED);
+    t = qf_eventcount_prepare(&ec);
+    qf_eventcount_notify(&ec, true);
+    cr_expect_eq(qf_eventcount_wait_until(&ec, t, QF_FOREVER), QF_OK, "notified since the ticket");
+    t = qf_eventcount_prepare(&ec);
+    cr_expect_eq(qf_eventcount_wait(&ec, t, QF_NO_WAIT), QF_DEADLINE_EXCEEDED, "the old spelling");
+}

@@ -17,14 +17,20 @@
  * earliest timer as the deadline, so timers need no polling thread.
  *
  * A pool of 0 workers runs nothing by itself: the host program drives it
- * with qf_runtime_run_once() from its own loop, waiting on
- * qf_runtime_fd() and qf_runtime_next_deadline() (libuv-style embedding).
+ * from its own loop (libuv-style embedding): it waits in poll/epoll on
+ * qf_runtime_fd() (and qf_coord_stop_fd() for a stop, from a signal handler
+ * too) with qf_runtime_next_deadline() as timeout, runs the runnable tasks
+ * with qf_runtime_try_run_once(), and at the end joins the Coordinator with
+ * qf_runtime_join_coord_until(), which keeps running the tasks it waits for
+ * (a plain qf_coord_join() on that thread would wait for tasks that only
+ * that thread can run). The README has a complete program.
  *
  * Synchronization table
  *   qf_task_spawn, qf_task_wake      any thread; lock-free (one CAS/push)
  *   qf_task_* accessors              any thread; wait-free
  *   qf_task_join                     any thread but a task; blocking
- *   qf_runtime_run_once              one host thread at a time (0 workers)
+ *   qf_runtime_try_run_once, _until,
+ *   qf_runtime_join_coord, _until    one host thread at a time (0 workers)
  *   qf_runtime_shutdown / free       one thread; blocking; not from a task
  *
  * Progress: waking and spawning are lock-free. Stealing is lock-free. The
@@ -65,7 +71,7 @@ typedef qf_code (*qf_task_fn)(qf_task *t, void *arg);
 
 typedef struct qf_runtime_options {
     /* Worker threads: negative selects the number of online CPUs; 0 means
-     * the host drives the loop (qf_runtime_run_once). */
+     * the host drives the loop (qf_runtime_try_run_once). */
     int workers;
     /* Prefix of worker thread names (default "qflow"). Copied. */
     const char *name;
@@ -109,20 +115,70 @@ QF_API int qf_runtime_num_workers(const qf_runtime *rt);
 QF_API int64_t qf_runtime_num_tasks(const qf_runtime *rt);
 
 /**
- * qf_runtime_run_once() - for a runtime with 0 workers: run every task that
- * is runnable now (and those they wake), and fire due timers. If nothing
- * was runnable, first wait until something is or the deadline passes
- * (QF_NO_WAIT: do not wait).
+ * qf_runtime_run_once_until() / qf_runtime_try_run_once() - one turn of the
+ * loop of a runtime with 0 workers: run every task that is runnable now
+ * (and those they wake), and fire due timers. When nothing is runnable,
+ * the _until form first waits until something is, or `deadline` passes
+ * (absolute CLOCK_MONOTONIC ns; QF_FOREVER); the try form never waits.
  *
- * Returns:     the number of task polls run (>= 0), or -1 with
- *              qf_last_code() QF_FAILED_PRECONDITION if the runtime has
- *              workers or another thread is inside run_once.
+ * A turn that runs nothing is not a failure (a host loop calls this
+ * whenever its poll says so): it returns QF_OK with *ret_polls 0.
+ * @ret_polls:  optional; the number of task polls run (>= 0).
+ * Blocking:    try: never; _until: until a task is runnable, a timer is
+ *              due, or the deadline.
+ * Concurrency: one host thread at a time per runtime.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL runtime or a deadline
+ *              below QF_FOREVER; QF_FAILED_PRECONDITION when the runtime
+ *              has workers or another thread is running a turn (or a
+ *              join_coord) of it. *ret_polls untouched on failure.
  */
-QF_API int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline);
+QF_API qf_code qf_runtime_run_once_until(qf_runtime *rt, qf_deadline deadline, int64_t *ret_polls);
+QF_API qf_code qf_runtime_try_run_once(qf_runtime *rt, int64_t *ret_polls);
+
+/**
+ * qf_runtime_run_once() - the first spelling of a loop turn: the number of
+ * polls run, or -1 with qf_last_code() QF_FAILED_PRECONDITION. Kept working
+ * for existing users.
+ */
+QF_API int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline) QF_DEPRECATED(
+    "use qf_runtime_run_once_until() or qf_runtime_try_run_once(), which return a qf_code");
+
+/**
+ * qf_runtime_join_coord_until() / qf_runtime_join_coord() - join a
+ * Coordinator whose members run on `rt`: qf_coord_join_until() and
+ * qf_coord_join() (same arguments, rules, report and returns), for the
+ * host thread of a runtime with 0 workers.
+ *
+ * There, the tasks join waits for run only when that thread drives the
+ * loop, so wherever join would sleep this call runs the runnable tasks and
+ * fires due timers, and sleeps only when nothing is runnable, in poll(2) on
+ * qf_runtime_fd() and on an fd of the coordinator that a member's end and a
+ * stop (a stop from a signal handler included) make readable, until the
+ * earliest timer or the deadline. Members that are threads announce their
+ * end the same way; extra threads cannot be passed (register them). On a
+ * runtime with workers it is qf_coord_join_until() / qf_coord_join().
+ *
+ * Blocking:    as qf_coord_join_until() / qf_coord_join(); runs tasks on
+ *              the calling thread meanwhile.
+ * Concurrency: the host thread; one join_coord per coordinator at a time;
+ *              not from inside a task.
+ * Returns:     as qf_coord_join_until() / qf_coord_join(); also
+ *              QF_INVALID_ARGUMENT for a NULL runtime or coordinator;
+ *              QF_FAILED_PRECONDITION when another thread drives `rt` or
+ *              joins `c` this way (nothing is joined: the members stay
+ *              registered).
+ */
+QF_API qf_code qf_runtime_join_coord_until(qf_runtime *rt, qf_coord *c, qf_deadline deadline,
+                                           bool ignore_live_threads,
+                                           qf_coord_join_report *ret_report);
+QF_API qf_code qf_runtime_join_coord(qf_runtime *rt, qf_coord *c, double stop_grace_period_secs,
+                                     bool ignore_live_threads, qf_coord_join_report *ret_report);
 
 /** qf_runtime_fd() - a file descriptor that polls readable when a task of a
- *  0-worker runtime became runnable from another thread (an eventfd; read
- *  it to reset, or let run_once do so). -1 for runtimes with workers. */
+ *  0-worker runtime became runnable outside a loop turn (woken by another
+ *  thread, or by the host between turns) or a new earliest timer was
+ *  armed; the next turn resets it. An eventfd owned by the runtime: do not
+ *  read or close it. -1 for runtimes with workers. */
 QF_API int qf_runtime_fd(const qf_runtime *rt);
 
 /** qf_runtime_next_deadline() - the earliest armed timer, or QF_FOREVER. */

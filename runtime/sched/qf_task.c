@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_coord_join-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
@@ -71,6 +72,8 @@ qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void 
             return rc;
         t = extra;
         t->name = mname;
+        if (rt->nworkers == 0) /* named in a join's laggard message */
+            qf__coord_member_mark_hosted(member);
     } else {
         size_t len = strlen(name) + 1;
         t = calloc(1, body + len);

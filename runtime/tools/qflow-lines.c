@@ -26,7 +26,7 @@
  *   - --seed: reproducible output. Seeds fix the shuffles, but on a pool
  *     the order in which reader tasks reach the batch queue depends on
  *     timing. So the pipeline runs on a runtime of 0 workers that the main
- *     thread drives with qf_runtime_run_once(), with the consumer as one
+ *     thread drives with qf_runtime_run_once_until(), with the consumer as one
  *     more task: one thread, one schedule, the same output every time.
  *
  * Stopping. SIGINT and SIGTERM call qf_coord_request_stop_from_signal()
@@ -574,7 +574,7 @@ static qf_code consumer_task(qf_task *t, void *arg)
 static void drive_until_idle(app *a)
 {
     while (qf_runtime_num_tasks(a->rt) > 0)
-        if (qf_runtime_run_once(a->rt, QF_FOREVER) < 0)
+        if (qf_runtime_run_once_until(a->rt, QF_FOREVER, NULL) != QF_OK)
             break;
 }
 
@@ -781,7 +781,7 @@ int main(int argc, char **argv)
     if (status == 0 && a.runner_tasks) {
         if (a.o.have_seed) {
             while (!qf_task_is_done(a.consumer))
-                if (qf_runtime_run_once(a.rt, QF_FOREVER) < 0)
+                if (qf_runtime_run_once_until(a.rt, QF_FOREVER, NULL) != QF_OK)
                     break;
         } else {
             consume_blocking(&a);

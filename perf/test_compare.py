@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""test_compare.py QFLOW_BENCH - the verdicts of `qflow-bench --compare`.
+
+Runs no benchmark: it writes results files with made-up repetitions
+(seeded, so every run sees the same numbers), compares them with
+`qflow-bench --from NEW.json --compare OLD.json`, and checks the exit
+status and the verdicts: a real drop is WORSE, noise is inconclusive,
+a change under the threshold is the same, truncated repetitions are left
+out, a drop against one baseline only is not a failure, too few
+repetitions cannot fail, files from other machines or modes warn, old files
+without repetitions cannot fail, and a filter that matches nothing exits 2.
+perf/gate-test.sh does the same with real runs of a real and a slowed qflow.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+BENCH = sys.argv[1] if len(sys.argv) > 1 else "qflow-bench"
+failures = []
+
+
+def machine(**over):
+    m = {"host": "ci-1", "cpu": "Test CPU", "nproc": 2, "kernel": "Linux 6", "arch": "x86_64",
+         "compiler": "gcc 12", "date": "2026-11-25T00:00:00Z", "qflow_version": "0.1.0",
+         "mode": "quick", "reps": 9}
+    m.update(over)
+    return m
+
+
+def build(**over):
+    b = {"commit": "abc", "buildtype": "release", "optimization": "3", "sanitize": "none",
+         "test_knobs": "none"}
+    b.update(over)
+    return b
+
+
+def result(bench, impl, values, unit="items/s", truncated=None):
+    s = sorted(values)
+    return {"bench": bench, "impl": impl, "unit": unit, "median": s[len(s) // 2],
+            "min": s[0], "max": s[-1], "reps": len(values), "values": values,
+            "truncated": truncated or [False] * len(values), "params": {}}
+
+
+def noisy(rng, centre, spread, n):
+    """n figures around centre, each times a factor in [1 - spread, 1 + spread]."""
+    return [centre * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def write(path, results, mach=None, bld=None):
+    doc = {"machine": mach or machine(), "build": bld or build(), "results": results}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def compare(tmp, name, old, new, want_rc, want_in=(), want_not_in=(), args=()):
+    op, np_ = os.path.join(tmp, name + "-old.json"), os.path.join(tmp, name + "-new.json")
+    write(op, *old) if isinstance(old, tuple) else write(op, old)
+    write(np_, *new) if isinstance(new, tuple) else write(np_, new)
+    p = subprocess.run([BENCH, "--from", np_, "--compare", op, *args], capture_output=True,
+                       text=True)
+    out = p.stdout + p.stderr
+    ok = p.returncode == want_rc
+    for w in want_in:
+        ok &= w in out
+    for w in want_not_in:
+        ok &= w not in out
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want {want_rc})")
+    if not ok:
+        failures.append(name)
+        print(out)
+        print(f"  wanted {list(want_in)}, not {list(want_not_in)}")
+
+
+def pair(rng, q, b, spread, n=9, bench="queue.tput.p1c1", base="mutex_cond"):
+    """qflow around q and a baseline around b: per-repetition ratios near q/b."""
+    return [result(bench, "qflow", noisy(rng, q, spread, n)),
+            result(bench, base, noisy(rng, b, spread, n))]
+
+
+def main():
+    rng = random.Random(1234)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = pair(rng, 10e6, 4e6, 0.05)
+        compare(tmp, "identical", old, old, 0, ["=> same", "0 WORSE"])
+
+        # The whole machine 2x slower: absolute figures halve, ratios do not.
+        slow_machine = [dict(r, values=[v / 2 for v in r["values"]],
+                             median=r["median"] / 2) for r in old]
+        compare(tmp, "slower_machine_is_not_worse", old, slow_machine, 0, ["=> same"],
+                ["=> WORSE"])
+
+        # qflow 2x slower against the same baseline: WORSE, exit 1.
+        compare(tmp, "half_speed_is_worse", old, pair(rng, 5e6, 4e6, 0.05), 1,
+                ["=> WORSE", "1 WORSE"])
+
+        # 5% slower, consistently: under the 10% threshold, the same.
+        compare(tmp, "under_threshold_is_same", pair(rng, 10e6, 4e6, 0.01),
+                pair(rng, 9.5e6, 4e6, 0.01), 0, ["=> same"])
+
+        # Medians 25% lower, but the repetitions overlap widely: inconclusive.
+        base = result("queue.tput.p1c1", "mutex_cond", [4e6] * 7)
+        wide_old = [result("queue.tput.p1c1", "qflow", [4e6, 6e6, 8e6, 10e6, 12e6, 14e6, 16e6]),
+                    base]
+        wide_new = [result("queue.tput.p1c1", "qflow", [3e6, 4.5e6, 6e6, 7.5e6, 9e6, 10.5e6, 12e6]),
+                    base]
+        compare(tmp, "noise_is_inconclusive", wide_old, wide_new, 0,
+                ["inconclusive (noise > threshold)"], ["=> WORSE"])
+
+        # Repetitions cut by a time budget are never judged.
+        cut = pair(rng, 5e6, 4e6, 0.05)
+        cut[0]["truncated"] = [True] * 9
+        compare(tmp, "truncated_reps_are_left_out", old, cut, 0,
+                ["inconclusive (no repetitions)", "nothing to compare with"], ["=> WORSE"])
+        partly = pair(rng, 10e6, 4e6, 0.05)
+        partly[0]["values"][:4] = [1e6] * 4  # four slow reps, cut short
+        partly[0]["truncated"][:4] = [True] * 4
+        compare(tmp, "truncated_slow_reps_do_not_count", old, partly, 0, ["=> same"])
+
+        # Worse against one baseline, not against the other: not a failure.
+        three = old + [result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9))]
+        one_faster = old[:1] + [result("queue.tput.p1c1", "mutex_cond",
+                                       noisy(rng, 8e6, 0.05, 9)),
+                                result("queue.tput.p1c1", "gasyncqueue",
+                                       noisy(rng, 5e6, 0.05, 9))]
+        compare(tmp, "worse_against_one_baseline_only", three, one_faster, 0,
+                ["worse against some baselines only"], ["=> WORSE"])
+
+        # The exact distribution: 5 against 5 fully apart is p = 1/252
+        # (0.004); 6 against 6 with one pair out of order is p = 2/924.
+        five = result("queue.tput.p1c1", "mutex_cond", [1e6] * 5)
+        compare(tmp, "exact_p_5_5", [result("queue.tput.p1c1", "qflow", [10e6, 11e6, 12e6, 13e6,
+                                                                         14e6]), five],
+                [result("queue.tput.p1c1", "qflow", [5e6, 5.1e6, 5.2e6, 5.3e6, 5.4e6]), five], 1,
+                ["   0.004 ", "=> WORSE"])
+        six = result("queue.tput.p1c1", "mutex_cond", [1e6] * 6)
+        compare(tmp, "exact_p_6_6", [result("queue.tput.p1c1", "qflow", [5e6, 10e6, 11e6, 12e6,
+                                                                         13e6, 14e6]), six],
+                [result("queue.tput.p1c1", "qflow", [4e6, 4.1e6, 4.2e6, 4.3e6, 4.4e6, 5e6]), six],
+                1, ["   0.002 ", "=> WORSE"])
+
+        # A baseline with too few whole repetitions does not vote: the row
+        # is judged by the others (here: 2x slower against mutex_cond).
+        few_old = old + [result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9))]
+        few_new = pair(rng, 5e6, 4e6, 0.05) + [
+            result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9),
+                   truncated=[True] * 7 + [False] * 2)]
+        compare(tmp, "a_baseline_with_few_reps_does_not_vote", few_old, few_new, 1,
+                ["inconclusive (too few reps)", "=> WORSE"])
+
+        # Three repetitions cannot reach alpha 0.01: never worse.
+        compare(tmp, "too_few_reps", pair(rng, 10e6, 4e6, 0.01, n=3),
+                pair(rng, 5e6, 4e6, 0.01, n=3), 0, ["inconclusive (too few reps)"], ["=> WORSE"])
+
+        # Lower is better (ns): qflow's latency doubled against the baseline.
+        lat_old = pair(rng, 400, 9000, 0.05, bench="queue.pingpong.p50")
+        for r in lat_old:
+            r["unit"] = "ns"
+        lat_new = pair(rng, 800, 9000, 0.05, bench="queue.pingpong.p50")
+        for r in lat_new:
+            r["unit"] = "ns"
+        compare(tmp, "latency_doubled_is_worse", lat_old, lat_new, 1, ["=> WORSE"])
+
+        # No baseline: the figures themselves (allocations per element).
+        zero = [result("queue.alloc", "qflow", [0.0] * 9, unit="allocs/item")]
+        two = [result("queue.alloc", "qflow", [2.0] * 9, unit="allocs/item")]
+        compare(tmp, "allocs_same", zero, zero, 0, ["=> same"])
+        compare(tmp, "allocs_appear_is_worse", zero, two, 1, ["=> WORSE"])
+
+        # Another machine, mode and build: warnings (verdicts unchanged).
+        compare(tmp, "other_machine_warns", (old, machine(host="laptop", cpu="Other CPU",
+                                                          nproc=8, mode="default")),
+                (old, machine(), build(test_knobs="slowdown=2")), 0,
+                ["warning: host differs", "warning: cpu differs", "warning: CPUs online differ",
+                 "warning: mode differs", "warning: test knobs differ", "=> same"])
+
+        # A file of an earlier qflow-bench (medians only): warned, never worse.
+        legacy = [{k: v for k, v in r.items() if k not in ("values", "truncated")}
+                  for r in pair(rng, 10e6, 4e6, 0.05)]
+        compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 0,
+                ["has no per-repetition figures", "nothing to compare with"], ["=> WORSE"])
+
+        # A filter that matches nothing is an error, with or without a run.
+        compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],
+                args=("--filter", "no-such-bench"))
+        for args in (["--filter", "no-such-bench", "--reps", "1"],
+                     ["--list", "--filter", "no-such-bench"]):
+            p = subprocess.run([BENCH, *args], capture_output=True, text=True)
+            name = "empty_filter " + " ".join(args)
+            ok = p.returncode == 2 and "no case matches" in p.stderr
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want 2)")
+            if not ok:
+                failures.append(name)
+                print(p.stdout + p.stderr)
+
+    if failures:
+        print(f"{len(failures)} failed: {', '.join(failures)}")
+        return 1
+    print("all compare verdicts as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+#!/bin/sh
+# check-installed.sh SRC_DIR WORK_DIR - qflow as a user gets it.
+#
+# Configures a release build of SRC_DIR with --prefix=WORK_DIR/prefix (a
+# prefix no compiler searches by default), installs it, and then, with
+# pkg-config alone (PKG_CONFIG_PATH pointing into the prefix):
+#   - builds tests/install/consumer.c against the shared library and runs it;
+#   - builds it again fully static (pkg-config --static, cc -static) and
+#     runs that;
+#   - compiles tests/install/deprecated.c and checks that every replaced
+#     call is flagged as deprecated, naming its replacement, and that
+#     QF_NO_DEPRECATION_WARNINGS silences them;
+#   - checks the README against the installed headers
+#     (tests/check-readme.py).
+# Exit status 0 when all of it holds. Used by .ci/run; takes about a
+# minute on 2 cores (the build).
+set -eu
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 SRC_DIR WORK_DIR" >&2
+    exit 2
+fi
+src=$(cd "$1" && pwd)
+work=$2
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+prefix=$work/prefix
+here=$src/tests/install
+cc=${CC:-cc}
+
+step() { echo "== check-installed: $*"; }
+fail() {
+    echo "check-installed: FAILED: $*" >&2
+    exit 1
+}
+
+step "configure, build and install into $prefix"
+rm -rf "$work/build" "$prefix"
+meson setup "$work/build" "$src" --prefix="$prefix" --buildtype=release -Dtests=false \
+    >"$work/setup.log" 2>&1 || { cat "$work/setup.log"; fail "meson setup"; }
+ninja -C "$work/build" -j2 >"$work/build.log" 2>&1 || { tail -50 "$work/build.log"; fail "build"; }
+meson install -C "$work/build" --no-rebuild >"$work/install.log" 2>&1 ||
+    { cat "$work/install.log"; fail "install"; }
+
+pc=$(find "$prefix" -name qflow.pc | head -1)
+[ -n "$pc" ] || fail "no qflow.pc under $prefix"
+PKG_CONFIG_PATH=$(dirname "$pc")
+export PKG_CONFIG_PATH
+[ -f "$prefix/include/qflow/qflow.h" ] || fail "no $prefix/include/qflow/qflow.h"
+cflags=$(pkg-config --cflags qflow)
+libs=$(pkg-config --libs qflow)
+libdir=$(pkg-config --variable=libdir qflow)
+echo "   Cflags: $cflags"
+echo "   Libs:   $libs"
+echo "   Libs --static: $(pkg-config --static --libs qflow)"
+case " $cflags " in
+*" -I$prefix/include "*) ;;
+*) fail "Cflags ($cflags) does not give -I$prefix/include, so <qflow/qflow.h> is not found" ;;
+esac
+
+step "shared: cc consumer.c \$(pkg-config --cflags --libs qflow)"
+# shellcheck disable=SC2086 # the flags are word lists
+$cc -std=c11 -Wall -Wextra -Werror "$here/consumer.c" $cflags $libs -o "$work/consumer-shared"
+LD_LIBRARY_PATH=$libdir "$work/consumer-shared"
+LD_LIBRARY_PATH=$libdir ldd "$work/consumer-shared" | grep -q "$libdir/libqflow.so" ||
+    fail "consumer-shared does not use $libdir/libqflow.so"
+
+step "static: cc -static consumer.c \$(pkg-config --static --cflags --libs qflow)"
+# shellcheck disable=SC2086
+$cc -std=c11 -Wall -Wextra -Werror -static "$here/consumer.c" $cflags \
+    $(pkg-config --static --libs qflow) -o "$work/consumer-static"
+"$work/consumer-static"
+if ldd "$work/consumer-static" >/dev/null 2>&1; then
+    fail "consumer-static is dynamically linked"
+fi
+
+step "deprecated calls warn and name their replacements"
+# shellcheck disable=SC2086
+# (LC_ALL=C: the compiler quotes names with plain ASCII quotes)
+LC_ALL=C $cc -std=c11 -c "$here/deprecated.c" $cflags -o "$work/deprecated.o" \
+    2>"$work/deprecated.log" || { cat "$work/deprecated.log"; fail "deprecated.c does not compile"; }
+for want in "qf_queue_dequeue_many_ptr' is deprecated: use qf_queue_dequeue_many_ptrs()" \
+    "qf_waker_wait' is deprecated: use qf_waker_wait_until()" \
+    "qf_runtime_run_once' is deprecated: use qf_runtime_run_once_until()"; do
+    LC_ALL=C grep -q "$want" "$work/deprecated.log" ||
+        { cat "$work/deprecated.log"; fail "no warning: $want"; }
+done
+# shellcheck disable=SC2086
+$cc -std=c11 -Werror -DQF_NO_DEPRECATION_WARNINGS -c "$here/deprecated.c" $cflags \
+    -o "$work/deprecated.o" || fail "QF_NO_DEPRECATION_WARNINGS does not silence them"
+
+step "README: every qf_ call it shows is installed and not deprecated"
+python3 "$src/tests/check-readme.py" "$src/README.md" "$prefix/include/qflow" \
+    "$src/examples/embed_epoll.c"
+
+echo "check-installed: OK"
