@@ -208,7 +208,9 @@ QF_API qf_tensor *qf_tensor_copy(const qf_tensor *t);
  * n == 0:      `elem_shape` (fully defined) and `dt` give the result [0]+shape;
  *              otherwise they may be NULL / QF_DT_INVALID, or are checked.
  * Returns:     QF_OK and *ret_batch; INVALID_ARGUMENT when dtypes or shapes
- *              differ ("... Expected [2], got [3]").
+ *              differ ("... Expected [2], got [3]"), for a NULL part, or
+ *              NULL parts (n > 0) or ret_batch. *ret_batch untouched on
+ *              failure.
  */
 QF_API qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,
                                qf_tensor **ret_batch);

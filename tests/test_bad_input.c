@@ -641,3 +641,457 @@ Test(bad_input, qf_coord_join)
     cr_expect_not(qf_coord_joined(c), "nothing was joined");
     qf_coord_free(c);
 }
+
+/* ========================================================== qf_tensor.h */
+
+static void count_dtor(void *p)
+{
+    atomic_fetch_add((atomic_int *)p, 1);
+}
+
+Test(bad_input, qf_dtype_is_valid)
+{
+    QUIET(cr_expect_not(qf_dtype_is_valid(QF_DT_INVALID)));
+    QUIET(cr_expect_not(qf_dtype_is_valid((qf_dtype)11)));
+    QUIET(cr_expect_not(qf_dtype_is_valid((qf_dtype)-3)));
+}
+
+Test(bad_input, qf_dtype_name)
+{
+    QUIET(cr_expect_str_eq(qf_dtype_name((qf_dtype)999), "invalid"));
+}
+
+Test(bad_input, qf_dtype_size)
+{
+    QUIET(cr_expect_eq(qf_dtype_size((qf_dtype)999), 0));
+}
+
+Test(bad_input, qf_shape_scalar)
+{
+    qf_shape s = qf_shape_scalar(); /* no argument: the value is what it says */
+    cr_expect_eq(s.rank, 0);
+    cr_expect(qf_shape_is_fully_defined(&s));
+}
+
+Test(bad_input, qf_shape_unknown)
+{
+    qf_shape s = qf_shape_unknown();
+    cr_expect_eq(s.rank, QF_UNKNOWN_RANK);
+    cr_expect(qf_shape_is_valid(&s));
+}
+
+Test(bad_input, qf_shape_make)
+{
+    /* documented: an invalid shape, which every shape function refuses */
+    QUIET(cr_expect_not(qf_shape_is_valid(&(qf_shape){qf_shape_make(-1, NULL).rank, {0}})));
+    qf_shape s = qf_shape_make(QF_MAX_RANK + 1, (const int64_t[QF_MAX_RANK + 1]){0});
+    cr_expect_not(qf_shape_is_valid(&s));
+    s = qf_shape_make(2, NULL);
+    cr_expect_not(qf_shape_is_valid(&s));
+    s = qf_shape_make(1, (const int64_t[]){-5});
+    cr_expect_not(qf_shape_is_valid(&s));
+}
+
+/* NULL is an invalid shape to every shape function (documented). */
+Test(bad_input, qf_shape_is_valid)
+{
+    QUIET(cr_expect_not(qf_shape_is_valid(NULL)));
+    qf_shape s = {.rank = 3, .dims = {2, -9, 1}};
+    QUIET(cr_expect_not(qf_shape_is_valid(&s)));
+}
+
+Test(bad_input, qf_shape_is_fully_defined)
+{
+    QUIET(cr_expect_not(qf_shape_is_fully_defined(NULL)));
+}
+
+Test(bad_input, qf_shape_num_elements)
+{
+    QUIET(cr_expect_eq(qf_shape_num_elements(NULL), -1));
+    qf_shape big = QF_SHAPE(INT64_MAX / 2, 4);
+    QUIET(cr_expect_eq(qf_shape_num_elements(&big), -1, "overflow"));
+}
+
+Test(bad_input, qf_shape_equal)
+{
+    qf_shape s = qf_shape_scalar();
+    QUIET(cr_expect_not(qf_shape_equal(NULL, &s)));
+    QUIET(cr_expect_not(qf_shape_equal(&s, NULL)));
+}
+
+Test(bad_input, qf_shape_compatible)
+{
+    qf_shape s = qf_shape_unknown();
+    QUIET(cr_expect_not(qf_shape_compatible(NULL, &s)));
+    QUIET(cr_expect_not(qf_shape_compatible(&s, NULL)));
+}
+
+Test(bad_input, qf_shape_prepend)
+{
+    qf_shape s = qf_shape_scalar();
+    QUIET(cr_expect_not(qf_shape_is_valid(&(qf_shape){qf_shape_prepend(3, NULL).rank, {0}})));
+    qf_shape r = qf_shape_prepend(-7, &s);
+    cr_expect_not(qf_shape_is_valid(&r));
+    qf_shape full = QF_SHAPE(1, 1, 1, 1, 1, 1, 1, 1);
+    r = qf_shape_prepend(2, &full);
+    cr_expect_not(qf_shape_is_valid(&r), "above QF_MAX_RANK");
+}
+
+Test(bad_input, qf_shape_format)
+{
+    char buf[32];
+    QUIET(cr_expect_str_eq(qf_shape_format(NULL, buf, sizeof(buf)), "<invalid>"));
+    qf_shape s = QF_SHAPE(3, 4);
+    QUIET(cr_expect_null(qf_shape_format(&s, NULL, 10)));
+    buf[0] = 'x';
+    QUIET(qf_shape_format(&s, buf, 0));
+    cr_expect_eq(buf[0], 'x', "cap 0 writes nothing");
+}
+
+Test(bad_input, qf_tensor_new)
+{
+    qf_shape s = qf_shape_scalar();
+    NEUTRAL(qf_tensor_new((qf_dtype)999, &s), NULL, "dtype");
+    NEUTRAL(qf_tensor_new(QF_INT64, NULL), NULL, "shape");
+    qf_shape unk = QF_SHAPE(QF_UNKNOWN_DIM);
+    NEUTRAL(qf_tensor_new(QF_INT64, &unk), NULL, "not fully defined");
+    qf_shape bad = {.rank = 12};
+    NEUTRAL(qf_tensor_new(QF_INT64, &bad), NULL, "shape");
+    qf_shape huge = QF_SHAPE(INT64_MAX / 4, 8);
+    clear_last();
+    cr_expect_null(qf_tensor_new(QF_INT64, &huge));
+    EXPECT_RECORDED(QF_RESOURCE_EXHAUSTED, "overflow");
+}
+
+Test(bad_input, qf_tensor_new_ptr)
+{
+    NEUTRAL(qf_tensor_new_ptr(NULL, NULL), NULL, "shape");
+}
+
+Test(bad_input, qf_tensor_new_from)
+{
+    qf_shape s = QF_SHAPE(2);
+    int64_t v[2] = {1, 2};
+    NEUTRAL(qf_tensor_new_from(QF_STRING, &s, v, sizeof(v)), NULL, "numeric");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, &s, NULL, sizeof(v)), NULL, "NULL");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, &s, v, 3), NULL, "bytes");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, NULL, v, sizeof(v)), NULL, "shape");
+}
+
+/* Scalars of any value are valid: nothing to refuse. */
+Test(bad_input, qf_tensor_new_bool)
+{
+    qf_tensor *t = qf_tensor_new_bool((bool)1);
+    cr_expect_eq(((const bool *)qf_tensor_cdata(t))[0], true);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_i32)
+{
+    qf_tensor *t = qf_tensor_new_i32(INT32_MIN);
+    cr_expect_eq(((const int32_t *)qf_tensor_cdata(t))[0], INT32_MIN);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_i64)
+{
+    qf_tensor *t = qf_tensor_new_i64(INT64_MIN);
+    cr_expect_eq(((const int64_t *)qf_tensor_cdata(t))[0], INT64_MIN);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_f32)
+{
+    qf_tensor *t = qf_tensor_new_f32(NAN);
+    cr_expect(isnan(((const float *)qf_tensor_cdata(t))[0]));
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_f64)
+{
+    qf_tensor *t = qf_tensor_new_f64(-INFINITY);
+    cr_expect(isinf(((const double *)qf_tensor_cdata(t))[0]));
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_string)
+{
+    NEUTRAL(qf_tensor_new_string(NULL, 5), NULL, "NULL");
+    qf_tensor *t = qf_tensor_new_string(NULL, 0); /* the empty string */
+    cr_expect_not_null(t);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_new_cstr)
+{
+    NEUTRAL(qf_tensor_new_cstr(NULL), NULL, "String");
+}
+
+Test(bad_input, qf_tensor_new_scalar_ptr)
+{
+    qf_tensor *t = qf_tensor_new_scalar_ptr(NULL, NULL); /* a NULL object is a value */
+    cr_expect_not_null(t);
+    cr_expect_null(qf_tensor_ptr(t, 0));
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_ref)
+{
+    QUIET(cr_expect_null(qf_tensor_ref(NULL)));
+}
+
+Test(bad_input, qf_tensor_unref)
+{
+    QUIET(qf_tensor_unref(NULL));
+}
+
+Test(bad_input, qf_tensor_refcount)
+{
+    NEUTRAL(qf_tensor_refcount(NULL), 0u, "tensor");
+}
+
+Test(bad_input, qf_tensor_dtype)
+{
+    NEUTRAL(qf_tensor_dtype(NULL), QF_DT_INVALID, "tensor");
+}
+
+Test(bad_input, qf_tensor_shape)
+{
+    NEUTRAL(qf_tensor_shape(NULL), NULL, "tensor");
+}
+
+Test(bad_input, qf_tensor_num_elements)
+{
+    NEUTRAL(qf_tensor_num_elements(NULL), -1, "tensor");
+}
+
+Test(bad_input, qf_tensor_data)
+{
+    NEUTRAL(qf_tensor_data(NULL), NULL, "tensor");
+}
+
+Test(bad_input, qf_tensor_cdata)
+{
+    NEUTRAL(qf_tensor_cdata(NULL), NULL, "tensor");
+}
+
+Test(bad_input, qf_tensor_ptr_dtor)
+{
+    NEUTRAL(qf_tensor_ptr_dtor(NULL), NULL, "tensor");
+}
+
+Test(bad_input, qf_tensor_string)
+{
+    size_t len = 77;
+    NEUTRAL(qf_tensor_string(NULL, 0, &len), NULL, "Tensor");
+    qf_tensor *s = qf_tensor_new_cstr("abc"), *i = qf_tensor_new_i64(1);
+    NEUTRAL(qf_tensor_string(s, 1, &len), NULL, "out of range");
+    NEUTRAL(qf_tensor_string(s, -1, &len), NULL, "out of range");
+    NEUTRAL(qf_tensor_string(i, 0, &len), NULL, "string");
+    cr_expect_eq(len, 77, "ret_len untouched");
+    qf_tensor_unref(s);
+    qf_tensor_unref(i);
+}
+
+Test(bad_input, qf_tensor_set_string)
+{
+    INVALID(qf_tensor_set_string(NULL, 0, "x", 1), "Tensor");
+    qf_tensor *s = qf_tensor_new_cstr("abc");
+    INVALID(qf_tensor_set_string(s, 3, "x", 1), "out of range");
+    INVALID(qf_tensor_set_string(s, 0, NULL, 2), "NULL");
+    qf_tensor_ref(s);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_tensor_set_string(s, 0, "x", 1), "shared");
+    qf_tensor_unref(s);
+    cr_expect_str_eq(qf_tensor_string(s, 0, NULL), "abc", "unchanged");
+    qf_tensor_unref(s);
+}
+
+Test(bad_input, qf_tensor_ptr)
+{
+    NEUTRAL(qf_tensor_ptr(NULL, 0), NULL, "Tensor");
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&p, NULL);
+    NEUTRAL(qf_tensor_ptr(p, 1), NULL, "out of range");
+    qf_tensor_unref(p);
+}
+
+Test(bad_input, qf_tensor_set_ptr)
+{
+    INVALID(qf_tensor_set_ptr(NULL, 0, NULL), "Tensor");
+    qf_tensor *i = qf_tensor_new_i64(3);
+    INVALID(qf_tensor_set_ptr(i, 0, &i), "ptr");
+    qf_tensor_unref(i);
+}
+
+Test(bad_input, qf_tensor_take_ptr)
+{
+    void *got = UNTOUCHED;
+    INVALID(qf_tensor_take_ptr(NULL, 0, &got), "Tensor");
+    atomic_int freed = 0;
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    INVALID(qf_tensor_take_ptr(p, 0, NULL), "ret_p");
+    INVALID(qf_tensor_take_ptr(p, 5, &got), "out of range");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_tensor_unref(p);
+    cr_expect_eq(atomic_load(&freed), 1, "the object stayed with the tensor");
+}
+
+Test(bad_input, qf_tensor_equal)
+{
+    qf_tensor *t = qf_tensor_new_i64(1);
+    QUIET(cr_expect_not(qf_tensor_equal(NULL, t)));
+    QUIET(cr_expect_not(qf_tensor_equal(t, NULL)));
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_tensor_copy)
+{
+    NEUTRAL(qf_tensor_copy(NULL), NULL, "Tensor");
+    atomic_int freed = 0;
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    clear_last();
+    cr_expect_null(qf_tensor_copy(p));
+    EXPECT_RECORDED(QF_FAILED_PRECONDITION, "owns");
+    qf_tensor_unref(p);
+}
+
+Test(bad_input, qf_tensor_stack)
+{
+    qf_shape s = qf_shape_scalar();
+    qf_tensor *out = UNTOUCHED;
+    INVALID(qf_tensor_stack(NULL, 2, QF_INT64, &s, &out), "parts");
+    qf_tensor *parts[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    INVALID(qf_tensor_stack(parts, 2, QF_INT64, &s, NULL), "ret_batch"); /* parts consumed */
+    qf_tensor *withnull[2] = {qf_tensor_new_i64(1), NULL};
+    INVALID(qf_tensor_stack(withnull, 2, QF_INT64, &s, &out), "NULL");
+    qf_tensor *mixed[2] = {qf_tensor_new_i64(1), qf_tensor_new_f64(2)};
+    INVALID(qf_tensor_stack(mixed, 2, QF_INT64, &s, &out), "");
+    INVALID(qf_tensor_stack(NULL, 0, QF_INT64, NULL, &out), "shape");
+    cr_expect_eq(out, UNTOUCHED, "ret_batch untouched on failure");
+}
+
+Test(bad_input, qf_tensor_stack_padded)
+{
+    qf_shape pad = QF_SHAPE(QF_UNKNOWN_DIM);
+    qf_tensor *out = UNTOUCHED;
+    INVALID(qf_tensor_stack_padded(NULL, 1, QF_INT64, &pad, &out), "parts");
+    qf_tensor *parts[1] = {qf_tensor_new_i64(1)};
+    INVALID(qf_tensor_stack_padded(parts, 1, QF_INT64, &pad, &out), ""); /* rank differs */
+    qf_tensor *p2[1] = {qf_tensor_new_i64(1)};
+    INVALID(qf_tensor_stack_padded(p2, 1, QF_INT64, &pad, NULL), "ret_batch");
+    cr_expect_eq(out, UNTOUCHED);
+}
+
+Test(bad_input, qf_tensor_unstack)
+{
+    qf_tensor *parts[4];
+    INVALID(qf_tensor_unstack(NULL, parts), "NULL");
+    INVALID(qf_tensor_unstack(qf_tensor_new_i64(1), parts), "scalar"); /* consumed */
+    qf_shape s = QF_SHAPE(2);
+    INVALID(qf_tensor_unstack(qf_tensor_new(QF_INT64, &s), NULL), "ret_parts");
+}
+
+Test(bad_input, qf_tensor_slice)
+{
+    NEUTRAL(qf_tensor_slice(NULL, 0), NULL, "NULL");
+    qf_tensor *sc = qf_tensor_new_i64(1);
+    NEUTRAL(qf_tensor_slice(sc, 0), NULL, "scalar");
+    qf_tensor_unref(sc);
+    qf_shape s = QF_SHAPE(2);
+    qf_tensor *v = qf_tensor_new(QF_INT64, &s);
+    NEUTRAL(qf_tensor_slice(v, 2), NULL, "Slice index");
+    NEUTRAL(qf_tensor_slice(v, -1), NULL, "Slice index");
+    qf_tensor_unref(v);
+}
+
+Test(bad_input, qf_element_new)
+{
+    NEUTRAL(qf_element_new(0), NULL, "components");
+    NEUTRAL(qf_element_new(4097), NULL, "components");
+    NEUTRAL(qf_element_new(SIZE_MAX), NULL, "components");
+}
+
+Test(bad_input, qf_element_of)
+{
+    NEUTRAL(qf_element_of(2, NULL), NULL, "tensors");
+    NEUTRAL(qf_element_of(0, NULL), NULL, "components");
+    atomic_int freed = 0;
+    qf_tensor *t = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    qf_tensor *many[4097] = {t}; /* taken also on failure */
+    NEUTRAL(qf_element_of(4097, many), NULL, "components");
+    cr_expect_eq(atomic_load(&freed), 1);
+}
+
+Test(bad_input, qf_element_free)
+{
+    QUIET(qf_element_free(NULL));
+}
+
+Test(bad_input, qf_element_size)
+{
+    NEUTRAL(qf_element_size(NULL), 0, "Element");
+}
+
+Test(bad_input, qf_element_set)
+{
+    atomic_int freed = 0;
+    INVALID(qf_element_set(NULL, 0, qf_tensor_new_scalar_ptr(&freed, count_dtor)), "Element");
+    cr_expect_eq(atomic_load(&freed), 1, "the tensor is taken also on failure");
+    qf_element *e = mkelem(1);
+    INVALID(qf_element_set(e, 1, qf_tensor_new_scalar_ptr(&freed, count_dtor)), "out of range");
+    cr_expect_eq(atomic_load(&freed), 2);
+    cr_expect_eq(((const int64_t *)qf_tensor_cdata(qf_element_get(e, 0)))[0], 1, "unchanged");
+    qf_element_free(e);
+}
+
+Test(bad_input, qf_element_get)
+{
+    NEUTRAL(qf_element_get(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    NEUTRAL(qf_element_get(e, 3), NULL, "out of range");
+    qf_element_free(e);
+}
+
+Test(bad_input, qf_element_take)
+{
+    NEUTRAL(qf_element_take(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    NEUTRAL(qf_element_take(e, 1), NULL, "out of range");
+    cr_expect_not_null(qf_element_get(e, 0), "unchanged");
+    qf_element_free(e);
+}
+
+Test(bad_input, qf_element_set_names)
+{
+    INVALID(qf_element_set_names(NULL, (const char *[]){"a"}), "Element");
+    qf_tensor *ts[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    qf_element *e = qf_element_of(2, ts);
+    cr_assert_eq(qf_element_set_names(e, (const char *[]){"a", "b"}), QF_OK);
+    INVALID(qf_element_set_names(e, (const char *[]){"a", "a"}), "Duplicate");
+    INVALID(qf_element_set_names(e, (const char *[]){"a", NULL}), "empty");
+    INVALID(qf_element_set_names(e, (const char *[]){"", "b"}), "empty");
+    cr_expect_str_eq(qf_element_name(e, 1), "b", "the old names stay");
+    qf_element_free(e);
+}
+
+Test(bad_input, qf_element_has_names)
+{
+    NEUTRAL(qf_element_has_names(NULL), false, "Element");
+}
+
+Test(bad_input, qf_element_name)
+{
+    NEUTRAL(qf_element_name(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    QUIET(cr_expect_null(qf_element_name(e, 0))); /* documented: unnamed */
+    qf_element_free(e);
+}
+
+Test(bad_input, qf_element_get_by_name)
+{
+    NEUTRAL(qf_element_get_by_name(NULL, "a"), NULL, "Element");
+    qf_element *e = mkelem(1);
+    cr_assert_eq(qf_element_set_names(e, (const char *[]){"a"}), QF_OK);
+    NEUTRAL(qf_element_get_by_name(e, NULL), NULL, "name");
+    QUIET(cr_expect_null(qf_element_get_by_name(e, "zz"))); /* documented: none */
+    qf_element_free(e);
+}
