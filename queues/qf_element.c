@@ -12,7 +12,7 @@
 
 #include "qf_tensor-impl.h"
 
-#define MAX_COMPONENTS 4096
+#define MAX_COMPONENTS QF__MAX_COMPONENTS
 
 struct qf_element {
     size_t n;

@@ -1095,3 +1095,682 @@ Test(bad_input, qf_element_get_by_name)
     QUIET(cr_expect_null(qf_element_get_by_name(e, "zz"))); /* documented: none */
     qf_element_free(e);
 }
+
+/* =========================================================== qf_queue.h */
+
+static qf_queue_options i64_opts(void)
+{
+    static const qf_shape sh[1] = {{0, {0}}};
+    return (qf_queue_options){
+        .capacity = 4, .num_components = 1, .dtypes = &I64, .shapes = sh, .name = "q"};
+}
+
+/* The option errors every constructor shares. */
+static void bad_options(qf_code (*make)(const qf_queue_options *, qf_queue **))
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(make(NULL, &q), "options");
+    qf_queue_options o = i64_opts();
+    INVALID(make(&o, NULL), "ret_q");
+    o.num_components = 0;
+    INVALID(make(&o, &q), "Empty component types");
+    o = i64_opts();
+    o.dtypes = NULL;
+    INVALID(make(&o, &q), "Empty component types");
+    /* the issue: unknown flag bits were accepted */
+    o = i64_opts();
+    o.flags = 1u << 7;
+    INVALID(make(&o, &q), "flags");
+    /* ... and a queue of 5,000 components, more than an element holds */
+    o = i64_opts();
+    qf_dtype *many = calloc(5000, sizeof(*many));
+    for (int i = 0; i < 5000; i++)
+        many[i] = QF_INT64;
+    qf_shape *scalars = calloc(5000, sizeof(*scalars));
+    o.dtypes = many;
+    o.shapes = scalars;
+    o.num_components = 5000;
+    INVALID(make(&o, &q), "num_components");
+    free(many);
+    free(scalars);
+    o = i64_opts();
+    o.capacity = 0;
+    INVALID(make(&o, &q), "capacity");
+    o.capacity = (int64_t)INT32_MAX + 1;
+    INVALID(make(&o, &q), "capacity");
+    o = i64_opts();
+    o.dtypes = (const qf_dtype[]){(qf_dtype)55};
+    INVALID(make(&o, &q), "dtype");
+    o = i64_opts();
+    o.names = (const char *const[]){""};
+    INVALID(make(&o, &q), "name");
+    cr_expect_eq(q, UNTOUCHED, "ret_q untouched");
+}
+
+Test(bad_input, qf_fifo_queue_new)
+{
+    bad_options(qf_fifo_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.shapes = (const qf_shape[]){QF_SHAPE(QF_UNKNOWN_DIM)};
+    INVALID(qf_fifo_queue_new(&o, &q), "fully defined");
+    /* the issue: a shared name reused with different component names was
+     * accepted (the second handle silently got the first one's names) */
+    qf_queue_registry *reg = NULL;
+    cr_assert_eq(qf_queue_registry_new(&reg), QF_OK);
+    qf_queue *first = NULL;
+    o = i64_opts();
+    o.shared_name = "shared";
+    o.registry = reg;
+    o.names = (const char *const[]){"a"};
+    cr_assert_eq(qf_fifo_queue_new(&o, &first), QF_OK);
+    o.names = (const char *const[]){"b"};
+    INVALID(qf_fifo_queue_new(&o, &q), "component names");
+    o.names = NULL; /* no names asked for: attaches */
+    qf_queue *second = NULL;
+    cr_expect_eq(qf_fifo_queue_new(&o, &second), QF_OK);
+    cr_expect_eq(second, first);
+    qf_queue_unref(second);
+    qf_queue_unref(first);
+    qf_queue_registry_free(reg);
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+Test(bad_input, qf_random_shuffle_queue_new)
+{
+    bad_options(qf_random_shuffle_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.min_after_dequeue = -1;
+    INVALID(qf_random_shuffle_queue_new(&o, &q), "min_after_dequeue");
+    o.min_after_dequeue = 4;
+    INVALID(qf_random_shuffle_queue_new(&o, &q), "min_after_dequeue");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+Test(bad_input, qf_padding_fifo_queue_new)
+{
+    bad_options(qf_padding_fifo_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    INVALID(qf_padding_fifo_queue_new(&o, &q), "shape");
+    o.shapes = (const qf_shape[]){{QF_UNKNOWN_RANK, {0}}};
+    INVALID(qf_padding_fifo_queue_new(&o, &q), "rank");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+Test(bad_input, qf_priority_queue_new)
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_priority_queue_new(NULL, &q), "options");
+    qf_queue_options o = i64_opts();
+    INVALID(qf_priority_queue_new(&o, NULL), "ret_q");
+    o.flags = 1u << 9;
+    INVALID(qf_priority_queue_new(&o, &q), "flags");
+    o = i64_opts();
+    qf_dtype many[4096];
+    for (int i = 0; i < 4096; i++)
+        many[i] = QF_INT64;
+    o.dtypes = many;
+    o.shapes = NULL;
+    o.num_components = 4096; /* plus the priority: one too many */
+    INVALID(qf_priority_queue_new(&o, &q), "num_components");
+    o.num_components = SIZE_MAX;
+    INVALID(qf_priority_queue_new(&o, &q), "num_components");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+Test(bad_input, qf_queue_registry_new)
+{
+    INVALID(qf_queue_registry_new(NULL), "ret_reg");
+}
+
+Test(bad_input, qf_queue_registry_free)
+{
+    QUIET(qf_queue_registry_free(NULL));
+    QUIET(qf_queue_registry_free(qf_queue_registry_default())); /* never freed */
+}
+
+Test(bad_input, qf_queue_registry_default)
+{
+    cr_expect_not_null(qf_queue_registry_default()); /* no argument */
+}
+
+Test(bad_input, qf_queue_registry_lookup)
+{
+    NEUTRAL(qf_queue_registry_lookup(NULL, NULL), NULL, "shared_name");
+    QUIET(cr_expect_null(qf_queue_registry_lookup(NULL, "no such queue"))); /* NULL: default */
+}
+
+Test(bad_input, qf_queue_registry_remove)
+{
+    NEUTRAL(qf_queue_registry_remove(NULL, NULL), false, "shared_name");
+    QUIET(cr_expect_not(qf_queue_registry_remove(NULL, "no such queue")));
+}
+
+Test(bad_input, qf_queue_shared_name)
+{
+    NEUTRAL(qf_queue_shared_name(NULL), NULL, "queue");
+}
+
+Test(bad_input, qf_queue_min_after_dequeue)
+{
+    NEUTRAL(qf_queue_min_after_dequeue(NULL), 0, "queue");
+}
+
+Test(bad_input, qf_ptr_queue_new)
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_ptr_queue_new(0, "p", 0, NULL, &q), "capacity");
+    INVALID(qf_ptr_queue_new(4, "p", 0x40, NULL, &q), "flags");
+    INVALID(qf_ptr_queue_new(4, "p", 0, NULL, NULL), "ret_q");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+Test(bad_input, qf_queue_ref)
+{
+    QUIET(cr_expect_null(qf_queue_ref(NULL)));
+}
+
+Test(bad_input, qf_queue_unref)
+{
+    QUIET(qf_queue_unref(NULL));
+}
+
+/* The issue: name, capacity and num_components segfaulted on NULL while
+ * size returned 0. */
+Test(bad_input, qf_queue_name)
+{
+    NEUTRAL(qf_queue_name(NULL), NULL, "queue");
+}
+
+Test(bad_input, qf_queue_get_kind)
+{
+    NEUTRAL(qf_queue_get_kind(NULL), QF_QUEUE_FIFO, "queue");
+}
+
+Test(bad_input, qf_queue_kind_name)
+{
+    NEUTRAL(qf_queue_kind_name(NULL), NULL, "queue");
+}
+
+Test(bad_input, qf_queue_capacity)
+{
+    NEUTRAL(qf_queue_capacity(NULL), 0, "queue");
+}
+
+Test(bad_input, qf_queue_num_components)
+{
+    NEUTRAL(qf_queue_num_components(NULL), 0, "queue");
+}
+
+Test(bad_input, qf_queue_dtype)
+{
+    NEUTRAL(qf_queue_dtype(NULL, 0), QF_DT_INVALID, "queue");
+    qf_queue *q = mkq(2);
+    QUIET(cr_expect_eq(qf_queue_dtype(q, 1), QF_DT_INVALID)); /* out of range: documented */
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_shape)
+{
+    NEUTRAL(qf_queue_shape(NULL, 0), NULL, "queue");
+    qf_queue *q = mkq(2);
+    QUIET(cr_expect_null(qf_queue_shape(q, 9)));
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_component_name)
+{
+    NEUTRAL(qf_queue_component_name(NULL, 0), NULL, "queue");
+}
+
+Test(bad_input, qf_queue_is_inline)
+{
+    NEUTRAL(qf_queue_is_inline(NULL), false, "queue");
+}
+
+Test(bad_input, qf_queue_ptr_dtor)
+{
+    NEUTRAL(qf_queue_ptr_dtor(NULL), NULL, "queue");
+}
+
+Test(bad_input, qf_queue_size)
+{
+    NEUTRAL(qf_queue_size(NULL), 0, "queue");
+}
+
+Test(bad_input, qf_queue_is_closed)
+{
+    NEUTRAL(qf_queue_is_closed(NULL), false, "queue");
+}
+
+Test(bad_input, qf_queue_close)
+{
+    INVALID(qf_queue_close(NULL, false), "queue");
+    INVALID(qf_queue_close(NULL, true), "queue");
+}
+
+/* An enqueue form refuses a NULL queue, a NULL element, and an element that
+ * does not match; the queue stays as it was and the element is the
+ * caller's. */
+static void bad_enqueue(qf_code (*enq)(qf_queue *, qf_element *, void *), void *arg)
+{
+    qf_queue *q = mkq(4);
+    qf_element *e = mkelem(1);
+    INVALID(enq(NULL, e, arg), "queue");
+    INVALID(enq(q, NULL, arg), "element");
+    qf_tensor *two[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    qf_element *e2 = qf_element_of(2, two);
+    INVALID(enq(q, e2, arg), "Wrong number of components");
+    qf_element *ef = qf_element_of(1, (qf_tensor *[]){qf_tensor_new_f64(1)});
+    INVALID(enq(q, ef, arg), "Type mismatch");
+    cr_expect_eq(qf_queue_size(q), 0, "nothing went in");
+    qf_element_free(e);
+    qf_element_free(e2);
+    qf_element_free(ef);
+    qf_queue_unref(q);
+}
+
+static qf_code enq_plain(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_enqueue(q, e);
+}
+static qf_code enq_until(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_enqueue_until(q, e, soon());
+}
+static qf_code enq_try(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_try_enqueue(q, e);
+}
+static qf_code enq_poll(qf_queue *q, qf_element *e, void *arg)
+{
+    return qf_queue_poll_enqueue(q, e, arg);
+}
+
+Test(bad_input, qf_queue_enqueue)
+{
+    bad_enqueue(enq_plain, NULL);
+}
+
+Test(bad_input, qf_queue_enqueue_until)
+{
+    bad_enqueue(enq_until, NULL);
+}
+
+Test(bad_input, qf_queue_try_enqueue)
+{
+    bad_enqueue(enq_try, NULL);
+}
+
+Test(bad_input, qf_queue_poll_enqueue)
+{
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    bad_enqueue(enq_poll, &w);
+    qf_queue *q = mkq(1);
+    qf_element *e = mkelem(1);
+    INVALID(qf_queue_poll_enqueue(q, e, NULL), "waker");
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_element_free(e);
+    qf_queue_unref(q);
+}
+
+static qf_element *batch_of(int64_t rows)
+{
+    qf_shape sh = QF_SHAPE(rows);
+    return qf_element_of(1, (qf_tensor *[]){qf_tensor_new(QF_INT64, &sh)});
+}
+
+static void bad_enqueue_many(int form)
+{
+    qf_queue *q = mkq(4);
+    qf_element *b = batch_of(2);
+    size_t done = 99;
+    qf_code (*call)(qf_queue *, qf_element *, size_t *) = NULL;
+#define MANY(qq, bb)                                                                               \
+    (form == 0   ? qf_queue_enqueue_many(qq, bb, &done)                                            \
+     : form == 1 ? qf_queue_enqueue_many_until(qq, bb, soon(), &done)                              \
+                 : qf_queue_try_enqueue_many(qq, bb))
+    (void)call;
+    INVALID(MANY(NULL, b), "queue");
+    INVALID(MANY(q, NULL), "");
+    qf_element *scalar = mkelem(5);
+    INVALID(MANY(q, scalar), "rank");
+    qf_element *mixed = qf_element_of(1, (qf_tensor *[]){qf_tensor_new_f64(1)});
+    INVALID(MANY(q, mixed), "");
+#undef MANY
+    cr_expect_eq(qf_queue_size(q), 0, "nothing went in");
+    cr_expect_eq(qf_element_size(b), 1, "the batch is the caller's");
+    qf_element_free(b);
+    qf_element_free(scalar);
+    qf_element_free(mixed);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_enqueue_many)
+{
+    bad_enqueue_many(0);
+}
+
+Test(bad_input, qf_queue_enqueue_many_until)
+{
+    bad_enqueue_many(1);
+}
+
+Test(bad_input, qf_queue_try_enqueue_many)
+{
+    bad_enqueue_many(2);
+}
+
+/* A dequeue form refuses NULL queue and output; nothing is taken. */
+static void bad_dequeue(int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_element *e = UNTOUCHED;
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define DEQ(qq, ret)                                                                               \
+    (form == 0   ? qf_queue_dequeue(qq, ret)                                                       \
+     : form == 1 ? qf_queue_dequeue_until(qq, soon(), ret)                                         \
+     : form == 2 ? qf_queue_try_dequeue(qq, ret)                                                   \
+                 : qf_queue_poll_dequeue(qq, &w, ret))
+    INVALID(DEQ(NULL, &e), "queue");
+    INVALID(DEQ(q, NULL), "ret_elem");
+#undef DEQ
+    cr_expect_eq(e, UNTOUCHED);
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_dequeue)
+{
+    bad_dequeue(0);
+}
+
+Test(bad_input, qf_queue_dequeue_until)
+{
+    bad_dequeue(1);
+}
+
+Test(bad_input, qf_queue_try_dequeue)
+{
+    bad_dequeue(2);
+}
+
+Test(bad_input, qf_queue_poll_dequeue)
+{
+    bad_dequeue(3);
+    qf_queue *q = mkq(1);
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_queue_poll_dequeue(q, NULL, &e), "waker");
+    cr_expect_eq(e, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+/* dequeue_many / dequeue_up_to: n < 0, NULL output, no shapes, and the
+ * PriorityQueue's n > capacity. */
+static void bad_dequeue_batch(bool up_to, int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_element *b = UNTOUCHED;
+#define DEQB(qq, n, ret)                                                                            \
+    (form == 0   ? (up_to ? qf_queue_dequeue_up_to(qq, n, ret) : qf_queue_dequeue_many(qq, n, ret)) \
+     : form == 1 ? (up_to ? qf_queue_dequeue_up_to_until(qq, n, soon(), ret)                        \
+                          : qf_queue_dequeue_many_until(qq, n, soon(), ret))                        \
+                 : (up_to ? qf_queue_try_dequeue_up_to(qq, n, ret)                                  \
+                          : qf_queue_try_dequeue_many(qq, n, ret)))
+    INVALID(DEQB(NULL, 1, &b), "queue");
+    INVALID(DEQB(q, 1, NULL), "ret_batch");
+    INVALID(DEQB(q, -1, &b), "< 0");
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    qf_queue_unref(q);
+    /* no shapes (spec 20) */
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    INVALID(DEQB(q, 1, &b), "shapes");
+    qf_queue_unref(q);
+    /* the issue: a PriorityQueue's dequeue_many(n > capacity) waited
+     * forever on an open queue (spec 103: it can never complete) */
+    o = i64_opts();
+    cr_assert_eq(qf_priority_queue_new(&o, &q), QF_OK);
+    if (!up_to)
+        INVALID(DEQB(q, 5, &b), "capacity");
+    else /* dequeue_up_to can: it returns what is left once closed */
+        cr_expect_eq(qf_queue_try_dequeue_up_to(q, 5, &b), QF_UNAVAILABLE);
+#undef DEQB
+    qf_queue_unref(q);
+    cr_expect_eq(b, UNTOUCHED);
+}
+
+Test(bad_input, qf_queue_dequeue_many)
+{
+    bad_dequeue_batch(false, 0);
+}
+
+Test(bad_input, qf_queue_dequeue_many_until)
+{
+    bad_dequeue_batch(false, 1);
+}
+
+Test(bad_input, qf_queue_try_dequeue_many)
+{
+    bad_dequeue_batch(false, 2);
+}
+
+Test(bad_input, qf_queue_dequeue_up_to)
+{
+    bad_dequeue_batch(true, 0);
+}
+
+Test(bad_input, qf_queue_dequeue_up_to_until)
+{
+    bad_dequeue_batch(true, 1);
+}
+
+Test(bad_input, qf_queue_try_dequeue_up_to)
+{
+    bad_dequeue_batch(true, 2);
+}
+
+/* The pointer calls refuse a queue that is not a pointer queue. */
+static void bad_enqueue_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    int x;
+#define ENQP(qq)                                                                                   \
+    (form == 0   ? qf_queue_enqueue_ptr(qq, &x)                                                    \
+     : form == 1 ? qf_queue_enqueue_ptr_until(qq, &x, soon())                                      \
+     : form == 2 ? qf_queue_try_enqueue_ptr(qq, &x)                                                \
+                 : qf_queue_poll_enqueue_ptr(qq, &x, &w))
+    INVALID(ENQP(NULL), "queue");
+    INVALID(ENQP(q), "pointer queue");
+#undef ENQP
+    if (form == 3)
+        INVALID(qf_queue_poll_enqueue_ptr(pq, &x, NULL), "waker");
+    cr_expect_eq(qf_queue_size(q) + qf_queue_size(pq), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_enqueue_ptr)
+{
+    bad_enqueue_ptr(0);
+}
+
+Test(bad_input, qf_queue_enqueue_ptr_until)
+{
+    bad_enqueue_ptr(1);
+}
+
+Test(bad_input, qf_queue_try_enqueue_ptr)
+{
+    bad_enqueue_ptr(2);
+}
+
+Test(bad_input, qf_queue_poll_enqueue_ptr)
+{
+    bad_enqueue_ptr(3);
+}
+
+static void bad_dequeue_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    void *p = UNTOUCHED;
+#define DEQP(qq, ret)                                                                              \
+    (form == 0   ? qf_queue_dequeue_ptr(qq, ret)                                                   \
+     : form == 1 ? qf_queue_dequeue_ptr_until(qq, soon(), ret)                                     \
+     : form == 2 ? qf_queue_try_dequeue_ptr(qq, ret)                                               \
+                 : qf_queue_poll_dequeue_ptr(qq, &w, ret))
+    INVALID(DEQP(NULL, &p), "queue");
+    INVALID(DEQP(q, &p), "pointer queue");
+    INVALID(DEQP(pq, NULL), "ret_p");
+#undef DEQP
+    cr_expect_eq(p, UNTOUCHED);
+    cr_expect_eq(qf_queue_size(pq), 1, "nothing was taken");
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_dequeue_ptr)
+{
+    bad_dequeue_ptr(0);
+}
+
+Test(bad_input, qf_queue_dequeue_ptr_until)
+{
+    bad_dequeue_ptr(1);
+}
+
+Test(bad_input, qf_queue_try_dequeue_ptr)
+{
+    bad_dequeue_ptr(2);
+}
+
+Test(bad_input, qf_queue_poll_dequeue_ptr)
+{
+    bad_dequeue_ptr(3);
+    qf_queue *pq = mkptrq();
+    void *p = UNTOUCHED;
+    INVALID(qf_queue_poll_dequeue_ptr(pq, NULL, &p), "waker");
+    cr_expect_eq(p, UNTOUCHED);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_enqueue_many_ptr)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    void *ps[2] = {&x, &x};
+    size_t done = 77;
+    INVALID(qf_queue_enqueue_many_ptr(NULL, ps, 2, QF_NO_WAIT, &done), "queue");
+    INVALID(qf_queue_enqueue_many_ptr(q, ps, 2, QF_NO_WAIT, &done), "pointer queue");
+    INVALID(qf_queue_enqueue_many_ptr(pq, NULL, 2, QF_NO_WAIT, &done), "NULL");
+    cr_expect_eq(qf_queue_size(pq), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_dequeue_many_ptr)
+{
+    qf_queue *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    void *ps[2] = {UNTOUCHED, UNTOUCHED};
+    INVALID(qf_queue_dequeue_many_ptr(NULL, 1, QF_NO_WAIT, ps), "queue");
+    INVALID(qf_queue_dequeue_many_ptr(pq, 1, QF_NO_WAIT, NULL), "ret_ps");
+    cr_expect_eq(ps[0], UNTOUCHED);
+    cr_expect_eq(qf_queue_size(pq), 1);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_dequeue_up_to_ptr)
+{
+    /* the issue: ret_n NULL returned OK and consumed elements */
+    qf_queue *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    void *ps[2] = {UNTOUCHED, UNTOUCHED};
+    size_t n = 77;
+    INVALID(qf_queue_dequeue_up_to_ptr(pq, 2, QF_NO_WAIT, ps, NULL), "ret_n");
+    INVALID(qf_queue_dequeue_up_to_ptr(pq, 2, QF_NO_WAIT, NULL, &n), "ret_ps");
+    INVALID(qf_queue_dequeue_up_to_ptr(NULL, 2, QF_NO_WAIT, ps, &n), "queue");
+    cr_expect_eq(qf_queue_size(pq), 2, "nothing was consumed");
+    cr_expect_eq(n, 77);
+    cr_expect_eq(ps[0], UNTOUCHED);
+    qf_queue_unref(pq);
+}
+
+Test(bad_input, qf_queue_cancel_poll)
+{
+    qf_queue *q = mkq(1);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *e = NULL;
+    cr_assert_eq(qf_queue_poll_dequeue(q, &w, &e), QF_PENDING);
+    NEUTRAL(qf_queue_cancel_poll(NULL, &w), false, "queue");
+    NEUTRAL(qf_queue_cancel_poll(q, NULL), false, "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered");
+    cr_expect(qf_queue_cancel_poll(q, &w));
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_list_new)
+{
+    qf_queue_list *l = UNTOUCHED;
+    qf_queue *a = mkq(2), *b = mkptrq();
+    INVALID(qf_queue_list_new(NULL, 2, &l), "empty");
+    INVALID(qf_queue_list_new((qf_queue *[]){a}, 0, &l), "empty");
+    INVALID(qf_queue_list_new((qf_queue *[]){a, NULL}, 2, &l), "NULL");
+    INVALID(qf_queue_list_new((qf_queue *[]){NULL, a}, 2, &l), "NULL");
+    INVALID(qf_queue_list_new((qf_queue *[]){a, b}, 2, &l), "different types");
+    INVALID(qf_queue_list_new((qf_queue *[]){a}, 1, NULL), "ret_list");
+    cr_expect_eq(l, UNTOUCHED);
+    qf_queue_unref(a);
+    qf_queue_unref(b);
+}
+
+Test(bad_input, qf_queue_list_pick)
+{
+    qf_queue *a = mkq(2);
+    qf_queue_list *l = NULL;
+    cr_assert_eq(qf_queue_list_new(&a, 1, &l), QF_OK);
+    qf_queue *got = UNTOUCHED;
+    INVALID(qf_queue_list_pick(NULL, 0, &got), "list");
+    INVALID(qf_queue_list_pick(l, 1, &got), "Index 1");
+    INVALID(qf_queue_list_pick(l, -1, &got), "Index -1");
+    INVALID(qf_queue_list_pick(l, 0, NULL), "ret_queue");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_queue_list_free(l);
+    qf_queue_unref(a);
+}
+
+Test(bad_input, qf_queue_list_size)
+{
+    NEUTRAL(qf_queue_list_size(NULL), 0, "list");
+}
+
+Test(bad_input, qf_queue_list_shape)
+{
+    NEUTRAL(qf_queue_list_shape(NULL, 0), NULL, "list");
+}
+
+Test(bad_input, qf_queue_list_free)
+{
+    QUIET(qf_queue_list_free(NULL));
+}
