@@ -1774,3 +1774,186 @@ Test(bad_input, qf_queue_list_free)
 {
     QUIET(qf_queue_list_free(NULL));
 }
+
+/* ========================================================= qf_runtime.h
+ *
+ * The scheduler (runtime/sched/) is being reworked by another change; the
+ * NULL checks its accessors lack are PENDING there (see the report of this
+ * change for the patch). */
+#define SCHED_PENDING PENDING("runtime/sched/ (qf_task.c, qf_scheduler.c) is being reworked")
+
+static qf_code bogus_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return (qf_code)12345;
+}
+
+static qf_code done_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return QF_OK;
+}
+
+Test(bad_input, qf_runtime_new)
+{
+    qf_runtime *rt = UNTOUCHED;
+    INVALID(qf_runtime_new(NULL, NULL), "ret_rt");
+    INVALID(qf_runtime_new(&(qf_runtime_options){.workers = 5000}, &rt), "1024");
+    cr_expect_eq(rt, UNTOUCHED);
+}
+
+Test(bad_input, qf_runtime_default)
+{
+    cr_expect_not_null(qf_runtime_default()); /* no argument */
+}
+
+Test(bad_input, qf_runtime_shutdown)
+{
+    INVALID(qf_runtime_shutdown(NULL, QF_NO_WAIT), "runtime");
+}
+
+Test(bad_input, qf_runtime_free)
+{
+    QUIET(qf_runtime_free(NULL));
+}
+
+Test(bad_input, qf_runtime_num_workers)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_num_workers(NULL), 0, "runtime");
+}
+
+Test(bad_input, qf_runtime_num_tasks)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_num_tasks(NULL), 0, "runtime");
+}
+
+Test(bad_input, qf_runtime_run_once)
+{
+    qf_runtime *rt = mkrt(1);
+    clear_last();
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), -1, "a runtime with workers");
+    EXPECT_RECORDED(QF_FAILED_PRECONDITION, "0 workers");
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_run_once(NULL, QF_NO_WAIT), -1, "runtime");
+}
+
+Test(bad_input, qf_runtime_fd)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_fd(NULL), -1, "runtime");
+}
+
+Test(bad_input, qf_runtime_next_deadline)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_next_deadline(NULL), QF_FOREVER, "runtime");
+}
+
+Test(bad_input, qf_task_spawn)
+{
+    qf_task *t = UNTOUCHED;
+    INVALID(qf_task_spawn(NULL, done_task, NULL, NULL, &t), "runtime");
+    qf_runtime *rt = mkrt(1);
+    INVALID(qf_task_spawn(rt, NULL, NULL, NULL, &t), "task function");
+    cr_expect_eq(t, UNTOUCHED);
+    cr_expect_eq(qf_runtime_num_tasks(rt), 0);
+    /* the issue: a task returning 12345 finished with 12345 */
+    cr_assert_eq(qf_task_spawn(rt, bogus_task, NULL, NULL, &t), QF_OK);
+    qf_code rc = qf_task_join(t, soon(), NULL);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    cr_expect_eq(rc, QF_INVALID_ARGUMENT, "got %d", (int)rc);
+    cr_expect(strstr(qf_last_message(), "12345") != NULL, "%s", qf_last_message());
+}
+
+Test(bad_input, qf_task_ref)
+{
+    QUIET(cr_expect_null(qf_task_ref(NULL)));
+}
+
+Test(bad_input, qf_task_unref)
+{
+    QUIET(qf_task_unref(NULL));
+}
+
+Test(bad_input, qf_task_wake)
+{
+    SCHED_PENDING;
+    REFUSED(qf_task_wake(NULL), "task");
+}
+
+Test(bad_input, qf_task_waker)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_waker(NULL), NULL, "task");
+}
+
+Test(bad_input, qf_task_waker_init)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_task *t = NULL;
+    cr_assert_eq(qf_task_spawn(rt, done_task, NULL, &(qf_task_options){.suspended = true}, &t),
+                 QF_OK);
+    REFUSED(qf_task_waker_init(t, NULL), "waker");
+    qf_task_wake(t);
+    cr_expect_eq(qf_task_join(t, soon(), NULL), QF_OK);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    qf_waker w;
+    REFUSED(qf_task_waker_init(NULL, &w), "task");
+}
+
+Test(bad_input, qf_task_sleep_until)
+{
+    SCHED_PENDING;
+    REFUSED(qf_task_sleep_until(NULL, QF_FOREVER), "task");
+}
+
+Test(bad_input, qf_task_is_cancelled)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_cancelled(NULL), false, "task");
+}
+
+Test(bad_input, qf_task_current)
+{
+    QUIET(cr_expect_null(qf_task_current())); /* no argument: not in a task */
+}
+
+Test(bad_input, qf_task_name)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_name(NULL), NULL, "task");
+}
+
+Test(bad_input, qf_task_is_daemon)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_daemon(NULL), false, "task");
+}
+
+Test(bad_input, qf_task_arg)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_arg(NULL), NULL, "task");
+}
+
+Test(bad_input, qf_task_is_done)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_done(NULL), false, "task");
+}
+
+Test(bad_input, qf_task_join)
+{
+    qf_status *st = UNTOUCHED;
+    INVALID(qf_task_join(NULL, QF_NO_WAIT, &st), "task");
+    cr_expect_eq(st, UNTOUCHED);
+}
