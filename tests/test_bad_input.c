@@ -1957,3 +1957,1174 @@ Test(bad_input, qf_task_join)
     INVALID(qf_task_join(NULL, QF_NO_WAIT, &st), "task");
     cr_expect_eq(st, UNTOUCHED);
 }
+
+/* ========================================================== qf_reader.h */
+
+Test(bad_input, qf_record_init)
+{
+    REFUSED(qf_record_init(NULL), "record");
+}
+
+Test(bad_input, qf_record_clear)
+{
+    QUIET(qf_record_clear(NULL));
+}
+
+Test(bad_input, qf_records_clear)
+{
+    QUIET(qf_records_clear(NULL, 5));
+}
+
+Test(bad_input, qf_record_to_element)
+{
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_record_to_element(NULL, &e), "record");
+    qf_record rec = QF_RECORD_INIT;
+    INVALID(qf_record_to_element(&rec, NULL), "ret_elem");
+    cr_expect_eq(e, UNTOUCHED);
+}
+
+Test(bad_input, qf_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_reader_new(NULL, &r), "options");
+    qf_reader_options o = {.kind = QF_READER_TEXT_LINE};
+    INVALID(qf_reader_new(&o, NULL), "ret_reader");
+    o.kind = (qf_reader_kind)9;
+    INVALID(qf_reader_new(&o, &r), "kind");
+    o = (qf_reader_options){.kind = QF_READER_TEXT_LINE, .skip_header_lines = -1};
+    INVALID(qf_reader_new(&o, &r), "skip_header_lines");
+    /* the issue: buffer_bytes 1 was accepted though the header says >= 16 */
+    o = (qf_reader_options){.kind = QF_READER_TEXT_LINE, .buffer_bytes = 1};
+    INVALID(qf_reader_new(&o, &r), "buffer_bytes");
+    o.buffer_bytes = 15;
+    INVALID(qf_reader_new(&o, &r), "buffer_bytes");
+    o = (qf_reader_options){.kind = QF_READER_FIXED_LENGTH_RECORD, .record_bytes = 0};
+    INVALID(qf_reader_new(&o, &r), "record_bytes");
+    o.record_bytes = 4;
+    o.hop_bytes = -2;
+    INVALID(qf_reader_new(&o, &r), "hop_bytes");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+Test(bad_input, qf_text_line_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_text_line_reader_new(-1, &r), "skip_header_lines");
+    INVALID(qf_text_line_reader_new(0, NULL), "ret_reader");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+Test(bad_input, qf_fixed_length_record_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_fixed_length_record_reader_new(0, 0, 0, 0, &r), "record_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, -1, 0, 0, &r), "header_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, 0, -1, 0, &r), "footer_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, 0, 0, 0, NULL), "ret_reader");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+Test(bad_input, qf_identity_reader_new)
+{
+    INVALID(qf_identity_reader_new(NULL), "ret_reader");
+}
+
+Test(bad_input, qf_tfrecord_reader_new)
+{
+    INVALID(qf_tfrecord_reader_new(NULL), "ret_reader");
+}
+
+Test(bad_input, qf_reader_free)
+{
+    QUIET(qf_reader_free(NULL));
+}
+
+Test(bad_input, qf_reader_name)
+{
+    NEUTRAL(qf_reader_name(NULL), NULL, "reader");
+}
+
+Test(bad_input, qf_reader_get_kind)
+{
+    NEUTRAL(qf_reader_get_kind(NULL), QF_READER_TEXT_LINE, "reader");
+}
+
+Test(bad_input, qf_reader_kind_name)
+{
+    NEUTRAL(qf_reader_kind_name(NULL), NULL, "reader");
+}
+
+Test(bad_input, qf_reader_num_records_produced)
+{
+    NEUTRAL(qf_reader_num_records_produced(NULL), 0, "reader");
+}
+
+Test(bad_input, qf_reader_num_work_units_completed)
+{
+    NEUTRAL(qf_reader_num_work_units_completed(NULL), 0, "reader");
+}
+
+Test(bad_input, qf_reader_reset)
+{
+    QUIET(qf_reader_reset(NULL));
+}
+
+/* Every read form: NULL reader, work queue, output; a work queue that is not
+ * one string component. The work queue keeps its item. */
+static void bad_read(int form, bool up_to)
+{
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_identity_reader_new(&r), QF_OK);
+    qf_queue *files = mkstrq(), *ints = mkq(2);
+    cr_assert_eq(
+        qf_queue_enqueue(files, qf_element_of(1, (qf_tensor *[]){qf_tensor_new_cstr("a")})), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(ints, mkelem(1)), QF_OK);
+    qf_record rec = QF_RECORD_INIT;
+    size_t n = 77;
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define READ(rr, qq, recp, np, wk)                                                                 \
+    (up_to ? (form == 0   ? qf_reader_read_up_to(rr, qq, 1, recp, np)                              \
+              : form == 1 ? qf_reader_read_up_to_until(rr, qq, 1, soon(), recp, np)                \
+              : form == 2 ? qf_reader_try_read_up_to(rr, qq, 1, recp, np)                          \
+                          : qf_reader_poll_read_up_to(rr, qq, 1, wk, recp, np))                    \
+           : (form == 0   ? qf_reader_read(rr, qq, recp)                                           \
+              : form == 1 ? qf_reader_read_until(rr, qq, soon(), recp)                             \
+              : form == 2 ? qf_reader_try_read(rr, qq, recp)                                       \
+                          : qf_reader_poll_read(rr, qq, wk, recp)))
+    INVALID(READ(NULL, files, &rec, &n, &w), "reader");
+    INVALID(READ(r, NULL, &rec, &n, &w), "work queue");
+    INVALID(READ(r, files, NULL, &n, &w), up_to ? "records" : "ret_rec");
+    if (up_to)
+        INVALID(READ(r, files, &rec, NULL, &w), "ret_n");
+    if (form == 3)
+        INVALID(READ(r, files, &rec, &n, NULL), "waker");
+    INVALID(READ(r, ints, &rec, &n, &w), "string");
+#undef READ
+    cr_expect_eq(qf_queue_size(files), 1, "the work item is still there");
+    cr_expect_eq(qf_queue_size(ints), 1);
+    cr_expect_eq(n, 77, "ret_n untouched");
+    cr_expect_eq(qf_reader_num_records_produced(r), 0);
+    qf_record_clear(&rec);
+    qf_reader_free(r);
+    qf_queue_unref(files);
+    qf_queue_unref(ints);
+}
+
+Test(bad_input, qf_reader_read)
+{
+    bad_read(0, false);
+}
+
+Test(bad_input, qf_reader_read_until)
+{
+    bad_read(1, false);
+}
+
+Test(bad_input, qf_reader_try_read)
+{
+    bad_read(2, false);
+}
+
+Test(bad_input, qf_reader_poll_read)
+{
+    bad_read(3, false);
+}
+
+Test(bad_input, qf_reader_read_up_to)
+{
+    bad_read(0, true);
+}
+
+Test(bad_input, qf_reader_read_up_to_until)
+{
+    bad_read(1, true);
+}
+
+Test(bad_input, qf_reader_try_read_up_to)
+{
+    bad_read(2, true);
+}
+
+Test(bad_input, qf_reader_poll_read_up_to)
+{
+    bad_read(3, true);
+}
+
+/* ==================================================== qf_queue_runner.h */
+
+static qf_code produce_one(void *arg, qf_element **ret)
+{
+    (void)arg;
+    *ret = mkelem(1);
+    return QF_OK;
+}
+
+static qf_code produce_bogus(void *arg, qf_element **ret)
+{
+    (void)arg;
+    (void)ret;
+    return (qf_code)12345;
+}
+
+static qf_code noop_runner_action(void *arg)
+{
+    (void)arg;
+    return QF_OK;
+}
+
+static qf_queue_runner *mkrunner(qf_queue *q, qf_produce_fn fn)
+{
+    qf_enqueue_op op = {.name = "op", .kind = QF_OP_PRODUCE, .produce = fn};
+    qf_queue_runner *r = NULL;
+    cr_assert_eq(qf_queue_runner_new(q, &op, 1, NULL, &r), QF_OK, "%s", qf_last_message());
+    return r;
+}
+
+Test(bad_input, qf_queue_runner_new)
+{
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = UNTOUCHED;
+    qf_enqueue_op op = {.name = "op", .kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_queue_runner_new(NULL, &op, 1, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, NULL, 1, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, &op, 0, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, &op, 1, NULL, NULL), "Must provide queue");
+    qf_enqueue_op no_fn = {.name = "x", .kind = QF_OP_PRODUCE};
+    INVALID(qf_queue_runner_new(q, &no_fn, 1, NULL, &r), "lacks its function");
+    qf_enqueue_op bad_kind = {.name = "x", .kind = (qf_enqueue_op_kind)42, .produce = produce_one};
+    INVALID(qf_queue_runner_new(q, &bad_kind, 1, NULL, &r), "lacks its function");
+    qf_queue_runner_options o = {.closed_codes = (qf_code[]){(qf_code)777}, .n_closed_codes = 1};
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "777");
+    o.closed_codes = (qf_code[]){QF_OK};
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "canonical");
+    o.closed_codes = NULL;
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "canonical");
+    cr_expect_eq(r, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_runner_free)
+{
+    QUIET(cr_expect_eq(qf_queue_runner_free(NULL), QF_OK)); /* NULL-safe */
+}
+
+Test(bad_input, qf_queue_runner_name)
+{
+    NEUTRAL(qf_queue_runner_name(NULL), NULL, "runner");
+}
+
+Test(bad_input, qf_queue_runner_queue)
+{
+    NEUTRAL(qf_queue_runner_queue(NULL), NULL, "runner");
+}
+
+Test(bad_input, qf_queue_runner_num_ops)
+{
+    NEUTRAL(qf_queue_runner_num_ops(NULL), 0, "runner");
+}
+
+Test(bad_input, qf_queue_runner_closed_codes)
+{
+    qf_code out[2];
+    NEUTRAL(qf_queue_runner_closed_codes(NULL, out, 2), 0, "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    QUIET(cr_expect_eq(qf_queue_runner_closed_codes(r, NULL, 5), 1, "NULL out: only counts"));
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_runner_start)
+{
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    qf_runtime *rt = mkrt(1);
+    qf_task **ts = UNTOUCHED;
+    size_t n = 77;
+    INVALID(qf_queue_runner_start(NULL, rt, NULL, QF_RUNNER_START, &ts, &n), "runner");
+    INVALID(qf_queue_runner_start(r, NULL, NULL, QF_RUNNER_START, &ts, &n), "runtime");
+    INVALID(qf_queue_runner_start(r, rt, NULL, 1u << 5, &ts, &n), "flags");
+    cr_expect_eq(ts, UNTOUCHED);
+    cr_expect_eq(n, 77);
+    cr_expect_eq(qf_queue_runner_running(r, rt), 0, "nothing started");
+    qf_runtime_free(rt);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+    /* an op returning something that is not a qf_code fails the op with
+     * INVALID_ARGUMENT (it used to become the task's result) */
+    q = mkq(2);
+    r = mkrunner(q, produce_bogus);
+    rt = mkrt(1);
+    qf_coord *c = mkcoord();
+    cr_assert_eq(qf_queue_runner_start(r, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "12345") != NULL, "%s", qf_last_message());
+    for (size_t i = 0; i < n; i++)
+        cr_expect_eq(qf_task_join(ts[i], soon(), NULL), QF_INVALID_ARGUMENT);
+    qf_tasks_free(ts, n);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_tasks_free)
+{
+    QUIET(qf_tasks_free(NULL, 3));
+}
+
+Test(bad_input, qf_queue_runner_running)
+{
+    NEUTRAL(qf_queue_runner_running(NULL, NULL), 0, "runner");
+}
+
+Test(bad_input, qf_queue_runner_num_exceptions)
+{
+    NEUTRAL(qf_queue_runner_num_exceptions(NULL), 0, "runner");
+}
+
+Test(bad_input, qf_queue_runner_exception)
+{
+    NEUTRAL(qf_queue_runner_exception(NULL, 0), NULL, "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    QUIET(cr_expect_null(qf_queue_runner_exception(r, 3))); /* none raised */
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_scope_new)
+{
+    INVALID(qf_scope_new(NULL), "ret_scope");
+}
+
+Test(bad_input, qf_scope_free)
+{
+    QUIET(qf_scope_free(NULL));
+}
+
+Test(bad_input, qf_scope_default)
+{
+    cr_expect_not_null(qf_scope_default()); /* no argument */
+}
+
+Test(bad_input, qf_scope_registry)
+{
+    QUIET(cr_expect_eq(qf_scope_registry(NULL), qf_queue_registry_default()));
+}
+
+Test(bad_input, qf_scope_add_queue_runner)
+{
+    qf_scope *s = mkscope();
+    INVALID(qf_scope_add_queue_runner(s, NULL, NULL), "runner");
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_scope_get_collection)
+{
+    qf_scope *s = mkscope();
+    QUIET(cr_expect_eq(qf_scope_get_collection(s, "nothing here", NULL, NULL, 9), 0));
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_start_queue_runners)
+{
+    qf_scope *s = mkscope();
+    qf_task **ts = UNTOUCHED;
+    size_t n = 77;
+    INVALID(qf_start_queue_runners(NULL, NULL, s, NULL, 1u << 6, &ts, &n), "flags");
+    cr_expect_eq(ts, UNTOUCHED);
+    cr_expect_eq(n, 77);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_scope_register_queue)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = mkq(2);
+    INVALID(qf_scope_register_queue(NULL, q), "scope");
+    INVALID(qf_scope_register_queue(s, NULL), "queue");
+    qf_queue_unref(q);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_scope_register_op)
+{
+    qf_scope *s = mkscope();
+    qf_enqueue_op op = {.kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_scope_register_op(s, NULL), "scope and a name");
+    INVALID(qf_scope_register_op(s, &op), "scope and a name");
+    op.name = "op";
+    INVALID(qf_scope_register_op(NULL, &op), "scope and a name");
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_scope_register_action)
+{
+    qf_scope *s = mkscope();
+    INVALID(qf_scope_register_action(s, "a", NULL, NULL), "function");
+    INVALID(qf_scope_register_action(s, NULL, noop_runner_action, NULL), "name");
+    INVALID(qf_scope_register_action(NULL, "a", noop_runner_action, NULL), "name");
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_queue_runner_to_def)
+{
+    char *text = UNTOUCHED;
+    INVALID(qf_queue_runner_to_def(NULL, NULL, &text), "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    INVALID(qf_queue_runner_to_def(r, NULL, NULL), "ret_text");
+    cr_expect_eq(text, UNTOUCHED);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_queue_runner_from_def)
+{
+    qf_scope *s = mkscope();
+    qf_queue_runner *r = UNTOUCHED;
+    INVALID(qf_queue_runner_from_def(NULL, "queue_name: \"q\"\n", NULL, &r), "NULL");
+    INVALID(qf_queue_runner_from_def(s, NULL, NULL, &r), "NULL");
+    INVALID(qf_queue_runner_from_def(s, "queue_name: \"q\"\n", NULL, NULL), "NULL");
+    INVALID(qf_queue_runner_from_def(s, "no colon here\n", NULL, &r), "Malformed");
+    INVALID(qf_queue_runner_from_def(s, "colour: \"red\"\n", NULL, &r), "Unknown");
+    INVALID(qf_queue_runner_from_def(s, "queue_closed_exception_types: 777\n", NULL, &r), "777");
+    INVALID(qf_queue_runner_from_def(s, "enqueue_op_name: \"x\"\n", NULL, &r), "queue_name");
+    EXPECT_CODE(QF_NOT_FOUND, qf_queue_runner_from_def(s, "queue_name: \"nowhere\"\n", NULL, &r),
+                "nowhere");
+    cr_expect_eq(r, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+static qf_code tick_fn(void *arg)
+{
+    (void)arg;
+    return QF_OK;
+}
+
+static qf_code bogus_tick(void *arg)
+{
+    (void)arg;
+    return QF_PENDING; /* not a qf_code: the task would park after leaving */
+}
+
+Test(bad_input, qf_looper_start)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_coord *c = mkcoord();
+    qf_task *t = UNTOUCHED;
+    INVALID(qf_looper_start(rt, NULL, 1.0, tick_fn, NULL, NULL, &t), "Coordinator");
+    INVALID(qf_looper_start(rt, c, 1.0, NULL, NULL, NULL, &t), "function");
+    /* the issue: an interval of NaN ticked 953,000 times in 200 ms */
+    INVALID(qf_looper_start(rt, c, NAN, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, INFINITY, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, -1.0, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, 1e300, tick_fn, NULL, NULL, &t), "interval_secs");
+    cr_expect_eq(t, UNTOUCHED);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "nothing was started");
+    /* a function returning something that is not a qf_code ends the looper
+     * with INVALID_ARGUMENT */
+    qf_coord_clear_stop(c);
+    cr_assert_eq(qf_looper_start(rt, c, 0.0, bogus_tick, NULL, NULL, &t), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "-1") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_task_join(t, soon(), NULL), QF_INVALID_ARGUMENT);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+}
+
+/* =========================================================== qf_input.h */
+
+Test(bad_input, qf_fill_gauge_value)
+{
+    QUIET(cr_expect_eq(qf_fill_gauge_value(NULL), 0.0)); /* documented */
+    qf_fill_gauge g = {.queue = NULL, .capacity = 4};
+    QUIET(cr_expect_eq(qf_fill_gauge_value(&g), 0.0));
+}
+
+Test(bad_input, qf_input_producer_gauge)
+{
+    qf_fill_gauge g = {.capacity = 77};
+    INVALID(qf_input_producer_gauge(NULL, NULL, &g), "queue");
+    qf_queue *q = mkq(2);
+    INVALID(qf_input_producer_gauge(q, NULL, NULL), "ret_gauge");
+    cr_expect_eq(g.capacity, 77, "untouched");
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_input_producer_fraction_full)
+{
+    QUIET(cr_expect_eq(qf_input_producer_fraction_full(NULL), 0.0)); /* documented */
+}
+
+Test(bad_input, qf_limit_epochs_new)
+{
+    qf_limit_epochs *l = UNTOUCHED;
+    INVALID(qf_limit_epochs_new(NULL, 1, &l), "tensor");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    INVALID(qf_limit_epochs_new(t, -1, &l), "num_epochs");
+    INVALID(qf_limit_epochs_new(t, 1, NULL), "ret");
+    cr_expect_eq(qf_tensor_refcount(t), 1, "no reference taken");
+    cr_expect_eq(l, UNTOUCHED);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_limit_epochs_free)
+{
+    QUIET(qf_limit_epochs_free(NULL));
+}
+
+Test(bad_input, qf_limit_epochs_next)
+{
+    qf_tensor *got = UNTOUCHED;
+    INVALID(qf_limit_epochs_next(NULL, &got), "limit_epochs");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    qf_limit_epochs *l = NULL;
+    cr_assert_eq(qf_limit_epochs_new(t, 1, &l), QF_OK);
+    INVALID(qf_limit_epochs_next(l, NULL), "ret_t");
+    cr_expect_eq(qf_limit_epochs_count(l), 0, "no epoch counted");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_limit_epochs_free(l);
+    qf_tensor_unref(t);
+}
+
+Test(bad_input, qf_limit_epochs_count)
+{
+    NEUTRAL(qf_limit_epochs_count(NULL), 0, "limit_epochs");
+}
+
+Test(bad_input, qf_limit_epochs_reset)
+{
+    REFUSED(qf_limit_epochs_reset(NULL), "limit_epochs");
+}
+
+Test(bad_input, qf_limit_epochs_produce)
+{
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_limit_epochs_produce(NULL, &e), "limit_epochs");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    qf_limit_epochs *l = NULL;
+    cr_assert_eq(qf_limit_epochs_new(t, 1, &l), QF_OK);
+    INVALID(qf_limit_epochs_produce(l, NULL), "ret_elem");
+    cr_expect_eq(qf_limit_epochs_count(l), 0);
+    cr_expect_eq(e, UNTOUCHED);
+    qf_limit_epochs_free(l);
+    qf_tensor_unref(t);
+}
+
+/* A producer refused leaves nothing in the scope and *ret_queue untouched. */
+#define NOTHING_ADDED(s, q)                                                                        \
+    do {                                                                                           \
+        cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0, "no runner added");       \
+        cr_expect_eq(q, UNTOUCHED, "ret_queue untouched");                                         \
+    } while (0)
+
+Test(bad_input, qf_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_input_producer(s, NULL, NULL, &q), "input tensor");
+    qf_tensor *sc = qf_tensor_new_i64(1);
+    INVALID(qf_input_producer(s, sc, NULL, &q), "rank 1");
+    qf_shape sh = QF_SHAPE(3);
+    qf_tensor *v = qf_tensor_new(QF_INT64, &sh);
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.num_epochs = -1}, &q),
+            "num_epochs");
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.shuffle = (qf_shuffle)7}, &q),
+            "shuffle");
+    qf_shape two = QF_SHAPE(2);
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.element_shape = &two}, &q),
+            "element_shape");
+    qf_shape none = QF_SHAPE(0);
+    qf_tensor *empty = qf_tensor_new(QF_INT64, &none);
+    INVALID(qf_input_producer(s, empty, NULL, &q), "non-empty");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(sc);
+    qf_tensor_unref(v);
+    qf_tensor_unref(empty);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_string_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_string_input_producer(s, NULL, 2, NULL, &q), "non-null input tensor");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a"}, 0, NULL, &q),
+            "non-null input tensor");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a", NULL}, 2, NULL, &q), "string 1");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a"}, 1,
+                                     &(qf_input_producer_options){.num_epochs = -3}, &q),
+            "num_epochs");
+    NOTHING_ADDED(s, q);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_string_input_producer_tensor)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_string_input_producer_tensor(s, NULL, NULL, &q), "tensor");
+    qf_shape sh = QF_SHAPE(2);
+    qf_tensor *ints = qf_tensor_new(QF_INT64, &sh);
+    INVALID(qf_string_input_producer_tensor(s, ints, NULL, &q), "string tensor");
+    qf_tensor *sc = qf_tensor_new_cstr("a");
+    INVALID(qf_string_input_producer_tensor(s, sc, NULL, &q), "1-D");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(ints);
+    qf_tensor_unref(sc);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_range_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_range_input_producer(s, 0, NULL, &q), "limit > 0");
+    INVALID(qf_range_input_producer(s, -3, NULL, &q), "limit > 0");
+    NOTHING_ADDED(s, q);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_slice_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_slice_input_producer(s, NULL, 0, NULL, &q), "at least one tensor");
+    INVALID(qf_slice_input_producer(s, NULL, 2, NULL, &q), "");
+    qf_shape a = QF_SHAPE(2), b = QF_SHAPE(3);
+    qf_tensor *ta = qf_tensor_new(QF_INT64, &a), *tb = qf_tensor_new(QF_INT64, &b);
+    INVALID(qf_slice_input_producer(s, (const qf_tensor *[]){ta, tb}, 2, NULL, &q), "");
+    INVALID(qf_slice_input_producer(s, (const qf_tensor *[]){ta, NULL}, 2, NULL, &q), "NULL");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(ta);
+    qf_tensor_unref(tb);
+    qf_scope_free(s);
+}
+
+/* =========================================================== qf_batch.h */
+
+static const qf_dtype BOOL_I64[2] = {QF_INT64, QF_BOOL};
+
+static qf_components i64_comps(void)
+{
+    static const qf_shape sh[2] = {{0, {0}}, {0, {0}}};
+    return (qf_components){.n = 1, .dtypes = BOOL_I64, .shapes = sh};
+}
+
+static qf_batch_source *mksrc(void)
+{
+    qf_components c = i64_comps();
+    qf_batch_source *src = NULL;
+    cr_assert_eq(qf_batch_source_produce(&c, produce_one, NULL, &src), QF_OK);
+    return src;
+}
+
+static qf_code poll_src(qf_task *t, void *arg, qf_element **ret)
+{
+    (void)t;
+    (void)arg;
+    *ret = mkelem(1);
+    return QF_OK;
+}
+
+static qf_code keep_all(void *arg, qf_element *in, qf_element **ret_out)
+{
+    (void)arg;
+    *ret_out = in;
+    return QF_OK;
+}
+
+/* The component errors every source constructor shares. */
+static void bad_comps(qf_code (*make)(const qf_components *, qf_batch_source **))
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(make(NULL, &src), "component");
+    qf_components c = i64_comps();
+    c.n = 0;
+    INVALID(make(&c, &src), "component");
+    c = i64_comps();
+    c.dtypes = (const qf_dtype[]){(qf_dtype)77};
+    INVALID(make(&c, &src), "dtype");
+    c = i64_comps();
+    c.n = 5000;
+    INVALID(make(&c, &src), "too many components");
+    c = (qf_components){.n = 2, .dtypes = BOOL_I64, .names = (const char *const[]){"a", "a"}};
+    INVALID(make(&c, &src), "duplicate");
+    c.names = (const char *const[]){"a", ""};
+    INVALID(make(&c, &src), "empty name");
+    c = i64_comps();
+    c.shapes = (const qf_shape[]){{.rank = 42}};
+    INVALID(make(&c, &src), "shape");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+static qf_code make_produce(const qf_components *c, qf_batch_source **ret)
+{
+    return qf_batch_source_produce(c, produce_one, NULL, ret);
+}
+
+static qf_code make_poll(const qf_components *c, qf_batch_source **ret)
+{
+    return qf_batch_source_poll(c, poll_src, NULL, ret);
+}
+
+Test(bad_input, qf_batch_source_produce)
+{
+    bad_comps(make_produce);
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_produce(&c, NULL, NULL, &src), "produce function");
+    INVALID(qf_batch_source_produce(&c, produce_one, NULL, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+Test(bad_input, qf_batch_source_poll)
+{
+    bad_comps(make_poll);
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_poll(&c, NULL, NULL, &src), "poll function");
+    INVALID(qf_batch_source_poll(&c, poll_src, NULL, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+Test(bad_input, qf_batch_source_from_op)
+{
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    qf_enqueue_op op = {.kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_batch_source_from_op(&c, NULL, &src), "op");
+    INVALID(qf_batch_source_from_op(&c, &op, NULL), "ret");
+    qf_enqueue_op poll = {.kind = QF_OP_POLL};
+    INVALID(qf_batch_source_from_op(&c, &poll, &src), "QF_OP_POLL");
+    qf_enqueue_op tr = {.kind = QF_OP_TRANSFORM};
+    INVALID(qf_batch_source_from_op(&c, &tr, &src), "input queue");
+    qf_enqueue_op nofn = {.kind = QF_OP_PRODUCE};
+    INVALID(qf_batch_source_from_op(&c, &nofn, &src), "produce function");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+Test(bad_input, qf_batch_source_queue)
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_queue(NULL, &src), "input queue");
+    qf_queue *q = mkq(2);
+    INVALID(qf_batch_source_queue(q, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+Test(bad_input, qf_batch_source_reader)
+{
+    qf_batch_source *src = UNTOUCHED;
+    qf_queue *files = mkstrq();
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_text_line_reader_new(0, &r), QF_OK);
+    INVALID(qf_batch_source_reader(r, NULL, &src), "file-name queue"); /* takes r anyway */
+    cr_assert_eq(qf_text_line_reader_new(0, &r), QF_OK);
+    INVALID(qf_batch_source_reader(r, files, NULL), "ret");
+    INVALID(qf_batch_source_reader(NULL, files, &src), "reader");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(files);
+}
+
+Test(bad_input, qf_batch_source_reader_options)
+{
+    qf_batch_source *src = UNTOUCHED;
+    qf_queue *files = mkstrq();
+    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE};
+    INVALID(qf_batch_source_reader_options(NULL, files, &src), "reader options");
+    INVALID(qf_batch_source_reader_options(&ro, NULL, &src), "file-name queue");
+    INVALID(qf_batch_source_reader_options(&ro, files, NULL), "ret");
+    ro.buffer_bytes = 3;
+    INVALID(qf_batch_source_reader_options(&ro, files, &src), "buffer_bytes");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(files);
+}
+
+Test(bad_input, qf_batch_source_map)
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_map(NULL, NULL, keep_all, NULL, &src), "source");
+    INVALID(qf_batch_source_map(mksrc(), NULL, NULL, NULL, &src), "transform function");
+    INVALID(qf_batch_source_map(mksrc(), NULL, keep_all, NULL, NULL), "ret");
+    qf_components bad = {.n = 0};
+    INVALID(qf_batch_source_map(mksrc(), &bad, keep_all, NULL, &src), "component");
+    cr_expect_eq(src, UNTOUCHED); /* and every source was taken (ASan: no leak) */
+}
+
+Test(bad_input, qf_batch_source_on_free)
+{
+    QUIET(qf_batch_source_on_free(NULL, free, NULL)); /* NULL-safe */
+}
+
+Test(bad_input, qf_batch_source_free)
+{
+    QUIET(qf_batch_source_free(NULL));
+}
+
+Test(bad_input, qf_batch_source_components)
+{
+    NEUTRAL(qf_batch_source_components(NULL), NULL, "source");
+}
+
+/* The errors every batch call shares; a refused call takes its sources,
+ * adds nothing to the scope and leaves *ret untouched. */
+typedef qf_code (*batch_call)(qf_scope *, qf_batch_source *, int64_t, const qf_batch_options *,
+                              qf_batcher **);
+
+static void bad_batch(batch_call call)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, NULL, 4, NULL, &b), "source");
+    INVALID(call(s, mksrc(), 0, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), -2, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), (int64_t)INT32_MAX + 1, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.num_threads = -1}, &b), "num_threads");
+    /* the issue: a capacity of -5 made an unbounded queue */
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.capacity = -5}, &b), "capacity");
+    qf_shape unk = QF_SHAPE(QF_UNKNOWN_DIM);
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.shapes = &unk}, &b), "");
+    INVALID(call(s, mksrc(), 4, NULL, NULL), "ret");
+    cr_expect_eq(b, UNTOUCHED);
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0, "nothing added");
+    qf_scope_free(s);
+}
+
+static qf_code call_batch(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                          qf_batcher **ret)
+{
+    return qf_batch(s, src, n, o, ret);
+}
+
+static qf_code call_shuffle(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                            qf_batcher **ret)
+{
+    qf_batch_options oo = o ? *o : (qf_batch_options){0};
+    return qf_shuffle_batch(s, src, n, &oo, ret);
+}
+
+static qf_code call_join(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                         qf_batcher **ret)
+{
+    return qf_batch_join(s, &src, 1, n, o, ret);
+}
+
+static qf_code call_shuffle_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                                 const qf_batch_options *o, qf_batcher **ret)
+{
+    return qf_shuffle_batch_join(s, &src, 1, n, o, ret);
+}
+
+static const qf_keep_input KEEP_FN = {.kind = QF_KEEP_FN, .fn = NULL};
+
+static bool keep_yes(void *arg, const qf_element *e, int64_t row, size_t source)
+{
+    (void)arg;
+    (void)e;
+    (void)row;
+    (void)source;
+    return true;
+}
+
+static qf_code call_maybe(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                          qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_batch(s, src, &k, n, o, ret);
+}
+
+static qf_code call_maybe_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                               const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_batch_join(s, &src, 1, &k, n, o, ret);
+}
+
+static qf_code call_maybe_shuffle(qf_scope *s, qf_batch_source *src, int64_t n,
+                                  const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_shuffle_batch(s, src, &k, n, o, ret);
+}
+
+static qf_code call_maybe_shuffle_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                                       const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_shuffle_batch_join(s, &src, 1, &k, n, o, ret);
+}
+
+/* Keep-input errors: NULL keep, no function, unknown kind, a component out
+ * of range. */
+static void bad_keep(qf_code (*call)(qf_scope *, qf_batch_source *, const qf_keep_input *,
+                                     qf_batcher **))
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, mksrc(), NULL, &b), "keep");
+    INVALID(call(s, mksrc(), &KEEP_FN, &b), "keep_input needs a function");
+    INVALID(call(s, mksrc(), &(qf_keep_input){.kind = (qf_keep_kind)9}, &b), "kind");
+    INVALID(call(s, mksrc(), &(qf_keep_input){.kind = QF_KEEP_COMPONENT, .component = 5}, &b),
+            "out of range");
+    cr_expect_eq(b, UNTOUCHED);
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0);
+    qf_scope_free(s);
+}
+
+static qf_code keep_batch(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                          qf_batcher **ret)
+{
+    return qf_maybe_batch(s, src, k, 4, NULL, ret);
+}
+
+static qf_code keep_batch_join(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                               qf_batcher **ret)
+{
+    return qf_maybe_batch_join(s, &src, 1, k, 4, NULL, ret);
+}
+
+static qf_code keep_shuffle(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                            qf_batcher **ret)
+{
+    return qf_maybe_shuffle_batch(s, src, k, 4, &(qf_batch_options){0}, ret);
+}
+
+static qf_code keep_shuffle_join(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                                 qf_batcher **ret)
+{
+    return qf_maybe_shuffle_batch_join(s, &src, 1, k, 4, &(qf_batch_options){0}, ret);
+}
+
+/* A join's own errors: no sources, a NULL array, a NULL source. */
+static void bad_join(bool shuffle)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    qf_batch_options o = {0};
+    qf_code (*j)(qf_scope *, qf_batch_source *const *, size_t, int64_t, const qf_batch_options *,
+                 qf_batcher **) = shuffle ? qf_shuffle_batch_join : qf_batch_join;
+    INVALID(j(s, NULL, 0, 4, &o, &b), "source");
+    INVALID(j(s, NULL, 2, 4, &o, &b), "source");
+    qf_batch_source *two[2] = {mksrc(), NULL};
+    INVALID(j(s, two, 2, 4, &o, &b), "source 1 is NULL"); /* takes source 0 */
+    cr_expect_eq(b, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+/* Shuffle-only errors (spec 177). */
+static void bad_shuffle(batch_call call)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.capacity = 8, .min_after_dequeue = 8}, &b),
+            "min_after_dequeue");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.min_after_dequeue = -1}, &b),
+            "min_after_dequeue");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.dynamic_pad = true}, &b), "dynamic_pad");
+    cr_expect_eq(b, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+Test(bad_input, qf_batch)
+{
+    bad_batch(call_batch);
+}
+
+Test(bad_input, qf_batch_join)
+{
+    bad_batch(call_join);
+    bad_join(false);
+}
+
+Test(bad_input, qf_shuffle_batch)
+{
+    bad_batch(call_shuffle);
+    bad_shuffle(call_shuffle);
+}
+
+Test(bad_input, qf_shuffle_batch_join)
+{
+    bad_batch(call_shuffle_join);
+    bad_join(true);
+    bad_shuffle(call_shuffle_join);
+}
+
+Test(bad_input, qf_maybe_batch)
+{
+    bad_batch(call_maybe);
+    bad_keep(keep_batch);
+}
+
+Test(bad_input, qf_maybe_batch_join)
+{
+    bad_batch(call_maybe_join);
+    bad_keep(keep_batch_join);
+}
+
+Test(bad_input, qf_maybe_shuffle_batch)
+{
+    bad_batch(call_maybe_shuffle);
+    bad_keep(keep_shuffle);
+}
+
+Test(bad_input, qf_maybe_shuffle_batch_join)
+{
+    bad_batch(call_maybe_shuffle_join);
+    bad_keep(keep_shuffle_join);
+}
+
+Test(bad_input, qf_batcher_free)
+{
+    QUIET(qf_batcher_free(NULL));
+}
+
+/* A batcher over a produce source in its own scope (not started). */
+typedef struct fixture_batcher {
+    qf_scope *s;
+    qf_batcher *b;
+} fixture_batcher;
+
+static fixture_batcher mkbatcher(void)
+{
+    fixture_batcher f = {mkscope(), NULL};
+    cr_assert_eq(qf_batch(f.s, mksrc(), 4, NULL, &f.b), QF_OK, "%s", qf_last_message());
+    return f;
+}
+
+static void fixture_free(fixture_batcher *f)
+{
+    qf_batcher_free(f->b);
+    qf_scope_free(f->s);
+}
+
+Test(bad_input, qf_batcher_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_next(NULL, &e), "batcher");
+    INVALID(qf_batcher_next(f.b, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_next_until)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_next_until(NULL, QF_NO_WAIT, &e), "batcher");
+    INVALID(qf_batcher_next_until(f.b, QF_NO_WAIT, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_try_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_try_next(NULL, &e), "batcher");
+    INVALID(qf_batcher_try_next(f.b, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_poller_new)
+{
+    fixture_batcher f = mkbatcher();
+    qf_batcher_poller *p = UNTOUCHED;
+    INVALID(qf_batcher_poller_new(NULL, &p), "batcher");
+    INVALID(qf_batcher_poller_new(f.b, NULL), "ret");
+    cr_expect_eq(p, UNTOUCHED);
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_poll_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_batcher_poller *p = NULL;
+    cr_assert_eq(qf_batcher_poller_new(f.b, &p), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_poll_next(NULL, &w, &e), "poller");
+    INVALID(qf_batcher_poll_next(p, NULL, &e), "waker");
+    INVALID(qf_batcher_poll_next(p, &w, NULL), "ret_batch");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(e, UNTOUCHED);
+    qf_batcher_poller_free(p);
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_poller_free)
+{
+    QUIET(qf_batcher_poller_free(NULL));
+}
+
+Test(bad_input, qf_batcher_queue)
+{
+    NEUTRAL(qf_batcher_queue(NULL), NULL, "batcher");
+}
+
+Test(bad_input, qf_batcher_runner)
+{
+    NEUTRAL(qf_batcher_runner(NULL), NULL, "batcher");
+}
+
+Test(bad_input, qf_batcher_size)
+{
+    NEUTRAL(qf_batcher_size(NULL), 0, "batcher");
+}
+
+Test(bad_input, qf_batcher_num_components)
+{
+    NEUTRAL(qf_batcher_num_components(NULL), 0, "batcher");
+}
+
+Test(bad_input, qf_batcher_component_name)
+{
+    NEUTRAL(qf_batcher_component_name(NULL, 0), NULL, "batcher");
+}
+
+Test(bad_input, qf_batcher_dtype)
+{
+    NEUTRAL(qf_batcher_dtype(NULL, 0), QF_DT_INVALID, "batcher");
+    fixture_batcher f = mkbatcher();
+    QUIET(cr_expect_eq(qf_batcher_dtype(f.b, 9), QF_DT_INVALID));
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_output_shape)
+{
+    clear_last();
+    qf_shape s = qf_batcher_output_shape(NULL, 0);
+    cr_expect_not(qf_shape_is_valid(&s));
+    EXPECT_RECORDED(QF_INVALID_ARGUMENT, "batcher");
+    fixture_batcher f = mkbatcher();
+    s = qf_batcher_output_shape(f.b, 3);
+    cr_expect_not(qf_shape_is_valid(&s), "out of range: an invalid shape (documented)");
+    fixture_free(&f);
+}
+
+Test(bad_input, qf_batcher_gauge)
+{
+    NEUTRAL(qf_batcher_gauge(NULL), NULL, "batcher");
+}
+
+Test(bad_input, qf_batcher_fraction_full)
+{
+    NEUTRAL(qf_batcher_fraction_full(NULL), 0.0, "batcher");
+}
+
+/* ============================================================ qflow.h */
+
+Test(bad_input, qf_version)
+{
+    cr_expect_str_eq(qf_version(), QF_VERSION_STRING); /* no argument */
+}

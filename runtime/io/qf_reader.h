@@ -139,8 +139,9 @@ typedef struct qf_reader_options {
     int64_t header_bytes;
     int64_t footer_bytes;
     int64_t hop_bytes;
-    /* Read buffer size; 0: QF_READER_DEFAULT_BUFFER; at least 16 bytes.
-     * Ignored by the IdentityReader, which reads no files. */
+    /* Read buffer size; 0: QF_READER_DEFAULT_BUFFER; otherwise at least 16
+     * bytes (less is QF_INVALID_ARGUMENT). Ignored by the IdentityReader,
+     * which reads no files. */
     size_t buffer_bytes;
 } qf_reader_options;
 
@@ -200,7 +201,8 @@ QF_API qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
  *              size: "skip_header_lines must be >= 0 not -1" (spec 196),
  *              "header_bytes must be >= 0 not -1" and likewise for
  *              record_bytes, footer_bytes, hop_bytes (spec 201),
- *              "record_bytes must be > 0 not 0"; QF_RESOURCE_EXHAUSTED
+ *              "record_bytes must be > 0 not 0", buffer_bytes from 1 to
+ *              15, NULL arguments; QF_RESOURCE_EXHAUSTED
  *              when memory runs out (a huge record_bytes). *ret_reader
  *              untouched on failure.
  */

@@ -562,13 +562,20 @@ static qf_code build(build_args *a, qf_batcher **ret)
             rc = qf_set_error(QF_INVALID_ARGUMENT, "source %zu is NULL", i);
     if (rc != QF_OK)
         goto fail;
-    if (a->batch_size < 1) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "batch_size must be >= 1 not %" PRId64,
-                          a->batch_size);
+    if (a->batch_size < 1 || a->batch_size > INT32_MAX) {
+        rc = qf_set_error(QF_INVALID_ARGUMENT, "batch_size must be in [1, %d], not %" PRId64,
+                          INT32_MAX, a->batch_size);
         goto fail;
     }
     if (o->num_threads < 0) {
         rc = qf_set_error(QF_INVALID_ARGUMENT, "num_threads must be >= 0 not %d", o->num_threads);
+        goto fail;
+    }
+    if (o->capacity < -1) { /* -1 alone asks for no limit (TensorFlow's kUnbounded) */
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "capacity must be > 0, 0 (the default, %d) or -1 (unbounded), not "
+                          "%" PRId64,
+                          QF_INPUT_DEFAULT_CAPACITY, o->capacity);
         goto fail;
     }
     int64_t capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
@@ -1283,49 +1290,65 @@ qf_code qf_batcher_poll_next(qf_batcher_poller *p, qf_waker *waker, qf_element *
 
 /* -------------------------------------------------------------- accessors */
 
+/* The accessors' answer to a NULL batcher: a neutral value, the error
+ * recorded (static message). */
+static bool null_batcher(const qf_batcher *b, const char *msg)
+{
+    if (b)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 qf_queue *qf_batcher_queue(const qf_batcher *b)
 {
-    return b ? b->q : NULL;
+    return null_batcher(b, "qf_batcher_queue: batcher (b) is NULL") ? NULL : b->q;
 }
 
 qf_queue_runner *qf_batcher_runner(const qf_batcher *b)
 {
-    return b ? b->runner : NULL;
+    return null_batcher(b, "qf_batcher_runner: batcher (b) is NULL") ? NULL : b->runner;
 }
 
 int64_t qf_batcher_size(const qf_batcher *b)
 {
-    return b ? b->batch_size : 0;
+    return null_batcher(b, "qf_batcher_size: batcher (b) is NULL") ? 0 : b->batch_size;
 }
 
 size_t qf_batcher_num_components(const qf_batcher *b)
 {
-    return b ? b->nq : 0;
+    return null_batcher(b, "qf_batcher_num_components: batcher (b) is NULL") ? 0 : b->nq;
 }
 
 const char *qf_batcher_component_name(const qf_batcher *b, size_t i)
 {
-    return b && b->names && i < b->nq ? b->names[i] : NULL;
+    if (null_batcher(b, "qf_batcher_component_name: batcher (b) is NULL"))
+        return NULL;
+    return b->names && i < b->nq ? b->names[i] : NULL;
 }
 
 qf_dtype qf_batcher_dtype(const qf_batcher *b, size_t i)
 {
-    return b && i < b->nq ? b->dtypes[i] : QF_DT_INVALID;
+    if (null_batcher(b, "qf_batcher_dtype: batcher (b) is NULL"))
+        return QF_DT_INVALID;
+    return i < b->nq ? b->dtypes[i] : QF_DT_INVALID;
 }
 
 qf_shape qf_batcher_output_shape(const qf_batcher *b, size_t i)
 {
-    if (!b || i >= b->nq)
+    if (null_batcher(b, "qf_batcher_output_shape: batcher (b) is NULL") || i >= b->nq)
         return qf_shape_make(-1, NULL); /* invalid */
     return qf_shape_prepend(b->smaller ? QF_UNKNOWN_DIM : b->batch_size, &b->shapes[i]);
 }
 
 const qf_fill_gauge *qf_batcher_gauge(const qf_batcher *b)
 {
-    return b ? &b->gauge : NULL;
+    return null_batcher(b, "qf_batcher_gauge: batcher (b) is NULL") ? NULL : &b->gauge;
 }
 
 double qf_batcher_fraction_full(const qf_batcher *b)
 {
-    return b ? qf_fill_gauge_value(&b->gauge) : 0.0;
+    if (null_batcher(b, "qf_batcher_fraction_full: batcher (b) is NULL"))
+        return 0.0;
+    return qf_fill_gauge_value(&b->gauge);
 }

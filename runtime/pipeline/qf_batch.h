@@ -265,7 +265,8 @@ typedef struct qf_batch_options {
     /* Enqueue tasks per source for batch / shuffle_batch; 0: 1. Ignored by
      * the join variants (one task per source). */
     int num_threads;
-    /* Queue capacity; 0: QF_INPUT_DEFAULT_CAPACITY. */
+    /* Queue capacity; 0: QF_INPUT_DEFAULT_CAPACITY; -1: unbounded
+     * (TensorFlow's kUnbounded); other negative values are refused. */
     int64_t capacity;
     /* Sources yield batches: the first dimension indexes examples. */
     bool enqueue_many;
@@ -308,8 +309,9 @@ typedef struct qf_batcher qf_batcher;
  * Blocking:    never (allocates; a reader-options source opens no file
  *              yet). Concurrency: any thread.
  * Returns:     QF_OK;
- *              QF_INVALID_ARGUMENT for a NULL source, batch_size < 1,
- *                num_threads < 0, shapes missing or not fully defined
+ *              QF_INVALID_ARGUMENT for a NULL source, batch_size outside
+ *                [1, INT32_MAX], num_threads < 0, a capacity below -1,
+ *                shapes missing or not fully defined
  *                without dynamic_pad ("All shapes must be fully defined",
  *                spec 168), unknown rank with dynamic_pad ("Cannot infer
  *                Tensor's rank", spec 168), an op template whose many flag
