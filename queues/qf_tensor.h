@@ -18,6 +18,13 @@
  *   qf_tensor_ref / unref        any thread, lock-free (one atomic RMW)
  *   readers of a shared tensor   any threads concurrently
  *   writers (set_*)              only the sole owner (refcount 1)
+ *
+ * Bad input. The shape functions treat NULL as an invalid shape (false, -1,
+ * an invalid shape, "<invalid>"), quietly. A NULL tensor or element given
+ * to a call that returns a qf_code is QF_INVALID_ARGUMENT naming it; the
+ * accessors return a neutral value (NULL, 0, -1, QF_DT_INVALID, false) and
+ * record that error; ref/unref/free accept NULL quietly. Calls documented
+ * to take a reference "also on failure" take it on these failures too.
  */
 #ifndef QF_TENSOR_H
 #define QF_TENSOR_H

@@ -94,6 +94,11 @@
  *                                     snapshots).
  *   several readers, one work queue   fine: each file name goes to one
  *                                     reader (the queue's dequeue).
+ *
+ * Bad input: NULL arguments are QF_INVALID_ARGUMENT naming them (the work
+ * queue keeps its item, outputs are untouched); the accessors return NULL
+ * or 0 for a NULL reader and record that error; free, reset and the
+ * record clears accept NULL quietly.
  */
 #ifndef QF_READER_H
 #define QF_READER_H

@@ -79,6 +79,11 @@
  *   qf_batcher_next* / accessors       any number of threads
  *   qf_batcher_poller_*                one task (or thread) per poller
  *   sources before a batch call      one thread (the caller owns them)
+ *
+ * Bad input: NULL arguments and out-of-range options are QF_INVALID_ARGUMENT
+ * naming them; a refused batch call still takes its sources and adds
+ * nothing to the scope; the accessors return NULL / 0 / QF_DT_INVALID / an
+ * invalid shape for a NULL batcher and record that error.
  */
 #ifndef QF_BATCH_H
 #define QF_BATCH_H

@@ -22,6 +22,11 @@
  *   qf_queue_runner_start / exceptions / running   any thread; short lock
  *   qf_queue_runner_free                           no task of it running
  *   qf_scope_*                                     any thread; short lock
+ *
+ * Bad input: NULL arguments (where NULL has no documented meaning), unknown
+ * flag bits and codes outside the canonical set are QF_INVALID_ARGUMENT
+ * naming them, with nothing changed; the runner accessors return NULL / 0
+ * for a NULL runner and record that error.
  */
 #ifndef QF_QUEUE_RUNNER_H
 #define QF_QUEUE_RUNNER_H
