@@ -6,7 +6,7 @@ Lists the functions libqflow exports two ways, from the public headers
 and perf/, so a new folder's headers are found without being listed here)
 and from the shared library itself (`nm -D --defined-only`), and the cases
 in the bad-input suite
-(`Test(bad_input, <function>)` in test_bad_input.c). Fails, naming them,
+(`CASE(<function>)` in test_bad_input.c). Fails, naming them,
 when:
   - an exported function has no case (a new function must come with its
     bad-input case: what NULL and nonsense arguments give);
@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 DECL = re.compile(r"\bQF_API\b[^;{]*?\b(qf_[a-z0-9_]+)\s*\(", re.S)
-CASE = re.compile(r"^\s*Test\(\s*bad_input\s*,\s*(qf_[a-z0-9_]+)\s*[,)]", re.M)
+CASE = re.compile(r"^\s*CASE\(\s*(qf_[a-z0-9_]+)\s*\)", re.M)
 
 
 def strip_comments(text):
@@ -95,10 +95,10 @@ def main():
 
     dup = sorted({c for c in cases if cases.count(c) > 1})
     for name in dup:
-        problems.append(f"{name}: more than one Test(bad_input, {name})")
+        problems.append(f"{name}: more than one CASE({name})")
     for name in sorted((exported | set(declared)) - covered):
         where = declared.get(name, "exported by the library")
-        problems.append(f"{name} ({where}): no bad-input case; add Test(bad_input, {name}) "
+        problems.append(f"{name} ({where}): no bad-input case; add CASE({name}) "
                         f"to {a.cases}")
     for name in sorted(set(declared) - exported):
         problems.append(f"{name} ({declared[name]}): declared QF_API but not exported")
