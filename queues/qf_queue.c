@@ -870,6 +870,11 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     qf_code rc = qf__check_many_allowed(q, n, up_to);
     if (rc != QF_OK)
         return rc;
+    /* TensorFlow's n is an int32; above it the slot array the batch is
+     * gathered in would not fit in memory (and its size would wrap). */
+    if (n > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
+                            up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
     void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
     if (!slots)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
@@ -1117,8 +1122,15 @@ qf_code qf_queue_try_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void 
 qf_code qf_queue_poll_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, qf_waker *wk,
                                        void **ret_ps, size_t *ret_n)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    /* NULLs are refused before the waker is looked at (see poll_dequeue). */
+    qf_code rc0 = check_ptr_queue(q);
+    if (rc0 != QF_OK)
+        return rc0;
+    if (!wk || !ret_ps || !ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !wk       ? "waker"
+                            : !ret_ps ? "output array"
+                                      : "ret_n");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
@@ -1179,8 +1191,11 @@ qf_code qf_queue_try_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_elem
 qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_waker *wk,
                                    qf_element **ret_batch)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    if (!q || !wk || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !q    ? "queue"
+                            : !wk ? "waker"
+                                  : "ret_batch");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = bulk_batch(q, min, max, &w, ret_batch);

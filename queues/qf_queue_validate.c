@@ -160,11 +160,6 @@ qf_code qf__check_many_allowed(const qf_queue *q, int64_t n, bool up_to)
     if (n < 0)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld < 0 elements",
                             up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n);
-    /* TensorFlow's n is an int32; above it the slot array a batch is
-     * gathered in would not even fit in memory. */
-    if (n > INT32_MAX)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
-                            up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
     if (!q->shapes)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s's DequeueMany and DequeueUpTo require the components to have "

@@ -1760,6 +1760,116 @@ CASE(qf_queue_dequeue_up_to_ptr)
     qf_queue_unref(pq);
 }
 
+/* Bulk dequeue: min 0, min > max, min above the capacity, NULL outputs, a
+ * queue of the wrong kind; nothing is taken and the outputs stay. */
+static void bad_bulk_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    void *ps[4] = {UNTOUCHED};
+    size_t n = 77;
+#define BULKP(qq, mn, mx, arr, np)                                                                 \
+    (form == 0   ? qf_queue_dequeue_bulk_ptr(qq, mn, mx, arr, np)                                  \
+     : form == 1 ? qf_queue_dequeue_bulk_ptr_until(qq, mn, mx, soon(), arr, np)                    \
+     : form == 2 ? qf_queue_try_dequeue_bulk_ptr(qq, mn, mx, arr, np)                              \
+                 : qf_queue_poll_dequeue_bulk_ptr(qq, mn, mx, &w, arr, np))
+    INVALID(BULKP(NULL, 1, 2, ps, &n), "queue");
+    INVALID(BULKP(q, 1, 2, ps, &n), "pointer queue");
+    INVALID(BULKP(pq, 1, 2, NULL, &n), "output array");
+    INVALID(BULKP(pq, 1, 2, ps, NULL), "ret_n");
+    INVALID(BULKP(pq, 0, 2, ps, &n), "min");
+    INVALID(BULKP(pq, 3, 2, ps, &n), "min");
+    INVALID(BULKP(pq, 9, 12, ps, &n), "capacity");
+    INVALID(BULKP(pq, 1, SIZE_MAX, ps, &n), "max");
+#undef BULKP
+    if (form == 3)
+        INVALID(qf_queue_poll_dequeue_bulk_ptr(pq, 1, 2, NULL, ps, &n), "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(qf_queue_size(pq), 1, "nothing was taken");
+    cr_expect_eq(ps[0], UNTOUCHED);
+    cr_expect_eq(n, 77);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(0);
+}
+
+CASE(qf_queue_dequeue_bulk_ptr_until)
+{
+    bad_bulk_ptr(1);
+}
+
+CASE(qf_queue_try_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(2);
+}
+
+CASE(qf_queue_poll_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(3);
+}
+
+static void bad_bulk(int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *b = UNTOUCHED;
+#define BULK(qq, mn, mx, ret)                                                                      \
+    (form == 0   ? qf_queue_dequeue_bulk(qq, mn, mx, ret)                                          \
+     : form == 1 ? qf_queue_dequeue_bulk_until(qq, mn, mx, soon(), ret)                            \
+     : form == 2 ? qf_queue_try_dequeue_bulk(qq, mn, mx, ret)                                      \
+                 : qf_queue_poll_dequeue_bulk(qq, mn, mx, &w, ret))
+    INVALID(BULK(NULL, 1, 2, &b), "queue");
+    INVALID(BULK(q, 1, 2, NULL), "ret_batch");
+    INVALID(BULK(q, 0, 2, &b), "min");
+    INVALID(BULK(q, -5, 2, &b), "min");
+    INVALID(BULK(q, 3, 2, &b), "min");
+    INVALID(BULK(q, 5, 9, &b), "capacity");
+#undef BULK
+    if (form == 3)
+        INVALID(qf_queue_poll_dequeue_bulk(q, 1, 2, NULL, &b), "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    cr_expect_eq(b, UNTOUCHED);
+    qf_queue_unref(q);
+    /* no shapes (spec 20) */
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    INVALID(form == 3 ? qf_queue_poll_dequeue_bulk(q, 1, 2, &w, &b)
+                      : qf_queue_try_dequeue_bulk(q, 1, 2, &b),
+            "shapes");
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_dequeue_bulk)
+{
+    bad_bulk(0);
+}
+
+CASE(qf_queue_dequeue_bulk_until)
+{
+    bad_bulk(1);
+}
+
+CASE(qf_queue_try_dequeue_bulk)
+{
+    bad_bulk(2);
+}
+
+CASE(qf_queue_poll_dequeue_bulk)
+{
+    bad_bulk(3);
+}
+
 CASE(qf_queue_cancel_poll)
 {
     qf_queue *q = mkq(1);
