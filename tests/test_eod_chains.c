@@ -19,15 +19,11 @@
  * watchdog (QF_EOD_WATCHDOG_S, default 30 s) is a hang and fails the round
  * with the state of both queues.
  *
- * A known engine race, reported and left to the FIFO engine's rework
- * (issue 14's give-back): two blocking dequeue_many calls that each hold
- * part of a batch when the queue closes can both find it "drained", both
- * give their part back and both fail, so a whole batch stays in the closed
- * queue (about 1 in 20,000 closes with three consumers). When a round's
- * only shortfall is that (a full batch left in the outer queue, which had
- * two or more blocking consumers) it is logged as a warning; with
- * QF_EOD_STRICT=1 it fails like any other loss, to verify the engine fix.
- * Rows that are nowhere (not delivered, not in a queue) always fail.
+ * The outer batch fits its queue (batch_size <= capacity: the FIFO engine
+ * takes it at once) in most tests; chains_with_batches_above_capacity has
+ * outer batches larger than the queue (the engine gathers them while it
+ * waits) and two or more blocking consumers. The last two tests are the
+ * same end of data on a bare FIFO queue.
  *
  * Bounded: QF_RELIABILITY_ROUNDS rounds per test (default 1000) and at most
  * QF_RELIABILITY_SECONDS seconds per test (default 20); the sanitizer runs
@@ -362,15 +358,6 @@ static void run_round(qf_runtime *rt, const params *p)
     /* ---- what arrived */
     long expected = through(through(p->n, p->b1, p->small1), p->b2, p->small2);
     long rows = atomic_load(&rs.rows);
-    long left_outer = (long)qf_queue_size(qf_batcher_queue(outer));
-    if (rows < expected && p->k_threads >= 2 && left_outer >= p->b2 &&
-        rows + left_outer - left_outer % p->b2 >= expected && !env_long("QF_EOD_STRICT", 0)) {
-        cr_log_warn("%s: the FIFO engine's give-back race left %ld rows in the closed outer queue "
-                    "after every consumer saw end of data (known, see the header; "
-                    "QF_EOD_STRICT=1 fails on it)",
-                    what, left_outer);
-        expected = rows;
-    }
     cr_expect_eq(atomic_load(&rs.dups), 0, "%s: rows delivered twice", what);
     cr_expect_eq(atomic_load(&rs.strangers), 0, "%s: rows never made", what);
     cr_expect_eq(atomic_load(&rs.bad_ends), 0, "%s: a consumer ended without OUT_OF_RANGE", what);
@@ -402,13 +389,13 @@ static void run_round(qf_runtime *rt, const params *p)
     free(rs.seen);
 }
 
-static params draw(uint64_t seed, src_kind kind)
+static params draw(uint64_t seed, src_kind kind, bool above_capacity)
 {
     uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
     params p = {.seed = seed, .kind = kind};
     p.n = (long)pick(&st, 1, 400);
     p.b1 = pick(&st, 1, 8);
-    p.b2 = pick(&st, 1, 12);
+    p.b2 = pick(&st, above_capacity ? 2 : 1, 12);
     p.t1 = kind == SRC_RANGE ? 1 : (int)pick(&st, 1, 4);
     p.t2 = (int)pick(&st, 1, 6);
     p.small1 = rnd(&st) & 1;
@@ -416,13 +403,13 @@ static params draw(uint64_t seed, src_kind kind)
     p.cap1 = pick(&st, 2, 24);
     if (kind == SRC_SHUFFLE && p.cap1 < 4)
         p.cap1 = 4;
-    p.cap2 = pick(&st, 1, 24);
-    p.k_threads = (int)pick(&st, 0, 3);
+    p.cap2 = above_capacity ? pick(&st, 1, p.b2 - 1) : pick(&st, p.b2, 24);
+    p.k_threads = (int)pick(&st, above_capacity ? 2 : 0, 3);
     p.k_tasks = (int)pick(&st, p.k_threads ? 0 : 1, 3);
     return p;
 }
 
-static void run_many(src_kind kind, int workers)
+static void run_many(src_kind kind, int workers, bool above_capacity)
 {
     qf_runtime *rt = NULL;
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = workers, .name = "eod"}, &rt),
@@ -432,7 +419,7 @@ static void run_many(src_kind kind, int workers)
     qf_deadline stop = qf_deadline_in_s(budget_s());
     long done = 0;
     for (long r = 0; r < n && !qf_deadline_passed(stop); r++, done++) {
-        params p = draw(seed0 + (uint64_t)r, kind);
+        params p = draw(seed0 + (uint64_t)r, kind, above_capacity);
         run_round(rt, &p);
     }
     cr_log_info("%ld rounds", done);
@@ -471,33 +458,40 @@ Test(eod_chains, keep_input_pattern_delivers_all_forty)
 
 Test(eod_chains, counter_chains_with_mixed_consumers)
 {
-    run_many(SRC_COUNTER, 2);
+    run_many(SRC_COUNTER, 2, false);
 }
 
 Test(eod_chains, range_producer_chains_with_mixed_consumers)
 {
-    run_many(SRC_RANGE, 2);
+    run_many(SRC_RANGE, 2, false);
 }
 
 Test(eod_chains, shuffle_batch_chains_with_mixed_consumers)
 {
-    run_many(SRC_SHUFFLE, 2);
+    run_many(SRC_SHUFFLE, 2, false);
 }
 
 Test(eod_chains, chains_on_an_oversubscribed_pool)
 {
     /* 8 workers on however few cores: tasks interleave at every step */
-    run_many(SRC_COUNTER, 8);
+    run_many(SRC_COUNTER, 8, false);
 }
 
-/* The engine race behind the warning above, on a bare FIFO queue: three
- * threads in dequeue_many(4) while 40-43 elements go in and the queue
- * closes; once all three saw end of data, fewer than 4 may be left (what
- * TensorFlow leaves). Fails about once in 20,000 rounds today; skipped
- * unless QF_EOD_STRICT=1, which runs QF_RELIABILITY_ROUNDS x 20 rounds to
- * verify the engine's fix. */
+Test(eod_chains, chains_with_batches_above_capacity)
+{
+    /* outer batch_size > its queue's capacity, two or three blocking
+     * consumers: the engine gathers each batch while it waits */
+    run_many(SRC_COUNTER, 2, true);
+}
+
+/* The same end of data on a bare FIFO queue: consumer threads in
+ * dequeue_many(n) (or dequeue_up_to) while elements go in and the queue
+ * closes. Every consumer must see end of data, and once all have, fewer
+ * than n may be left (what TensorFlow leaves). */
 typedef struct many_consumer {
     qf_queue *q;
+    int64_t n;
+    bool up_to;
     atomic_long *got;
 } many_consumer;
 
@@ -506,46 +500,70 @@ static void *dequeue_many_until_end(void *arg)
     many_consumer *m = arg;
     for (;;) {
         qf_element *e = NULL;
-        qf_code rc = qf_queue_dequeue_many_until(m->q, 4, watchdog(), &e);
+        qf_code rc = m->up_to ? qf_queue_dequeue_up_to_until(m->q, m->n, watchdog(), &e)
+                              : qf_queue_dequeue_many_until(m->q, m->n, watchdog(), &e);
         if (rc != QF_OK)
             return (void *)(intptr_t)rc;
-        atomic_fetch_add(m->got, 4);
+        atomic_fetch_add(m->got, (long)qf_tensor_shape(qf_element_get(e, 0))->dims[0]);
         qf_element_free(e);
     }
 }
 
-Test(eod_chains, fifo_dequeue_many_at_close_leaves_fewer_than_n)
+static void bare_queue_rounds(int64_t capacity, int64_t n, int consumers, long n_rounds)
 {
-    if (!env_long("QF_EOD_STRICT", 0))
-        cr_skip_test(
-            "known FIFO engine give-back race (issue 14's rework); QF_EOD_STRICT=1 runs it");
-    long n = rounds() * 20;
-    qf_deadline stop = qf_deadline_in_s(budget_s() * 6);
+    qf_deadline stop = qf_deadline_in_s(budget_s());
     qf_shape sh = qf_shape_scalar();
-    for (long r = 0; r < n && !qf_deadline_passed(stop); r++) {
-        qf_queue_options o = {.capacity = 8, .num_components = 1, .dtypes = &I64, .shapes = &sh};
+    for (long r = 0; r < n_rounds && !qf_deadline_passed(stop); r++) {
+        qf_queue_options o = {
+            .capacity = capacity, .num_components = 1, .dtypes = &I64, .shapes = &sh};
         qf_queue *q = NULL;
         cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
         atomic_long got = 0;
-        many_consumer m = {q, &got};
-        pthread_t t[3];
-        for (int i = 0; i < 3; i++)
+        many_consumer m = {q, n, r % 2 == 1, &got};
+        pthread_t t[4];
+        for (int i = 0; i < consumers; i++)
             cr_assert_eq(pthread_create(&t[i], NULL, dequeue_many_until_end, &m), 0);
-        long made = 40 + r % 4;
+        long made = 10 * n + r % n;
         for (long v = 0; v < made; v++) {
             qf_tensor *x = qf_tensor_new_i64(v);
             cr_assert_eq(qf_queue_enqueue(q, qf_element_of(1, &x)), QF_OK);
         }
         cr_assert_eq(qf_queue_close(q, false), QF_OK);
-        for (int i = 0; i < 3; i++) {
+        int hung = 0;
+        for (int i = 0; i < consumers; i++) {
             void *rc = NULL;
             pthread_join(t[i], &rc);
-            cr_expect_eq((qf_code)(intptr_t)rc, QF_OUT_OF_RANGE);
+            if ((qf_code)(intptr_t)rc == QF_DEADLINE_EXCEEDED)
+                hung++;
+            else
+                cr_expect_eq((qf_code)(intptr_t)rc, QF_OUT_OF_RANGE);
         }
-        cr_expect_lt(qf_queue_size(q), 4,
-                     "round %ld: %lld left in the closed queue after every dequeue_many(4) saw "
-                     "end of data (%ld of %ld taken)",
-                     r, (long long)qf_queue_size(q), atomic_load(&got), made);
+        cr_assert_eq(hung, 0,
+                     "round %ld (capacity %lld, %s(%lld), %d consumers): %d consumer(s) still "
+                     "asleep after the close; %ld of %ld taken, %lld left",
+                     r, (long long)capacity, m.up_to ? "dequeue_up_to" : "dequeue_many",
+                     (long long)n, consumers, hung, atomic_load(&got), made,
+                     (long long)qf_queue_size(q));
+        if (m.up_to)
+            cr_expect_eq(atomic_load(&got), made, "round %ld: dequeue_up_to takes everything", r);
+        else
+            cr_expect_lt(qf_queue_size(q), n,
+                         "round %ld: %lld left in the closed queue after every dequeue_many(%lld) "
+                         "saw end of data (%ld of %ld taken)",
+                         r, (long long)qf_queue_size(q), (long long)n, atomic_load(&got), made);
         qf_queue_unref(q);
     }
+}
+
+Test(eod_chains, fifo_dequeue_many_at_close_leaves_fewer_than_n)
+{
+    /* batches that fit the queue; before the engine's rework two holders
+     * could both give their part back at the close (1 in 20,000 rounds) */
+    bare_queue_rounds(8, 4, 3, rounds() * 4);
+}
+
+Test(eod_chains, fifo_dequeue_many_above_capacity_at_close)
+{
+    /* batches larger than the queue, gathered while waiting */
+    bare_queue_rounds(2, 3, 2, rounds());
 }
