@@ -424,13 +424,25 @@ void qf_coord_free(qf_coord *c)
  * Stop flag
  */
 
+/* The bad-input answer of calls given a NULL coordinator: a static message
+ * (no formatting), so it also suits calls that are otherwise cheap. */
+static qf_code null_coord(const char *msg)
+{
+    return qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+}
+
 bool qf_coord_should_stop(const qf_coord *c)
 {
-    return load_word(c) & STOP;
+    /* Async-signal-safe: no error is recorded for a NULL coordinator. */
+    return c && (load_word(c) & STOP);
 }
 
 bool qf_coord_check_stop(qf_coord *c)
 {
+    if (!c) {
+        null_coord("qf_coord_check_stop: coordinator (c) is NULL");
+        return false;
+    }
     uint32_t w = load_word(c);
     if (!(w & STOP))
         return false;
@@ -441,6 +453,16 @@ bool qf_coord_check_stop(qf_coord *c)
 qf_code qf_coord_request_stop(qf_coord *c, qf_status *st)
 {
     qf_code code = qf_status_code(st);
+    if (!c) {
+        qf_status_free(st); /* always taken */
+        return null_coord("qf_coord_request_stop: coordinator (c) is NULL");
+    }
+    if (!qf_code_is_valid(code)) { /* qf_status_new() never makes one */
+        qf_status_free(st);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_coord_request_stop: st has code %d, not a canonical qf_code",
+                            (int)code);
+    }
     bool clean = is_clean(c, code);
 
     pthread_mutex_lock(&c->lock);
@@ -477,6 +499,8 @@ qf_code qf_coord_request_stop(qf_coord *c, qf_status *st)
 
 void qf_coord_request_stop_from_signal(qf_coord *c)
 {
+    if (!c)
+        return; /* async-signal-safe: nothing recorded */
     int saved = errno;
     uint32_t old = atomic_fetch_or_explicit(&c->word, STOP, memory_order_seq_cst);
     if (!(old & STOP)) {
@@ -542,6 +566,13 @@ qf_code qf_coord_stop_fd(qf_coord *c, int *ret_fd)
 
 qf_code qf_coord_report(qf_coord *c, qf_code code)
 {
+    if (!qf_code_is_valid(code))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_coord_report: code %d is not a canonical qf_code (0..%d); no stop "
+                            "was requested",
+                            (int)code, QF_CODE_COUNT - 1);
+    if (!c)
+        return null_coord("qf_coord_report: coordinator (c) is NULL");
     if (code == QF_OK)
         return QF_OK;
     qf_status *st =
@@ -552,6 +583,10 @@ qf_code qf_coord_report(qf_coord *c, qf_code code)
 
 bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
 {
+    if (!c) {
+        null_coord("qf_coord_wait_for_stop: coordinator (c) is NULL");
+        return false;
+    }
     uint32_t w = load_word(c);
     const uint32_t epoch = w >> EPOCH_SHIFT;
     for (;;) {
@@ -586,6 +621,10 @@ bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
 
 void qf_coord_clear_stop(qf_coord *c)
 {
+    if (!c) {
+        null_coord("qf_coord_clear_stop: coordinator (c) is NULL");
+        return;
+    }
     for (;;) {
         uint32_t w = load_word(c);
         if (w & STOP)
@@ -633,6 +672,8 @@ void qf_coord_clear_stop(qf_coord *c)
 
 qf_code qf_coord_raise_requested_exception(qf_coord *c, qf_status **ret_status)
 {
+    if (!c)
+        return null_coord("qf_coord_raise_requested_exception: coordinator (c) is NULL");
     pthread_mutex_lock(&c->lock);
     qf_status *copy = c->recorded ? qf_status_copy(c->recorded) : NULL;
     pthread_mutex_unlock(&c->lock);
@@ -648,6 +689,10 @@ qf_code qf_coord_raise_requested_exception(qf_coord *c, qf_status **ret_status)
 
 bool qf_coord_joined(const qf_coord *c)
 {
+    if (!c) {
+        null_coord("qf_coord_joined: coordinator (c) is NULL");
+        return false;
+    }
     return atomic_load_explicit(&((qf_coord *)c)->joined, memory_order_acquire) != 0;
 }
 
@@ -658,6 +703,8 @@ bool qf_coord_joined(const qf_coord *c)
 qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
                                  qf_coord_action **ret_action)
 {
+    if (!c)
+        return null_coord("qf_coord_add_stop_action: coordinator (c) is NULL");
     if (!fn)
         return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_add_stop_action: fn is NULL");
     qf_coord_action *a = calloc(1, sizeof(*a));
@@ -700,6 +747,10 @@ void qf_coord_remove_stop_action(qf_coord *c, qf_coord_action *a)
 {
     if (!a)
         return;
+    if (!c) { /* the record is the coordinator's: leave it to qf_coord_free() */
+        null_coord("qf_coord_remove_stop_action: coordinator (c) is NULL");
+        return;
+    }
     pthread_mutex_lock(&c->lock);
     a->removed = true;
     if (running_here(a)) {
@@ -720,6 +771,11 @@ void qf_coord_remove_stop_action(qf_coord *c, qf_coord_action *a)
 
 bool qf_coord_register_waker(qf_coord *c, qf_waker *w)
 {
+    if (!c || !w) {
+        null_coord(!c ? "qf_coord_register_waker: coordinator (c) is NULL"
+                      : "qf_coord_register_waker: waker (w) is NULL");
+        return false;
+    }
     /* register ends with a seq_cst fence: this load cannot be satisfied
      * from before the link became visible. Either the stop's wake (which
      * takes the list lock after its fetch_or) finds the waker, or this
@@ -735,6 +791,11 @@ bool qf_coord_register_waker(qf_coord *c, qf_waker *w)
 
 bool qf_coord_cancel_waker(qf_coord *c, qf_waker *w)
 {
+    if (!c || !w) {
+        null_coord(!c ? "qf_coord_cancel_waker: coordinator (c) is NULL"
+                      : "qf_coord_cancel_waker: waker (w) is NULL");
+        return false;
+    }
     return qf_waitlist_cancel(&c->wakers, w);
 }
 
@@ -799,6 +860,8 @@ void qf_coord_member_done(qf_coord_member *m)
 
 qf_code qf_coord_member_new(qf_coord *c, const char *name, qf_coord_member **ret_m)
 {
+    if (!c)
+        return null_coord("qf_coord_member_new: coordinator (c) is NULL");
     if (!ret_m)
         return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_member_new: ret_m is NULL");
     /* Two references: the caller's handle and the registered set. */
@@ -868,6 +931,8 @@ static bool hook_current_thread(qf_coord_member *m)
 
 qf_code qf_coord_register_thread(qf_coord *c, pthread_t t, const char *name)
 {
+    if (!c)
+        return null_coord("qf_coord_register_thread: coordinator (c) is NULL");
     bool self = pthread_equal(t, pthread_self());
     qf_coord_member *m = member_alloc(c, self ? MEMBER_THREAD_HOOKED : MEMBER_THREAD_FOREIGN, name,
                                       "thread", self ? 2 : 1, 0);
@@ -904,6 +969,8 @@ static void *thread_main(void *p)
 qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *), void *arg,
                                pthread_t *ret_thread)
 {
+    if (!c)
+        return null_coord("qf_coord_thread_create: coordinator (c) is NULL");
     if (!fn || !ret_thread)
         return qf__set_error_static(QF_INVALID_ARGUMENT,
                                     "qf_coord_thread_create: fn or ret_thread is NULL");

@@ -92,6 +92,15 @@
  *                                        split the members between them)
  *   qf_coord_free                        quiescence (see there)
  *
+ * Bad input. A NULL coordinator makes every call refuse: QF_INVALID_ARGUMENT
+ * (or false / nothing for the calls that return a bool or void) with
+ * qf_last_message() naming it, and nothing changes; qf_coord_request_stop()
+ * still frees the status it was given. The two async-signal-safe calls
+ * (should_stop, request_stop_from_signal) take a NULL coordinator quietly
+ * (false, nothing) and record nothing. qf_coord_report() with a code outside
+ * the canonical set (qf_code_is_valid()) returns QF_INVALID_ARGUMENT and
+ * requests no stop.
+ *
  * Differences from TensorFlow: the grace period counts from the moment
  * join observes the stop (TensorFlow: within a second of it, by polling);
  * join reaps the pthreads it waited for; members registered while a join

@@ -19,6 +19,8 @@ int qf__futex_wait_bits(_Atomic uint32_t *word, uint32_t expected, uint32_t bits
                         qf_deadline deadline)
 {
     struct timespec ts, *tsp = NULL;
+    if (!word) /* the kernel would answer EFAULT: a caller's loop would spin */
+        return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_futex_wait_until: word is NULL");
     if (deadline != QF_FOREVER) {
         if (deadline <= 0 || qf_deadline_passed(deadline))
             return QF_DEADLINE_EXCEEDED;
@@ -43,6 +45,8 @@ int qf_futex_wait(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadlin
 
 int qf_futex_wake(_Atomic uint32_t *word, int n)
 {
+    if (!word || n <= 0)
+        return 0; /* async-signal-safe: nothing recorded */
     long r =
         syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n, NULL, NULL, 0);
     return r < 0 ? 0 : (int)r;

@@ -32,7 +32,8 @@ QF_BEGIN_DECLS
  * Ordering:    none beyond what the caller's own loads give; re-read the
  *              word with acquire after returning.
  * Returns:     QF_OK when woken or the value differed (or spuriously);
- *              QF_DEADLINE_EXCEEDED when the deadline has passed.
+ *              QF_DEADLINE_EXCEEDED when the deadline has passed;
+ *              QF_INVALID_ARGUMENT for a NULL word.
  */
 QF_API qf_code qf_futex_wait_until(QF_ATOMIC(uint32_t) * word, uint32_t expected,
                                    qf_deadline deadline);
@@ -44,8 +45,8 @@ QF_API int qf_futex_wait(QF_ATOMIC(uint32_t) * word, uint32_t expected, qf_deadl
 
 /**
  * qf_futex_wake() - wake up to `n` threads sleeping on `word`
- * (INT32_MAX for all). Returns the number woken. Never blocks;
- * async-signal-safe (a raw syscall).
+ * (INT32_MAX for all). Returns the number woken (0 for a NULL word or
+ * n <= 0). Never blocks; async-signal-safe (a raw syscall).
  */
 QF_API int qf_futex_wake(QF_ATOMIC(uint32_t) * word, int n);
 

@@ -45,13 +45,36 @@ const char *qf_code_name(int code)
     return qf_code_is_valid(code) ? code_names[code] : "UNKNOWN_CODE";
 }
 
+/* A status with a message made here (no caller format): for the bad-input
+ * answers of qf_status_new(). */
+static qf_status *status_of(qf_code code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static qf_status *status_of(qf_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    qf_status *s = qf_status_newv(code, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 qf_status *qf_status_newv(qf_code code, const char *fmt, va_list ap)
 {
+    /* A status crosses threads and ends up as what join returns: a code
+     * outside the canonical set would come out of join as nonsense, so the
+     * status says what was wrong instead. */
+    if (!qf_code_is_valid(code))
+        return status_of(QF_INVALID_ARGUMENT,
+                         "qf_status_new: code %d is not a canonical qf_code (0..%d)", (int)code,
+                         QF_CODE_COUNT - 1);
+    if (!fmt)
+        return status_of(QF_INVALID_ARGUMENT, "qf_status_new: fmt is NULL (code %s)",
+                         qf_code_name(code));
     qf_status *s = malloc(sizeof(*s));
     if (!s)
         return &oom_status;
     char *msg = NULL;
-    if (fmt && vasprintf(&msg, fmt, ap) < 0)
+    if (vasprintf(&msg, fmt, ap) < 0)
         msg = NULL;
     if (!msg)
         msg = strdup("");
@@ -145,10 +168,23 @@ qf_code qf__set_error_named(qf_code code, const char *fmt, const char *kind, con
 
 qf_code qf_set_error(qf_code code, const char *fmt, ...)
 {
+    if (!fmt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "qf_set_error: fmt is NULL (code %s)",
+                            qf_code_name(code));
     va_list ap;
     va_start(ap, fmt);
     qf__set_errorv(code, fmt, ap);
     va_end(ap);
+    if (!qf_code_is_valid(code)) {
+        /* Keep what the caller wanted to say, after why it is refused. */
+        char said[LAST_MSG_CAP / 2];
+        memcpy(said, last_buf, sizeof(said) - 1);
+        said[sizeof(said) - 1] = 0;
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_set_error: code %d is not a canonical qf_code (0..%d); "
+                            "message: %s",
+                            (int)code, QF_CODE_COUNT - 1, said);
+    }
     return code;
 }
 

@@ -72,7 +72,10 @@ typedef struct qf_status qf_status;
  * Blocking:    never (allocates).  Concurrency: any thread.
  * Returns:     the new status. On allocation failure a static
  *              RESOURCE_EXHAUSTED status is returned, which qf_status_free()
- *              recognises and ignores, so callers need no NULL check.
+ *              recognises and ignores, so callers need no NULL check. A code
+ *              outside the canonical set (qf_code_is_valid()) or a NULL fmt
+ *              gives a QF_INVALID_ARGUMENT status whose message names the
+ *              argument, never a status with a made-up code.
  */
 QF_API qf_status *qf_status_new(qf_code code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -115,7 +118,10 @@ QF_API qf_status *qf_last_status(void);
 /**
  * qf_set_error() - record a failure as this thread's last error and return
  * its code, for user code (enqueue ops, reader callbacks) that wants its
- * errors to read like qflow's. Returns code unchanged.
+ * errors to read like qflow's. Returns code unchanged, except that a code
+ * outside the canonical set (qf_code_is_valid()) or a NULL fmt records and
+ * returns QF_INVALID_ARGUMENT, with a message naming the argument (and
+ * keeping the caller's message after it).
  */
 QF_API qf_code qf_set_error(qf_code code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

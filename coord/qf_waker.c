@@ -24,8 +24,19 @@
 #include "qf_lock-impl.h"
 #include "qf_status.h"
 
+/* The bad-input answer for a NULL waker, list or event count: recorded
+ * with a static message (no formatting on these paths). */
+static int refuse(const char *msg)
+{
+    return qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+}
+
 void qf_waker_init(qf_waker *w, qf_wake_fn fn, void *ctx)
 {
+    if (!w) {
+        refuse("qf_waker_init: waker (w) is NULL");
+        return;
+    }
     w->wake = fn;
     w->ctx = ctx;
     w->qf__next = w->qf__prev = NULL;
@@ -41,6 +52,10 @@ void qf_waker_init_thread(qf_waker *w)
 
 uint32_t qf_waker_state(const qf_waker *w)
 {
+    if (!w) {
+        refuse("qf_waker_state: waker (w) is NULL");
+        return QF_WAKER_IDLE;
+    }
     return atomic_load_explicit(&((qf_waker *)w)->qf__state, memory_order_acquire);
 }
 
@@ -59,6 +74,8 @@ static void wait_until_done(qf_waker *w)
 
 qf_code qf_waker_wait_until(qf_waker *w, qf_deadline deadline)
 {
+    if (!w)
+        return refuse("qf_waker_wait_until: waker (w) is NULL");
     for (;;) {
         uint32_t s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
         if (s == QF_WAKER_DONE)
@@ -82,6 +99,10 @@ int qf_waker_wait(qf_waker *w, qf_deadline deadline)
 
 void qf_waitlist_init(qf_waitlist *wl)
 {
+    if (!wl) {
+        refuse("qf_waitlist_init: wait list (wl) is NULL");
+        return;
+    }
     atomic_store_explicit(&wl->qf__lock, 0, memory_order_relaxed);
     atomic_store_explicit(&wl->qf__count, 0, memory_order_relaxed);
     wl->qf__head = wl->qf__tail = NULL;
@@ -94,11 +115,20 @@ void qf_waitlist_destroy(qf_waitlist *wl)
 
 uint32_t qf_waitlist_count(const qf_waitlist *wl)
 {
+    if (!wl) {
+        refuse("qf_waitlist_count: wait list (wl) is NULL");
+        return 0;
+    }
     return atomic_load_explicit(&((qf_waitlist *)wl)->qf__count, memory_order_relaxed);
 }
 
 void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
 {
+    if (!wl || !w) {
+        refuse(!wl ? "qf_waitlist_register: wait list (wl) is NULL"
+                   : "qf_waitlist_register: waker (w) is NULL");
+        return;
+    }
     /* A task may be made runnable by its wake function and try to
      * re-register before the waking thread stored DONE. */
     uint32_t s = atomic_load_explicit(&w->qf__state, memory_order_acquire);
@@ -153,6 +183,11 @@ static void unlink_locked(qf_waitlist *wl, qf_waker *w)
 
 bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
 {
+    if (!wl || !w) {
+        refuse(!wl ? "qf_waitlist_cancel: wait list (wl) is NULL"
+                   : "qf_waitlist_cancel: waker (w) is NULL");
+        return false;
+    }
     qf__lock(&wl->qf__lock);
     if (atomic_load_explicit(&w->qf__state, memory_order_relaxed) == QF_WAKER_REGISTERED) {
         unlink_locked(wl, w);
@@ -167,6 +202,10 @@ bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
 
 int qf_waitlist_wake(qf_waitlist *wl, int n)
 {
+    if (!wl) {
+        refuse("qf_waitlist_wake: wait list (wl) is NULL");
+        return 0;
+    }
     if (n <= 0)
         return 0;
     qf_waker *batch = NULL, *last = NULL;
@@ -209,12 +248,20 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
 
 void qf_eventcount_init(qf_eventcount *ec)
 {
+    if (!ec) {
+        refuse("qf_eventcount_init: event count (ec) is NULL");
+        return;
+    }
     atomic_store_explicit(&ec->qf__seq, 0, memory_order_relaxed);
     atomic_store_explicit(&ec->qf__sleepers, 0, memory_order_relaxed);
 }
 
 uint32_t qf_eventcount_prepare(qf_eventcount *ec)
 {
+    if (!ec) {
+        refuse("qf_eventcount_prepare: event count (ec) is NULL");
+        return 0;
+    }
     atomic_fetch_add_explicit(&ec->qf__sleepers, 1, memory_order_seq_cst);
     /* The seq_cst RMW above orders the announcement before this read and
      * before the caller's re-check; pairs with the fence in notify. */
@@ -223,11 +270,17 @@ uint32_t qf_eventcount_prepare(qf_eventcount *ec)
 
 void qf_eventcount_cancel(qf_eventcount *ec)
 {
+    if (!ec) {
+        refuse("qf_eventcount_cancel: event count (ec) is NULL");
+        return;
+    }
     atomic_fetch_sub_explicit(&ec->qf__sleepers, 1, memory_order_relaxed);
 }
 
 qf_code qf_eventcount_wait_until(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
 {
+    if (!ec)
+        return refuse("qf_eventcount_wait_until: event count (ec) is NULL");
     qf_code r = QF_OK;
     if (atomic_load_explicit(&ec->qf__seq, memory_order_acquire) == ticket)
         r = qf_futex_wait_until(&ec->qf__seq, ticket, deadline);
@@ -242,6 +295,8 @@ int qf_eventcount_wait(qf_eventcount *ec, uint32_t ticket, qf_deadline deadline)
 
 void qf_eventcount_notify(qf_eventcount *ec, bool all)
 {
+    if (!ec)
+        return; /* async-signal-safe: nothing recorded */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&ec->qf__sleepers, memory_order_relaxed) == 0)
         return;
@@ -251,6 +306,10 @@ void qf_eventcount_notify(qf_eventcount *ec, bool all)
 
 bool qf_waker_withdraw(qf_waker *w)
 {
+    if (!w) {
+        refuse("qf_waker_withdraw: waker (w) is NULL");
+        return false;
+    }
     for (;;) {
         qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
         if (!wl) {
@@ -294,6 +353,10 @@ bool qf_waker_withdraw(qf_waker *w)
 
 void qf_waker_consumed(qf_waker *w)
 {
+    if (!w) {
+        refuse("qf_waker_consumed: waker (w) is NULL");
+        return;
+    }
     /* A wake may be under way (claimed by a list, its function not yet
      * run): let it finish, so the two do not write the field at once. */
     if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)

@@ -32,6 +32,11 @@
  *   qf_waitlist_has_waiters      wait-free, one relaxed load.
  *   qf_waker_wait_until          blocking (thread wakers only).
  *   qf_eventcount_*              prepare/notify wait-free; wait blocking.
+ *
+ * Bad input: a NULL waker, wait list or event count is refused (calls
+ * returning int give QF_INVALID_ARGUMENT, the others a neutral value or
+ * nothing) with the error recorded and nothing changed; qf_waitlist_destroy
+ * and the async-signal-safe qf_eventcount_notify take NULL quietly.
  */
 #ifndef QF_WAKER_H
 #define QF_WAKER_H

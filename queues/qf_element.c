@@ -12,7 +12,7 @@
 
 #include "qf_tensor-impl.h"
 
-#define MAX_COMPONENTS 4096
+#define MAX_COMPONENTS QF__MAX_COMPONENTS
 
 struct qf_element {
     size_t n;
@@ -119,9 +119,18 @@ qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *
     return e;
 }
 
+/* The accessors' answer to a NULL element (static message: cheap). */
+static bool null_element(const qf_element *e, const char *msg)
+{
+    if (e)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 size_t qf_element_size(const qf_element *e)
 {
-    return e ? e->n : 0;
+    return null_element(e, "qf_element_size: Element (e) is NULL") ? 0 : e->n;
 }
 
 static qf_code check_index(const qf_element *e, size_t i)
@@ -203,19 +212,25 @@ qf_code qf_element_set_names(qf_element *e, const char *const *names)
 
 bool qf_element_has_names(const qf_element *e)
 {
-    return e && e->names;
+    return !null_element(e, "qf_element_has_names: Element (e) is NULL") && e->names;
 }
 
 const char *qf_element_name(const qf_element *e, size_t i)
 {
-    if (!e || !e->names || i >= e->n)
+    if (null_element(e, "qf_element_name: Element (e) is NULL") || !e->names || i >= e->n)
         return NULL;
     return e->names[i];
 }
 
 qf_tensor *qf_element_get_by_name(const qf_element *e, const char *name)
 {
-    if (!e || !e->names || !name)
+    if (null_element(e, "qf_element_get_by_name: Element (e) is NULL"))
+        return NULL;
+    if (!name) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_element_get_by_name: name is NULL");
+        return NULL;
+    }
+    if (!e->names)
         return NULL;
     for (size_t i = 0; i < e->n; i++)
         if (strcmp(e->names[i], name) == 0)

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "qf_locked_queue-impl.h"
+#include "qf_tensor-impl.h"
 #include "qf_status.h"
 
 typedef struct heap_entry {
@@ -163,6 +164,11 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
     if (opts->num_components > 0 && !opts->dtypes)
         return qf_set_error(QF_INVALID_ARGUMENT, "Empty component types for queue");
+    if (opts->num_components >= QF__MAX_COMPONENTS) /* + the priority */
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "num_components %zu is more than an element holds besides the "
+                            "priority (%d)",
+                            opts->num_components, QF__MAX_COMPONENTS - 1);
     if (!ret_q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
 

@@ -78,6 +78,14 @@ static qf_code check_options(const qf_queue_options *o, bool allow_partial)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
     if (o->num_components == 0 || !o->dtypes)
         return qf_set_error(QF_INVALID_ARGUMENT, "Empty component types for queue");
+    if (o->num_components > QF__MAX_COMPONENTS)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "num_components %zu is more than an element holds (%d)",
+                            o->num_components, QF__MAX_COMPONENTS);
+    if (o->flags & ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER))
+        return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", o->flags,
+                            o->flags &
+                                ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER));
     if (o->capacity == 0)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "capacity must be > 0, or negative for an unbounded queue");
@@ -287,56 +295,73 @@ void qf_queue_unref(qf_queue *q)
     queue_destroy_fields(q);
 }
 
+/* The attributes' answer to a NULL queue: a neutral value (NULL, 0, false,
+ * QF_DT_INVALID) and the error recorded, with a static message. */
+static bool null_queue(const qf_queue *q, const char *msg)
+{
+    if (q)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 const char *qf_queue_name(const qf_queue *q)
 {
-    return q->name;
+    return null_queue(q, "qf_queue_name: queue (q) is NULL") ? NULL : q->name;
 }
 qf_queue_kind qf_queue_get_kind(const qf_queue *q)
 {
-    return q->kind;
+    /* There is no invalid kind: FIFO, with the error recorded. */
+    return null_queue(q, "qf_queue_get_kind: queue (q) is NULL") ? QF_QUEUE_FIFO : q->kind;
 }
 const char *qf_queue_kind_name(const qf_queue *q)
 {
-    return q->kind_name;
+    return null_queue(q, "qf_queue_kind_name: queue (q) is NULL") ? NULL : q->kind_name;
 }
 int64_t qf_queue_capacity(const qf_queue *q)
 {
-    return q->capacity;
+    return null_queue(q, "qf_queue_capacity: queue (q) is NULL") ? 0 : q->capacity;
 }
 size_t qf_queue_num_components(const qf_queue *q)
 {
-    return q->ncomp;
+    return null_queue(q, "qf_queue_num_components: queue (q) is NULL") ? 0 : q->ncomp;
 }
 qf_dtype qf_queue_dtype(const qf_queue *q, size_t i)
 {
+    if (null_queue(q, "qf_queue_dtype: queue (q) is NULL"))
+        return QF_DT_INVALID;
     return i < q->ncomp ? q->dtypes[i] : QF_DT_INVALID;
 }
 const qf_shape *qf_queue_shape(const qf_queue *q, size_t i)
 {
+    if (null_queue(q, "qf_queue_shape: queue (q) is NULL"))
+        return NULL;
     return q->shapes && i < q->ncomp ? &q->shapes[i] : NULL;
 }
 const char *qf_queue_component_name(const qf_queue *q, size_t i)
 {
+    if (null_queue(q, "qf_queue_component_name: queue (q) is NULL"))
+        return NULL;
     return q->names && i < q->ncomp ? q->names[i] : NULL;
 }
 qf_ptr_dtor qf_queue_ptr_dtor(const qf_queue *q)
 {
-    return q ? q->ptr_dtor : NULL;
+    return null_queue(q, "qf_queue_ptr_dtor: queue (q) is NULL") ? NULL : q->ptr_dtor;
 }
 
 bool qf_queue_is_inline(const qf_queue *q)
 {
-    return q->inline_mode;
+    return !null_queue(q, "qf_queue_is_inline: queue (q) is NULL") && q->inline_mode;
 }
 
 int64_t qf_queue_size(const qf_queue *q)
 {
-    return q ? q->ops->size(q) : 0;
+    return null_queue(q, "qf_queue_size: queue (q) is NULL") ? 0 : q->ops->size(q);
 }
 
 bool qf_queue_is_closed(const qf_queue *q)
 {
-    return q &&
+    return !null_queue(q, "qf_queue_is_closed: queue (q) is NULL") &&
            (atomic_load_explicit(&((qf_queue *)q)->state, memory_order_acquire) & QF__CLOSED) != 0;
 }
 
@@ -504,8 +529,13 @@ qf_code qf_queue_try_enqueue(qf_queue *q, qf_element *elem)
 
 qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    /* NULLs are refused before the waker is looked at: a registration
+     * left by an earlier poll stays as it is. */
+    if (!q || !elem || !wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !q      ? "queue"
+                            : !elem ? "element"
+                                    : "waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = enqueue_one(q, elem, &w);
@@ -754,8 +784,11 @@ qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem)
 
 qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    if (!q || !wk || !ret_elem)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !q    ? "queue"
+                            : !wk ? "waker"
+                                  : "ret_elem");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = dequeue_one(q, &w, ret_elem);
@@ -869,6 +902,11 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     qf_code rc = qf__check_many_allowed(q, n, up_to);
     if (rc != QF_OK)
         return rc;
+    /* TensorFlow's n is an int32; above it the slot array the batch is
+     * gathered in would not fit in memory (and its size would wrap). */
+    if (n > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
+                            up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
     void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
     if (!slots)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
@@ -970,6 +1008,9 @@ qf_code qf_queue_try_enqueue_ptr(qf_queue *q, void *p)
 
 qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
 {
+    qf_code rc0 = check_ptr_queue(q);
+    if (rc0 != QF_OK)
+        return rc0;
     if (!wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
@@ -1019,7 +1060,10 @@ static qf_code take_ptrs(qf_queue *q, size_t n, bool up_to, const qf__wait *w, v
     if (rc != QF_OK)
         return rc;
     if (!ret_ps)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL output array");
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL output array (ret_ps)");
+    if (up_to && !ret_n) /* the count is the only way to know what was taken */
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_n: dequeue_up_to_ptr must say how "
+                                                 "many it took");
     if (n == 0) {
         if (ret_n)
             *ret_n = 0;
@@ -1049,8 +1093,11 @@ qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p)
 
 qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf_code rc0 = check_ptr_queue(q);
+    if (rc0 != QF_OK)
+        return rc0;
+    if (!wk || !ret_p)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", !wk ? "waker" : "ret_p");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = take_ptrs(q, 1, false, &w, ret_p, NULL);
@@ -1250,8 +1297,15 @@ qf_code qf_queue_try_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void 
 qf_code qf_queue_poll_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, qf_waker *wk,
                                        void **ret_ps, size_t *ret_n)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    /* NULLs are refused before the waker is looked at (see poll_dequeue). */
+    qf_code rc0 = check_ptr_queue(q);
+    if (rc0 != QF_OK)
+        return rc0;
+    if (!wk || !ret_ps || !ret_n)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !wk       ? "waker"
+                            : !ret_ps ? "output array"
+                                      : "ret_n");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
@@ -1312,8 +1366,11 @@ qf_code qf_queue_try_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_elem
 qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_waker *wk,
                                    qf_element **ret_batch)
 {
-    if (!wk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    if (!q || !wk || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !q    ? "queue"
+                            : !wk ? "waker"
+                                  : "ret_batch");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     qf_code rc = bulk_batch(q, min, max, &w, ret_batch);
@@ -1324,7 +1381,10 @@ qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_wak
 
 bool qf_queue_cancel_poll(qf_queue *q, qf_waker *w)
 {
-    if (!q || !w)
+    if (!q || !w) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, !q ? "qf_queue_cancel_poll: queue (q) is NULL"
+                                                     : "qf_queue_cancel_poll: waker (w) is NULL");
         return false;
+    }
     return q->ops->cancel_poll(q, w);
 }

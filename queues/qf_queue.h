@@ -71,7 +71,19 @@
  *     for the thread forms; a task parked in a poll-form enqueue is refused
  *     with QF_CANCELLED "... is closed." when it polls again after the close
  *     (a QueueRunner closes its own queue only after its tasks retired, so
- *     its own close never meets its own parked enqueue).
+ *     its own close never meets its own parked enqueue);
+ *   - a PriorityQueue's dequeue_many(n) with n above the capacity is refused
+ *     (QF_INVALID_ARGUMENT) instead of waiting for ever (spec 103: it takes
+ *     a batch only when n elements are present at once);
+ *   - a shared name requested with component names must name them as the
+ *     queue does (TensorFlow keeps names in each Python wrapper).
+ *
+ * Bad input. A NULL queue (or other NULL argument the contract does not
+ * give a meaning) makes a call that returns a qf_code fail with
+ * QF_INVALID_ARGUMENT naming the argument, with nothing changed; the
+ * attribute calls return a neutral value for a NULL queue (NULL, 0, false,
+ * QF_DT_INVALID, QF_QUEUE_FIFO) and record the same error. qf_queue_ref,
+ * qf_queue_unref and qf_queue_list_free accept NULL quietly.
  */
 #ifndef QF_QUEUE_H
 #define QF_QUEUE_H
@@ -118,7 +130,8 @@ enum {
 typedef struct qf_queue_options {
     /* Maximum number of elements; negative means unbounded (spec 6). */
     int64_t capacity;
-    /* Component dtypes: num_components >= 1 entries (spec 7). */
+    /* Component dtypes: 1 <= num_components <= 4096 entries (what an
+     * element holds; 4095 for a PriorityQueue, which adds one) (spec 7). */
     size_t num_components;
     const qf_dtype *dtypes;
     /* NULL, or one fully defined shape per component (spec 7-8). Without
@@ -129,7 +142,8 @@ typedef struct qf_queue_options {
     /* The queue's name, used in every message ("FIFOQueue 'q' is closed.").
      * NULL gives the default op name ("fifo_queue"). Copied. */
     const char *name;
-    /* QF_QUEUE_SINGLE_PRODUCER, QF_QUEUE_SINGLE_CONSUMER. */
+    /* QF_QUEUE_SINGLE_PRODUCER, QF_QUEUE_SINGLE_CONSUMER; other bits are
+     * refused (QF_INVALID_ARGUMENT). */
     unsigned flags;
     /* Inline QF_PTR queues: destroys objects the queue still holds when it
      * is freed, and becomes the destructor of tensors the element API
@@ -165,8 +179,13 @@ typedef struct qf_queue_options {
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for no components ("Empty
  *              component types for queue"), an invalid dtype, a shapes list
  *              whose shapes are not fully defined ("All shapes must be fully
- *              defined"), duplicate or empty names; QF_RESOURCE_EXHAUSTED
- *              when memory runs out. *ret_q is untouched on failure.
+ *              defined"), duplicate or empty names, more components than
+ *              an element holds, unknown flag bits, a capacity of 0 or
+ *              above INT32_MAX, a NULL opts or ret_q, a shared name whose
+ *              queue differs from the request (kind, capacity, dtypes,
+ *              shapes, component names when the request gives them, ...);
+ *              QF_RESOURCE_EXHAUSTED when memory runs out. *ret_q is
+ *              untouched on failure.
  */
 QF_API qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
 
@@ -196,8 +215,10 @@ QF_API qf_code qf_padding_fifo_queue_new(const qf_queue_options *opts, qf_queue 
  * components *after* the priority; the queue's component 0 is an int64
  * scalar priority that the queue adds (spec 97), so its elements have
  * num_components + 1 components. Smallest priority first; dequeue_many(n)
- * takes a batch only when n elements are present at once (spec 103).
- * Default name "priority_queue".
+ * takes a batch only when n elements are present at once (spec 103), so
+ * dequeue_many(n) with n above the capacity is refused with
+ * QF_INVALID_ARGUMENT (it could never complete on an open queue; TensorFlow
+ * waits for ever). Default name "priority_queue".
  */
 QF_API qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q);
 

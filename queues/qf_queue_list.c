@@ -69,8 +69,7 @@ static void merge_shape(qf_shape *into, const qf_shape *s)
 qf_code qf_queue_list_new(qf_queue *const *queues, size_t n, qf_queue_list **ret_list)
 {
     if (!ret_list)
-        return qf_set_error(QF_INVALID_ARGUMENT, "from_list: NULL result pointer");
-    *ret_list = NULL;
+        return qf_set_error(QF_INVALID_ARGUMENT, "from_list: NULL result pointer (ret_list)");
     if (!queues || n == 0)
         return qf_set_error(QF_INVALID_ARGUMENT, "from_list: the list of queues is empty");
     if (!queues[0])
@@ -110,8 +109,8 @@ qf_code qf_queue_list_new(qf_queue *const *queues, size_t n, qf_queue_list **ret
 qf_code qf_queue_list_pick(const qf_queue_list *l, int64_t index, qf_queue **ret_queue)
 {
     if (!l || !ret_queue)
-        return qf_set_error(QF_INVALID_ARGUMENT, "from_list: NULL %s", l ? "result" : "list");
-    *ret_queue = NULL;
+        return qf_set_error(QF_INVALID_ARGUMENT, "from_list: NULL %s",
+                            l ? "result (ret_queue)" : "list");
     if (index < 0 || (uint64_t)index >= l->n)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Index %lld is not in the range [0, %zu) of the queue list",
@@ -122,12 +121,20 @@ qf_code qf_queue_list_pick(const qf_queue_list *l, int64_t index, qf_queue **ret
 
 size_t qf_queue_list_size(const qf_queue_list *l)
 {
-    return l ? l->n : 0;
+    if (!l) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_list_size: list (l) is NULL");
+        return 0;
+    }
+    return l->n;
 }
 
 const qf_shape *qf_queue_list_shape(const qf_queue_list *l, size_t i)
 {
-    if (!l || !l->shapes || i >= l->queues[0]->ncomp)
+    if (!l) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_list_shape: list (l) is NULL");
+        return NULL;
+    }
+    if (!l->shapes || i >= l->queues[0]->ncomp)
         return NULL;
     return &l->shapes[i];
 }

@@ -278,16 +278,24 @@ static qf_queue *lookup(qf_queue_registry *reg, const char *name)
 
 qf_queue *qf_queue_registry_lookup(qf_queue_registry *reg, const char *shared_name)
 {
+    if (!shared_name) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_registry_lookup: shared_name is NULL");
+        return NULL;
+    }
     reg = resolve(reg);
-    if (!reg || !shared_name)
+    if (!reg)
         return NULL;
     return lookup(reg, shared_name);
 }
 
 bool qf_queue_registry_remove(qf_queue_registry *reg, const char *shared_name)
 {
+    if (!shared_name) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_registry_remove: shared_name is NULL");
+        return false;
+    }
     reg = resolve(reg);
-    if (!reg || !shared_name)
+    if (!reg)
         return false;
     rcu_thread_online();
     struct cds_lfht_iter it;
@@ -311,12 +319,20 @@ bool qf_queue_registry_remove(qf_queue_registry *reg, const char *shared_name)
 
 const char *qf_queue_shared_name(const qf_queue *q)
 {
-    return q ? q->shared_name : NULL;
+    if (!q) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_shared_name: queue (q) is NULL");
+        return NULL;
+    }
+    return q->shared_name;
 }
 
 int64_t qf_queue_min_after_dequeue(const qf_queue *q)
 {
-    return q ? q->min_after_dequeue : 0;
+    if (!q) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_min_after_dequeue: queue (q) is NULL");
+        return 0;
+    }
+    return q->min_after_dequeue;
 }
 
 /* ---------------------------------------------------- compatibility checks */
@@ -329,7 +345,8 @@ typedef struct request {
     size_t ncomp;
     const qf_dtype *dtypes;
     const qf_shape *shapes;
-    bool padded; /* shapes need only be compatible (spec 96) */
+    const char *const *names; /* NULL: no names asked for */
+    bool padded;              /* shapes need only be compatible (spec 96) */
     int64_t min_after_dequeue, seed, seed2;
     bool single_producer, single_consumer;
 } request;
@@ -345,6 +362,7 @@ static request request_of_options(const qf_queue_options *o, qf_queue_kind kind,
         .ncomp = o->num_components,
         .dtypes = o->dtypes,
         .shapes = o->shapes,
+        .names = o->names,
         .padded = padded,
         .min_after_dequeue = shuffle ? o->min_after_dequeue : 0,
         .seed = shuffle ? o->seed : 0,
@@ -363,6 +381,7 @@ static request request_of_queue(const qf_queue *q)
         .ncomp = q->ncomp,
         .dtypes = q->dtypes,
         .shapes = q->shapes,
+        .names = (const char *const *)q->names,
         .padded = q->padded,
         .min_after_dequeue = q->min_after_dequeue,
         .seed = q->seed,
@@ -405,6 +424,26 @@ static char *shapes_text(const qf_shape *shapes, size_t n)
     return buf;
 }
 
+/* "[a, b]", or "none" without names. Caller frees. */
+static char *names_text(const char *const *names, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    if (!names)
+        fputs("none", f);
+    else {
+        fputc('[', f);
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s%s", i ? ", " : "", names[i]);
+        fputc(']', f);
+    }
+    fclose(f);
+    return buf;
+}
+
 static bool dtypes_match(const qf_queue *q, const request *r)
 {
     if (q->ncomp != r->ncomp)
@@ -425,6 +464,23 @@ static bool shapes_match(const qf_queue *q, const request *r)
         if (!ok)
             return false;
     }
+    return true;
+}
+
+/* A request that names its components must name them as the queue does:
+ * the handle it gets is the queue itself, and its elements carry the
+ * queue's names (TensorFlow keeps names in each Python wrapper, so there
+ * two wrappers may differ; here they cannot). A request without names
+ * attaches to either. */
+static bool names_match(const qf_queue *q, const request *r)
+{
+    if (!r->names)
+        return true;
+    if (!q->names)
+        return false;
+    for (size_t i = 0; i < q->ncomp; i++)
+        if (strcmp(q->names[i], r->names[i]) != 0)
+            return false;
     return true;
 }
 
@@ -473,10 +529,21 @@ static qf_code check_attach(const qf_queue *q, const request *r)
         free(want);
         return rc;
     }
+    if (!names_match(q, r)) {
+        char *have = names_text(q->names ? (const char *const *)q->names : NULL, q->ncomp);
+        char *want = names_text(r->names, r->ncomp);
+        qf_code rc = qf_set_error(QF_INVALID_ARGUMENT,
+                                  "Shared queue '%s' has component names %s but requested "
+                                  "component names were %s",
+                                  nm, have ? have : "?", want ? want : "?");
+        free(have);
+        free(want);
+        return rc;
+    }
     /* qflow only: a single-producer (consumer) queue relies on its users'
      * promise; a handle that did not make it must not attach. The reverse
-     * is harmless. Names, flags' other bits, ptr_dtor and spin_ns are the
-     * existing queue's (TensorFlow keeps names in the Python wrapper). */
+     * is harmless. Flags' other bits, ptr_dtor and spin_ns are the existing
+     * queue's. */
     if ((q->single_producer && !r->single_producer) || (q->single_consumer && !r->single_consumer))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Shared queue '%s' was created single-%s but the request is for a "

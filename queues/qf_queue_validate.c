@@ -165,5 +165,13 @@ qf_code qf__check_many_allowed(const qf_queue *q, int64_t n, bool up_to)
                             "%s's DequeueMany and DequeueUpTo require the components to have "
                             "specified shapes.",
                             q->kind_name);
+    /* A PriorityQueue takes a batch only when n elements are there at once
+     * (spec 103), so n above the capacity could never complete while the
+     * queue is open: refused rather than waited on forever. */
+    if (!up_to && q->kind == QF_QUEUE_PRIORITY && n > q->capacity)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "PriorityQueue '%s' cannot dequeue_many %lld elements: it takes a "
+                            "batch only when all are present at once, and its capacity is %lld",
+                            q->name, (long long)n, (long long)q->capacity);
     return QF_OK;
 }

@@ -163,6 +163,8 @@ static const qf__queue_ops shuffle_ops = {
 
 qf_code qf_random_shuffle_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
 {
+    if (opts && !ret_q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
     if (opts) {
         /* spec 63: 0 <= min_after_dequeue < capacity (unbounded: INT32_MAX). */
         int64_t cap = opts->capacity < 0 ? INT32_MAX : opts->capacity;

@@ -17,6 +17,10 @@
 
 #include "qf_tensor.h"
 
+/* Components an element holds at most (qf_element_new()); queues hold
+ * elements, so it bounds their num_components too. */
+#define QF__MAX_COMPONENTS 4096
+
 typedef struct qf__home {
     _Atomic uint32_t live; /* objects in the block not yet destroyed */
 } qf__home;

@@ -611,39 +611,51 @@ void qf_tensor_unref(qf_tensor *t)
     tensor_destroy(t);
 }
 
+/* The accessors' answer to a NULL tensor: a neutral value, and the error
+ * recorded (a static message: these are called per element). */
+static bool null_tensor(const qf_tensor *t, const char *msg)
+{
+    if (t)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 uint32_t qf_tensor_refcount(const qf_tensor *t)
 {
-    return t ? atomic_load_explicit(&((qf_tensor *)t)->refs, memory_order_acquire) : 0;
+    if (null_tensor(t, "qf_tensor_refcount: tensor (t) is NULL"))
+        return 0;
+    return atomic_load_explicit(&((qf_tensor *)t)->refs, memory_order_acquire);
 }
 
 qf_dtype qf_tensor_dtype(const qf_tensor *t)
 {
-    return t ? t->dtype : QF_DT_INVALID;
+    return null_tensor(t, "qf_tensor_dtype: tensor (t) is NULL") ? QF_DT_INVALID : t->dtype;
 }
 
 const qf_shape *qf_tensor_shape(const qf_tensor *t)
 {
-    return t ? &t->shape : NULL;
+    return null_tensor(t, "qf_tensor_shape: tensor (t) is NULL") ? NULL : &t->shape;
 }
 
 int64_t qf_tensor_num_elements(const qf_tensor *t)
 {
-    return t ? t->n : -1;
+    return null_tensor(t, "qf_tensor_num_elements: tensor (t) is NULL") ? -1 : t->n;
 }
 
 void *qf_tensor_data(qf_tensor *t)
 {
-    return t ? t->buf : NULL;
+    return null_tensor(t, "qf_tensor_data: tensor (t) is NULL") ? NULL : t->buf;
 }
 
 const void *qf_tensor_cdata(const qf_tensor *t)
 {
-    return t ? t->buf : NULL;
+    return null_tensor(t, "qf_tensor_cdata: tensor (t) is NULL") ? NULL : t->buf;
 }
 
 qf_ptr_dtor qf_tensor_ptr_dtor(const qf_tensor *t)
 {
-    return t ? t->dtor : NULL;
+    return null_tensor(t, "qf_tensor_ptr_dtor: tensor (t) is NULL") ? NULL : t->dtor;
 }
 
 /* Checks that t has dtype dt and i indexes an element. */
@@ -986,7 +998,6 @@ static qf_code stack_impl(qf_tensor **parts, size_t n, qf_dtype dt, const qf_sha
         rc = qf_set_error(QF_INVALID_ARGUMENT, "ret_batch is NULL");
         goto done;
     }
-    *ret_batch = NULL;
     if ((rc = stack_check(parts, n, &dt, ref, pad, &elem, &dtor)) != QF_OK)
         goto done;
     batch_shape = qf_shape_prepend((int64_t)n, &elem);

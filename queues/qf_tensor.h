@@ -21,6 +21,13 @@
  *   qf_tensor_ref / unref        any thread, lock-free (one atomic RMW)
  *   readers of a shared tensor   any threads concurrently
  *   writers (set_*)              only the sole owner (refcount 1)
+ *
+ * Bad input. The shape functions treat NULL as an invalid shape (false, -1,
+ * an invalid shape, "<invalid>"), quietly. A NULL tensor or element given
+ * to a call that returns a qf_code is QF_INVALID_ARGUMENT naming it; the
+ * accessors return a neutral value (NULL, 0, -1, QF_DT_INVALID, false) and
+ * record that error; ref/unref/free accept NULL quietly. Calls documented
+ * to take a reference "also on failure" take it on these failures too.
  */
 #ifndef QF_TENSOR_H
 #define QF_TENSOR_H
@@ -221,7 +228,9 @@ QF_API qf_tensor *qf_tensor_copy(const qf_tensor *t);
  * n == 0:      `elem_shape` (fully defined) and `dt` give the result [0]+shape;
  *              otherwise they may be NULL / QF_DT_INVALID, or are checked.
  * Returns:     QF_OK and *ret_batch; INVALID_ARGUMENT when dtypes or shapes
- *              differ ("... Expected [2], got [3]").
+ *              differ ("... Expected [2], got [3]"), for a NULL part, or
+ *              NULL parts (n > 0) or ret_batch. *ret_batch untouched on
+ *              failure.
  */
 QF_API qf_code qf_tensor_stack(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *elem_shape,
                                qf_tensor **ret_batch);

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "qf_test_park.h"
 #include "qflow.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H /* the in-process TSan runner has no timeouts */
@@ -1326,6 +1327,189 @@ Test(batch, poller_takes_batches_from_a_task_without_blocking_a_worker)
     poller_run(true, true, 20, &sum, &n); /* padded stacking */
     cr_expect_eq(n, 7);
     cr_expect_eq(sum, 19 * 20 / 2);
+}
+
+/* ------------------------------------------- pollers at the end of data
+ *
+ * A batch over a queue source the test fills by hand, so what each poller
+ * sees is decided by observable state (queue sizes, closed), not timing. */
+typedef struct handfed {
+    qf_runtime *rt;
+    qf_scope *s;
+    qf_queue *in;
+    qf_batcher *b;
+    started st;
+} handfed;
+
+static void handfed_make(handfed *h, int64_t batch, bool smaller)
+{
+    h->rt = mkrt(2);
+    h->s = mkscope();
+    qf_dtype dt = QF_INT64;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options qo = {.capacity = 64, .num_components = 1, .dtypes = &dt, .shapes = &sh};
+    cr_assert_eq(qf_fifo_queue_new(&qo, &h->in), QF_OK);
+    qf_batch_source *src = NULL;
+    cr_assert_eq(qf_batch_source_queue(h->in, &src), QF_OK);
+    qf_batch_options o = {.capacity = 64, .allow_smaller_final_batch = smaller};
+    cr_assert_eq(qf_batch(h->s, src, batch, &o, &h->b), QF_OK, "%s", qf_last_message());
+    h->st = start(h->rt, NULL, h->s);
+}
+
+/* Put values [from, to) into the input; close it when `close`; then wait
+ * until the batch queue holds `size` examples (and is closed when `close`:
+ * the runner closes it once its source ended). */
+static void handfed_feed(handfed *h, int64_t from, int64_t to, bool close, int64_t size)
+{
+    for (int64_t v = from; v < to; v++)
+        cr_assert_eq(
+            qf_queue_enqueue(h->in, qf_element_of(1, (qf_tensor *[]){qf_tensor_new_i64(v)})),
+            QF_OK);
+    if (close)
+        cr_assert_eq(qf_queue_close(h->in, false), QF_OK);
+    qf_queue *bq = qf_batcher_queue(h->b);
+    qf_deadline end = soon();
+    while (qf_queue_size(bq) != size || (close && !qf_queue_is_closed(bq))) {
+        cr_assert(!qf_deadline_passed(end), "batch queue at %lld, closed %d",
+                  (long long)qf_queue_size(bq), qf_queue_is_closed(bq));
+        qft_nap();
+    }
+}
+
+static void handfed_free(handfed *h)
+{
+    join_all(&h->st);
+    qf_batcher_free(h->b);
+    qf_runtime_free(h->rt);
+    qf_scope_free(h->s);
+    qf_queue_unref(h->in);
+}
+
+/* One poll from the test thread; a waker still registered by the last
+ * poll is waited for first (every test below ends with a close, which
+ * wakes it). */
+static qf_code poll_once(qf_batcher_poller *p, qf_waker *w, qf_element **e)
+{
+    if (qf_waker_state(w) != QF_WAKER_IDLE) {
+        cr_assert_eq(qf_waker_wait(w, soon()), QF_OK, "a parked poller was never woken");
+        qf_waker_init_thread(w);
+    }
+    *e = NULL;
+    return qf_batcher_poll_next(p, w, e);
+}
+
+static void expect_values(qf_element *e, int64_t from, int64_t n)
+{
+    cr_assert_not_null(e);
+    cr_expect_eq(dim(e, 0, 0), n);
+    for (int64_t i = 0; i < n && i < dim(e, 0, 0); i++)
+        cr_expect_eq(i64_at(e, 0, i), from + i, "row %lld", (long long)i);
+    qf_element_free(e);
+}
+
+Test(batch, spec_163_a_batch_begun_by_one_poller_is_finished_by_another)
+{
+    /* The keep_input pattern's loss: pollers gathered a batch each, so the
+     * end of the data (40 rows in batches of 4) could end as 3 rows held by
+     * one poller and 1 by another, and both were dropped. Pollers of one
+     * batcher now share the batch in progress. */
+    handfed h;
+    handfed_make(&h, 4, false);
+    qf_batcher_poller *a = NULL, *b = NULL;
+    cr_assert_eq(qf_batcher_poller_new(h.b, &a), QF_OK);
+    cr_assert_eq(qf_batcher_poller_new(h.b, &b), QF_OK);
+    qf_waker wa, wb;
+    qf_waker_init_thread(&wa);
+    qf_waker_init_thread(&wb);
+    qf_element *e;
+    handfed_feed(&h, 0, 3, false, 3);
+    cr_expect_eq(poll_once(a, &wa, &e), QF_PENDING, "3 of 4: a waits");
+    handfed_feed(&h, 3, 4, true, 1);
+    cr_assert_eq(poll_once(b, &wb, &e), QF_OK, "b finishes the batch a began: %s",
+                 qf_last_message());
+    expect_values(e, 0, 4);
+    cr_expect_eq(poll_once(a, &wa, &e), QF_OUT_OF_RANGE);
+    cr_expect_eq(poll_once(b, &wb, &e), QF_OUT_OF_RANGE);
+    qf_batcher_poller_free(a);
+    qf_batcher_poller_free(b);
+    handfed_free(&h);
+}
+
+Test(batch, spec_163_pollers_leave_fewer_than_batch_size_for_the_whole_batcher)
+{
+    /* 10 rows, batch 4, three pollers taking turns: two batches, and the 2
+     * rows left over are left over once (not up to 3 per poller) */
+    handfed h;
+    handfed_make(&h, 4, false);
+    qf_batcher_poller *p[3];
+    qf_waker w[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(qf_batcher_poller_new(h.b, &p[i]), QF_OK);
+        qf_waker_init_thread(&w[i]);
+    }
+    qf_element *e;
+    int64_t next = 0;
+    for (int i = 0; i < 3; i++) { /* one row each: all three hold a part */
+        handfed_feed(&h, next, next + 1, false, 1);
+        next++;
+        cr_expect_eq(poll_once(p[i], &w[i], &e), QF_PENDING);
+    }
+    handfed_feed(&h, next, 10, true, 7);
+    cr_assert_eq(poll_once(p[2], &w[2], &e), QF_OK, "%s", qf_last_message());
+    expect_values(e, 0, 4);
+    cr_assert_eq(poll_once(p[0], &w[0], &e), QF_OK, "%s", qf_last_message());
+    expect_values(e, 4, 4);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(poll_once(p[i], &w[i], &e), QF_OUT_OF_RANGE, "poller %d", i);
+    expect_end(h.b); /* the thread form sees the same end */
+    for (int i = 0; i < 3; i++)
+        qf_batcher_poller_free(p[i]);
+    handfed_free(&h);
+}
+
+Test(batch, spec_164_pollers_return_one_smaller_final_batch)
+{
+    handfed h;
+    handfed_make(&h, 4, true);
+    qf_batcher_poller *p[2];
+    qf_waker w[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(qf_batcher_poller_new(h.b, &p[i]), QF_OK);
+        qf_waker_init_thread(&w[i]);
+    }
+    qf_element *e;
+    handfed_feed(&h, 0, 1, false, 1);
+    cr_expect_eq(poll_once(p[0], &w[0], &e), QF_PENDING);
+    handfed_feed(&h, 1, 2, false, 1);
+    cr_expect_eq(poll_once(p[1], &w[1], &e), QF_PENDING);
+    handfed_feed(&h, 2, 6, true, 4);
+    cr_assert_eq(poll_once(p[0], &w[0], &e), QF_OK, "%s", qf_last_message());
+    expect_values(e, 0, 4);
+    cr_assert_eq(poll_once(p[1], &w[1], &e), QF_OK, "%s", qf_last_message());
+    expect_values(e, 4, 2); /* [4, 5]: the one short batch */
+    cr_expect_eq(poll_once(p[0], &w[0], &e), QF_OUT_OF_RANGE);
+    cr_expect_eq(poll_once(p[1], &w[1], &e), QF_OUT_OF_RANGE);
+    for (int i = 0; i < 2; i++)
+        qf_batcher_poller_free(p[i]);
+    handfed_free(&h);
+}
+
+Test(batch, spec_163_the_thread_form_finishes_a_batch_a_poller_began)
+{
+    handfed h;
+    handfed_make(&h, 4, false);
+    qf_batcher_poller *p = NULL;
+    cr_assert_eq(qf_batcher_poller_new(h.b, &p), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *e;
+    handfed_feed(&h, 0, 3, false, 3);
+    cr_expect_eq(poll_once(p, &w, &e), QF_PENDING);
+    qf_batcher_poller_free(p); /* the batch in progress is the batcher's */
+    handfed_feed(&h, 3, 5, true, 2);
+    expect_values(next_ok(h.b), 0, 4);
+    expect_end(h.b); /* [4] is left over, as TensorFlow leaves it */
+    handfed_free(&h);
 }
 
 Test(batch, try_next_and_blocking_calls_inside_a_task)

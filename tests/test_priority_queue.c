@@ -500,17 +500,21 @@ Test(priority_queue, dequeue_many_waits_for_n_at_once)
 }
 
 /* spec 103: dequeue_many(n > capacity) can never complete while open. */
-Test(priority_queue, dequeue_many_beyond_capacity_never_completes_while_open)
+Test(priority_queue, dequeue_many_beyond_capacity_is_refused)
 {
+    /* spec 103: it could never complete while the queue is open (TensorFlow
+     * waits for ever); qflow refuses it at once instead */
     qf_queue *q = mkq(4);
     for (int i = 0; i < 4; i++)
         enq(q, 4 - i, i);
     qf_element *b = NULL;
     cr_expect_eq(qf_queue_dequeue_many_until(q, 5, qf_deadline_in_s(0.02), &b),
-                 QF_DEADLINE_EXCEEDED);
+                 QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "capacity is 4") != NULL, "%s", qf_last_message());
     cr_expect_null(b);
     cr_expect_eq(qf_queue_size(q), 4, "nothing removed");
-    cr_expect_eq(qf_queue_try_dequeue_many(q, 5, &b), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_try_dequeue_many(q, 5, &b), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_dequeue_many(q, 5, &b), QF_INVALID_ARGUMENT, "does not wait");
     cr_expect_eq(qf_queue_dequeue_up_to_until(q, 5, qf_deadline_in_s(0.02), &b),
                  QF_DEADLINE_EXCEEDED, "open: up_to waits for n too");
     cr_expect_eq(qf_queue_size(q), 4);

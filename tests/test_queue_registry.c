@@ -249,21 +249,46 @@ Test(queue_registry, shape_value_conflict)
     qf_queue_registry_free(reg);
 }
 
-/* Settings TensorFlow does not compare (names, spin, the queue name) are
- * the existing queue's; the attach succeeds. */
+/* Settings TensorFlow does not compare (spin, the queue name) are the
+ * existing queue's; the attach succeeds. A request without names attaches
+ * to a named queue. */
 Test(queue_registry, uncompared_settings_keep_the_existing_queue)
 {
     qf_queue_registry *reg = mkreg();
-    const char *n1[] = {"x"}, *n2[] = {"y"};
+    const char *n1[] = {"x"};
     qf_queue_options a = fopts(10, "q_names", reg), b = fopts(10, "q_names", reg);
     a.names = n1;
-    b.names = n2;
     b.name = "another";
     b.spin_ns = -1;
     qf_queue *q1 = fifo(&a), *q2 = fifo(&b);
     cr_expect_eq(q1, q2);
     cr_expect_str_eq(qf_queue_component_name(q2, 0), "x");
     cr_expect_str_eq(qf_queue_name(q2), "q_names");
+    qf_queue_unref(q1);
+    qf_queue_unref(q2);
+    qf_queue_registry_free(reg);
+}
+
+/* Names are compared when the request gives them: the handle is the queue
+ * itself and its elements carry the queue's names (TensorFlow keeps names
+ * in each Python wrapper, so there two handles could differ). */
+Test(queue_registry, names_conflict)
+{
+    qf_queue_registry *reg = mkreg();
+    const char *n1[] = {"x"}, *n2[] = {"y"};
+    qf_queue_options a = fopts(10, "q_nc", reg), b = fopts(10, "q_nc", reg);
+    a.names = n1;
+    b.names = n2;
+    qf_queue *q1 = fifo(&a);
+    expect_conflict(&b, "names",
+                    "Shared queue 'q_nc' has component names [x] but requested component names "
+                    "were [y]");
+    qf_queue_options c = fopts(10, "q_nc2", reg), d = fopts(10, "q_nc2", reg);
+    d.names = n2; /* names asked of a queue made without */
+    qf_queue *q2 = fifo(&c);
+    expect_conflict(&d, "names",
+                    "Shared queue 'q_nc2' has component names none but requested component "
+                    "names were [y]");
     qf_queue_unref(q1);
     qf_queue_unref(q2);
     qf_queue_registry_free(reg);

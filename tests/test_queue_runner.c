@@ -1788,14 +1788,16 @@ Test(queue_runner, looper_counts_down_and_stops)
     qf_coord_free(c);
 }
 
-Test(queue_runner, looper_back_to_back_with_negative_interval)
+Test(queue_runner, looper_back_to_back_with_interval_zero)
 {
-    /* spec 125: timer_interval_secs=None: calls back to back */
+    /* spec 125: timer_interval_secs=None: calls back to back (interval 0;
+     * negative, NaN and infinite intervals are refused) */
     qf_runtime *rt = mkrt(1);
     qf_coord *c = mkcoord();
     countdown d = {.c = c, .n = 1000};
     qf_task *t = NULL;
-    cr_assert_eq(qf_looper_start(rt, c, -1.0, countdown_fn, &d, "busy", &t), QF_OK);
+    cr_expect_eq(qf_looper_start(rt, c, -1.0, countdown_fn, &d, "busy", &t), QF_INVALID_ARGUMENT);
+    cr_assert_eq(qf_looper_start(rt, c, 0.0, countdown_fn, &d, "busy", &t), QF_OK);
     cr_expect_str_eq(qf_task_name(t), "busy");
     cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_OK);
     cr_expect_eq(atomic_load(&d.n), 0);

@@ -805,7 +805,7 @@ Test(tensor, stack_of_shared_owning_part_fails_and_consumes_references)
     qf_tensor *keep = qf_tensor_ref(parts[1]);
     qf_tensor *batch = (qf_tensor *)1;
     cr_assert_eq(qf_tensor_stack(parts, 3, QF_PTR, NULL, &batch), QF_FAILED_PRECONDITION);
-    cr_assert_null(batch);
+    cr_assert_eq(batch, (qf_tensor *)1, "untouched on failure");
     cr_assert_eq(destroyed[0], 1, "sole part released");
     cr_assert_eq(destroyed[1], 0, "shared part still alive");
     cr_assert_eq(destroyed[2], 1);

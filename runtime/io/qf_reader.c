@@ -27,8 +27,11 @@
 
 void qf_record_init(qf_record *rec)
 {
-    if (rec)
-        memset(rec, 0, sizeof(*rec));
+    if (!rec) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_record_init: record (rec) is NULL");
+        return;
+    }
+    memset(rec, 0, sizeof(*rec));
 }
 
 void qf_record_clear(qf_record *rec)
@@ -195,9 +198,11 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     const qf__reader_ops *ops = ops_of(o->kind);
     if (!ops)
         return qf_set_error(QF_INVALID_ARGUMENT, "unknown reader kind %d", (int)o->kind);
+    if (o->buffer_bytes && o->buffer_bytes < QF__RBUF_MIN)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "buffer_bytes must be 0 (the default) or at least %d, not %zu",
+                            (int)QF__RBUF_MIN, o->buffer_bytes);
     size_t cap = o->buffer_bytes ? o->buffer_bytes : QF_READER_DEFAULT_BUFFER;
-    if (cap < QF__RBUF_MIN)
-        cap = QF__RBUF_MIN;
     if (ops->kind == QF_READER_TEXT_LINE) {
         if (check_size("skip_header_lines", o->skip_header_lines) != QF_OK)
             return QF_INVALID_ARGUMENT;
@@ -396,35 +401,50 @@ void qf_reader_free(qf_reader *r)
     free(r);
 }
 
+/* The accessors' answer to a NULL reader: a neutral value, the error
+ * recorded (static message). */
+static bool null_reader(const qf_reader *r, const char *msg)
+{
+    if (r)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 const char *qf_reader_name(const qf_reader *r)
 {
-    return r ? r->name : NULL;
+    return null_reader(r, "qf_reader_name: reader (r) is NULL") ? NULL : r->name;
 }
 
 qf_reader_kind qf_reader_get_kind(const qf_reader *r)
 {
-    return r ? r->ops->kind : QF_READER_TEXT_LINE;
+    return null_reader(r, "qf_reader_get_kind: reader (r) is NULL") ? QF_READER_TEXT_LINE
+                                                                    : r->ops->kind;
 }
 
 const char *qf_reader_kind_name(const qf_reader *r)
 {
-    return r ? r->ops->kind_name : NULL;
+    return null_reader(r, "qf_reader_kind_name: reader (r) is NULL") ? NULL : r->ops->kind_name;
 }
 
 int64_t qf_reader_num_records_produced(const qf_reader *r)
 {
-    return r ? atomic_load_explicit(&r->produced, memory_order_relaxed) : 0;
+    if (null_reader(r, "qf_reader_num_records_produced: reader (r) is NULL"))
+        return 0;
+    return atomic_load_explicit(&r->produced, memory_order_relaxed);
 }
 
 int64_t qf_reader_num_work_units_completed(const qf_reader *r)
 {
-    return r ? atomic_load_explicit(&r->completed, memory_order_relaxed) : 0;
+    if (null_reader(r, "qf_reader_num_work_units_completed: reader (r) is NULL"))
+        return 0;
+    return atomic_load_explicit(&r->completed, memory_order_relaxed);
 }
 
 void qf_reader_reset(qf_reader *r)
 {
     if (!r)
-        return;
+        return; /* NULL-safe (documented) */
     finish_work(r);
     r->work_len = 0;
     r->resume_pending = false;

@@ -138,6 +138,11 @@
  *                                     reads of that reader.
  *   several readers, one work queue   fine: each file name goes to one
  *                                     reader (the queue's dequeue).
+ *
+ * Bad input: NULL arguments are QF_INVALID_ARGUMENT naming them (the work
+ * queue keeps its item, outputs are untouched); the accessors return NULL
+ * or 0 for a NULL reader and record that error; free, reset and the
+ * record clears accept NULL quietly.
  */
 #ifndef QF_READER_H
 #define QF_READER_H
@@ -226,8 +231,9 @@ typedef struct qf_reader_options {
     int64_t header_bytes;
     int64_t footer_bytes;
     int64_t hop_bytes;
-    /* Read buffer size; 0: QF_READER_DEFAULT_BUFFER; at least 16 bytes.
-     * Ignored by the IdentityReader, which reads no files. */
+    /* Read buffer size; 0: QF_READER_DEFAULT_BUFFER; otherwise at least 16
+     * bytes (less is QF_INVALID_ARGUMENT). Ignored by the IdentityReader,
+     * which reads no files. */
     size_t buffer_bytes;
     /* TFRecordReader's compression_type, FixedLengthRecordReader's
      * encoding; the others refuse anything but QF_COMPRESSION_NONE. */
@@ -306,7 +312,8 @@ QF_API qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
  *              TFRecordReader and FixedLengthRecordReader, not ...",
  *              "unknown compression N", a zlib option out of range ("zlib
  *              window_bits must be 8..15 (or 0) not 3", buffers over 1 GiB),
- *              "max_record_bytes N is too large"; QF_UNIMPLEMENTED for
+ *              "max_record_bytes N is too large",
+ *              buffer_bytes from 1 to 15, NULL arguments; QF_UNIMPLEMENTED for
  *              QF_READER_LMDB without liblmdb; QF_RESOURCE_EXHAUSTED when
  *              memory runs out (a huge record_bytes). *ret_reader untouched
  *              on failure.

@@ -83,10 +83,12 @@
  * Differences from TensorFlow: the checks TensorFlow does at graph
  * construction on
  * static shapes are done here on the declared components; the poll form of
- * taking a batch (qf_batcher_poller) gathers elements one by one, so several
- * concurrent pollers may each hold part of a batch, and the part a poller
- * holds when the queue ends without allow_smaller_final_batch is dropped
- * (TensorFlow puts it back into a queue that nobody can take it from).
+ * taking a batch (qf_batcher_poller) gathers elements one by one into one
+ * batch in progress that all pollers of a batcher share (TensorFlow's
+ * dequeue_many gathers in one attempt while later attempts wait), so at the
+ * end of the data fewer than batch_size examples are left over for the
+ * whole batcher, as in TensorFlow; they stay in the batcher rather than in
+ * the queue (qf_queue_size() does not count them) and are freed with it.
  *
  * Synchronization table
  *   constructors, qf_batcher_free      any thread; qf_batcher_free needs
@@ -94,6 +96,11 @@
  *   qf_batcher_next* / accessors       any number of threads
  *   qf_batcher_poller_*                one task (or thread) per poller
  *   sources before a batch call      one thread (the caller owns them)
+ *
+ * Bad input: NULL arguments and out-of-range options are QF_INVALID_ARGUMENT
+ * naming them; a refused batch call still takes its sources and adds
+ * nothing to the scope; the accessors return NULL / 0 / QF_DT_INVALID / an
+ * invalid shape for a NULL batcher and record that error.
  */
 #ifndef QF_BATCH_H
 #define QF_BATCH_H
@@ -280,7 +287,8 @@ typedef struct qf_batch_options {
     /* Enqueue tasks per source for batch / shuffle_batch; 0: 1. Ignored by
      * the join variants (one task per source). */
     int num_threads;
-    /* Queue capacity; 0: QF_INPUT_DEFAULT_CAPACITY. */
+    /* Queue capacity; 0: QF_INPUT_DEFAULT_CAPACITY; -1: unbounded
+     * (TensorFlow's kUnbounded); other negative values are refused. */
     int64_t capacity;
     /* Sources yield batches: the first dimension indexes examples. */
     bool enqueue_many;
@@ -323,8 +331,9 @@ typedef struct qf_batcher qf_batcher;
  * Blocking:    never (allocates; a reader-options source opens no file
  *              yet). Concurrency: any thread.
  * Returns:     QF_OK;
- *              QF_INVALID_ARGUMENT for a NULL source, batch_size < 1,
- *                num_threads < 0, shapes missing or not fully defined
+ *              QF_INVALID_ARGUMENT for a NULL source, batch_size outside
+ *                [1, INT32_MAX], num_threads < 0, a capacity below -1,
+ *                shapes missing or not fully defined
  *                without dynamic_pad ("All shapes must be fully defined",
  *                spec 168), unknown rank with dynamic_pad ("Cannot infer
  *                Tensor's rank", spec 168), an op template whose many flag
@@ -418,7 +427,10 @@ QF_API void qf_batcher_free(qf_batcher *b);
  *              dequeue_many / dequeue_up_to.
  * Returns:     QF_OK; QF_OUT_OF_RANGE once the queue is closed and has fewer
  *              than batch_size examples left (spec 163), or none with
- *              allow_smaller_final_batch; QF_DEADLINE_EXCEEDED (_until);
+ *              allow_smaller_final_batch (at the end, a batch in progress
+ *              that pollers of the same batcher began is finished with what
+ *              the queue has left; see qf_batcher_poll_next());
+ *              QF_DEADLINE_EXCEEDED (_until);
  *              QF_UNAVAILABLE (try); QF_INVALID_ARGUMENT for NULL
  *              arguments. *ret_batch untouched on failure.
  */
@@ -427,7 +439,8 @@ QF_API qf_code qf_batcher_next_until(qf_batcher *b, qf_deadline deadline, qf_ele
 QF_API qf_code qf_batcher_try_next(qf_batcher *b, qf_element **ret_batch);
 
 /* The poll (task) form. A poller gathers examples one by one with the
- * queue's poll form and stacks them when it has batch_size (or, with
+ * queue's poll form into the batcher's batch in progress (shared by all its
+ * pollers) and stacks them when it has batch_size (or, with
  * allow_smaller_final_batch, when the queue has ended). */
 typedef struct qf_batcher_poller qf_batcher_poller;
 
@@ -447,16 +460,25 @@ QF_API qf_code qf_batcher_poller_new(qf_batcher *b, qf_batcher_poller **ret);
  * Blocking:    never: when no batch can be completed now, `waker` (for
  *              instance qf_task_waker(task)) is registered with the queue
  *              and QF_PENDING is returned; poll again when woken.
- * Concurrency: one caller per poller; any number of pollers per batch.
+ * Concurrency: one caller per poller; any number of pollers per batcher.
+ *              The pollers of one batcher fill one shared batch in
+ *              progress, in queue order, under a short lock held only
+ *              while examples that are already there are taken: a batch
+ *              one poller began is finished by whichever poller (or
+ *              qf_batcher_next* call) runs next, so no example is stranded
+ *              with a poller that stopped polling.
  * Returns:     QF_OK and *ret_batch (as qf_batcher_next()); QF_PENDING;
- *              QF_OUT_OF_RANGE at the end (examples held toward an
- *              incomplete batch are then dropped, spec 163); an error the
- *              stacking reports. *ret_batch untouched unless QF_OK.
+ *              QF_OUT_OF_RANGE at the end: without allow_smaller_final_batch
+ *              the batch in progress (fewer than batch_size examples for the
+ *              whole batcher) is never returned (spec 163), with it the
+ *              poller that meets the end returns it as the final batch
+ *              (spec 164); QF_INVALID_ARGUMENT naming a NULL argument; an
+ *              error the stacking reports. *ret_batch untouched unless QF_OK.
  */
 QF_API qf_code qf_batcher_poll_next(qf_batcher_poller *p, qf_waker *waker, qf_element **ret_batch);
 
-/** qf_batcher_poller_free() - free the poller; examples it holds are
- *  dropped. If its last poll returned QF_PENDING, that waker is withdrawn
+/** qf_batcher_poller_free() - free the poller (the batch in progress is the
+ *  batcher's and stays). If its last poll returned QF_PENDING, that waker is withdrawn
  *  from the queue (qf_queue_cancel_poll()), so do not register the same
  *  waker elsewhere in between. NULL-safe. */
 QF_API void qf_batcher_poller_free(qf_batcher_poller *p);

@@ -107,7 +107,11 @@ void qf_batch_source_on_free(qf_batch_source *s, void (*free_fn)(void *), void *
 
 const qf_components *qf_batch_source_components(const qf_batch_source *s)
 {
-    return s ? &s->comps : NULL;
+    if (!s) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_batch_source_components: source is NULL");
+        return NULL;
+    }
+    return &s->comps;
 }
 
 qf_code qf_batch_source_produce(const qf_components *comps, qf_produce_fn fn, void *arg,

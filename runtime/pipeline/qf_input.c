@@ -130,13 +130,20 @@ qf_code qf_limit_epochs_next(qf_limit_epochs *l, qf_tensor **ret_t)
 
 int64_t qf_limit_epochs_count(const qf_limit_epochs *l)
 {
-    return l ? atomic_load_explicit(&((qf_limit_epochs *)l)->count, memory_order_relaxed) : 0;
+    if (!l) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_limit_epochs_count: limit_epochs is NULL");
+        return 0;
+    }
+    return atomic_load_explicit(&((qf_limit_epochs *)l)->count, memory_order_relaxed);
 }
 
 void qf_limit_epochs_reset(qf_limit_epochs *l)
 {
-    if (l)
-        atomic_store_explicit(&l->count, 0, memory_order_relaxed);
+    if (!l) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_limit_epochs_reset: limit_epochs is NULL");
+        return;
+    }
+    atomic_store_explicit(&l->count, 0, memory_order_relaxed);
 }
 
 qf_code qf_limit_epochs_produce(void *arg, qf_element **ret_elem)
@@ -330,6 +337,11 @@ static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc, qf_defe
         o = &dflt;
     if (o->num_epochs < 0)
         return bad_epochs(o->num_epochs);
+    if (o->shuffle != QF_SHUFFLE_DEFAULT && o->shuffle != QF_SHUFFLE_ON &&
+        o->shuffle != QF_SHUFFLE_OFF)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "shuffle must be QF_SHUFFLE_DEFAULT, _ON or _OFF, not %d",
+                            (int)o->shuffle);
     if (!s)
         s = qf_scope_default();
     if (!s)

@@ -58,6 +58,11 @@
  *   producer constructors            any thread; the scope's short lock
  *   qf_limit_epochs_next / produce   any number of threads (one atomic RMW)
  *   gauges                           any thread, any time (wait-free)
+ *
+ * Bad input: NULL arguments, negative num_epochs and an unknown shuffle
+ * setting are QF_INVALID_ARGUMENT naming them, and nothing is created;
+ * qf_limit_epochs_count/reset given NULL record that error (0 / nothing);
+ * the gauge values of NULL are 0, quietly (documented below).
  */
 #ifndef QF_INPUT_H
 #define QF_INPUT_H

@@ -14,7 +14,7 @@ typedef struct looper {
     qf_coord *coord;
     qf_looper_fn fn;
     void *arg;
-    int64_t interval_ns; /* < 0: back to back */
+    int64_t interval_ns; /* 0: back to back */
     qf_deadline next;
     qf_waker stop_waker;
     bool registered;
@@ -42,13 +42,16 @@ static qf_code looper_task(qf_task *t, void *arg)
         return QF_PENDING; /* woken early (a spurious wake) */
 
     qf_code rc = l->fn(l->arg);
+    if (!qf_code_is_valid(rc)) /* QF_PENDING here would park a task that left */
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "The looper's function returned %d, which is not a qf_code", (int)rc);
     if (rc != QF_OK) { /* spec 125: reported, and the looper ends */
         qf_coord_report(l->coord, rc);
         return looper_leave(l, t, rc);
     }
     if (qf_coord_should_stop(l->coord))
         return looper_leave(l, t, QF_OK);
-    if (l->interval_ns < 0) {
+    if (l->interval_ns == 0) {
         l->next = QF_NO_WAIT;
         return QF_YIELD;
     }
@@ -74,6 +77,12 @@ qf_code qf_looper_start(qf_runtime *rt, qf_coord *coord, double interval_secs, q
         return qf_set_error(QF_INVALID_ARGUMENT, "A looper needs a Coordinator");
     if (!fn)
         return qf_set_error(QF_INVALID_ARGUMENT, "A looper needs a target function");
+    /* Finite and >= 0; above ~292 years the boundaries overflow int64 ns. */
+    if (!(interval_secs >= 0 && interval_secs <= 9.0e9))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "interval_secs must be a finite number of seconds >= 0 (0: back to "
+                            "back), not %g",
+                            interval_secs);
     if (!rt)
         rt = qf_runtime_default();
     looper *l = calloc(1, sizeof(*l));
@@ -82,8 +91,7 @@ qf_code qf_looper_start(qf_runtime *rt, qf_coord *coord, double interval_secs, q
     l->coord = coord;
     l->fn = fn;
     l->arg = arg;
-    l->interval_ns =
-        isnan(interval_secs) || interval_secs < 0 ? -1 : (int64_t)(interval_secs * 1e9);
+    l->interval_ns = (int64_t)(interval_secs * 1e9);
     l->next = qf_now_ns(); /* the first call happens at once */
     qf_task_options o = {.name = name ? name : "LooperThread", .coord = coord, .daemon = true};
     qf_code rc = qf_task_spawn(rt, looper_task, l, &o, ret_task);

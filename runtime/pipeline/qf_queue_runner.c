@@ -167,24 +167,37 @@ qf_code qf_queue_runner_free(qf_queue_runner *r)
     return QF_OK;
 }
 
+/* The accessors' answer to a NULL runner: a neutral value, the error
+ * recorded (static message). */
+static bool null_runner(const qf_queue_runner *r, const char *msg)
+{
+    if (r)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 const char *qf_queue_runner_name(const qf_queue_runner *r)
 {
-    return qf_queue_name(r->queue);
+    return null_runner(r, "qf_queue_runner_name: runner (r) is NULL") ? NULL
+                                                                      : qf_queue_name(r->queue);
 }
 
 qf_queue *qf_queue_runner_queue(const qf_queue_runner *r)
 {
-    return r->queue;
+    return null_runner(r, "qf_queue_runner_queue: runner (r) is NULL") ? NULL : r->queue;
 }
 
 size_t qf_queue_runner_num_ops(const qf_queue_runner *r)
 {
-    return r->n_ops;
+    return null_runner(r, "qf_queue_runner_num_ops: runner (r) is NULL") ? 0 : r->n_ops;
 }
 
 size_t qf_queue_runner_closed_codes(const qf_queue_runner *r, qf_code *out, size_t cap)
 {
-    for (size_t i = 0; i < r->n_closed && i < cap; i++)
+    if (null_runner(r, "qf_queue_runner_closed_codes: runner (r) is NULL"))
+        return 0;
+    for (size_t i = 0; out && i < r->n_closed && i < cap; i++)
         out[i] = r->closed[i];
     return r->n_closed;
 }
@@ -217,6 +230,8 @@ static qf__runner_run *find_run(qf_queue_runner *r, const qf_runtime *rt, bool c
 
 size_t qf_queue_runner_running(const qf_queue_runner *r, const qf_runtime *rt)
 {
+    if (null_runner(r, "qf_queue_runner_running: runner (r) is NULL"))
+        return 0;
     qf_queue_runner *mr = (qf_queue_runner *)r;
     qf__lock(&mr->lock);
     qf__runner_run *run = find_run(mr, rt, false);
@@ -227,6 +242,8 @@ size_t qf_queue_runner_running(const qf_queue_runner *r, const qf_runtime *rt)
 
 size_t qf_queue_runner_num_exceptions(const qf_queue_runner *r)
 {
+    if (null_runner(r, "qf_queue_runner_num_exceptions: runner (r) is NULL"))
+        return 0;
     qf_queue_runner *mr = (qf_queue_runner *)r;
     qf__lock(&mr->lock);
     size_t n = mr->n_exc;
@@ -236,6 +253,8 @@ size_t qf_queue_runner_num_exceptions(const qf_queue_runner *r)
 
 qf_status *qf_queue_runner_exception(const qf_queue_runner *r, size_t i)
 {
+    if (null_runner(r, "qf_queue_runner_exception: runner (r) is NULL"))
+        return NULL;
     qf_queue_runner *mr = (qf_queue_runner *)r;
     qf__lock(&mr->lock);
     qf_status *s = i < mr->n_exc ? qf_status_copy(mr->exc[i]) : NULL;
@@ -353,6 +372,11 @@ static qf_code leave(qf__rtask *s, qf_task *t, qf_code rc, bool closed)
 static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
 {
     qf_queue_runner *r = s->r;
+    if (!qf_code_is_valid(rc)) /* an op's nonsense must not become the task's result */
+        rc = qf_set_error(QF_INVALID_ARGUMENT,
+                          "Enqueue op '%s' of QueueRunner '%s' returned %d, which is not a "
+                          "qf_code",
+                          s->op->op.name, qf_queue_name(r->queue), (int)rc);
     if (is_closed_code(r, rc))
         return leave(s, t, QF_OK, true); /* its input ended: a clean exit */
     if (s->coord) {
@@ -517,6 +541,8 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             qf_code rc = run_op(s, t);
             if (rc == QF_PENDING)
                 return QF_PENDING;
+            if (rc == QF_YIELD) /* nothing this run: let others run first */
+                return QF_YIELD;
             if (rc != QF_OK)
                 return fail(s, t, rc);
             if (s->op->op.kind == QF_OP_POLL || !have_pending(s))
@@ -565,12 +591,15 @@ void qf_tasks_free(qf_task **tasks, size_t n)
 qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord, unsigned flags,
                               qf_task ***ret_tasks, size_t *ret_n)
 {
+    if (!r || !rt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", r ? "runtime" : "runner");
+    if (flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON))
+        return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", flags,
+                            flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON));
     if (ret_tasks)
         *ret_tasks = NULL;
     if (ret_n)
         *ret_n = 0;
-    if (!r || !rt)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", r ? "runtime" : "runner");
     qf__lock(&r->lock);
     qf__runner_run *run = find_run(r, rt, true);
     if (!run) {

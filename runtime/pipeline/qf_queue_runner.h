@@ -22,6 +22,11 @@
  *   qf_queue_runner_start / exceptions / running   any thread; short lock
  *   qf_queue_runner_free                           no task of it running
  *   qf_scope_*                                     any thread; short lock
+ *
+ * Bad input: NULL arguments (where NULL has no documented meaning), unknown
+ * flag bits and codes outside the canonical set are QF_INVALID_ARGUMENT
+ * naming them, with nothing changed; the runner accessors return NULL / 0
+ * for a NULL runner and record that error.
  */
 #ifndef QF_QUEUE_RUNNER_H
 #define QF_QUEUE_RUNNER_H
@@ -57,7 +62,9 @@ typedef qf_code (*qf_transform_fn)(void *arg, qf_element *in, qf_element **ret_o
 
 /* The general form: one step of the op. Returns QF_OK when one run of the
  * op completed, QF_PENDING after registering qf_task_waker(task) with what
- * it waits for, or a code as above. */
+ * it waits for, QF_YIELD to be run again after other tasks, or a code as
+ * above. (Any op function: a value that is none of these and no qf_code
+ * fails the op with QF_INVALID_ARGUMENT, reported as an error.) */
 typedef qf_code (*qf_poll_op_fn)(qf_task *task, void *arg);
 
 typedef enum qf_enqueue_op_kind {
@@ -124,6 +131,9 @@ QF_API qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, si
  *  (QF_FAILED_PRECONDITION otherwise, and nothing is freed). NULL-safe. */
 QF_API qf_code qf_queue_runner_free(qf_queue_runner *r);
 
+/* Accessors: a NULL runner gives NULL / 0 and records QF_INVALID_ARGUMENT;
+ * closed_codes() with a NULL `out` only counts. */
+
 /** The runner's name: its queue's name (spec 144). */
 QF_API const char *qf_queue_runner_name(const qf_queue_runner *r);
 QF_API qf_queue *qf_queue_runner_queue(const qf_queue_runner *r);
@@ -149,7 +159,8 @@ enum {
  *
  * If tasks of an earlier start on the same runtime are still counted as
  * running, nothing is created: QF_OK with *ret_n = 0 (spec 139). A new
- * start clears the raised errors (spec 141).
+ * start clears the raised errors (spec 141). A NULL runner or runtime, or
+ * flags with unknown bits, is QF_INVALID_ARGUMENT (outputs untouched).
  *
  * Ownership:   *ret_tasks (may be NULL if not wanted) is a malloc'd array
  *              of task references: release with qf_tasks_free().
@@ -244,10 +255,14 @@ typedef qf_code (*qf_looper_fn)(void *arg);
 
 /**
  * qf_looper_start() - a task that calls fn(arg) at once, then every
- * interval_secs on fixed boundaries (negative: back to back, yielding in
- * between), until the Coordinator stops (spec 124-126). The task is a
- * Coordinator member named "LooperThread" (or `name`).
- * Returns QF_INVALID_ARGUMENT for a NULL coordinator or function.
+ * interval_secs on fixed boundaries (0: back to back, yielding in between:
+ * TensorFlow's timer_interval_secs=None), until the Coordinator stops
+ * (spec 124-126). The task is a Coordinator member named "LooperThread"
+ * (or `name`). A function returning something that is not a qf_code ends
+ * the looper with QF_INVALID_ARGUMENT, reported to the Coordinator.
+ * Returns QF_INVALID_ARGUMENT for a NULL coordinator or function, or an
+ * interval that is negative, NaN, infinite or above 9e9 s (nothing is
+ * started).
  */
 QF_API qf_code qf_looper_start(qf_runtime *rt, qf_coord *coord, double interval_secs,
                                qf_looper_fn fn, void *arg, const char *name, qf_task **ret_task);

@@ -202,6 +202,9 @@ qf_code qf_start_queue_runners(qf_runtime *rt, qf_coord *coord, qf_scope *s,
                                const char *collection_name, unsigned flags, qf_task ***ret_tasks,
                                size_t *ret_n)
 {
+    if (flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON))
+        return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", flags,
+                            flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON));
     if (ret_tasks)
         *ret_tasks = NULL;
     if (ret_n)

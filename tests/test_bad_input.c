@@ -1,0 +1,3304 @@
+/* test_bad_input.c - every exported function, given bad input (reliability
+ * suite).
+ *
+ * One case per exported function, named after it (CASE(qf_x) below): what
+ * NULL, out-of-range and nonsense arguments give.
+ * tests/reliability/bad_input_coverage.py compares these names with the
+ * functions libqflow.so exports and the public headers declare, and fails
+ * when one has no case here, so a new function cannot be forgotten.
+ *
+ * The rules checked (README, "Bad input"):
+ *   - a call returning a qf_code refuses with QF_INVALID_ARGUMENT (or the
+ *     code its contract documents), qf_last_message() naming the argument;
+ *   - a call returning a value returns a neutral one (NULL, 0, false,
+ *     QF_DT_INVALID, an invalid shape) and records the same error, except
+ *     where the contract gives NULL a meaning (free functions, "NULL-safe",
+ *     the default scope, ...) and in the async-signal-safe calls, which
+ *     record nothing;
+ *   - nothing changes: out-parameters stay untouched, objects keep their
+ *     state (sizes, stop flags, registrations), ownership that the contract
+ *     says is taken "also on failure" is taken, and nothing leaks (ASan).
+ *
+ * The cases run one after another in one test (one process: a fork per
+ * case cost minutes under AddressSanitizer); each is announced on stderr
+ * before it runs, so a crash names its case. QF_BAD_INPUT_CASE=qf_x runs
+ * only the cases whose name contains qf_x.
+ *
+ * Cases whose fix belongs to code another change is reworking (the
+ * scheduler, runtime/sched/) say so with PENDING(): the rest of such a case
+ * is skipped (and listed) unless QF_BAD_INPUT_PENDING=1, which runs it to
+ * show what still fails.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qflow.h"
+
+#ifndef QF_TSAN_CRITERION_SHIM_H
+TestSuite(bad_input, .timeout = 300);
+#endif
+
+/* ------------------------------------------------------------------ cases */
+
+typedef struct bad_case {
+    const char *name;
+    void (*fn)(void);
+    struct bad_case *next;
+} bad_case;
+
+static bad_case *cases_head, **cases_tail = &cases_head;
+static int pending_count;
+static char pending_names[4096];
+
+/* CASE(qf_x) { ... }: the bad-input case of qf_x, registered before main. */
+#define CASE(fn_)                                                                                  \
+    static void case_##fn_(void);                                                                  \
+    static bad_case reg_##fn_ = {#fn_, case_##fn_, NULL};                                          \
+    __attribute__((constructor)) static void add_##fn_(void)                                       \
+    {                                                                                              \
+        *cases_tail = &reg_##fn_;                                                                  \
+        cases_tail = &reg_##fn_.next;                                                              \
+    }                                                                                              \
+    static void case_##fn_(void)
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Forget the thread's last error, so a case sees what its call recorded. */
+static void clear_last(void)
+{
+    qf_set_error(QF_OK, "(nothing recorded)");
+}
+
+/* The last error is `code` and its message contains `word`. */
+#define EXPECT_RECORDED(code, word)                                                                \
+    do {                                                                                           \
+        cr_expect_eq(qf_last_code(), (code), "recorded %s (%s), expected %s",                      \
+                     qf_code_name(qf_last_code()), qf_last_message(), qf_code_name(code));         \
+        cr_expect(strstr(qf_last_message(), (word)) != NULL,                                       \
+                  "message \"%s\" does not name \"%s\"", qf_last_message(), (word));               \
+    } while (0)
+
+/* A qf_code call refuses with `code`, naming `word`. */
+#define EXPECT_CODE(code, call, word)                                                              \
+    do {                                                                                           \
+        clear_last();                                                                              \
+        qf_code rc_ = (call);                                                                      \
+        cr_expect_eq(rc_, (code), "%s gave %s (%s)", #call, qf_code_name(rc_), qf_last_message()); \
+        EXPECT_RECORDED(code, word);                                                               \
+    } while (0)
+#define INVALID(call, word) EXPECT_CODE(QF_INVALID_ARGUMENT, call, word)
+
+/* A value-returning call gives `value` and records INVALID_ARGUMENT naming
+ * `word`. */
+#define NEUTRAL(call, value, word)                                                                 \
+    do {                                                                                           \
+        clear_last();                                                                              \
+        cr_expect((call) == (value), "%s is not %s", #call, #value);                               \
+        EXPECT_RECORDED(QF_INVALID_ARGUMENT, word);                                                \
+    } while (0)
+
+/* A void call refuses (records INVALID_ARGUMENT naming `word`). */
+#define REFUSED(call, word)                                                                        \
+    do {                                                                                           \
+        clear_last();                                                                              \
+        call;                                                                                      \
+        EXPECT_RECORDED(QF_INVALID_ARGUMENT, word);                                                \
+    } while (0)
+
+/* A call where NULL is documented as harmless: it runs and records nothing. */
+#define QUIET(call)                                                                                \
+    do {                                                                                           \
+        clear_last();                                                                              \
+        call;                                                                                      \
+        cr_expect_eq(qf_last_code(), QF_OK, "%s recorded %s (%s)", #call,                          \
+                     qf_code_name(qf_last_code()), qf_last_message());                             \
+    } while (0)
+
+/* The fix lives in code another change is reworking: the rest of the case
+ * is skipped (and listed) unless QF_BAD_INPUT_PENDING=1. */
+static const char *current_case;
+
+static bool run_pending(const char *why)
+{
+    const char *run = getenv("QF_BAD_INPUT_PENDING");
+    if (run && strcmp(run, "1") == 0)
+        return true;
+    if (pending_count++ < 64) {
+        size_t len = strlen(pending_names);
+        snprintf(pending_names + len, sizeof(pending_names) - len, "%s%s", len ? ", " : "",
+                 current_case);
+    }
+    (void)why;
+    return false;
+}
+
+#define PENDING(why)                                                                               \
+    do {                                                                                           \
+        if (!run_pending(why))                                                                     \
+            return;                                                                                \
+    } while (0)
+
+/* A sentinel an out-parameter starts with, to see that it stays untouched. */
+#define UNTOUCHED ((void *)0x5a5a5a5a)
+
+__attribute__((unused)) static qf_deadline soon(void)
+{
+    return qf_deadline_in_s(10);
+}
+
+/* Fixtures. */
+static const qf_dtype I64 = QF_INT64;
+
+__attribute__((unused)) static qf_queue *mkq(int64_t capacity)
+{
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {
+        .capacity = capacity, .num_components = 1, .dtypes = &I64, .shapes = &sh, .name = "q"};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
+    return q;
+}
+
+__attribute__((unused)) static qf_queue *mkstrq(void)
+{
+    qf_dtype dt = QF_STRING;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {
+        .capacity = 8, .num_components = 1, .dtypes = &dt, .shapes = &sh, .name = "files"};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
+    return q;
+}
+
+__attribute__((unused)) static qf_queue *mkptrq(void)
+{
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_ptr_queue_new(8, "p", 0, NULL, &q), QF_OK);
+    return q;
+}
+
+__attribute__((unused)) static qf_element *mkelem(int64_t v)
+{
+    qf_tensor *t = qf_tensor_new_i64(v);
+    return qf_element_of(1, &t);
+}
+
+static qf_coord *mkcoord(void)
+{
+    qf_coord *c = NULL;
+    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
+    return c;
+}
+
+__attribute__((unused)) static qf_runtime *mkrt(int workers)
+{
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = workers, .name = "bad"}, &rt),
+                 QF_OK);
+    return rt;
+}
+
+__attribute__((unused)) static qf_scope *mkscope(void)
+{
+    qf_scope *s = NULL;
+    cr_assert_eq(qf_scope_new(&s), QF_OK);
+    return s;
+}
+
+static void noop_action(void *arg)
+{
+    (void)arg;
+}
+
+static void noop_wake(qf_waker *w)
+{
+    (void)w;
+}
+
+/* ========================================================== qf_status.h */
+
+CASE(qf_code_name)
+{
+    QUIET(cr_expect_str_eq(qf_code_name(-1), "UNKNOWN_CODE"));
+    QUIET(cr_expect_str_eq(qf_code_name(QF_CODE_COUNT), "UNKNOWN_CODE"));
+    QUIET(cr_expect_str_eq(qf_code_name(12345), "UNKNOWN_CODE"));
+}
+
+CASE(qf_code_is_valid)
+{
+    QUIET(cr_expect_not(qf_code_is_valid(-1)));
+    QUIET(cr_expect_not(qf_code_is_valid(-2)));
+    QUIET(cr_expect_not(qf_code_is_valid(QF_CODE_COUNT)));
+    QUIET(cr_expect_not(qf_code_is_valid(777)));
+}
+
+CASE(qf_status_new)
+{
+    /* the issue: codes outside the canonical set passed through */
+    qf_status *s = qf_status_new((qf_code)777, "boom");
+    cr_expect_eq(qf_status_code(s), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_status_message(s), "code 777") != NULL, "%s", qf_status_message(s));
+    qf_status_free(s);
+    s = qf_status_new((qf_code)-7, "boom");
+    cr_expect_eq(qf_status_code(s), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_status_message(s), "code -7") != NULL, "%s", qf_status_message(s));
+    qf_status_free(s);
+    /* and a NULL format was accepted */
+    s = qf_status_new(QF_CANCELLED, NULL);
+    cr_expect_eq(qf_status_code(s), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_status_message(s), "fmt") != NULL, "%s", qf_status_message(s));
+    qf_status_free(s);
+}
+
+static qf_status *newv(qf_code code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    qf_status *s = qf_status_newv(code, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+CASE(qf_status_newv)
+{
+    qf_status *s = newv((qf_code)QF_CODE_COUNT, "x");
+    cr_expect_eq(qf_status_code(s), QF_INVALID_ARGUMENT);
+    qf_status_free(s);
+    s = newv(QF_ABORTED, NULL);
+    cr_expect_eq(qf_status_code(s), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_status_message(s), "fmt") != NULL, "%s", qf_status_message(s));
+    qf_status_free(s);
+}
+
+CASE(qf_status_copy)
+{
+    QUIET(cr_expect_null(qf_status_copy(NULL))); /* NULL-safe */
+}
+
+CASE(qf_status_free)
+{
+    QUIET(qf_status_free(NULL));
+}
+
+CASE(qf_status_code)
+{
+    QUIET(cr_expect_eq(qf_status_code(NULL), QF_OK)); /* documented */
+}
+
+CASE(qf_status_message)
+{
+    QUIET(cr_expect_str_eq(qf_status_message(NULL), ""));
+}
+
+static void *fresh_thread_last(void *arg)
+{
+    /* a thread that never failed: OK and an empty message */
+    int *ok = arg;
+    *ok = qf_last_code() == QF_OK && qf_last_message()[0] == 0;
+    qf_status *s = qf_last_status();
+    *ok = *ok && qf_status_code(s) == QF_OK;
+    qf_status_free(s);
+    return NULL;
+}
+
+static void fresh_thread_check(void)
+{
+    pthread_t t;
+    int ok = 0;
+    cr_assert_eq(pthread_create(&t, NULL, fresh_thread_last, &ok), 0);
+    pthread_join(t, NULL);
+    cr_expect(ok, "a fresh thread's last error is OK and empty");
+}
+
+CASE(qf_last_code)
+{
+    fresh_thread_check(); /* no argument: what there is before any failure */
+}
+
+CASE(qf_last_message)
+{
+    fresh_thread_check();
+}
+
+CASE(qf_last_status)
+{
+    fresh_thread_check();
+}
+
+CASE(qf_set_error)
+{
+    INVALID(qf_set_error((qf_code)777, "what I meant"), "code 777");
+    cr_expect(strstr(qf_last_message(), "what I meant") != NULL, "%s", qf_last_message());
+    INVALID(qf_set_error((qf_code)-2, "x"), "code -2");
+    INVALID(qf_set_error(QF_NOT_FOUND, NULL), "fmt");
+}
+
+/* ============================================================ qf_time.h */
+
+CASE(qf_now_ns)
+{
+    int64_t a = qf_now_ns(), b = qf_now_ns();
+    cr_expect_geq(b, a, "monotonic");
+}
+
+CASE(qf_deadline_in_ns)
+{
+    cr_expect_eq(qf_deadline_in_ns(-5), QF_NO_WAIT);
+    cr_expect_eq(qf_deadline_in_ns(INT64_MIN), QF_NO_WAIT);
+    cr_expect_eq(qf_deadline_in_ns(INT64_MAX), QF_FOREVER, "saturates");
+}
+
+CASE(qf_deadline_in_s)
+{
+    cr_expect_eq(qf_deadline_in_s(NAN), QF_NO_WAIT);
+    cr_expect_eq(qf_deadline_in_s(-INFINITY), QF_NO_WAIT);
+    cr_expect_eq(qf_deadline_in_s(-1.0), QF_NO_WAIT);
+    cr_expect_eq(qf_deadline_in_s(INFINITY), QF_FOREVER);
+    cr_expect_eq(qf_deadline_in_s(1e300), QF_FOREVER);
+}
+
+CASE(qf_deadline_passed)
+{
+    cr_expect(qf_deadline_passed(-7), "any other negative deadline is in the past");
+    cr_expect(qf_deadline_passed(QF_NO_WAIT));
+    cr_expect_not(qf_deadline_passed(QF_FOREVER));
+}
+
+CASE(qf_deadline_min)
+{
+    cr_expect_eq(qf_deadline_min(QF_FOREVER, QF_FOREVER), QF_FOREVER);
+    cr_expect_eq(qf_deadline_min(-7, QF_FOREVER), -7);
+    cr_expect_eq(qf_deadline_min(INT64_MAX, 5), 5);
+}
+
+/* =========================================================== qf_futex.h */
+
+CASE(qf_futex_wait)
+{
+    INVALID(qf_futex_wait(NULL, 0, QF_NO_WAIT), "word");
+    INVALID(qf_futex_wait(NULL, 0, QF_FOREVER), "word"); /* returns, does not spin */
+}
+
+CASE(qf_futex_wake)
+{
+    /* async-signal-safe: 0 woken, nothing recorded */
+    QUIET(cr_expect_eq(qf_futex_wake(NULL, 1), 0));
+    _Atomic uint32_t w = 0;
+    QUIET(cr_expect_eq(qf_futex_wake(&w, -3), 0));
+}
+
+/* ========================================================== qf_waker.h */
+
+CASE(qf_waker_init)
+{
+    REFUSED(qf_waker_init(NULL, noop_wake, NULL), "waker");
+}
+
+CASE(qf_waker_init_thread)
+{
+    REFUSED(qf_waker_init_thread(NULL), "waker");
+}
+
+CASE(qf_waker_state)
+{
+    NEUTRAL(qf_waker_state(NULL), QF_WAKER_IDLE, "waker");
+}
+
+CASE(qf_waker_wait)
+{
+    INVALID(qf_waker_wait(NULL, QF_FOREVER), "waker");
+}
+
+CASE(qf_waker_withdraw)
+{
+    NEUTRAL(qf_waker_withdraw(NULL), false, "waker");
+}
+
+CASE(qf_waker_consumed)
+{
+    REFUSED(qf_waker_consumed(NULL), "waker");
+}
+
+CASE(qf_waitlist_init)
+{
+    REFUSED(qf_waitlist_init(NULL), "wait list");
+}
+
+CASE(qf_waitlist_destroy)
+{
+    QUIET(qf_waitlist_destroy(NULL));
+}
+
+CASE(qf_waitlist_register)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    REFUSED(qf_waitlist_register(NULL, &w), "wait list");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    REFUSED(qf_waitlist_register(&wl, NULL), "waker");
+    cr_expect_eq(qf_waitlist_count(&wl), 0);
+    qf_waitlist_destroy(&wl);
+}
+
+CASE(qf_waitlist_cancel)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_waitlist_register(&wl, &w);
+    NEUTRAL(qf_waitlist_cancel(NULL, &w), false, "wait list");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered");
+    NEUTRAL(qf_waitlist_cancel(&wl, NULL), false, "waker");
+    cr_expect(qf_waitlist_cancel(&wl, &w));
+    qf_waitlist_destroy(&wl);
+}
+
+CASE(qf_waitlist_wake)
+{
+    NEUTRAL(qf_waitlist_wake(NULL, 1), 0, "wait list");
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_waitlist_register(&wl, &w);
+    QUIET(cr_expect_eq(qf_waitlist_wake(&wl, 0), 0));
+    QUIET(cr_expect_eq(qf_waitlist_wake(&wl, -5), 0));
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "n <= 0 wakes nobody");
+    cr_expect(qf_waitlist_cancel(&wl, &w));
+    qf_waitlist_destroy(&wl);
+}
+
+CASE(qf_waitlist_count)
+{
+    NEUTRAL(qf_waitlist_count(NULL), 0u, "wait list");
+}
+
+CASE(qf_eventcount_init)
+{
+    REFUSED(qf_eventcount_init(NULL), "event count");
+}
+
+CASE(qf_eventcount_prepare)
+{
+    NEUTRAL(qf_eventcount_prepare(NULL), 0u, "event count");
+}
+
+CASE(qf_eventcount_cancel)
+{
+    REFUSED(qf_eventcount_cancel(NULL), "event count");
+}
+
+CASE(qf_eventcount_wait)
+{
+    INVALID(qf_eventcount_wait(NULL, 0, QF_FOREVER), "event count");
+}
+
+CASE(qf_eventcount_notify)
+{
+    QUIET(qf_eventcount_notify(NULL, true)); /* async-signal-safe: nothing recorded */
+}
+
+/* ===================================================== qf_coordinator.h */
+
+CASE(qf_coord_new)
+{
+    qf_coord *c = UNTOUCHED;
+    INVALID(qf_coord_new(NULL, 0, NULL), "ret_c");
+    INVALID(qf_coord_new((qf_code[]){QF_OUT_OF_RANGE, (qf_code)777}, 2, &c), "777");
+    INVALID(qf_coord_new((qf_code[]){(qf_code)-1}, 1, &c), "-1");
+    cr_expect_eq(c, UNTOUCHED);
+}
+
+CASE(qf_coord_free)
+{
+    QUIET(qf_coord_free(NULL));
+}
+
+CASE(qf_coord_should_stop)
+{
+    QUIET(cr_expect_not(qf_coord_should_stop(NULL))); /* async-signal-safe */
+}
+
+CASE(qf_coord_check_stop)
+{
+    NEUTRAL(qf_coord_check_stop(NULL), false, "coordinator");
+}
+
+CASE(qf_coord_request_stop)
+{
+    INVALID(qf_coord_request_stop(NULL, qf_status_new(QF_INTERNAL, "x")), "coordinator");
+    /* the issue: a code of -7 came out of join as -7 */
+    qf_coord *c = mkcoord();
+    cr_expect_eq(qf_coord_request_stop(c, qf_status_new((qf_code)-7, "boom")), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "code -7") != NULL, "%s", qf_last_message());
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_request_stop_from_signal)
+{
+    QUIET(qf_coord_request_stop_from_signal(NULL)); /* async-signal-safe */
+}
+
+CASE(qf_coord_report)
+{
+    /* the issue: qf_coord_report(777) made join return 777 */
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_report(c, (qf_code)777), "code 777");
+    INVALID(qf_coord_report(c, QF_PENDING), "code -1");
+    cr_expect_not(qf_coord_should_stop(c), "no stop was requested");
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "nothing recorded");
+    INVALID(qf_coord_report(NULL, QF_INTERNAL), "coordinator");
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_wait_for_stop)
+{
+    NEUTRAL(qf_coord_wait_for_stop(NULL, QF_FOREVER), false, "coordinator");
+}
+
+CASE(qf_coord_clear_stop)
+{
+    REFUSED(qf_coord_clear_stop(NULL), "coordinator");
+}
+
+CASE(qf_coord_raise_requested_exception)
+{
+    qf_status *st = UNTOUCHED;
+    INVALID(qf_coord_raise_requested_exception(NULL, &st), "coordinator");
+    cr_expect_eq(st, UNTOUCHED);
+}
+
+CASE(qf_coord_joined)
+{
+    NEUTRAL(qf_coord_joined(NULL), false, "coordinator");
+}
+
+CASE(qf_coord_add_stop_action)
+{
+    qf_coord_action *a = UNTOUCHED;
+    INVALID(qf_coord_add_stop_action(NULL, noop_action, NULL, &a), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_add_stop_action(c, NULL, NULL, &a), "fn");
+    cr_expect_eq(a, UNTOUCHED);
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_remove_stop_action)
+{
+    qf_coord *c = mkcoord();
+    qf_coord_action *a = NULL;
+    cr_assert_eq(qf_coord_add_stop_action(c, noop_action, NULL, &a), QF_OK);
+    QUIET(qf_coord_remove_stop_action(c, NULL)); /* NULL-safe */
+    REFUSED(qf_coord_remove_stop_action(NULL, a), "coordinator");
+    qf_coord_remove_stop_action(c, a); /* still there to remove */
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_register_waker)
+{
+    qf_coord *c = mkcoord();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    NEUTRAL(qf_coord_register_waker(NULL, &w), false, "coordinator");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE);
+    NEUTRAL(qf_coord_register_waker(c, NULL), false, "waker");
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_cancel_waker)
+{
+    qf_coord *c = mkcoord();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    cr_assert(qf_coord_register_waker(c, &w));
+    NEUTRAL(qf_coord_cancel_waker(NULL, &w), false, "coordinator");
+    NEUTRAL(qf_coord_cancel_waker(c, NULL), false, "waker");
+    cr_expect(qf_coord_cancel_waker(c, &w), "still registered");
+    qf_coord_free(c);
+}
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+CASE(qf_coord_thread_create)
+{
+    pthread_t t;
+    INVALID(qf_coord_thread_create(NULL, "t", nothing, NULL, &t), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_thread_create(c, "t", NULL, NULL, &t), "fn");
+    INVALID(qf_coord_thread_create(c, "t", nothing, NULL, NULL), "ret_thread");
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "no member was added");
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_register_thread)
+{
+    INVALID(qf_coord_register_thread(NULL, pthread_self(), "me"), "coordinator");
+}
+
+CASE(qf_coord_member_new)
+{
+    qf_coord_member *m = UNTOUCHED;
+    INVALID(qf_coord_member_new(NULL, "m", &m), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_member_new(c, "m", NULL), "ret_m");
+    cr_expect_eq(m, UNTOUCHED);
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_member_done)
+{
+    QUIET(qf_coord_member_done(NULL));
+}
+
+CASE(qf_coord_join_report_clear)
+{
+    QUIET(qf_coord_join_report_clear(NULL));
+    qf_coord_join_report r = {0};
+    QUIET(qf_coord_join_report_clear(&r)); /* a zeroed report is valid */
+}
+
+CASE(qf_coord_join)
+{
+    qf_coord_join_report r = {.code = (qf_code)99};
+    INVALID(qf_coord_join(NULL, NULL, 0, 1.0, false, &r), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_join(c, NULL, 2, 1.0, false, &r), "extra_threads");
+    INVALID(qf_coord_join(c, NULL, 0, -1.0, false, &r), "stop_grace_period_secs");
+    INVALID(qf_coord_join(c, NULL, 0, NAN, false, &r), "stop_grace_period_secs");
+    cr_expect_eq(r.code, (qf_code)99, "the report is untouched");
+    cr_expect_not(qf_coord_joined(c), "nothing was joined");
+    qf_coord_free(c);
+}
+
+/* ========================================================== qf_tensor.h */
+
+static void count_dtor(void *p)
+{
+    atomic_fetch_add((atomic_int *)p, 1);
+}
+
+CASE(qf_dtype_is_valid)
+{
+    QUIET(cr_expect_not(qf_dtype_is_valid(QF_DT_INVALID)));
+    QUIET(cr_expect_not(qf_dtype_is_valid((qf_dtype)11)));
+    QUIET(cr_expect_not(qf_dtype_is_valid((qf_dtype)-3)));
+}
+
+CASE(qf_dtype_name)
+{
+    QUIET(cr_expect_str_eq(qf_dtype_name((qf_dtype)999), "invalid"));
+}
+
+CASE(qf_dtype_size)
+{
+    QUIET(cr_expect_eq(qf_dtype_size((qf_dtype)999), 0));
+}
+
+CASE(qf_shape_scalar)
+{
+    qf_shape s = qf_shape_scalar(); /* no argument: the value is what it says */
+    cr_expect_eq(s.rank, 0);
+    cr_expect(qf_shape_is_fully_defined(&s));
+}
+
+CASE(qf_shape_unknown)
+{
+    qf_shape s = qf_shape_unknown();
+    cr_expect_eq(s.rank, QF_UNKNOWN_RANK);
+    cr_expect(qf_shape_is_valid(&s));
+}
+
+CASE(qf_shape_make)
+{
+    /* documented: an invalid shape, which every shape function refuses */
+    QUIET(cr_expect_not(qf_shape_is_valid(&(qf_shape){qf_shape_make(-1, NULL).rank, {0}})));
+    qf_shape s = qf_shape_make(QF_MAX_RANK + 1, (const int64_t[QF_MAX_RANK + 1]){0});
+    cr_expect_not(qf_shape_is_valid(&s));
+    s = qf_shape_make(2, NULL);
+    cr_expect_not(qf_shape_is_valid(&s));
+    s = qf_shape_make(1, (const int64_t[]){-5});
+    cr_expect_not(qf_shape_is_valid(&s));
+}
+
+/* NULL is an invalid shape to every shape function (documented). */
+CASE(qf_shape_is_valid)
+{
+    QUIET(cr_expect_not(qf_shape_is_valid(NULL)));
+    qf_shape s = {.rank = 3, .dims = {2, -9, 1}};
+    QUIET(cr_expect_not(qf_shape_is_valid(&s)));
+}
+
+CASE(qf_shape_is_fully_defined)
+{
+    QUIET(cr_expect_not(qf_shape_is_fully_defined(NULL)));
+}
+
+CASE(qf_shape_num_elements)
+{
+    QUIET(cr_expect_eq(qf_shape_num_elements(NULL), -1));
+    qf_shape big = QF_SHAPE(INT64_MAX / 2, 4);
+    QUIET(cr_expect_eq(qf_shape_num_elements(&big), -1, "overflow"));
+}
+
+CASE(qf_shape_equal)
+{
+    qf_shape s = qf_shape_scalar();
+    QUIET(cr_expect_not(qf_shape_equal(NULL, &s)));
+    QUIET(cr_expect_not(qf_shape_equal(&s, NULL)));
+}
+
+CASE(qf_shape_compatible)
+{
+    qf_shape s = qf_shape_unknown();
+    QUIET(cr_expect_not(qf_shape_compatible(NULL, &s)));
+    QUIET(cr_expect_not(qf_shape_compatible(&s, NULL)));
+}
+
+CASE(qf_shape_prepend)
+{
+    qf_shape s = qf_shape_scalar();
+    QUIET(cr_expect_not(qf_shape_is_valid(&(qf_shape){qf_shape_prepend(3, NULL).rank, {0}})));
+    qf_shape r = qf_shape_prepend(-7, &s);
+    cr_expect_not(qf_shape_is_valid(&r));
+    qf_shape full = QF_SHAPE(1, 1, 1, 1, 1, 1, 1, 1);
+    r = qf_shape_prepend(2, &full);
+    cr_expect_not(qf_shape_is_valid(&r), "above QF_MAX_RANK");
+}
+
+CASE(qf_shape_format)
+{
+    char buf[32];
+    QUIET(cr_expect_str_eq(qf_shape_format(NULL, buf, sizeof(buf)), "<invalid>"));
+    qf_shape s = QF_SHAPE(3, 4);
+    QUIET(cr_expect_null(qf_shape_format(&s, NULL, 10)));
+    buf[0] = 'x';
+    QUIET(qf_shape_format(&s, buf, 0));
+    cr_expect_eq(buf[0], 'x', "cap 0 writes nothing");
+}
+
+CASE(qf_tensor_new)
+{
+    qf_shape s = qf_shape_scalar();
+    NEUTRAL(qf_tensor_new((qf_dtype)999, &s), NULL, "dtype");
+    NEUTRAL(qf_tensor_new(QF_INT64, NULL), NULL, "shape");
+    qf_shape unk = QF_SHAPE(QF_UNKNOWN_DIM);
+    NEUTRAL(qf_tensor_new(QF_INT64, &unk), NULL, "not fully defined");
+    qf_shape bad = {.rank = 12};
+    NEUTRAL(qf_tensor_new(QF_INT64, &bad), NULL, "shape");
+    qf_shape huge = QF_SHAPE(INT64_MAX / 4, 8);
+    clear_last();
+    cr_expect_null(qf_tensor_new(QF_INT64, &huge));
+    EXPECT_RECORDED(QF_RESOURCE_EXHAUSTED, "overflow");
+}
+
+CASE(qf_tensor_new_ptr)
+{
+    NEUTRAL(qf_tensor_new_ptr(NULL, NULL), NULL, "shape");
+}
+
+CASE(qf_tensor_new_from)
+{
+    qf_shape s = QF_SHAPE(2);
+    int64_t v[2] = {1, 2};
+    NEUTRAL(qf_tensor_new_from(QF_STRING, &s, v, sizeof(v)), NULL, "numeric");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, &s, NULL, sizeof(v)), NULL, "NULL");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, &s, v, 3), NULL, "bytes");
+    NEUTRAL(qf_tensor_new_from(QF_INT64, NULL, v, sizeof(v)), NULL, "shape");
+}
+
+/* Scalars of any value are valid: nothing to refuse. */
+CASE(qf_tensor_new_bool)
+{
+    qf_tensor *t = qf_tensor_new_bool((bool)1);
+    cr_expect_eq(((const bool *)qf_tensor_cdata(t))[0], true);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_i32)
+{
+    qf_tensor *t = qf_tensor_new_i32(INT32_MIN);
+    cr_expect_eq(((const int32_t *)qf_tensor_cdata(t))[0], INT32_MIN);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_i64)
+{
+    qf_tensor *t = qf_tensor_new_i64(INT64_MIN);
+    cr_expect_eq(((const int64_t *)qf_tensor_cdata(t))[0], INT64_MIN);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_f32)
+{
+    qf_tensor *t = qf_tensor_new_f32(NAN);
+    cr_expect(isnan(((const float *)qf_tensor_cdata(t))[0]));
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_f64)
+{
+    qf_tensor *t = qf_tensor_new_f64(-INFINITY);
+    cr_expect(isinf(((const double *)qf_tensor_cdata(t))[0]));
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_string)
+{
+    NEUTRAL(qf_tensor_new_string(NULL, 5), NULL, "NULL");
+    qf_tensor *t = qf_tensor_new_string(NULL, 0); /* the empty string */
+    cr_expect_not_null(t);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_new_cstr)
+{
+    NEUTRAL(qf_tensor_new_cstr(NULL), NULL, "String");
+}
+
+CASE(qf_tensor_new_scalar_ptr)
+{
+    qf_tensor *t = qf_tensor_new_scalar_ptr(NULL, NULL); /* a NULL object is a value */
+    cr_expect_not_null(t);
+    cr_expect_null(qf_tensor_ptr(t, 0));
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_ref)
+{
+    QUIET(cr_expect_null(qf_tensor_ref(NULL)));
+}
+
+CASE(qf_tensor_unref)
+{
+    QUIET(qf_tensor_unref(NULL));
+}
+
+CASE(qf_tensor_refcount)
+{
+    NEUTRAL(qf_tensor_refcount(NULL), 0u, "tensor");
+}
+
+CASE(qf_tensor_dtype)
+{
+    NEUTRAL(qf_tensor_dtype(NULL), QF_DT_INVALID, "tensor");
+}
+
+CASE(qf_tensor_shape)
+{
+    NEUTRAL(qf_tensor_shape(NULL), NULL, "tensor");
+}
+
+CASE(qf_tensor_num_elements)
+{
+    NEUTRAL(qf_tensor_num_elements(NULL), -1, "tensor");
+}
+
+CASE(qf_tensor_data)
+{
+    NEUTRAL(qf_tensor_data(NULL), NULL, "tensor");
+}
+
+CASE(qf_tensor_cdata)
+{
+    NEUTRAL(qf_tensor_cdata(NULL), NULL, "tensor");
+}
+
+CASE(qf_tensor_ptr_dtor)
+{
+    NEUTRAL(qf_tensor_ptr_dtor(NULL), NULL, "tensor");
+}
+
+CASE(qf_tensor_string)
+{
+    size_t len = 77;
+    NEUTRAL(qf_tensor_string(NULL, 0, &len), NULL, "Tensor");
+    qf_tensor *s = qf_tensor_new_cstr("abc"), *i = qf_tensor_new_i64(1);
+    NEUTRAL(qf_tensor_string(s, 1, &len), NULL, "out of range");
+    NEUTRAL(qf_tensor_string(s, -1, &len), NULL, "out of range");
+    NEUTRAL(qf_tensor_string(i, 0, &len), NULL, "string");
+    cr_expect_eq(len, 77, "ret_len untouched");
+    qf_tensor_unref(s);
+    qf_tensor_unref(i);
+}
+
+CASE(qf_tensor_set_string)
+{
+    INVALID(qf_tensor_set_string(NULL, 0, "x", 1), "Tensor");
+    qf_tensor *s = qf_tensor_new_cstr("abc");
+    INVALID(qf_tensor_set_string(s, 3, "x", 1), "out of range");
+    INVALID(qf_tensor_set_string(s, 0, NULL, 2), "NULL");
+    qf_tensor_ref(s);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_tensor_set_string(s, 0, "x", 1), "shared");
+    qf_tensor_unref(s);
+    cr_expect_str_eq(qf_tensor_string(s, 0, NULL), "abc", "unchanged");
+    qf_tensor_unref(s);
+}
+
+CASE(qf_tensor_ptr)
+{
+    NEUTRAL(qf_tensor_ptr(NULL, 0), NULL, "Tensor");
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&p, NULL);
+    NEUTRAL(qf_tensor_ptr(p, 1), NULL, "out of range");
+    qf_tensor_unref(p);
+}
+
+CASE(qf_tensor_set_ptr)
+{
+    INVALID(qf_tensor_set_ptr(NULL, 0, NULL), "Tensor");
+    qf_tensor *i = qf_tensor_new_i64(3);
+    INVALID(qf_tensor_set_ptr(i, 0, &i), "ptr");
+    qf_tensor_unref(i);
+}
+
+CASE(qf_tensor_take_ptr)
+{
+    void *got = UNTOUCHED;
+    INVALID(qf_tensor_take_ptr(NULL, 0, &got), "Tensor");
+    atomic_int freed = 0;
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    INVALID(qf_tensor_take_ptr(p, 0, NULL), "ret_p");
+    INVALID(qf_tensor_take_ptr(p, 5, &got), "out of range");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_tensor_unref(p);
+    cr_expect_eq(atomic_load(&freed), 1, "the object stayed with the tensor");
+}
+
+CASE(qf_tensor_equal)
+{
+    qf_tensor *t = qf_tensor_new_i64(1);
+    QUIET(cr_expect_not(qf_tensor_equal(NULL, t)));
+    QUIET(cr_expect_not(qf_tensor_equal(t, NULL)));
+    qf_tensor_unref(t);
+}
+
+CASE(qf_tensor_copy)
+{
+    NEUTRAL(qf_tensor_copy(NULL), NULL, "Tensor");
+    atomic_int freed = 0;
+    qf_tensor *p = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    clear_last();
+    cr_expect_null(qf_tensor_copy(p));
+    EXPECT_RECORDED(QF_FAILED_PRECONDITION, "owns");
+    qf_tensor_unref(p);
+}
+
+CASE(qf_tensor_stack)
+{
+    qf_shape s = qf_shape_scalar();
+    qf_tensor *out = UNTOUCHED;
+    INVALID(qf_tensor_stack(NULL, 2, QF_INT64, &s, &out), "parts");
+    qf_tensor *parts[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    INVALID(qf_tensor_stack(parts, 2, QF_INT64, &s, NULL), "ret_batch"); /* parts consumed */
+    qf_tensor *withnull[2] = {qf_tensor_new_i64(1), NULL};
+    INVALID(qf_tensor_stack(withnull, 2, QF_INT64, &s, &out), "NULL");
+    qf_tensor *mixed[2] = {qf_tensor_new_i64(1), qf_tensor_new_f64(2)};
+    INVALID(qf_tensor_stack(mixed, 2, QF_INT64, &s, &out), "");
+    INVALID(qf_tensor_stack(NULL, 0, QF_INT64, NULL, &out), "shape");
+    cr_expect_eq(out, UNTOUCHED, "ret_batch untouched on failure");
+}
+
+CASE(qf_tensor_stack_padded)
+{
+    qf_shape pad = QF_SHAPE(QF_UNKNOWN_DIM);
+    qf_tensor *out = UNTOUCHED;
+    INVALID(qf_tensor_stack_padded(NULL, 1, QF_INT64, &pad, &out), "parts");
+    qf_tensor *parts[1] = {qf_tensor_new_i64(1)};
+    INVALID(qf_tensor_stack_padded(parts, 1, QF_INT64, &pad, &out), ""); /* rank differs */
+    qf_tensor *p2[1] = {qf_tensor_new_i64(1)};
+    INVALID(qf_tensor_stack_padded(p2, 1, QF_INT64, &pad, NULL), "ret_batch");
+    cr_expect_eq(out, UNTOUCHED);
+}
+
+CASE(qf_tensor_unstack)
+{
+    qf_tensor *parts[4];
+    INVALID(qf_tensor_unstack(NULL, parts), "NULL");
+    INVALID(qf_tensor_unstack(qf_tensor_new_i64(1), parts), "scalar"); /* consumed */
+    qf_shape s = QF_SHAPE(2);
+    INVALID(qf_tensor_unstack(qf_tensor_new(QF_INT64, &s), NULL), "ret_parts");
+}
+
+CASE(qf_tensor_slice)
+{
+    NEUTRAL(qf_tensor_slice(NULL, 0), NULL, "NULL");
+    qf_tensor *sc = qf_tensor_new_i64(1);
+    NEUTRAL(qf_tensor_slice(sc, 0), NULL, "scalar");
+    qf_tensor_unref(sc);
+    qf_shape s = QF_SHAPE(2);
+    qf_tensor *v = qf_tensor_new(QF_INT64, &s);
+    NEUTRAL(qf_tensor_slice(v, 2), NULL, "Slice index");
+    NEUTRAL(qf_tensor_slice(v, -1), NULL, "Slice index");
+    qf_tensor_unref(v);
+}
+
+CASE(qf_element_new)
+{
+    NEUTRAL(qf_element_new(0), NULL, "components");
+    NEUTRAL(qf_element_new(4097), NULL, "components");
+    NEUTRAL(qf_element_new(SIZE_MAX), NULL, "components");
+}
+
+CASE(qf_element_of)
+{
+    NEUTRAL(qf_element_of(2, NULL), NULL, "tensors");
+    NEUTRAL(qf_element_of(0, NULL), NULL, "components");
+    atomic_int freed = 0;
+    qf_tensor *t = qf_tensor_new_scalar_ptr(&freed, count_dtor);
+    qf_tensor *many[4097] = {t}; /* taken also on failure */
+    NEUTRAL(qf_element_of(4097, many), NULL, "components");
+    cr_expect_eq(atomic_load(&freed), 1);
+}
+
+CASE(qf_element_free)
+{
+    QUIET(qf_element_free(NULL));
+}
+
+CASE(qf_element_size)
+{
+    NEUTRAL(qf_element_size(NULL), 0, "Element");
+}
+
+CASE(qf_element_set)
+{
+    atomic_int freed = 0;
+    INVALID(qf_element_set(NULL, 0, qf_tensor_new_scalar_ptr(&freed, count_dtor)), "Element");
+    cr_expect_eq(atomic_load(&freed), 1, "the tensor is taken also on failure");
+    qf_element *e = mkelem(1);
+    INVALID(qf_element_set(e, 1, qf_tensor_new_scalar_ptr(&freed, count_dtor)), "out of range");
+    cr_expect_eq(atomic_load(&freed), 2);
+    cr_expect_eq(((const int64_t *)qf_tensor_cdata(qf_element_get(e, 0)))[0], 1, "unchanged");
+    qf_element_free(e);
+}
+
+CASE(qf_element_get)
+{
+    NEUTRAL(qf_element_get(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    NEUTRAL(qf_element_get(e, 3), NULL, "out of range");
+    qf_element_free(e);
+}
+
+CASE(qf_element_take)
+{
+    NEUTRAL(qf_element_take(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    NEUTRAL(qf_element_take(e, 1), NULL, "out of range");
+    cr_expect_not_null(qf_element_get(e, 0), "unchanged");
+    qf_element_free(e);
+}
+
+CASE(qf_element_set_names)
+{
+    INVALID(qf_element_set_names(NULL, (const char *[]){"a"}), "Element");
+    qf_tensor *ts[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    qf_element *e = qf_element_of(2, ts);
+    cr_assert_eq(qf_element_set_names(e, (const char *[]){"a", "b"}), QF_OK);
+    INVALID(qf_element_set_names(e, (const char *[]){"a", "a"}), "Duplicate");
+    INVALID(qf_element_set_names(e, (const char *[]){"a", NULL}), "empty");
+    INVALID(qf_element_set_names(e, (const char *[]){"", "b"}), "empty");
+    cr_expect_str_eq(qf_element_name(e, 1), "b", "the old names stay");
+    qf_element_free(e);
+}
+
+CASE(qf_element_has_names)
+{
+    NEUTRAL(qf_element_has_names(NULL), false, "Element");
+}
+
+CASE(qf_element_name)
+{
+    NEUTRAL(qf_element_name(NULL, 0), NULL, "Element");
+    qf_element *e = mkelem(1);
+    QUIET(cr_expect_null(qf_element_name(e, 0))); /* documented: unnamed */
+    qf_element_free(e);
+}
+
+CASE(qf_element_get_by_name)
+{
+    NEUTRAL(qf_element_get_by_name(NULL, "a"), NULL, "Element");
+    qf_element *e = mkelem(1);
+    cr_assert_eq(qf_element_set_names(e, (const char *[]){"a"}), QF_OK);
+    NEUTRAL(qf_element_get_by_name(e, NULL), NULL, "name");
+    QUIET(cr_expect_null(qf_element_get_by_name(e, "zz"))); /* documented: none */
+    qf_element_free(e);
+}
+
+/* =========================================================== qf_queue.h */
+
+static qf_queue_options i64_opts(void)
+{
+    static const qf_shape sh[1] = {{0, {0}}};
+    return (qf_queue_options){
+        .capacity = 4, .num_components = 1, .dtypes = &I64, .shapes = sh, .name = "q"};
+}
+
+/* The option errors every constructor shares. */
+static void bad_options(qf_code (*make)(const qf_queue_options *, qf_queue **))
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(make(NULL, &q), "options");
+    qf_queue_options o = i64_opts();
+    INVALID(make(&o, NULL), "ret_q");
+    o.num_components = 0;
+    INVALID(make(&o, &q), "Empty component types");
+    o = i64_opts();
+    o.dtypes = NULL;
+    INVALID(make(&o, &q), "Empty component types");
+    /* the issue: unknown flag bits were accepted */
+    o = i64_opts();
+    o.flags = 1u << 7;
+    INVALID(make(&o, &q), "flags");
+    /* ... and a queue of 5,000 components, more than an element holds */
+    o = i64_opts();
+    qf_dtype *many = calloc(5000, sizeof(*many));
+    for (int i = 0; i < 5000; i++)
+        many[i] = QF_INT64;
+    qf_shape *scalars = calloc(5000, sizeof(*scalars));
+    o.dtypes = many;
+    o.shapes = scalars;
+    o.num_components = 5000;
+    INVALID(make(&o, &q), "num_components");
+    free(many);
+    free(scalars);
+    o = i64_opts();
+    o.capacity = 0;
+    INVALID(make(&o, &q), "capacity");
+    o.capacity = (int64_t)INT32_MAX + 1;
+    INVALID(make(&o, &q), "capacity");
+    o = i64_opts();
+    o.dtypes = (const qf_dtype[]){(qf_dtype)55};
+    INVALID(make(&o, &q), "dtype");
+    o = i64_opts();
+    o.names = (const char *const[]){""};
+    INVALID(make(&o, &q), "name");
+    cr_expect_eq(q, UNTOUCHED, "ret_q untouched");
+}
+
+CASE(qf_fifo_queue_new)
+{
+    bad_options(qf_fifo_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.shapes = (const qf_shape[]){QF_SHAPE(QF_UNKNOWN_DIM)};
+    INVALID(qf_fifo_queue_new(&o, &q), "fully defined");
+    /* the issue: a shared name reused with different component names was
+     * accepted (the second handle silently got the first one's names) */
+    qf_queue_registry *reg = NULL;
+    cr_assert_eq(qf_queue_registry_new(&reg), QF_OK);
+    qf_queue *first = NULL;
+    o = i64_opts();
+    o.shared_name = "shared";
+    o.registry = reg;
+    o.names = (const char *const[]){"a"};
+    cr_assert_eq(qf_fifo_queue_new(&o, &first), QF_OK);
+    o.names = (const char *const[]){"b"};
+    INVALID(qf_fifo_queue_new(&o, &q), "component names");
+    o.names = NULL; /* no names asked for: attaches */
+    qf_queue *second = NULL;
+    cr_expect_eq(qf_fifo_queue_new(&o, &second), QF_OK);
+    cr_expect_eq(second, first);
+    qf_queue_unref(second);
+    qf_queue_unref(first);
+    qf_queue_registry_free(reg);
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+CASE(qf_random_shuffle_queue_new)
+{
+    bad_options(qf_random_shuffle_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.min_after_dequeue = -1;
+    INVALID(qf_random_shuffle_queue_new(&o, &q), "min_after_dequeue");
+    o.min_after_dequeue = 4;
+    INVALID(qf_random_shuffle_queue_new(&o, &q), "min_after_dequeue");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+CASE(qf_padding_fifo_queue_new)
+{
+    bad_options(qf_padding_fifo_queue_new);
+    qf_queue *q = UNTOUCHED;
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    INVALID(qf_padding_fifo_queue_new(&o, &q), "shape");
+    o.shapes = (const qf_shape[]){{QF_UNKNOWN_RANK, {0}}};
+    INVALID(qf_padding_fifo_queue_new(&o, &q), "rank");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+CASE(qf_priority_queue_new)
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_priority_queue_new(NULL, &q), "options");
+    qf_queue_options o = i64_opts();
+    INVALID(qf_priority_queue_new(&o, NULL), "ret_q");
+    o.flags = 1u << 9;
+    INVALID(qf_priority_queue_new(&o, &q), "flags");
+    o = i64_opts();
+    qf_dtype many[4096];
+    for (int i = 0; i < 4096; i++)
+        many[i] = QF_INT64;
+    o.dtypes = many;
+    o.shapes = NULL;
+    o.num_components = 4096; /* plus the priority: one too many */
+    INVALID(qf_priority_queue_new(&o, &q), "num_components");
+    o.num_components = SIZE_MAX;
+    INVALID(qf_priority_queue_new(&o, &q), "num_components");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+CASE(qf_queue_registry_new)
+{
+    INVALID(qf_queue_registry_new(NULL), "ret_reg");
+}
+
+CASE(qf_queue_registry_free)
+{
+    QUIET(qf_queue_registry_free(NULL));
+    QUIET(qf_queue_registry_free(qf_queue_registry_default())); /* never freed */
+}
+
+CASE(qf_queue_registry_default)
+{
+    cr_expect_not_null(qf_queue_registry_default()); /* no argument */
+}
+
+CASE(qf_queue_registry_lookup)
+{
+    NEUTRAL(qf_queue_registry_lookup(NULL, NULL), NULL, "shared_name");
+    QUIET(cr_expect_null(qf_queue_registry_lookup(NULL, "no such queue"))); /* NULL: default */
+}
+
+CASE(qf_queue_registry_remove)
+{
+    NEUTRAL(qf_queue_registry_remove(NULL, NULL), false, "shared_name");
+    QUIET(cr_expect_not(qf_queue_registry_remove(NULL, "no such queue")));
+}
+
+CASE(qf_queue_shared_name)
+{
+    NEUTRAL(qf_queue_shared_name(NULL), NULL, "queue");
+}
+
+CASE(qf_queue_min_after_dequeue)
+{
+    NEUTRAL(qf_queue_min_after_dequeue(NULL), 0, "queue");
+}
+
+CASE(qf_ptr_queue_new)
+{
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_ptr_queue_new(0, "p", 0, NULL, &q), "capacity");
+    INVALID(qf_ptr_queue_new(4, "p", 0x40, NULL, &q), "flags");
+    INVALID(qf_ptr_queue_new(4, "p", 0, NULL, NULL), "ret_q");
+    cr_expect_eq(q, UNTOUCHED);
+}
+
+CASE(qf_queue_ref)
+{
+    QUIET(cr_expect_null(qf_queue_ref(NULL)));
+}
+
+CASE(qf_queue_unref)
+{
+    QUIET(qf_queue_unref(NULL));
+}
+
+/* The issue: name, capacity and num_components segfaulted on NULL while
+ * size returned 0. */
+CASE(qf_queue_name)
+{
+    NEUTRAL(qf_queue_name(NULL), NULL, "queue");
+}
+
+CASE(qf_queue_get_kind)
+{
+    NEUTRAL(qf_queue_get_kind(NULL), QF_QUEUE_FIFO, "queue");
+}
+
+CASE(qf_queue_kind_name)
+{
+    NEUTRAL(qf_queue_kind_name(NULL), NULL, "queue");
+}
+
+CASE(qf_queue_capacity)
+{
+    NEUTRAL(qf_queue_capacity(NULL), 0, "queue");
+}
+
+CASE(qf_queue_num_components)
+{
+    NEUTRAL(qf_queue_num_components(NULL), 0, "queue");
+}
+
+CASE(qf_queue_dtype)
+{
+    NEUTRAL(qf_queue_dtype(NULL, 0), QF_DT_INVALID, "queue");
+    qf_queue *q = mkq(2);
+    QUIET(cr_expect_eq(qf_queue_dtype(q, 1), QF_DT_INVALID)); /* out of range: documented */
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_shape)
+{
+    NEUTRAL(qf_queue_shape(NULL, 0), NULL, "queue");
+    qf_queue *q = mkq(2);
+    QUIET(cr_expect_null(qf_queue_shape(q, 9)));
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_component_name)
+{
+    NEUTRAL(qf_queue_component_name(NULL, 0), NULL, "queue");
+}
+
+CASE(qf_queue_is_inline)
+{
+    NEUTRAL(qf_queue_is_inline(NULL), false, "queue");
+}
+
+CASE(qf_queue_ptr_dtor)
+{
+    NEUTRAL(qf_queue_ptr_dtor(NULL), NULL, "queue");
+}
+
+CASE(qf_queue_size)
+{
+    NEUTRAL(qf_queue_size(NULL), 0, "queue");
+}
+
+CASE(qf_queue_is_closed)
+{
+    NEUTRAL(qf_queue_is_closed(NULL), false, "queue");
+}
+
+CASE(qf_queue_close)
+{
+    INVALID(qf_queue_close(NULL, false), "queue");
+    INVALID(qf_queue_close(NULL, true), "queue");
+}
+
+/* An enqueue form refuses a NULL queue, a NULL element, and an element that
+ * does not match; the queue stays as it was and the element is the
+ * caller's. */
+static void bad_enqueue(qf_code (*enq)(qf_queue *, qf_element *, void *), void *arg)
+{
+    qf_queue *q = mkq(4);
+    qf_element *e = mkelem(1);
+    INVALID(enq(NULL, e, arg), "queue");
+    INVALID(enq(q, NULL, arg), "element");
+    qf_tensor *two[2] = {qf_tensor_new_i64(1), qf_tensor_new_i64(2)};
+    qf_element *e2 = qf_element_of(2, two);
+    INVALID(enq(q, e2, arg), "Wrong number of components");
+    qf_element *ef = qf_element_of(1, (qf_tensor *[]){qf_tensor_new_f64(1)});
+    INVALID(enq(q, ef, arg), "Type mismatch");
+    cr_expect_eq(qf_queue_size(q), 0, "nothing went in");
+    qf_element_free(e);
+    qf_element_free(e2);
+    qf_element_free(ef);
+    qf_queue_unref(q);
+}
+
+static qf_code enq_plain(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_enqueue(q, e);
+}
+static qf_code enq_until(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_enqueue_until(q, e, soon());
+}
+static qf_code enq_try(qf_queue *q, qf_element *e, void *arg)
+{
+    (void)arg;
+    return qf_queue_try_enqueue(q, e);
+}
+static qf_code enq_poll(qf_queue *q, qf_element *e, void *arg)
+{
+    return qf_queue_poll_enqueue(q, e, arg);
+}
+
+CASE(qf_queue_enqueue)
+{
+    bad_enqueue(enq_plain, NULL);
+}
+
+CASE(qf_queue_enqueue_until)
+{
+    bad_enqueue(enq_until, NULL);
+}
+
+CASE(qf_queue_try_enqueue)
+{
+    bad_enqueue(enq_try, NULL);
+}
+
+CASE(qf_queue_poll_enqueue)
+{
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    bad_enqueue(enq_poll, &w);
+    qf_queue *q = mkq(1);
+    qf_element *e = mkelem(1);
+    INVALID(qf_queue_poll_enqueue(q, e, NULL), "waker");
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_element_free(e);
+    qf_queue_unref(q);
+}
+
+static qf_element *batch_of(int64_t rows)
+{
+    qf_shape sh = QF_SHAPE(rows);
+    return qf_element_of(1, (qf_tensor *[]){qf_tensor_new(QF_INT64, &sh)});
+}
+
+static void bad_enqueue_many(int form)
+{
+    qf_queue *q = mkq(4);
+    qf_element *b = batch_of(2);
+    size_t done = 99;
+    qf_code (*call)(qf_queue *, qf_element *, size_t *) = NULL;
+#define MANY(qq, bb)                                                                               \
+    (form == 0   ? qf_queue_enqueue_many(qq, bb, &done)                                            \
+     : form == 1 ? qf_queue_enqueue_many_until(qq, bb, soon(), &done)                              \
+                 : qf_queue_try_enqueue_many(qq, bb))
+    (void)call;
+    INVALID(MANY(NULL, b), "queue");
+    INVALID(MANY(q, NULL), "");
+    qf_element *scalar = mkelem(5);
+    INVALID(MANY(q, scalar), "rank");
+    qf_element *mixed = qf_element_of(1, (qf_tensor *[]){qf_tensor_new_f64(1)});
+    INVALID(MANY(q, mixed), "");
+#undef MANY
+    cr_expect_eq(qf_queue_size(q), 0, "nothing went in");
+    cr_expect_eq(qf_element_size(b), 1, "the batch is the caller's");
+    qf_element_free(b);
+    qf_element_free(scalar);
+    qf_element_free(mixed);
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_enqueue_many)
+{
+    bad_enqueue_many(0);
+}
+
+CASE(qf_queue_enqueue_many_until)
+{
+    bad_enqueue_many(1);
+}
+
+CASE(qf_queue_try_enqueue_many)
+{
+    bad_enqueue_many(2);
+}
+
+/* A dequeue form refuses NULL queue and output; nothing is taken. */
+static void bad_dequeue(int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_element *e = UNTOUCHED;
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define DEQ(qq, ret)                                                                               \
+    (form == 0   ? qf_queue_dequeue(qq, ret)                                                       \
+     : form == 1 ? qf_queue_dequeue_until(qq, soon(), ret)                                         \
+     : form == 2 ? qf_queue_try_dequeue(qq, ret)                                                   \
+                 : qf_queue_poll_dequeue(qq, &w, ret))
+    INVALID(DEQ(NULL, &e), "queue");
+    INVALID(DEQ(q, NULL), "ret_elem");
+#undef DEQ
+    cr_expect_eq(e, UNTOUCHED);
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_dequeue)
+{
+    bad_dequeue(0);
+}
+
+CASE(qf_queue_dequeue_until)
+{
+    bad_dequeue(1);
+}
+
+CASE(qf_queue_try_dequeue)
+{
+    bad_dequeue(2);
+}
+
+CASE(qf_queue_poll_dequeue)
+{
+    bad_dequeue(3);
+    qf_queue *q = mkq(1);
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_queue_poll_dequeue(q, NULL, &e), "waker");
+    cr_expect_eq(e, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+/* dequeue_many / dequeue_up_to: n < 0, NULL output, no shapes, and the
+ * PriorityQueue's n > capacity. */
+static void bad_dequeue_batch(bool up_to, int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_element *b = UNTOUCHED;
+#define DEQB(qq, n, ret)                                                                            \
+    (form == 0   ? (up_to ? qf_queue_dequeue_up_to(qq, n, ret) : qf_queue_dequeue_many(qq, n, ret)) \
+     : form == 1 ? (up_to ? qf_queue_dequeue_up_to_until(qq, n, soon(), ret)                        \
+                          : qf_queue_dequeue_many_until(qq, n, soon(), ret))                        \
+                 : (up_to ? qf_queue_try_dequeue_up_to(qq, n, ret)                                  \
+                          : qf_queue_try_dequeue_many(qq, n, ret)))
+    INVALID(DEQB(NULL, 1, &b), "queue");
+    INVALID(DEQB(q, 1, NULL), "ret_batch");
+    INVALID(DEQB(q, -1, &b), "< 0");
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    qf_queue_unref(q);
+    /* no shapes (spec 20) */
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    INVALID(DEQB(q, 1, &b), "shapes");
+    qf_queue_unref(q);
+    /* the issue: a PriorityQueue's dequeue_many(n > capacity) waited
+     * forever on an open queue (spec 103: it can never complete) */
+    o = i64_opts();
+    cr_assert_eq(qf_priority_queue_new(&o, &q), QF_OK);
+    if (!up_to)
+        INVALID(DEQB(q, 5, &b), "capacity");
+    else /* dequeue_up_to can: it returns what is left once closed */
+        cr_expect_eq(qf_queue_try_dequeue_up_to(q, 5, &b), QF_UNAVAILABLE);
+#undef DEQB
+    qf_queue_unref(q);
+    cr_expect_eq(b, UNTOUCHED);
+}
+
+CASE(qf_queue_dequeue_many)
+{
+    bad_dequeue_batch(false, 0);
+}
+
+CASE(qf_queue_dequeue_many_until)
+{
+    bad_dequeue_batch(false, 1);
+}
+
+CASE(qf_queue_try_dequeue_many)
+{
+    bad_dequeue_batch(false, 2);
+}
+
+CASE(qf_queue_dequeue_up_to)
+{
+    bad_dequeue_batch(true, 0);
+}
+
+CASE(qf_queue_dequeue_up_to_until)
+{
+    bad_dequeue_batch(true, 1);
+}
+
+CASE(qf_queue_try_dequeue_up_to)
+{
+    bad_dequeue_batch(true, 2);
+}
+
+/* The pointer calls refuse a queue that is not a pointer queue. */
+static void bad_enqueue_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    int x;
+#define ENQP(qq)                                                                                   \
+    (form == 0   ? qf_queue_enqueue_ptr(qq, &x)                                                    \
+     : form == 1 ? qf_queue_enqueue_ptr_until(qq, &x, soon())                                      \
+     : form == 2 ? qf_queue_try_enqueue_ptr(qq, &x)                                                \
+                 : qf_queue_poll_enqueue_ptr(qq, &x, &w))
+    INVALID(ENQP(NULL), "queue");
+    INVALID(ENQP(q), "pointer queue");
+#undef ENQP
+    if (form == 3)
+        INVALID(qf_queue_poll_enqueue_ptr(pq, &x, NULL), "waker");
+    cr_expect_eq(qf_queue_size(q) + qf_queue_size(pq), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_enqueue_ptr)
+{
+    bad_enqueue_ptr(0);
+}
+
+CASE(qf_queue_enqueue_ptr_until)
+{
+    bad_enqueue_ptr(1);
+}
+
+CASE(qf_queue_try_enqueue_ptr)
+{
+    bad_enqueue_ptr(2);
+}
+
+CASE(qf_queue_poll_enqueue_ptr)
+{
+    bad_enqueue_ptr(3);
+}
+
+static void bad_dequeue_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    void *p = UNTOUCHED;
+#define DEQP(qq, ret)                                                                              \
+    (form == 0   ? qf_queue_dequeue_ptr(qq, ret)                                                   \
+     : form == 1 ? qf_queue_dequeue_ptr_until(qq, soon(), ret)                                     \
+     : form == 2 ? qf_queue_try_dequeue_ptr(qq, ret)                                               \
+                 : qf_queue_poll_dequeue_ptr(qq, &w, ret))
+    INVALID(DEQP(NULL, &p), "queue");
+    INVALID(DEQP(q, &p), "pointer queue");
+    INVALID(DEQP(pq, NULL), "ret_p");
+#undef DEQP
+    cr_expect_eq(p, UNTOUCHED);
+    cr_expect_eq(qf_queue_size(pq), 1, "nothing was taken");
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_ptr)
+{
+    bad_dequeue_ptr(0);
+}
+
+CASE(qf_queue_dequeue_ptr_until)
+{
+    bad_dequeue_ptr(1);
+}
+
+CASE(qf_queue_try_dequeue_ptr)
+{
+    bad_dequeue_ptr(2);
+}
+
+CASE(qf_queue_poll_dequeue_ptr)
+{
+    bad_dequeue_ptr(3);
+    qf_queue *pq = mkptrq();
+    void *p = UNTOUCHED;
+    INVALID(qf_queue_poll_dequeue_ptr(pq, NULL, &p), "waker");
+    cr_expect_eq(p, UNTOUCHED);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_enqueue_many_ptr)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    void *ps[2] = {&x, &x};
+    size_t done = 77;
+    INVALID(qf_queue_enqueue_many_ptr(NULL, ps, 2, QF_NO_WAIT, &done), "queue");
+    INVALID(qf_queue_enqueue_many_ptr(q, ps, 2, QF_NO_WAIT, &done), "pointer queue");
+    INVALID(qf_queue_enqueue_many_ptr(pq, NULL, 2, QF_NO_WAIT, &done), "NULL");
+    cr_expect_eq(qf_queue_size(pq), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_many_ptr)
+{
+    qf_queue *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    void *ps[2] = {UNTOUCHED, UNTOUCHED};
+    INVALID(qf_queue_dequeue_many_ptr(NULL, 1, QF_NO_WAIT, ps), "queue");
+    INVALID(qf_queue_dequeue_many_ptr(pq, 1, QF_NO_WAIT, NULL), "ret_ps");
+    cr_expect_eq(ps[0], UNTOUCHED);
+    cr_expect_eq(qf_queue_size(pq), 1);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_up_to_ptr)
+{
+    /* the issue: ret_n NULL returned OK and consumed elements */
+    qf_queue *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    void *ps[2] = {UNTOUCHED, UNTOUCHED};
+    size_t n = 77;
+    INVALID(qf_queue_dequeue_up_to_ptr(pq, 2, QF_NO_WAIT, ps, NULL), "ret_n");
+    INVALID(qf_queue_dequeue_up_to_ptr(pq, 2, QF_NO_WAIT, NULL, &n), "ret_ps");
+    INVALID(qf_queue_dequeue_up_to_ptr(NULL, 2, QF_NO_WAIT, ps, &n), "queue");
+    cr_expect_eq(qf_queue_size(pq), 2, "nothing was consumed");
+    cr_expect_eq(n, 77);
+    cr_expect_eq(ps[0], UNTOUCHED);
+    qf_queue_unref(pq);
+}
+
+/* Bulk dequeue: min 0, min > max, min above the capacity, NULL outputs, a
+ * queue of the wrong kind; nothing is taken and the outputs stay. */
+static void bad_bulk_ptr(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    void *ps[4] = {UNTOUCHED};
+    size_t n = 77;
+#define BULKP(qq, mn, mx, arr, np)                                                                 \
+    (form == 0   ? qf_queue_dequeue_bulk_ptr(qq, mn, mx, arr, np)                                  \
+     : form == 1 ? qf_queue_dequeue_bulk_ptr_until(qq, mn, mx, soon(), arr, np)                    \
+     : form == 2 ? qf_queue_try_dequeue_bulk_ptr(qq, mn, mx, arr, np)                              \
+                 : qf_queue_poll_dequeue_bulk_ptr(qq, mn, mx, &w, arr, np))
+    INVALID(BULKP(NULL, 1, 2, ps, &n), "queue");
+    INVALID(BULKP(q, 1, 2, ps, &n), "pointer queue");
+    INVALID(BULKP(pq, 1, 2, NULL, &n), "output array");
+    INVALID(BULKP(pq, 1, 2, ps, NULL), "ret_n");
+    INVALID(BULKP(pq, 0, 2, ps, &n), "min");
+    INVALID(BULKP(pq, 3, 2, ps, &n), "min");
+    INVALID(BULKP(pq, 9, 12, ps, &n), "capacity");
+    INVALID(BULKP(pq, 1, SIZE_MAX, ps, &n), "max");
+#undef BULKP
+    if (form == 3)
+        INVALID(qf_queue_poll_dequeue_bulk_ptr(pq, 1, 2, NULL, ps, &n), "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(qf_queue_size(pq), 1, "nothing was taken");
+    cr_expect_eq(ps[0], UNTOUCHED);
+    cr_expect_eq(n, 77);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(0);
+}
+
+CASE(qf_queue_dequeue_bulk_ptr_until)
+{
+    bad_bulk_ptr(1);
+}
+
+CASE(qf_queue_try_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(2);
+}
+
+CASE(qf_queue_poll_dequeue_bulk_ptr)
+{
+    bad_bulk_ptr(3);
+}
+
+static void bad_bulk(int form)
+{
+    qf_queue *q = mkq(4);
+    cr_assert_eq(qf_queue_enqueue(q, mkelem(1)), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *b = UNTOUCHED;
+#define BULK(qq, mn, mx, ret)                                                                      \
+    (form == 0   ? qf_queue_dequeue_bulk(qq, mn, mx, ret)                                          \
+     : form == 1 ? qf_queue_dequeue_bulk_until(qq, mn, mx, soon(), ret)                            \
+     : form == 2 ? qf_queue_try_dequeue_bulk(qq, mn, mx, ret)                                      \
+                 : qf_queue_poll_dequeue_bulk(qq, mn, mx, &w, ret))
+    INVALID(BULK(NULL, 1, 2, &b), "queue");
+    INVALID(BULK(q, 1, 2, NULL), "ret_batch");
+    INVALID(BULK(q, 0, 2, &b), "min");
+    INVALID(BULK(q, -5, 2, &b), "min");
+    INVALID(BULK(q, 3, 2, &b), "min");
+    INVALID(BULK(q, 5, 9, &b), "capacity");
+#undef BULK
+    if (form == 3)
+        INVALID(qf_queue_poll_dequeue_bulk(q, 1, 2, NULL, &b), "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(qf_queue_size(q), 1, "nothing was taken");
+    cr_expect_eq(b, UNTOUCHED);
+    qf_queue_unref(q);
+    /* no shapes (spec 20) */
+    qf_queue_options o = i64_opts();
+    o.shapes = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    INVALID(form == 3 ? qf_queue_poll_dequeue_bulk(q, 1, 2, &w, &b)
+                      : qf_queue_try_dequeue_bulk(q, 1, 2, &b),
+            "shapes");
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_dequeue_bulk)
+{
+    bad_bulk(0);
+}
+
+CASE(qf_queue_dequeue_bulk_until)
+{
+    bad_bulk(1);
+}
+
+CASE(qf_queue_try_dequeue_bulk)
+{
+    bad_bulk(2);
+}
+
+CASE(qf_queue_poll_dequeue_bulk)
+{
+    bad_bulk(3);
+}
+
+CASE(qf_queue_cancel_poll)
+{
+    qf_queue *q = mkq(1);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *e = NULL;
+    cr_assert_eq(qf_queue_poll_dequeue(q, &w, &e), QF_PENDING);
+    NEUTRAL(qf_queue_cancel_poll(NULL, &w), false, "queue");
+    NEUTRAL(qf_queue_cancel_poll(q, NULL), false, "waker");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered");
+    cr_expect(qf_queue_cancel_poll(q, &w));
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_list_new)
+{
+    qf_queue_list *l = UNTOUCHED;
+    qf_queue *a = mkq(2), *b = mkptrq();
+    INVALID(qf_queue_list_new(NULL, 2, &l), "empty");
+    INVALID(qf_queue_list_new((qf_queue *[]){a}, 0, &l), "empty");
+    INVALID(qf_queue_list_new((qf_queue *[]){a, NULL}, 2, &l), "NULL");
+    INVALID(qf_queue_list_new((qf_queue *[]){NULL, a}, 2, &l), "NULL");
+    INVALID(qf_queue_list_new((qf_queue *[]){a, b}, 2, &l), "different types");
+    INVALID(qf_queue_list_new((qf_queue *[]){a}, 1, NULL), "ret_list");
+    cr_expect_eq(l, UNTOUCHED);
+    qf_queue_unref(a);
+    qf_queue_unref(b);
+}
+
+CASE(qf_queue_list_pick)
+{
+    qf_queue *a = mkq(2);
+    qf_queue_list *l = NULL;
+    cr_assert_eq(qf_queue_list_new(&a, 1, &l), QF_OK);
+    qf_queue *got = UNTOUCHED;
+    INVALID(qf_queue_list_pick(NULL, 0, &got), "list");
+    INVALID(qf_queue_list_pick(l, 1, &got), "Index 1");
+    INVALID(qf_queue_list_pick(l, -1, &got), "Index -1");
+    INVALID(qf_queue_list_pick(l, 0, NULL), "ret_queue");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_queue_list_free(l);
+    qf_queue_unref(a);
+}
+
+CASE(qf_queue_list_size)
+{
+    NEUTRAL(qf_queue_list_size(NULL), 0, "list");
+}
+
+CASE(qf_queue_list_shape)
+{
+    NEUTRAL(qf_queue_list_shape(NULL, 0), NULL, "list");
+}
+
+CASE(qf_queue_list_free)
+{
+    QUIET(qf_queue_list_free(NULL));
+}
+
+/* ========================================================= qf_runtime.h
+ *
+ * The scheduler (runtime/sched/) is being reworked by another change; the
+ * NULL checks its accessors lack are PENDING there (see the report of this
+ * change for the patch). */
+#define SCHED_PENDING PENDING("runtime/sched/ (qf_task.c, qf_scheduler.c) is being reworked")
+
+static qf_code bogus_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return (qf_code)12345;
+}
+
+static qf_code done_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return QF_OK;
+}
+
+CASE(qf_runtime_new)
+{
+    qf_runtime *rt = UNTOUCHED;
+    INVALID(qf_runtime_new(NULL, NULL), "ret_rt");
+    INVALID(qf_runtime_new(&(qf_runtime_options){.workers = 5000}, &rt), "1024");
+    cr_expect_eq(rt, UNTOUCHED);
+}
+
+CASE(qf_runtime_default)
+{
+    cr_expect_not_null(qf_runtime_default()); /* no argument */
+}
+
+CASE(qf_runtime_shutdown)
+{
+    INVALID(qf_runtime_shutdown(NULL, QF_NO_WAIT), "runtime");
+}
+
+CASE(qf_runtime_free)
+{
+    QUIET(qf_runtime_free(NULL));
+}
+
+CASE(qf_runtime_num_workers)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_num_workers(NULL), 0, "runtime");
+}
+
+CASE(qf_runtime_num_tasks)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_num_tasks(NULL), 0, "runtime");
+}
+
+CASE(qf_runtime_run_once)
+{
+    qf_runtime *rt = mkrt(1);
+    clear_last();
+    cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), -1, "a runtime with workers");
+    EXPECT_RECORDED(QF_FAILED_PRECONDITION, "0 workers");
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_run_once(NULL, QF_NO_WAIT), -1, "runtime");
+}
+
+CASE(qf_runtime_fd)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_fd(NULL), -1, "runtime");
+}
+
+CASE(qf_runtime_next_deadline)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_runtime_next_deadline(NULL), QF_FOREVER, "runtime");
+}
+
+CASE(qf_task_spawn)
+{
+    qf_task *t = UNTOUCHED;
+    INVALID(qf_task_spawn(NULL, done_task, NULL, NULL, &t), "runtime");
+    qf_runtime *rt = mkrt(1);
+    INVALID(qf_task_spawn(rt, NULL, NULL, NULL, &t), "task function");
+    cr_expect_eq(t, UNTOUCHED);
+    cr_expect_eq(qf_runtime_num_tasks(rt), 0);
+    /* the issue: a task returning 12345 finished with 12345 */
+    cr_assert_eq(qf_task_spawn(rt, bogus_task, NULL, NULL, &t), QF_OK);
+    qf_code rc = qf_task_join(t, soon(), NULL);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    cr_expect_eq(rc, QF_INVALID_ARGUMENT, "got %d", (int)rc);
+    cr_expect(strstr(qf_last_message(), "12345") != NULL, "%s", qf_last_message());
+}
+
+CASE(qf_task_ref)
+{
+    QUIET(cr_expect_null(qf_task_ref(NULL)));
+}
+
+CASE(qf_task_unref)
+{
+    QUIET(qf_task_unref(NULL));
+}
+
+CASE(qf_task_wake)
+{
+    SCHED_PENDING;
+    REFUSED(qf_task_wake(NULL), "task");
+}
+
+CASE(qf_task_waker)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_waker(NULL), NULL, "task");
+}
+
+CASE(qf_task_waker_init)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_task *t = NULL;
+    cr_assert_eq(qf_task_spawn(rt, done_task, NULL, &(qf_task_options){.suspended = true}, &t),
+                 QF_OK);
+    REFUSED(qf_task_waker_init(t, NULL), "waker");
+    qf_task_wake(t);
+    cr_expect_eq(qf_task_join(t, soon(), NULL), QF_OK);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    SCHED_PENDING;
+    qf_waker w;
+    REFUSED(qf_task_waker_init(NULL, &w), "task");
+}
+
+CASE(qf_task_sleep_until)
+{
+    SCHED_PENDING;
+    REFUSED(qf_task_sleep_until(NULL, QF_FOREVER), "task");
+}
+
+CASE(qf_task_is_cancelled)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_cancelled(NULL), false, "task");
+}
+
+CASE(qf_task_current)
+{
+    QUIET(cr_expect_null(qf_task_current())); /* no argument: not in a task */
+}
+
+CASE(qf_task_name)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_name(NULL), NULL, "task");
+}
+
+CASE(qf_task_is_daemon)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_daemon(NULL), false, "task");
+}
+
+CASE(qf_task_arg)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_arg(NULL), NULL, "task");
+}
+
+CASE(qf_task_is_done)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_is_done(NULL), false, "task");
+}
+
+CASE(qf_task_join)
+{
+    qf_status *st = UNTOUCHED;
+    INVALID(qf_task_join(NULL, QF_NO_WAIT, &st), "task");
+    cr_expect_eq(st, UNTOUCHED);
+}
+
+/* ========================================================== qf_reader.h */
+
+CASE(qf_record_init)
+{
+    REFUSED(qf_record_init(NULL), "record");
+}
+
+CASE(qf_record_clear)
+{
+    QUIET(qf_record_clear(NULL));
+}
+
+CASE(qf_records_clear)
+{
+    QUIET(qf_records_clear(NULL, 5));
+}
+
+CASE(qf_record_to_element)
+{
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_record_to_element(NULL, &e), "record");
+    qf_record rec = QF_RECORD_INIT;
+    INVALID(qf_record_to_element(&rec, NULL), "ret_elem");
+    cr_expect_eq(e, UNTOUCHED);
+}
+
+CASE(qf_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_reader_new(NULL, &r), "options");
+    qf_reader_options o = {.kind = QF_READER_TEXT_LINE};
+    INVALID(qf_reader_new(&o, NULL), "ret_reader");
+    o.kind = (qf_reader_kind)9;
+    INVALID(qf_reader_new(&o, &r), "kind");
+    o = (qf_reader_options){.kind = QF_READER_TEXT_LINE, .skip_header_lines = -1};
+    INVALID(qf_reader_new(&o, &r), "skip_header_lines");
+    /* the issue: buffer_bytes 1 was accepted though the header says >= 16 */
+    o = (qf_reader_options){.kind = QF_READER_TEXT_LINE, .buffer_bytes = 1};
+    INVALID(qf_reader_new(&o, &r), "buffer_bytes");
+    o.buffer_bytes = 15;
+    INVALID(qf_reader_new(&o, &r), "buffer_bytes");
+    o = (qf_reader_options){.kind = QF_READER_FIXED_LENGTH_RECORD, .record_bytes = 0};
+    INVALID(qf_reader_new(&o, &r), "record_bytes");
+    o.record_bytes = 4;
+    o.hop_bytes = -2;
+    INVALID(qf_reader_new(&o, &r), "hop_bytes");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+CASE(qf_text_line_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_text_line_reader_new(-1, &r), "skip_header_lines");
+    INVALID(qf_text_line_reader_new(0, NULL), "ret_reader");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+CASE(qf_fixed_length_record_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_fixed_length_record_reader_new(0, 0, 0, 0, &r), "record_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, -1, 0, 0, &r), "header_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, 0, -1, 0, &r), "footer_bytes");
+    INVALID(qf_fixed_length_record_reader_new(4, 0, 0, 0, NULL), "ret_reader");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+CASE(qf_identity_reader_new)
+{
+    INVALID(qf_identity_reader_new(NULL), "ret_reader");
+}
+
+CASE(qf_tfrecord_reader_new)
+{
+    INVALID(qf_tfrecord_reader_new(NULL), "ret_reader");
+}
+
+CASE(qf_reader_free)
+{
+    QUIET(qf_reader_free(NULL));
+}
+
+CASE(qf_reader_name)
+{
+    NEUTRAL(qf_reader_name(NULL), NULL, "reader");
+}
+
+CASE(qf_reader_get_kind)
+{
+    NEUTRAL(qf_reader_get_kind(NULL), QF_READER_TEXT_LINE, "reader");
+}
+
+CASE(qf_reader_kind_name)
+{
+    NEUTRAL(qf_reader_kind_name(NULL), NULL, "reader");
+}
+
+CASE(qf_reader_num_records_produced)
+{
+    NEUTRAL(qf_reader_num_records_produced(NULL), 0, "reader");
+}
+
+CASE(qf_reader_num_work_units_completed)
+{
+    NEUTRAL(qf_reader_num_work_units_completed(NULL), 0, "reader");
+}
+
+CASE(qf_reader_reset)
+{
+    QUIET(qf_reader_reset(NULL));
+}
+
+/* Every read form: NULL reader, work queue, output; a work queue that is not
+ * one string component. The work queue keeps its item. */
+static void bad_read(int form, bool up_to)
+{
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_identity_reader_new(&r), QF_OK);
+    qf_queue *files = mkstrq(), *ints = mkq(2);
+    cr_assert_eq(
+        qf_queue_enqueue(files, qf_element_of(1, (qf_tensor *[]){qf_tensor_new_cstr("a")})), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(ints, mkelem(1)), QF_OK);
+    qf_record rec = QF_RECORD_INIT;
+    size_t n = 77;
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define READ(rr, qq, recp, np, wk)                                                                 \
+    (up_to ? (form == 0   ? qf_reader_read_up_to(rr, qq, 1, recp, np)                              \
+              : form == 1 ? qf_reader_read_up_to_until(rr, qq, 1, soon(), recp, np)                \
+              : form == 2 ? qf_reader_try_read_up_to(rr, qq, 1, recp, np)                          \
+                          : qf_reader_poll_read_up_to(rr, qq, 1, wk, recp, np))                    \
+           : (form == 0   ? qf_reader_read(rr, qq, recp)                                           \
+              : form == 1 ? qf_reader_read_until(rr, qq, soon(), recp)                             \
+              : form == 2 ? qf_reader_try_read(rr, qq, recp)                                       \
+                          : qf_reader_poll_read(rr, qq, wk, recp)))
+    INVALID(READ(NULL, files, &rec, &n, &w), "reader");
+    INVALID(READ(r, NULL, &rec, &n, &w), "work queue");
+    INVALID(READ(r, files, NULL, &n, &w), up_to ? "records" : "ret_rec");
+    if (up_to)
+        INVALID(READ(r, files, &rec, NULL, &w), "ret_n");
+    if (form == 3)
+        INVALID(READ(r, files, &rec, &n, NULL), "waker");
+    INVALID(READ(r, ints, &rec, &n, &w), "string");
+#undef READ
+    cr_expect_eq(qf_queue_size(files), 1, "the work item is still there");
+    cr_expect_eq(qf_queue_size(ints), 1);
+    cr_expect_eq(n, 77, "ret_n untouched");
+    cr_expect_eq(qf_reader_num_records_produced(r), 0);
+    qf_record_clear(&rec);
+    qf_reader_free(r);
+    qf_queue_unref(files);
+    qf_queue_unref(ints);
+}
+
+CASE(qf_reader_read)
+{
+    bad_read(0, false);
+}
+
+CASE(qf_reader_read_until)
+{
+    bad_read(1, false);
+}
+
+CASE(qf_reader_try_read)
+{
+    bad_read(2, false);
+}
+
+CASE(qf_reader_poll_read)
+{
+    bad_read(3, false);
+}
+
+CASE(qf_reader_read_up_to)
+{
+    bad_read(0, true);
+}
+
+CASE(qf_reader_read_up_to_until)
+{
+    bad_read(1, true);
+}
+
+CASE(qf_reader_try_read_up_to)
+{
+    bad_read(2, true);
+}
+
+CASE(qf_reader_poll_read_up_to)
+{
+    bad_read(3, true);
+}
+
+/* ==================================================== qf_queue_runner.h */
+
+static qf_code produce_one(void *arg, qf_element **ret)
+{
+    (void)arg;
+    *ret = mkelem(1);
+    return QF_OK;
+}
+
+static qf_code produce_bogus(void *arg, qf_element **ret)
+{
+    (void)arg;
+    (void)ret;
+    return (qf_code)12345;
+}
+
+static qf_code noop_runner_action(void *arg)
+{
+    (void)arg;
+    return QF_OK;
+}
+
+static qf_queue_runner *mkrunner(qf_queue *q, qf_produce_fn fn)
+{
+    qf_enqueue_op op = {.name = "op", .kind = QF_OP_PRODUCE, .produce = fn};
+    qf_queue_runner *r = NULL;
+    cr_assert_eq(qf_queue_runner_new(q, &op, 1, NULL, &r), QF_OK, "%s", qf_last_message());
+    return r;
+}
+
+CASE(qf_queue_runner_new)
+{
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = UNTOUCHED;
+    qf_enqueue_op op = {.name = "op", .kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_queue_runner_new(NULL, &op, 1, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, NULL, 1, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, &op, 0, NULL, &r), "Must provide queue");
+    INVALID(qf_queue_runner_new(q, &op, 1, NULL, NULL), "Must provide queue");
+    qf_enqueue_op no_fn = {.name = "x", .kind = QF_OP_PRODUCE};
+    INVALID(qf_queue_runner_new(q, &no_fn, 1, NULL, &r), "lacks its function");
+    qf_enqueue_op bad_kind = {.name = "x", .kind = (qf_enqueue_op_kind)42, .produce = produce_one};
+    INVALID(qf_queue_runner_new(q, &bad_kind, 1, NULL, &r), "lacks its function");
+    qf_queue_runner_options o = {.closed_codes = (qf_code[]){(qf_code)777}, .n_closed_codes = 1};
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "777");
+    o.closed_codes = (qf_code[]){QF_OK};
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "canonical");
+    o.closed_codes = NULL;
+    INVALID(qf_queue_runner_new(q, &op, 1, &o, &r), "canonical");
+    cr_expect_eq(r, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_runner_free)
+{
+    QUIET(cr_expect_eq(qf_queue_runner_free(NULL), QF_OK)); /* NULL-safe */
+}
+
+CASE(qf_queue_runner_name)
+{
+    NEUTRAL(qf_queue_runner_name(NULL), NULL, "runner");
+}
+
+CASE(qf_queue_runner_queue)
+{
+    NEUTRAL(qf_queue_runner_queue(NULL), NULL, "runner");
+}
+
+CASE(qf_queue_runner_num_ops)
+{
+    NEUTRAL(qf_queue_runner_num_ops(NULL), 0, "runner");
+}
+
+CASE(qf_queue_runner_closed_codes)
+{
+    qf_code out[2];
+    NEUTRAL(qf_queue_runner_closed_codes(NULL, out, 2), 0, "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    QUIET(cr_expect_eq(qf_queue_runner_closed_codes(r, NULL, 5), 1, "NULL out: only counts"));
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_runner_start)
+{
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    qf_runtime *rt = mkrt(1);
+    qf_task **ts = UNTOUCHED;
+    size_t n = 77;
+    INVALID(qf_queue_runner_start(NULL, rt, NULL, QF_RUNNER_START, &ts, &n), "runner");
+    INVALID(qf_queue_runner_start(r, NULL, NULL, QF_RUNNER_START, &ts, &n), "runtime");
+    INVALID(qf_queue_runner_start(r, rt, NULL, 1u << 5, &ts, &n), "flags");
+    cr_expect_eq(ts, UNTOUCHED);
+    cr_expect_eq(n, 77);
+    cr_expect_eq(qf_queue_runner_running(r, rt), 0, "nothing started");
+    qf_runtime_free(rt);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+    /* an op returning something that is not a qf_code fails the op with
+     * INVALID_ARGUMENT (it used to become the task's result) */
+    q = mkq(2);
+    r = mkrunner(q, produce_bogus);
+    rt = mkrt(1);
+    qf_coord *c = mkcoord();
+    cr_assert_eq(qf_queue_runner_start(r, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "12345") != NULL, "%s", qf_last_message());
+    for (size_t i = 0; i < n; i++)
+        cr_expect_eq(qf_task_join(ts[i], soon(), NULL), QF_INVALID_ARGUMENT);
+    qf_tasks_free(ts, n);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+CASE(qf_tasks_free)
+{
+    QUIET(qf_tasks_free(NULL, 3));
+}
+
+CASE(qf_queue_runner_running)
+{
+    NEUTRAL(qf_queue_runner_running(NULL, NULL), 0, "runner");
+}
+
+CASE(qf_queue_runner_num_exceptions)
+{
+    NEUTRAL(qf_queue_runner_num_exceptions(NULL), 0, "runner");
+}
+
+CASE(qf_queue_runner_exception)
+{
+    NEUTRAL(qf_queue_runner_exception(NULL, 0), NULL, "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    QUIET(cr_expect_null(qf_queue_runner_exception(r, 3))); /* none raised */
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+CASE(qf_scope_new)
+{
+    INVALID(qf_scope_new(NULL), "ret_scope");
+}
+
+CASE(qf_scope_free)
+{
+    QUIET(qf_scope_free(NULL));
+}
+
+CASE(qf_scope_default)
+{
+    cr_expect_not_null(qf_scope_default()); /* no argument */
+}
+
+CASE(qf_scope_registry)
+{
+    QUIET(cr_expect_eq(qf_scope_registry(NULL), qf_queue_registry_default()));
+}
+
+CASE(qf_scope_add_queue_runner)
+{
+    qf_scope *s = mkscope();
+    INVALID(qf_scope_add_queue_runner(s, NULL, NULL), "runner");
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0);
+    qf_scope_free(s);
+}
+
+CASE(qf_scope_get_collection)
+{
+    qf_scope *s = mkscope();
+    QUIET(cr_expect_eq(qf_scope_get_collection(s, "nothing here", NULL, NULL, 9), 0));
+    qf_scope_free(s);
+}
+
+CASE(qf_start_queue_runners)
+{
+    qf_scope *s = mkscope();
+    qf_task **ts = UNTOUCHED;
+    size_t n = 77;
+    INVALID(qf_start_queue_runners(NULL, NULL, s, NULL, 1u << 6, &ts, &n), "flags");
+    cr_expect_eq(ts, UNTOUCHED);
+    cr_expect_eq(n, 77);
+    qf_scope_free(s);
+}
+
+CASE(qf_scope_register_queue)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = mkq(2);
+    INVALID(qf_scope_register_queue(NULL, q), "scope");
+    INVALID(qf_scope_register_queue(s, NULL), "queue");
+    qf_queue_unref(q);
+    qf_scope_free(s);
+}
+
+CASE(qf_scope_register_op)
+{
+    qf_scope *s = mkscope();
+    qf_enqueue_op op = {.kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_scope_register_op(s, NULL), "scope and a name");
+    INVALID(qf_scope_register_op(s, &op), "scope and a name");
+    op.name = "op";
+    INVALID(qf_scope_register_op(NULL, &op), "scope and a name");
+    qf_scope_free(s);
+}
+
+CASE(qf_scope_register_action)
+{
+    qf_scope *s = mkscope();
+    INVALID(qf_scope_register_action(s, "a", NULL, NULL), "function");
+    INVALID(qf_scope_register_action(s, NULL, noop_runner_action, NULL), "name");
+    INVALID(qf_scope_register_action(NULL, "a", noop_runner_action, NULL), "name");
+    qf_scope_free(s);
+}
+
+CASE(qf_queue_runner_to_def)
+{
+    char *text = UNTOUCHED;
+    INVALID(qf_queue_runner_to_def(NULL, NULL, &text), "runner");
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    INVALID(qf_queue_runner_to_def(r, NULL, NULL), "ret_text");
+    cr_expect_eq(text, UNTOUCHED);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
+CASE(qf_queue_runner_from_def)
+{
+    qf_scope *s = mkscope();
+    qf_queue_runner *r = UNTOUCHED;
+    INVALID(qf_queue_runner_from_def(NULL, "queue_name: \"q\"\n", NULL, &r), "NULL");
+    INVALID(qf_queue_runner_from_def(s, NULL, NULL, &r), "NULL");
+    INVALID(qf_queue_runner_from_def(s, "queue_name: \"q\"\n", NULL, NULL), "NULL");
+    INVALID(qf_queue_runner_from_def(s, "no colon here\n", NULL, &r), "Malformed");
+    INVALID(qf_queue_runner_from_def(s, "colour: \"red\"\n", NULL, &r), "Unknown");
+    INVALID(qf_queue_runner_from_def(s, "queue_closed_exception_types: 777\n", NULL, &r), "777");
+    INVALID(qf_queue_runner_from_def(s, "enqueue_op_name: \"x\"\n", NULL, &r), "queue_name");
+    EXPECT_CODE(QF_NOT_FOUND, qf_queue_runner_from_def(s, "queue_name: \"nowhere\"\n", NULL, &r),
+                "nowhere");
+    cr_expect_eq(r, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+static qf_code tick_fn(void *arg)
+{
+    (void)arg;
+    return QF_OK;
+}
+
+static qf_code bogus_tick(void *arg)
+{
+    (void)arg;
+    return QF_PENDING; /* not a qf_code: the task would park after leaving */
+}
+
+CASE(qf_looper_start)
+{
+    qf_runtime *rt = mkrt(1);
+    qf_coord *c = mkcoord();
+    qf_task *t = UNTOUCHED;
+    INVALID(qf_looper_start(rt, NULL, 1.0, tick_fn, NULL, NULL, &t), "Coordinator");
+    INVALID(qf_looper_start(rt, c, 1.0, NULL, NULL, NULL, &t), "function");
+    /* the issue: an interval of NaN ticked 953,000 times in 200 ms */
+    INVALID(qf_looper_start(rt, c, NAN, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, INFINITY, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, -1.0, tick_fn, NULL, NULL, &t), "interval_secs");
+    INVALID(qf_looper_start(rt, c, 1e300, tick_fn, NULL, NULL, &t), "interval_secs");
+    cr_expect_eq(t, UNTOUCHED);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "nothing was started");
+    /* a function returning something that is not a qf_code ends the looper
+     * with INVALID_ARGUMENT */
+    qf_coord_clear_stop(c);
+    cr_assert_eq(qf_looper_start(rt, c, 0.0, bogus_tick, NULL, NULL, &t), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, NULL), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "-1") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_task_join(t, soon(), NULL), QF_INVALID_ARGUMENT);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+}
+
+/* =========================================================== qf_input.h */
+
+CASE(qf_fill_gauge_value)
+{
+    QUIET(cr_expect_eq(qf_fill_gauge_value(NULL), 0.0)); /* documented */
+    qf_fill_gauge g = {.queue = NULL, .capacity = 4};
+    QUIET(cr_expect_eq(qf_fill_gauge_value(&g), 0.0));
+}
+
+CASE(qf_input_producer_gauge)
+{
+    qf_fill_gauge g = {.capacity = 77};
+    INVALID(qf_input_producer_gauge(NULL, NULL, &g), "queue");
+    qf_queue *q = mkq(2);
+    INVALID(qf_input_producer_gauge(q, NULL, NULL), "ret_gauge");
+    cr_expect_eq(g.capacity, 77, "untouched");
+    qf_queue_unref(q);
+}
+
+CASE(qf_input_producer_fraction_full)
+{
+    QUIET(cr_expect_eq(qf_input_producer_fraction_full(NULL), 0.0)); /* documented */
+}
+
+CASE(qf_limit_epochs_new)
+{
+    qf_limit_epochs *l = UNTOUCHED;
+    INVALID(qf_limit_epochs_new(NULL, 1, &l), "tensor");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    INVALID(qf_limit_epochs_new(t, -1, &l), "num_epochs");
+    INVALID(qf_limit_epochs_new(t, 1, NULL), "ret");
+    cr_expect_eq(qf_tensor_refcount(t), 1, "no reference taken");
+    cr_expect_eq(l, UNTOUCHED);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_limit_epochs_free)
+{
+    QUIET(qf_limit_epochs_free(NULL));
+}
+
+CASE(qf_limit_epochs_next)
+{
+    qf_tensor *got = UNTOUCHED;
+    INVALID(qf_limit_epochs_next(NULL, &got), "limit_epochs");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    qf_limit_epochs *l = NULL;
+    cr_assert_eq(qf_limit_epochs_new(t, 1, &l), QF_OK);
+    INVALID(qf_limit_epochs_next(l, NULL), "ret_t");
+    cr_expect_eq(qf_limit_epochs_count(l), 0, "no epoch counted");
+    cr_expect_eq(got, UNTOUCHED);
+    qf_limit_epochs_free(l);
+    qf_tensor_unref(t);
+}
+
+CASE(qf_limit_epochs_count)
+{
+    NEUTRAL(qf_limit_epochs_count(NULL), 0, "limit_epochs");
+}
+
+CASE(qf_limit_epochs_reset)
+{
+    REFUSED(qf_limit_epochs_reset(NULL), "limit_epochs");
+}
+
+CASE(qf_limit_epochs_produce)
+{
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_limit_epochs_produce(NULL, &e), "limit_epochs");
+    qf_tensor *t = qf_tensor_new_i64(1);
+    qf_limit_epochs *l = NULL;
+    cr_assert_eq(qf_limit_epochs_new(t, 1, &l), QF_OK);
+    INVALID(qf_limit_epochs_produce(l, NULL), "ret_elem");
+    cr_expect_eq(qf_limit_epochs_count(l), 0);
+    cr_expect_eq(e, UNTOUCHED);
+    qf_limit_epochs_free(l);
+    qf_tensor_unref(t);
+}
+
+/* A producer refused leaves nothing in the scope and *ret_queue untouched. */
+#define NOTHING_ADDED(s, q)                                                                        \
+    do {                                                                                           \
+        cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0, "no runner added");       \
+        cr_expect_eq(q, UNTOUCHED, "ret_queue untouched");                                         \
+    } while (0)
+
+CASE(qf_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_input_producer(s, NULL, NULL, &q), "input tensor");
+    qf_tensor *sc = qf_tensor_new_i64(1);
+    INVALID(qf_input_producer(s, sc, NULL, &q), "rank 1");
+    qf_shape sh = QF_SHAPE(3);
+    qf_tensor *v = qf_tensor_new(QF_INT64, &sh);
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.num_epochs = -1}, &q),
+            "num_epochs");
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.shuffle = (qf_shuffle)7}, &q),
+            "shuffle");
+    qf_shape two = QF_SHAPE(2);
+    INVALID(qf_input_producer(s, v, &(qf_input_producer_options){.element_shape = &two}, &q),
+            "element_shape");
+    qf_shape none = QF_SHAPE(0);
+    qf_tensor *empty = qf_tensor_new(QF_INT64, &none);
+    INVALID(qf_input_producer(s, empty, NULL, &q), "non-empty");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(sc);
+    qf_tensor_unref(v);
+    qf_tensor_unref(empty);
+    qf_scope_free(s);
+}
+
+CASE(qf_string_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_string_input_producer(s, NULL, 2, NULL, &q), "non-null input tensor");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a"}, 0, NULL, &q),
+            "non-null input tensor");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a", NULL}, 2, NULL, &q), "string 1");
+    INVALID(qf_string_input_producer(s, (const char *[]){"a"}, 1,
+                                     &(qf_input_producer_options){.num_epochs = -3}, &q),
+            "num_epochs");
+    NOTHING_ADDED(s, q);
+    qf_scope_free(s);
+}
+
+CASE(qf_string_input_producer_tensor)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_string_input_producer_tensor(s, NULL, NULL, &q), "tensor");
+    qf_shape sh = QF_SHAPE(2);
+    qf_tensor *ints = qf_tensor_new(QF_INT64, &sh);
+    INVALID(qf_string_input_producer_tensor(s, ints, NULL, &q), "string tensor");
+    qf_tensor *sc = qf_tensor_new_cstr("a");
+    INVALID(qf_string_input_producer_tensor(s, sc, NULL, &q), "1-D");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(ints);
+    qf_tensor_unref(sc);
+    qf_scope_free(s);
+}
+
+CASE(qf_range_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_range_input_producer(s, 0, NULL, &q), "limit > 0");
+    INVALID(qf_range_input_producer(s, -3, NULL, &q), "limit > 0");
+    NOTHING_ADDED(s, q);
+    qf_scope_free(s);
+}
+
+CASE(qf_slice_input_producer)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_slice_input_producer(s, NULL, 0, NULL, &q), "at least one tensor");
+    INVALID(qf_slice_input_producer(s, NULL, 2, NULL, &q), "");
+    qf_shape a = QF_SHAPE(2), b = QF_SHAPE(3);
+    qf_tensor *ta = qf_tensor_new(QF_INT64, &a), *tb = qf_tensor_new(QF_INT64, &b);
+    INVALID(qf_slice_input_producer(s, (const qf_tensor *[]){ta, tb}, 2, NULL, &q), "");
+    INVALID(qf_slice_input_producer(s, (const qf_tensor *[]){ta, NULL}, 2, NULL, &q), "NULL");
+    NOTHING_ADDED(s, q);
+    qf_tensor_unref(ta);
+    qf_tensor_unref(tb);
+    qf_scope_free(s);
+}
+
+/* =========================================================== qf_batch.h */
+
+static const qf_dtype BOOL_I64[2] = {QF_INT64, QF_BOOL};
+
+static qf_components i64_comps(void)
+{
+    static const qf_shape sh[2] = {{0, {0}}, {0, {0}}};
+    return (qf_components){.n = 1, .dtypes = BOOL_I64, .shapes = sh};
+}
+
+static qf_batch_source *mksrc(void)
+{
+    qf_components c = i64_comps();
+    qf_batch_source *src = NULL;
+    cr_assert_eq(qf_batch_source_produce(&c, produce_one, NULL, &src), QF_OK);
+    return src;
+}
+
+static qf_code poll_src(qf_task *t, void *arg, qf_element **ret)
+{
+    (void)t;
+    (void)arg;
+    *ret = mkelem(1);
+    return QF_OK;
+}
+
+static qf_code keep_all(void *arg, qf_element *in, qf_element **ret_out)
+{
+    (void)arg;
+    *ret_out = in;
+    return QF_OK;
+}
+
+/* The component errors every source constructor shares. */
+static void bad_comps(qf_code (*make)(const qf_components *, qf_batch_source **))
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(make(NULL, &src), "component");
+    qf_components c = i64_comps();
+    c.n = 0;
+    INVALID(make(&c, &src), "component");
+    c = i64_comps();
+    c.dtypes = (const qf_dtype[]){(qf_dtype)77};
+    INVALID(make(&c, &src), "dtype");
+    c = i64_comps();
+    c.n = 5000;
+    INVALID(make(&c, &src), "too many components");
+    c = (qf_components){.n = 2, .dtypes = BOOL_I64, .names = (const char *const[]){"a", "a"}};
+    INVALID(make(&c, &src), "duplicate");
+    c.names = (const char *const[]){"a", ""};
+    INVALID(make(&c, &src), "empty name");
+    c = i64_comps();
+    c.shapes = (const qf_shape[]){{.rank = 42}};
+    INVALID(make(&c, &src), "shape");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+static qf_code make_produce(const qf_components *c, qf_batch_source **ret)
+{
+    return qf_batch_source_produce(c, produce_one, NULL, ret);
+}
+
+static qf_code make_poll(const qf_components *c, qf_batch_source **ret)
+{
+    return qf_batch_source_poll(c, poll_src, NULL, ret);
+}
+
+CASE(qf_batch_source_produce)
+{
+    bad_comps(make_produce);
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_produce(&c, NULL, NULL, &src), "produce function");
+    INVALID(qf_batch_source_produce(&c, produce_one, NULL, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+CASE(qf_batch_source_poll)
+{
+    bad_comps(make_poll);
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_poll(&c, NULL, NULL, &src), "poll function");
+    INVALID(qf_batch_source_poll(&c, poll_src, NULL, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+CASE(qf_batch_source_from_op)
+{
+    qf_components c = i64_comps();
+    qf_batch_source *src = UNTOUCHED;
+    qf_enqueue_op op = {.kind = QF_OP_PRODUCE, .produce = produce_one};
+    INVALID(qf_batch_source_from_op(&c, NULL, &src), "op");
+    INVALID(qf_batch_source_from_op(&c, &op, NULL), "ret");
+    qf_enqueue_op poll = {.kind = QF_OP_POLL};
+    INVALID(qf_batch_source_from_op(&c, &poll, &src), "QF_OP_POLL");
+    qf_enqueue_op tr = {.kind = QF_OP_TRANSFORM};
+    INVALID(qf_batch_source_from_op(&c, &tr, &src), "input queue");
+    qf_enqueue_op nofn = {.kind = QF_OP_PRODUCE};
+    INVALID(qf_batch_source_from_op(&c, &nofn, &src), "produce function");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+CASE(qf_batch_source_queue)
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_queue(NULL, &src), "input queue");
+    qf_queue *q = mkq(2);
+    INVALID(qf_batch_source_queue(q, NULL), "ret");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+CASE(qf_batch_source_reader)
+{
+    qf_batch_source *src = UNTOUCHED;
+    qf_queue *files = mkstrq();
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_text_line_reader_new(0, &r), QF_OK);
+    INVALID(qf_batch_source_reader(r, NULL, &src), "file-name queue"); /* takes r anyway */
+    cr_assert_eq(qf_text_line_reader_new(0, &r), QF_OK);
+    INVALID(qf_batch_source_reader(r, files, NULL), "ret");
+    INVALID(qf_batch_source_reader(NULL, files, &src), "reader");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(files);
+}
+
+CASE(qf_batch_source_reader_options)
+{
+    qf_batch_source *src = UNTOUCHED;
+    qf_queue *files = mkstrq();
+    qf_reader_options ro = {.kind = QF_READER_TEXT_LINE};
+    INVALID(qf_batch_source_reader_options(NULL, files, &src), "reader options");
+    INVALID(qf_batch_source_reader_options(&ro, NULL, &src), "file-name queue");
+    INVALID(qf_batch_source_reader_options(&ro, files, NULL), "ret");
+    ro.buffer_bytes = 3;
+    INVALID(qf_batch_source_reader_options(&ro, files, &src), "buffer_bytes");
+    cr_expect_eq(src, UNTOUCHED);
+    qf_queue_unref(files);
+}
+
+CASE(qf_batch_source_map)
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_batch_source_map(NULL, NULL, keep_all, NULL, &src), "source");
+    INVALID(qf_batch_source_map(mksrc(), NULL, NULL, NULL, &src), "transform function");
+    INVALID(qf_batch_source_map(mksrc(), NULL, keep_all, NULL, NULL), "ret");
+    qf_components bad = {.n = 0};
+    INVALID(qf_batch_source_map(mksrc(), &bad, keep_all, NULL, &src), "component");
+    cr_expect_eq(src, UNTOUCHED); /* and every source was taken (ASan: no leak) */
+}
+
+CASE(qf_batch_source_on_free)
+{
+    QUIET(qf_batch_source_on_free(NULL, free, NULL)); /* NULL-safe */
+}
+
+CASE(qf_batch_source_free)
+{
+    QUIET(qf_batch_source_free(NULL));
+}
+
+CASE(qf_batch_source_components)
+{
+    NEUTRAL(qf_batch_source_components(NULL), NULL, "source");
+}
+
+/* The errors every batch call shares; a refused call takes its sources,
+ * adds nothing to the scope and leaves *ret untouched. */
+typedef qf_code (*batch_call)(qf_scope *, qf_batch_source *, int64_t, const qf_batch_options *,
+                              qf_batcher **);
+
+static void bad_batch(batch_call call)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, NULL, 4, NULL, &b), "source");
+    INVALID(call(s, mksrc(), 0, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), -2, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), (int64_t)INT32_MAX + 1, NULL, &b), "batch_size");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.num_threads = -1}, &b), "num_threads");
+    /* the issue: a capacity of -5 made an unbounded queue */
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.capacity = -5}, &b), "capacity");
+    qf_shape unk = QF_SHAPE(QF_UNKNOWN_DIM);
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.shapes = &unk}, &b), "");
+    INVALID(call(s, mksrc(), 4, NULL, NULL), "ret");
+    cr_expect_eq(b, UNTOUCHED);
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0, "nothing added");
+    qf_scope_free(s);
+}
+
+static qf_code call_batch(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                          qf_batcher **ret)
+{
+    return qf_batch(s, src, n, o, ret);
+}
+
+static qf_code call_shuffle(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                            qf_batcher **ret)
+{
+    qf_batch_options oo = o ? *o : (qf_batch_options){0};
+    return qf_shuffle_batch(s, src, n, &oo, ret);
+}
+
+static qf_code call_join(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                         qf_batcher **ret)
+{
+    return qf_batch_join(s, &src, 1, n, o, ret);
+}
+
+static qf_code call_shuffle_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                                 const qf_batch_options *o, qf_batcher **ret)
+{
+    return qf_shuffle_batch_join(s, &src, 1, n, o, ret);
+}
+
+static const qf_keep_input KEEP_FN = {.kind = QF_KEEP_FN, .fn = NULL};
+
+static bool keep_yes(void *arg, const qf_element *e, int64_t row, size_t source)
+{
+    (void)arg;
+    (void)e;
+    (void)row;
+    (void)source;
+    return true;
+}
+
+static qf_code call_maybe(qf_scope *s, qf_batch_source *src, int64_t n, const qf_batch_options *o,
+                          qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_batch(s, src, &k, n, o, ret);
+}
+
+static qf_code call_maybe_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                               const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_batch_join(s, &src, 1, &k, n, o, ret);
+}
+
+static qf_code call_maybe_shuffle(qf_scope *s, qf_batch_source *src, int64_t n,
+                                  const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_shuffle_batch(s, src, &k, n, o, ret);
+}
+
+static qf_code call_maybe_shuffle_join(qf_scope *s, qf_batch_source *src, int64_t n,
+                                       const qf_batch_options *o, qf_batcher **ret)
+{
+    qf_keep_input k = {.kind = QF_KEEP_FN, .fn = keep_yes};
+    return qf_maybe_shuffle_batch_join(s, &src, 1, &k, n, o, ret);
+}
+
+/* Keep-input errors: NULL keep, no function, unknown kind, a component out
+ * of range. */
+static void bad_keep(qf_code (*call)(qf_scope *, qf_batch_source *, const qf_keep_input *,
+                                     qf_batcher **))
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, mksrc(), NULL, &b), "keep");
+    INVALID(call(s, mksrc(), &KEEP_FN, &b), "keep_input needs a function");
+    INVALID(call(s, mksrc(), &(qf_keep_input){.kind = (qf_keep_kind)9}, &b), "kind");
+    INVALID(call(s, mksrc(), &(qf_keep_input){.kind = QF_KEEP_COMPONENT, .component = 5}, &b),
+            "out of range");
+    cr_expect_eq(b, UNTOUCHED);
+    cr_expect_eq(qf_scope_get_collection(s, NULL, NULL, NULL, 0), 0);
+    qf_scope_free(s);
+}
+
+static qf_code keep_batch(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                          qf_batcher **ret)
+{
+    return qf_maybe_batch(s, src, k, 4, NULL, ret);
+}
+
+static qf_code keep_batch_join(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                               qf_batcher **ret)
+{
+    return qf_maybe_batch_join(s, &src, 1, k, 4, NULL, ret);
+}
+
+static qf_code keep_shuffle(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                            qf_batcher **ret)
+{
+    return qf_maybe_shuffle_batch(s, src, k, 4, &(qf_batch_options){0}, ret);
+}
+
+static qf_code keep_shuffle_join(qf_scope *s, qf_batch_source *src, const qf_keep_input *k,
+                                 qf_batcher **ret)
+{
+    return qf_maybe_shuffle_batch_join(s, &src, 1, k, 4, &(qf_batch_options){0}, ret);
+}
+
+/* A join's own errors: no sources, a NULL array, a NULL source. */
+static void bad_join(bool shuffle)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    qf_batch_options o = {0};
+    qf_code (*j)(qf_scope *, qf_batch_source *const *, size_t, int64_t, const qf_batch_options *,
+                 qf_batcher **) = shuffle ? qf_shuffle_batch_join : qf_batch_join;
+    INVALID(j(s, NULL, 0, 4, &o, &b), "source");
+    INVALID(j(s, NULL, 2, 4, &o, &b), "source");
+    qf_batch_source *two[2] = {mksrc(), NULL};
+    INVALID(j(s, two, 2, 4, &o, &b), "source 1 is NULL"); /* takes source 0 */
+    cr_expect_eq(b, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+/* Shuffle-only errors (spec 177). */
+static void bad_shuffle(batch_call call)
+{
+    qf_scope *s = mkscope();
+    qf_batcher *b = UNTOUCHED;
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.capacity = 8, .min_after_dequeue = 8}, &b),
+            "min_after_dequeue");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.min_after_dequeue = -1}, &b),
+            "min_after_dequeue");
+    INVALID(call(s, mksrc(), 4, &(qf_batch_options){.dynamic_pad = true}, &b), "dynamic_pad");
+    cr_expect_eq(b, UNTOUCHED);
+    qf_scope_free(s);
+}
+
+CASE(qf_batch)
+{
+    bad_batch(call_batch);
+}
+
+CASE(qf_batch_join)
+{
+    bad_batch(call_join);
+    bad_join(false);
+}
+
+CASE(qf_shuffle_batch)
+{
+    bad_batch(call_shuffle);
+    bad_shuffle(call_shuffle);
+}
+
+CASE(qf_shuffle_batch_join)
+{
+    bad_batch(call_shuffle_join);
+    bad_join(true);
+    bad_shuffle(call_shuffle_join);
+}
+
+CASE(qf_maybe_batch)
+{
+    bad_batch(call_maybe);
+    bad_keep(keep_batch);
+}
+
+CASE(qf_maybe_batch_join)
+{
+    bad_batch(call_maybe_join);
+    bad_keep(keep_batch_join);
+}
+
+CASE(qf_maybe_shuffle_batch)
+{
+    bad_batch(call_maybe_shuffle);
+    bad_keep(keep_shuffle);
+}
+
+CASE(qf_maybe_shuffle_batch_join)
+{
+    bad_batch(call_maybe_shuffle_join);
+    bad_keep(keep_shuffle_join);
+}
+
+CASE(qf_batcher_free)
+{
+    QUIET(qf_batcher_free(NULL));
+}
+
+/* A batcher over a produce source in its own scope (not started). */
+typedef struct fixture_batcher {
+    qf_scope *s;
+    qf_batcher *b;
+} fixture_batcher;
+
+static fixture_batcher mkbatcher(void)
+{
+    fixture_batcher f = {mkscope(), NULL};
+    cr_assert_eq(qf_batch(f.s, mksrc(), 4, NULL, &f.b), QF_OK, "%s", qf_last_message());
+    return f;
+}
+
+static void fixture_free(fixture_batcher *f)
+{
+    qf_batcher_free(f->b);
+    qf_scope_free(f->s);
+}
+
+CASE(qf_batcher_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_next(NULL, &e), "batcher");
+    INVALID(qf_batcher_next(f.b, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_next_until)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_next_until(NULL, QF_NO_WAIT, &e), "batcher");
+    INVALID(qf_batcher_next_until(f.b, QF_NO_WAIT, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_try_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_try_next(NULL, &e), "batcher");
+    INVALID(qf_batcher_try_next(f.b, NULL), "ret_batch");
+    cr_expect_eq(e, UNTOUCHED);
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_poller_new)
+{
+    fixture_batcher f = mkbatcher();
+    qf_batcher_poller *p = UNTOUCHED;
+    INVALID(qf_batcher_poller_new(NULL, &p), "batcher");
+    INVALID(qf_batcher_poller_new(f.b, NULL), "ret");
+    cr_expect_eq(p, UNTOUCHED);
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_poll_next)
+{
+    fixture_batcher f = mkbatcher();
+    qf_batcher_poller *p = NULL;
+    cr_assert_eq(qf_batcher_poller_new(f.b, &p), QF_OK);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_batcher_poll_next(NULL, &w, &e), "poller");
+    INVALID(qf_batcher_poll_next(p, NULL, &e), "waker");
+    INVALID(qf_batcher_poll_next(p, &w, NULL), "ret_batch");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+    cr_expect_eq(e, UNTOUCHED);
+    qf_batcher_poller_free(p);
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_poller_free)
+{
+    QUIET(qf_batcher_poller_free(NULL));
+}
+
+CASE(qf_batcher_queue)
+{
+    NEUTRAL(qf_batcher_queue(NULL), NULL, "batcher");
+}
+
+CASE(qf_batcher_runner)
+{
+    NEUTRAL(qf_batcher_runner(NULL), NULL, "batcher");
+}
+
+CASE(qf_batcher_size)
+{
+    NEUTRAL(qf_batcher_size(NULL), 0, "batcher");
+}
+
+CASE(qf_batcher_num_components)
+{
+    NEUTRAL(qf_batcher_num_components(NULL), 0, "batcher");
+}
+
+CASE(qf_batcher_component_name)
+{
+    NEUTRAL(qf_batcher_component_name(NULL, 0), NULL, "batcher");
+}
+
+CASE(qf_batcher_dtype)
+{
+    NEUTRAL(qf_batcher_dtype(NULL, 0), QF_DT_INVALID, "batcher");
+    fixture_batcher f = mkbatcher();
+    QUIET(cr_expect_eq(qf_batcher_dtype(f.b, 9), QF_DT_INVALID));
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_output_shape)
+{
+    clear_last();
+    qf_shape s = qf_batcher_output_shape(NULL, 0);
+    cr_expect_not(qf_shape_is_valid(&s));
+    EXPECT_RECORDED(QF_INVALID_ARGUMENT, "batcher");
+    fixture_batcher f = mkbatcher();
+    s = qf_batcher_output_shape(f.b, 3);
+    cr_expect_not(qf_shape_is_valid(&s), "out of range: an invalid shape (documented)");
+    fixture_free(&f);
+}
+
+CASE(qf_batcher_gauge)
+{
+    NEUTRAL(qf_batcher_gauge(NULL), NULL, "batcher");
+}
+
+CASE(qf_batcher_fraction_full)
+{
+    NEUTRAL(qf_batcher_fraction_full(NULL), 0.0, "batcher");
+}
+
+/* ============================================================ qflow.h */
+
+CASE(qf_version)
+{
+    cr_expect_str_eq(qf_version(), QF_VERSION_STRING); /* no argument */
+}
+
+/* ================================================================= run */
+
+Test(bad_input, every_exported_function)
+{
+    const char *only = getenv("QF_BAD_INPUT_CASE");
+    int ran = 0;
+    for (bad_case *c = cases_head; c; c = c->next) {
+        if (only && *only && !strstr(c->name, only))
+            continue;
+        fprintf(stderr, "[case] %s\n", c->name);
+        current_case = c->name;
+        c->fn();
+        ran++;
+    }
+    cr_log_info("%d bad-input cases; %d pending on the scheduler rework (run with "
+                "QF_BAD_INPUT_PENDING=1): %s",
+                ran, pending_count, pending_names);
+    cr_expect_gt(ran, 0, "no case ran");
+}
