@@ -235,44 +235,58 @@ void qf_sparse_unref(qf_sparse *sp)
     free(sp);
 }
 
+/* The accessors' answer to a NULL sparse tensor: a neutral value, the
+ * error recorded (static message: no formatting). */
+static bool null_sparse(const qf_sparse *sp, const char *msg)
+{
+    if (sp)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 qf_tensor *qf_sparse_indices(const qf_sparse *sp)
 {
-    return sp ? sp->indices : NULL;
+    return null_sparse(sp, "qf_sparse_indices: sparse tensor (sp) is NULL") ? NULL : sp->indices;
 }
 
 qf_tensor *qf_sparse_values(const qf_sparse *sp)
 {
-    return sp ? sp->values : NULL;
+    return null_sparse(sp, "qf_sparse_values: sparse tensor (sp) is NULL") ? NULL : sp->values;
 }
 
 qf_tensor *qf_sparse_dense_shape(const qf_sparse *sp)
 {
-    return sp ? sp->shape : NULL;
+    return null_sparse(sp, "qf_sparse_dense_shape: sparse tensor (sp) is NULL") ? NULL : sp->shape;
 }
 
 qf_dtype qf_sparse_dtype(const qf_sparse *sp)
 {
-    return sp ? qf_tensor_dtype(sp->values) : QF_DT_INVALID;
+    return null_sparse(sp, "qf_sparse_dtype: sparse tensor (sp) is NULL")
+               ? QF_DT_INVALID
+               : qf_tensor_dtype(sp->values);
 }
 
 int qf_sparse_rank(const qf_sparse *sp)
 {
-    return sp ? sp->rank : 0;
+    return null_sparse(sp, "qf_sparse_rank: sparse tensor (sp) is NULL") ? 0 : sp->rank;
 }
 
 int64_t qf_sparse_nnz(const qf_sparse *sp)
 {
-    return sp ? sp->nnz : 0;
+    return null_sparse(sp, "qf_sparse_nnz: sparse tensor (sp) is NULL") ? 0 : sp->nnz;
 }
 
 int64_t qf_sparse_dim(const qf_sparse *sp, int d)
 {
-    return sp && d >= 0 && d < sp->rank ? i64s(sp->shape)[d] : -1;
+    if (null_sparse(sp, "qf_sparse_dim: sparse tensor (sp) is NULL"))
+        return -1;
+    return d >= 0 && d < sp->rank ? i64s(sp->shape)[d] : -1;
 }
 
 qf_shape qf_sparse_shape(const qf_sparse *sp)
 {
-    if (!sp || sp->rank > QF_MAX_RANK)
+    if (null_sparse(sp, "qf_sparse_shape: sparse tensor (sp) is NULL") || sp->rank > QF_MAX_RANK)
         return qf_shape_make(-1, NULL); /* invalid */
     return qf_shape_make(sp->rank, i64s(sp->shape));
 }

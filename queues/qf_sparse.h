@@ -93,7 +93,8 @@ QF_API void qf_sparse_unref(qf_sparse *sp);
 
 /* Accessors: borrowed, valid while a reference to `sp` is held; the
  * tensors must not be modified (qf_tensor_ref() one to keep it longer).
- * NULL-safe (NULL, QF_DT_INVALID, 0 or -1). Wait-free, any thread. */
+ * For a NULL sp they return NULL, QF_DT_INVALID, 0 or -1 (an invalid
+ * shape) and record QF_INVALID_ARGUMENT. Wait-free, any thread. */
 QF_API qf_tensor *qf_sparse_indices(const qf_sparse *sp);
 QF_API qf_tensor *qf_sparse_values(const qf_sparse *sp);
 QF_API qf_tensor *qf_sparse_dense_shape(const qf_sparse *sp);

@@ -388,6 +388,12 @@ CASE(qf_futex_wait)
     INVALID(qf_futex_wait(NULL, 0, QF_FOREVER), "word"); /* returns, does not spin */
 }
 
+CASE(qf_futex_wait_until)
+{
+    INVALID(qf_futex_wait_until(NULL, 0, QF_NO_WAIT), "word");
+    INVALID(qf_futex_wait_until(NULL, 0, QF_FOREVER), "word"); /* returns, does not spin */
+}
+
 CASE(qf_futex_wake)
 {
     /* async-signal-safe: 0 woken, nothing recorded */
@@ -416,6 +422,11 @@ CASE(qf_waker_state)
 CASE(qf_waker_wait)
 {
     INVALID(qf_waker_wait(NULL, QF_FOREVER), "waker");
+}
+
+CASE(qf_waker_wait_until)
+{
+    INVALID(qf_waker_wait_until(NULL, QF_FOREVER), "waker");
 }
 
 CASE(qf_waker_withdraw)
@@ -503,6 +514,11 @@ CASE(qf_eventcount_cancel)
 CASE(qf_eventcount_wait)
 {
     INVALID(qf_eventcount_wait(NULL, 0, QF_FOREVER), "event count");
+}
+
+CASE(qf_eventcount_wait_until)
+{
+    INVALID(qf_eventcount_wait_until(NULL, 0, QF_FOREVER), "event count");
 }
 
 CASE(qf_eventcount_notify)
@@ -683,6 +699,29 @@ CASE(qf_coord_join)
     INVALID(qf_coord_join(c, NULL, 0, NAN, false, &r), "stop_grace_period_secs");
     cr_expect_eq(r.code, (qf_code)99, "the report is untouched");
     cr_expect_not(qf_coord_joined(c), "nothing was joined");
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_join_until)
+{
+    qf_coord_join_report r = {.code = (qf_code)99};
+    INVALID(qf_coord_join_until(NULL, NULL, 0, QF_NO_WAIT, false, &r), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_join_until(c, NULL, 2, QF_NO_WAIT, false, &r), "extra_threads");
+    INVALID(qf_coord_join_until(c, NULL, 0, (qf_deadline)-5, false, &r), "deadline");
+    cr_expect_eq(r.code, (qf_code)99, "the report is untouched");
+    cr_expect_not(qf_coord_joined(c), "nothing was joined");
+    qf_coord_free(c);
+}
+
+CASE(qf_coord_stop_fd)
+{
+    int fd = 77;
+    INVALID(qf_coord_stop_fd(NULL, &fd), "coordinator");
+    qf_coord *c = mkcoord();
+    INVALID(qf_coord_stop_fd(c, NULL), "ret_fd");
+    cr_expect_eq(fd, 77, "ret_fd untouched");
+    cr_expect_not(qf_coord_should_stop(c));
     qf_coord_free(c);
 }
 
@@ -1138,6 +1177,176 @@ CASE(qf_element_get_by_name)
     NEUTRAL(qf_element_get_by_name(e, NULL), NULL, "name");
     QUIET(cr_expect_null(qf_element_get_by_name(e, "zz"))); /* documented: none */
     qf_element_free(e);
+}
+
+/* ========================================================== qf_sparse.h */
+
+/* A sparse tensor [[0], [2]] -> {1, 2} of dense shape [3]. */
+static qf_sparse *mksparse(void)
+{
+    qf_sparse *sp = NULL;
+    cr_assert_eq(qf_sparse_new_from(QF_INT64, 2, 1, (const int64_t[]){0, 2},
+                                    (const int64_t[]){1, 2}, (const int64_t[]){3}, &sp),
+                 QF_OK, "%s", qf_last_message());
+    return sp;
+}
+
+CASE(qf_sparse_new)
+{
+    qf_sparse *sp = UNTOUCHED;
+    qf_shape is = QF_SHAPE(1, 1), vs = QF_SHAPE(1), ss = QF_SHAPE(1);
+    /* every part is taken, also on failure: ASan would report a leak */
+    INVALID(qf_sparse_new(NULL, qf_tensor_new(QF_INT64, &vs), qf_tensor_new(QF_INT64, &ss), &sp),
+            "indices");
+    INVALID(qf_sparse_new(qf_tensor_new(QF_INT64, &is), NULL, qf_tensor_new(QF_INT64, &ss), &sp),
+            "values");
+    INVALID(qf_sparse_new(qf_tensor_new(QF_INT64, &is), qf_tensor_new(QF_INT64, &vs), NULL, &sp),
+            "dense_shape");
+    INVALID(qf_sparse_new(qf_tensor_new(QF_INT64, &is), qf_tensor_new(QF_INT64, &vs),
+                          qf_tensor_new(QF_INT64, &ss), NULL),
+            "ret");
+    /* an index outside dense_shape [0] */
+    INVALID(qf_sparse_new(qf_tensor_new(QF_INT64, &is), qf_tensor_new(QF_INT64, &vs),
+                          qf_tensor_new(QF_INT64, &ss), &sp),
+            "out of bounds");
+    cr_expect_eq(sp, UNTOUCHED);
+}
+
+CASE(qf_sparse_new_from)
+{
+    qf_sparse *sp = UNTOUCHED;
+    const int64_t idx[] = {0}, val[] = {1}, dense[] = {2};
+    INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, val, dense, NULL), "ret");
+    INVALID(qf_sparse_new_from(QF_INT64, -1, 1, idx, val, dense, &sp), "nnz");
+    INVALID(qf_sparse_new_from(QF_INT64, 1, 0, idx, val, dense, &sp), "rank");
+    INVALID(qf_sparse_new_from(QF_INT64, 1, 1, NULL, val, dense, &sp), "indices");
+    INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, NULL, dense, &sp), "values");
+    INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, val, NULL, &sp), "dense_shape");
+    INVALID(qf_sparse_new_from(QF_SPARSE, 1, 1, idx, val, dense, &sp), "sparse");
+    cr_expect_eq(sp, UNTOUCHED);
+}
+
+CASE(qf_sparse_ref)
+{
+    QUIET(cr_expect_null(qf_sparse_ref(NULL)));
+}
+
+CASE(qf_sparse_unref)
+{
+    QUIET(qf_sparse_unref(NULL));
+}
+
+CASE(qf_sparse_indices)
+{
+    NEUTRAL(qf_sparse_indices(NULL), NULL, "sparse tensor");
+}
+
+CASE(qf_sparse_values)
+{
+    NEUTRAL(qf_sparse_values(NULL), NULL, "sparse tensor");
+}
+
+CASE(qf_sparse_dense_shape)
+{
+    NEUTRAL(qf_sparse_dense_shape(NULL), NULL, "sparse tensor");
+}
+
+CASE(qf_sparse_dtype)
+{
+    NEUTRAL(qf_sparse_dtype(NULL), QF_DT_INVALID, "sparse tensor");
+}
+
+CASE(qf_sparse_rank)
+{
+    NEUTRAL(qf_sparse_rank(NULL), 0, "sparse tensor");
+}
+
+CASE(qf_sparse_nnz)
+{
+    NEUTRAL(qf_sparse_nnz(NULL), 0, "sparse tensor");
+}
+
+CASE(qf_sparse_dim)
+{
+    NEUTRAL(qf_sparse_dim(NULL, 0), -1, "sparse tensor");
+    qf_sparse *sp = mksparse();
+    QUIET(cr_expect_eq(qf_sparse_dim(sp, 1), -1, "out of range"));
+    QUIET(cr_expect_eq(qf_sparse_dim(sp, -1), -1, "out of range"));
+    qf_sparse_unref(sp);
+}
+
+CASE(qf_sparse_shape)
+{
+    clear_last();
+    qf_shape s = qf_sparse_shape(NULL);
+    cr_expect_not(qf_shape_is_valid(&s), "an invalid shape");
+    EXPECT_RECORDED(QF_INVALID_ARGUMENT, "sparse tensor");
+}
+
+CASE(qf_sparse_equal)
+{
+    qf_sparse *sp = mksparse();
+    QUIET(cr_expect_not(qf_sparse_equal(NULL, sp)));
+    QUIET(cr_expect_not(qf_sparse_equal(sp, NULL)));
+    qf_sparse_unref(sp);
+}
+
+CASE(qf_sparse_stack)
+{
+    qf_sparse *sp = mksparse(), *out = UNTOUCHED;
+    INVALID(qf_sparse_stack(NULL, 1, &out), "sparse");
+    INVALID(qf_sparse_stack(&sp, 0, &out), "at least one");
+    INVALID(qf_sparse_stack(&sp, 1, NULL), "ret");
+    INVALID(qf_sparse_stack((qf_sparse *[]){sp, NULL}, 2, &out), "SparseTensor[1]");
+    qf_sparse *two = NULL;
+    cr_assert_eq(qf_sparse_new_from(QF_INT64, 1, 2, (const int64_t[]){0, 0}, (const int64_t[]){7},
+                                    (const int64_t[]){1, 1}, &two),
+                 QF_OK);
+    INVALID(qf_sparse_stack((qf_sparse *[]){sp, two}, 2, &out), "Inconsistent rank");
+    cr_expect_eq(out, UNTOUCHED);
+    cr_expect_eq(qf_sparse_nnz(sp), 2, "the parts are unchanged");
+    qf_sparse_unref(two);
+    qf_sparse_unref(sp);
+}
+
+CASE(qf_sparse_unstack)
+{
+    qf_sparse *sp = mksparse(), *parts[3] = {UNTOUCHED, UNTOUCHED, UNTOUCHED};
+    INVALID(qf_sparse_unstack(NULL, parts), "sparse tensor");
+    INVALID(qf_sparse_unstack(sp, NULL), "ret_parts");
+    INVALID(qf_sparse_unstack(sp, parts), "Rank of input SparseTensor"); /* rank 1 */
+    cr_expect_eq(parts[0], UNTOUCHED);
+    qf_sparse_unref(sp);
+}
+
+CASE(qf_tensor_new_sparse)
+{
+    NEUTRAL(qf_tensor_new_sparse(NULL), NULL, "Sparse tensor");
+}
+
+CASE(qf_tensor_sparse)
+{
+    NEUTRAL(qf_tensor_sparse(NULL, 0), NULL, "Tensor");
+    qf_tensor *i = qf_tensor_new_i64(1);
+    NEUTRAL(qf_tensor_sparse(i, 0), NULL, "sparse");
+    qf_tensor *t = qf_tensor_new_sparse(mksparse());
+    NEUTRAL(qf_tensor_sparse(t, 1), NULL, "out of range");
+    NEUTRAL(qf_tensor_sparse(t, -1), NULL, "out of range");
+    qf_tensor_unref(t);
+    qf_tensor_unref(i);
+}
+
+CASE(qf_tensor_set_sparse)
+{
+    /* the sparse tensor is taken also on failure: ASan would report a leak */
+    INVALID(qf_tensor_set_sparse(NULL, 0, mksparse()), "Tensor");
+    qf_tensor *i = qf_tensor_new_i64(1);
+    INVALID(qf_tensor_set_sparse(i, 0, mksparse()), "sparse");
+    qf_tensor *t = qf_tensor_new_sparse(mksparse());
+    INVALID(qf_tensor_set_sparse(t, 3, mksparse()), "out of range");
+    cr_expect_eq(qf_sparse_nnz(qf_tensor_sparse(t, 0)), 2, "element 0 unchanged");
+    qf_tensor_unref(t);
+    qf_tensor_unref(i);
 }
 
 /* =========================================================== qf_queue.h */
@@ -1760,6 +1969,101 @@ CASE(qf_queue_dequeue_up_to_ptr)
     qf_queue_unref(pq);
 }
 
+/* The pointer array calls in their three forms: a NULL or non-pointer
+ * queue, NULL arrays and counts; nothing moves and the outputs stay. */
+static void bad_enqueue_many_ptrs(int form)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    void *ps[2] = {&x, &x};
+    size_t done = 77;
+#define ENQ(qq, arr)                                                                               \
+    (form == 0   ? qf_queue_enqueue_many_ptrs(qq, arr, 2, &done)                                   \
+     : form == 1 ? qf_queue_enqueue_many_ptrs_until(qq, arr, 2, soon(), &done)                     \
+                 : qf_queue_try_enqueue_many_ptrs(qq, arr, 2))
+    INVALID(ENQ(NULL, ps), "queue");
+    INVALID(ENQ(q, ps), "pointer queue");
+    INVALID(ENQ(pq, NULL), "NULL");
+#undef ENQ
+    cr_expect_eq(qf_queue_size(pq), 0, "nothing went in");
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_enqueue_many_ptrs)
+{
+    bad_enqueue_many_ptrs(0);
+}
+
+CASE(qf_queue_enqueue_many_ptrs_until)
+{
+    bad_enqueue_many_ptrs(1);
+}
+
+CASE(qf_queue_try_enqueue_many_ptrs)
+{
+    bad_enqueue_many_ptrs(2);
+}
+
+static void bad_take_ptrs(int form, bool up_to)
+{
+    qf_queue *q = mkq(4), *pq = mkptrq();
+    int x;
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_ptr(pq, &x), QF_OK);
+    void *ps[2] = {UNTOUCHED, UNTOUCHED};
+    size_t n = 77;
+#define TAKE(qq, arr, np)                                                                          \
+    (up_to ? (form == 0   ? qf_queue_dequeue_up_to_ptrs(qq, 2, arr, np)                            \
+              : form == 1 ? qf_queue_dequeue_up_to_ptrs_until(qq, 2, soon(), arr, np)              \
+                          : qf_queue_try_dequeue_up_to_ptrs(qq, 2, arr, np))                       \
+           : (form == 0   ? qf_queue_dequeue_many_ptrs(qq, 2, arr)                                 \
+              : form == 1 ? qf_queue_dequeue_many_ptrs_until(qq, 2, soon(), arr)                   \
+                          : qf_queue_try_dequeue_many_ptrs(qq, 2, arr)))
+    INVALID(TAKE(NULL, ps, &n), "queue");
+    INVALID(TAKE(q, ps, &n), "pointer queue");
+    INVALID(TAKE(pq, NULL, &n), "ret_ps");
+    if (up_to) /* the count is the only way to know what was taken */
+        INVALID(TAKE(pq, ps, NULL), "ret_n");
+#undef TAKE
+    cr_expect_eq(qf_queue_size(pq), 2, "nothing was taken");
+    cr_expect_eq(ps[0], UNTOUCHED);
+    cr_expect_eq(n, 77);
+    qf_queue_unref(q);
+    qf_queue_unref(pq);
+}
+
+CASE(qf_queue_dequeue_many_ptrs)
+{
+    bad_take_ptrs(0, false);
+}
+
+CASE(qf_queue_dequeue_many_ptrs_until)
+{
+    bad_take_ptrs(1, false);
+}
+
+CASE(qf_queue_try_dequeue_many_ptrs)
+{
+    bad_take_ptrs(2, false);
+}
+
+CASE(qf_queue_dequeue_up_to_ptrs)
+{
+    bad_take_ptrs(0, true);
+}
+
+CASE(qf_queue_dequeue_up_to_ptrs_until)
+{
+    bad_take_ptrs(1, true);
+}
+
+CASE(qf_queue_try_dequeue_up_to_ptrs)
+{
+    bad_take_ptrs(2, true);
+}
+
 /* Bulk dequeue: min 0, min > max, min above the capacity, NULL outputs, a
  * queue of the wrong kind; nothing is taken and the outputs stay. */
 static void bad_bulk_ptr(int form)
@@ -2112,6 +2416,65 @@ CASE(qf_task_join)
     cr_expect_eq(st, UNTOUCHED);
 }
 
+CASE(qf_runtime_run_once_until)
+{
+    int64_t polls = 77;
+    INVALID(qf_runtime_run_once_until(NULL, QF_NO_WAIT, &polls), "runtime");
+    qf_runtime *rt = mkrt(0);
+    INVALID(qf_runtime_run_once_until(rt, (qf_deadline)-5, &polls), "deadline");
+    qf_runtime_free(rt);
+    rt = mkrt(1);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_runtime_run_once_until(rt, QF_NO_WAIT, &polls),
+                "0 workers");
+    qf_runtime_free(rt);
+    cr_expect_eq(polls, 77, "ret_polls untouched");
+}
+
+CASE(qf_runtime_try_run_once)
+{
+    int64_t polls = 77;
+    INVALID(qf_runtime_try_run_once(NULL, &polls), "runtime");
+    qf_runtime *rt = mkrt(1);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_runtime_try_run_once(rt, &polls), "0 workers");
+    qf_runtime_free(rt);
+    cr_expect_eq(polls, 77, "ret_polls untouched");
+}
+
+CASE(qf_runtime_join_coord_until)
+{
+    qf_coord_join_report r = {.code = (qf_code)99};
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    INVALID(qf_runtime_join_coord_until(NULL, c, QF_NO_WAIT, false, &r), "runtime");
+    INVALID(qf_runtime_join_coord_until(rt, NULL, QF_NO_WAIT, false, &r), "coordinator");
+    INVALID(qf_runtime_join_coord_until(rt, c, (qf_deadline)-5, false, &r), "deadline");
+    cr_expect_eq(r.code, (qf_code)99, "the report is untouched");
+    cr_expect_not(qf_coord_joined(c), "nothing was joined");
+    qf_coord_free(c);
+    qf_runtime_free(rt);
+}
+
+CASE(qf_runtime_join_coord)
+{
+    qf_coord_join_report r = {.code = (qf_code)99};
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    INVALID(qf_runtime_join_coord(NULL, c, 1.0, false, &r), "runtime");
+    INVALID(qf_runtime_join_coord(rt, NULL, 1.0, false, &r), "coordinator");
+    INVALID(qf_runtime_join_coord(rt, c, -1.0, false, &r), "stop_grace_period_secs");
+    INVALID(qf_runtime_join_coord(rt, c, NAN, false, &r), "stop_grace_period_secs");
+    cr_expect_eq(r.code, (qf_code)99, "the report is untouched");
+    cr_expect_not(qf_coord_joined(c), "nothing was joined");
+    qf_coord_free(c);
+    qf_runtime_free(rt);
+}
+
+CASE(qf_task_should_yield)
+{
+    SCHED_PENDING;
+    NEUTRAL(qf_task_should_yield(NULL), false, "task");
+}
+
 /* ========================================================== qf_reader.h */
 
 CASE(qf_record_init)
@@ -2304,6 +2667,225 @@ CASE(qf_reader_try_read_up_to)
 CASE(qf_reader_poll_read_up_to)
 {
     bad_read(3, true);
+}
+
+CASE(qf_tfrecord_reader_new_compressed)
+{
+    qf_reader *r = UNTOUCHED;
+    INVALID(qf_tfrecord_reader_new_compressed(QF_COMPRESSION_GZIP, NULL, NULL), "ret_reader");
+    INVALID(qf_tfrecord_reader_new_compressed((qf_compression)7, NULL, &r), "compression");
+    INVALID(qf_tfrecord_reader_new_compressed(QF_COMPRESSION_ZLIB,
+                                              &(qf_zlib_options){.window_bits = 3}, &r),
+            "window_bits");
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+CASE(qf_whole_file_reader_new)
+{
+    INVALID(qf_whole_file_reader_new(NULL), "ret_reader");
+}
+
+CASE(qf_lmdb_reader_new)
+{
+    qf_reader *r = UNTOUCHED;
+    if (qf_reader_have_lmdb()) {
+        INVALID(qf_lmdb_reader_new(NULL), "ret_reader");
+    } else {
+        clear_last();
+        qf_code rc = qf_lmdb_reader_new(&r);
+        cr_expect(rc == QF_UNIMPLEMENTED, "without liblmdb: %s", qf_code_name(rc));
+    }
+    cr_expect_eq(r, UNTOUCHED);
+}
+
+CASE(qf_reader_have_lmdb)
+{
+    QUIET((void)qf_reader_have_lmdb()); /* no argument */
+}
+
+CASE(qf_compression_parse)
+{
+    qf_compression c = (qf_compression)77;
+    INVALID(qf_compression_parse("ZLIB", NULL), "ret");
+    INVALID(qf_compression_parse("LZ4", &c), "LZ4");
+    INVALID(qf_compression_parse("zlib", &c), "zlib"); /* TensorFlow's names are upper case */
+    cr_expect_eq(c, (qf_compression)77, "*ret untouched");
+}
+
+CASE(qf_reader_num_warnings)
+{
+    NEUTRAL(qf_reader_num_warnings(NULL), 0, "reader");
+}
+
+CASE(qf_reader_last_warning)
+{
+    clear_last();
+    const char *w = qf_reader_last_warning(NULL);
+    cr_expect(w && strcmp(w, "") == 0, "\"\" for a NULL reader");
+    EXPECT_RECORDED(QF_INVALID_ARGUMENT, "reader");
+}
+
+CASE(qf_reader_serialize_state)
+{
+    void *buf = UNTOUCHED;
+    size_t len = 77;
+    INVALID(qf_reader_serialize_state(NULL, &buf, &len), "reader");
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_identity_reader_new(&r), QF_OK);
+    INVALID(qf_reader_serialize_state(r, NULL, &len), "ret_buf");
+    INVALID(qf_reader_serialize_state(r, &buf, NULL), "ret_len");
+    cr_expect_eq(buf, UNTOUCHED);
+    cr_expect_eq(len, 77);
+    qf_reader_free(r);
+}
+
+CASE(qf_reader_restore_state)
+{
+    qf_reader *r = NULL;
+    cr_assert_eq(qf_identity_reader_new(&r), QF_OK);
+    INVALID(qf_reader_restore_state(NULL, "state", 5), "reader");
+    INVALID(qf_reader_restore_state(r, NULL, 5), "state");
+    static const char junk[64] = "not a state at all";
+    INVALID(qf_reader_restore_state(r, junk, sizeof(junk)), "not a reader state");
+    cr_expect_eq(qf_reader_num_records_produced(r), 0, "the reader is unchanged");
+    cr_expect_eq(qf_reader_num_work_units_completed(r), 0);
+    qf_reader_free(r);
+}
+
+/* ======================================================== qf_tfrecord.h */
+
+/* A TFRecord file of one record "abc" in a fresh directory; `path` gets
+ * its name (the caller removes both). */
+static void mktfrecord(char *path, size_t size)
+{
+    char dir[] = "/tmp/qf-bad-input-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, size, "%s/one.tfrecord", dir);
+    qf_tfrecord_writer *w = NULL;
+    cr_assert_eq(qf_tfrecord_writer_open(path, NULL, &w), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(qf_tfrecord_writer_write(w, "abc", 3), QF_OK);
+    cr_assert_eq(qf_tfrecord_writer_close(w), QF_OK);
+}
+
+static void rmtfrecord(const char *path)
+{
+    unlink(path);
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        rmdir(dir);
+    }
+}
+
+CASE(qf_tfrecord_writer_open)
+{
+    char dir[] = "/tmp/qf-bad-input-XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/w.tfrecord", dir);
+    qf_tfrecord_writer *w = UNTOUCHED;
+    INVALID(qf_tfrecord_writer_open(NULL, NULL, &w), "path");
+    INVALID(qf_tfrecord_writer_open(path, NULL, NULL), "ret_writer");
+    INVALID(
+        qf_tfrecord_writer_open(path, &(qf_tfrecord_options){.compression = (qf_compression)9}, &w),
+        "compression");
+    INVALID(qf_tfrecord_writer_open(path,
+                                    &(qf_tfrecord_options){.compression = QF_COMPRESSION_GZIP,
+                                                           .zlib = {.window_bits = 3}},
+                                    &w),
+            "window_bits");
+    cr_expect_eq(w, UNTOUCHED);
+    cr_expect_neq(access(path, F_OK), 0, "no file created for a bad option");
+    rmdir(dir);
+}
+
+CASE(qf_tfrecord_writer_write)
+{
+    INVALID(qf_tfrecord_writer_write(NULL, "x", 1), "writer");
+    char dir[] = "/tmp/qf-bad-input-XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/w.tfrecord", dir);
+    qf_tfrecord_writer *w = NULL;
+    cr_assert_eq(qf_tfrecord_writer_open(path, NULL, &w), QF_OK);
+    INVALID(qf_tfrecord_writer_write(w, NULL, 3), "data");
+    cr_expect_eq(qf_tfrecord_writer_bytes(w), 0, "nothing written");
+    cr_expect_eq(qf_tfrecord_writer_write(w, NULL, 0), QF_OK, "an empty record");
+    cr_expect_eq(qf_tfrecord_writer_close(w), QF_OK);
+    unlink(path);
+    rmdir(dir);
+}
+
+CASE(qf_tfrecord_writer_flush)
+{
+    INVALID(qf_tfrecord_writer_flush(NULL), "writer");
+}
+
+CASE(qf_tfrecord_writer_close)
+{
+    QUIET(cr_expect_eq(qf_tfrecord_writer_close(NULL), QF_OK)); /* NULL-safe */
+}
+
+CASE(qf_tfrecord_writer_bytes)
+{
+    NEUTRAL(qf_tfrecord_writer_bytes(NULL), 0, "writer");
+}
+
+CASE(qf_tfrecord_iterator_open)
+{
+    char path[256];
+    mktfrecord(path, sizeof(path));
+    qf_tfrecord_iterator *it = UNTOUCHED;
+    INVALID(qf_tfrecord_iterator_open(NULL, NULL, &it), "path");
+    INVALID(qf_tfrecord_iterator_open(path, NULL, NULL), "ret_it");
+    INVALID(qf_tfrecord_iterator_open(
+                path, &(qf_tfrecord_options){.compression = (qf_compression)9}, &it),
+            "compression");
+    cr_expect_eq(it, UNTOUCHED);
+    rmtfrecord(path);
+}
+
+/* NULL iterator and outputs; the iterator keeps its place. */
+static void bad_iterator_next(bool until)
+{
+    char path[256];
+    mktfrecord(path, sizeof(path));
+    qf_tfrecord_iterator *it = NULL;
+    cr_assert_eq(qf_tfrecord_iterator_open(path, NULL, &it), QF_OK, "%s", qf_last_message());
+    const char *data = UNTOUCHED;
+    size_t len = 77;
+#define NEXT(i, d, l)                                                                              \
+    (until ? qf_tfrecord_iterator_next_until(i, soon(), d, l) : qf_tfrecord_iterator_next(i, d, l))
+    INVALID(NEXT(NULL, &data, &len), "iterator");
+    INVALID(NEXT(it, NULL, &len), "ret_data");
+    INVALID(NEXT(it, &data, NULL), "ret_len");
+    cr_expect_eq(data, UNTOUCHED);
+    cr_expect_eq(len, 77);
+    cr_expect_eq(NEXT(it, &data, &len), QF_OK, "the first record is still there");
+#undef NEXT
+    cr_expect_eq(len, 3);
+    qf_tfrecord_iterator_free(it);
+    rmtfrecord(path);
+}
+
+CASE(qf_tfrecord_iterator_next)
+{
+    bad_iterator_next(false);
+}
+
+CASE(qf_tfrecord_iterator_next_until)
+{
+    bad_iterator_next(true);
+}
+
+CASE(qf_tfrecord_iterator_offset)
+{
+    NEUTRAL(qf_tfrecord_iterator_offset(NULL), 0, "iterator");
+}
+
+CASE(qf_tfrecord_iterator_free)
+{
+    QUIET(qf_tfrecord_iterator_free(NULL));
 }
 
 /* ==================================================== qf_queue_runner.h */
@@ -2758,6 +3340,139 @@ CASE(qf_slice_input_producer)
     NOTHING_ADDED(s, q);
     qf_tensor_unref(ta);
     qf_tensor_unref(tb);
+    qf_scope_free(s);
+}
+
+/* ======================================================== qf_deferred.h */
+
+static qf_code never_called(void *arg, qf_tensor **ret_t)
+{
+    (void)arg;
+    (void)ret_t;
+    cr_expect_fail("a deferred function ran during a bad-input case");
+    return QF_INTERNAL;
+}
+
+static void count_free(void *p)
+{
+    atomic_fetch_add((atomic_int *)p, 1);
+}
+
+/* A deferred tensor of `dt` with static shape `sh` whose function never
+ * runs in these cases. */
+static qf_deferred *mkdeferred(qf_dtype dt, const qf_shape *sh)
+{
+    qf_deferred *d = NULL;
+    cr_assert_eq(qf_deferred_new(dt, sh, never_called, NULL, NULL, "d", &d), QF_OK, "%s",
+                 qf_last_message());
+    return d;
+}
+
+CASE(qf_deferred_new)
+{
+    qf_deferred *d = UNTOUCHED;
+    qf_shape sh = QF_SHAPE(QF_UNKNOWN_DIM);
+    atomic_int freed = 0;
+    INVALID(qf_deferred_new(QF_INT64, &sh, NULL, &freed, count_free, "d", &d), "function");
+    INVALID(qf_deferred_new(QF_INT64, &sh, never_called, &freed, count_free, "d", NULL), "ret");
+    INVALID(qf_deferred_new((qf_dtype)999, &sh, never_called, &freed, count_free, "d", &d),
+            "dtype");
+    qf_shape bad = qf_shape_make(-1, NULL);
+    INVALID(qf_deferred_new(QF_INT64, &bad, never_called, &freed, count_free, "d", &d),
+            "static shape");
+    cr_expect_eq(d, UNTOUCHED);
+    cr_expect_eq(atomic_load(&freed), 4, "free_arg is called when the call fails");
+}
+
+CASE(qf_deferred_value)
+{
+    qf_tensor *t = UNTOUCHED;
+    INVALID(qf_deferred_value(NULL, &t), "deferred tensor");
+    qf_shape sh = QF_SHAPE(QF_UNKNOWN_DIM);
+    qf_deferred *d = mkdeferred(QF_INT64, &sh);
+    INVALID(qf_deferred_value(d, NULL), "ret_t"); /* and fn did not run */
+    cr_expect_eq(t, UNTOUCHED);
+    qf_deferred_unref(d);
+}
+
+CASE(qf_deferred_ref)
+{
+    QUIET(cr_expect_null(qf_deferred_ref(NULL)));
+}
+
+CASE(qf_deferred_unref)
+{
+    QUIET(qf_deferred_unref(NULL));
+}
+
+CASE(qf_deferred_dtype)
+{
+    NEUTRAL(qf_deferred_dtype(NULL), QF_DT_INVALID, "deferred tensor");
+}
+
+CASE(qf_deferred_static_shape)
+{
+    NEUTRAL(qf_deferred_static_shape(NULL), NULL, "deferred tensor");
+}
+
+CASE(qf_deferred_name)
+{
+    NEUTRAL(qf_deferred_name(NULL), NULL, "deferred tensor");
+}
+
+CASE(qf_match_filenames_once)
+{
+    qf_deferred *d = UNTOUCHED;
+    INVALID(qf_match_filenames_once(NULL, 1, NULL, &d), "pattern");
+    INVALID(qf_match_filenames_once((const char *[]){"*.txt"}, 0, NULL, &d), "pattern");
+    INVALID(qf_match_filenames_once((const char *[]){"*.txt"}, 1, NULL, NULL), "ret");
+    INVALID(qf_match_filenames_once((const char *[]){"*.txt", NULL}, 2, NULL, &d), "pattern 1");
+    cr_expect_eq(d, UNTOUCHED);
+}
+
+CASE(qf_input_producer_deferred)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_input_producer_deferred(s, NULL, NULL, &q), "input");
+    qf_shape scalar = qf_shape_scalar(), open = QF_SHAPE(QF_UNKNOWN_DIM, QF_UNKNOWN_DIM),
+             rows = QF_SHAPE(3, 4), three = QF_SHAPE(3);
+    qf_deferred *sc = mkdeferred(QF_INT64, &scalar), *m = mkdeferred(QF_INT64, &open),
+                *fixed = mkdeferred(QF_INT64, &rows), *sp = mkdeferred(QF_SPARSE, &rows);
+    INVALID(qf_input_producer_deferred(s, sc, NULL, &q), "rank 1");
+    INVALID(qf_input_producer_deferred(s, m, NULL, &q), "element_shape"); /* spec 151 */
+    INVALID(qf_input_producer_deferred(s, fixed,
+                                       &(qf_input_producer_options){.element_shape = &three}, &q),
+            "element_shape");
+    INVALID(
+        qf_input_producer_deferred(s, fixed, &(qf_input_producer_options){.num_epochs = -1}, &q),
+        "num_epochs");
+    INVALID(qf_input_producer_deferred(s, sp, NULL, &q), "sparse");
+    NOTHING_ADDED(s, q);
+    qf_deferred_unref(sc);
+    qf_deferred_unref(m);
+    qf_deferred_unref(fixed);
+    qf_deferred_unref(sp);
+    qf_scope_free(s);
+}
+
+CASE(qf_string_input_producer_deferred)
+{
+    qf_scope *s = mkscope();
+    qf_queue *q = UNTOUCHED;
+    INVALID(qf_string_input_producer_deferred(s, NULL, NULL, &q), "string tensor");
+    qf_shape vec = QF_SHAPE(QF_UNKNOWN_DIM), mat = QF_SHAPE(2, 2);
+    qf_deferred *ints = mkdeferred(QF_INT64, &vec), *m = mkdeferred(QF_STRING, &mat),
+                *ok = mkdeferred(QF_STRING, &vec);
+    INVALID(qf_string_input_producer_deferred(s, ints, NULL, &q), "1-D string");
+    INVALID(qf_string_input_producer_deferred(s, m, NULL, &q), "1-D string");
+    INVALID(qf_string_input_producer_deferred(s, ok, &(qf_input_producer_options){.num_epochs = -3},
+                                              &q),
+            "num_epochs");
+    NOTHING_ADDED(s, q);
+    qf_deferred_unref(ints);
+    qf_deferred_unref(m);
+    qf_deferred_unref(ok);
     qf_scope_free(s);
 }
 

@@ -153,16 +153,6 @@ void qf__reader_warn(qf_reader *r, const char *fmt, ...)
         r->on_warning(r->warning_arg, r, r->last_warning);
 }
 
-int64_t qf_reader_num_warnings(const qf_reader *r)
-{
-    return r ? atomic_load_explicit(&r->warnings, memory_order_relaxed) : 0;
-}
-
-const char *qf_reader_last_warning(const qf_reader *r)
-{
-    return r ? r->last_warning : "";
-}
-
 /* ---------------------------------------------------------------- readers */
 
 static const qf__reader_ops *ops_of(qf_reader_kind kind)
@@ -439,6 +429,18 @@ int64_t qf_reader_num_work_units_completed(const qf_reader *r)
     if (null_reader(r, "qf_reader_num_work_units_completed: reader (r) is NULL"))
         return 0;
     return atomic_load_explicit(&r->completed, memory_order_relaxed);
+}
+
+int64_t qf_reader_num_warnings(const qf_reader *r)
+{
+    if (null_reader(r, "qf_reader_num_warnings: reader (r) is NULL"))
+        return 0;
+    return atomic_load_explicit(&r->warnings, memory_order_relaxed);
+}
+
+const char *qf_reader_last_warning(const qf_reader *r)
+{
+    return null_reader(r, "qf_reader_last_warning: reader (r) is NULL") ? "" : r->last_warning;
 }
 
 void qf_reader_reset(qf_reader *r)

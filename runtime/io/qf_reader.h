@@ -513,7 +513,9 @@ QF_API void qf_reader_reset(qf_reader *r);
  *
  * qf_reader_last_warning() - the text of the last warning, "" when none.
  * The string lives in the reader and is overwritten by the next warning:
- * call it like a read (not concurrently with one). NULL-safe ("" for NULL).
+ * call it like a read (not concurrently with one).
+ *
+ * For a NULL reader both record QF_INVALID_ARGUMENT and return 0 or "".
  */
 QF_API int64_t qf_reader_num_warnings(const qf_reader *r);
 QF_API const char *qf_reader_last_warning(const qf_reader *r);

@@ -100,7 +100,8 @@ QF_API qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w);
 QF_API qf_code qf_tfrecord_writer_close(qf_tfrecord_writer *w);
 
 /** qf_tfrecord_writer_bytes() - bytes handed to the file so far
- *  (compressed bytes for a compressed file). Same thread as writes. */
+ *  (compressed bytes for a compressed file). Same thread as writes. 0 and
+ *  QF_INVALID_ARGUMENT recorded for a NULL writer. */
 QF_API uint64_t qf_tfrecord_writer_bytes(const qf_tfrecord_writer *w);
 
 /**
@@ -140,7 +141,8 @@ QF_API qf_code qf_tfrecord_iterator_next_until(qf_tfrecord_iterator *it, qf_dead
                                                const char **ret_data, size_t *ret_len);
 
 /** qf_tfrecord_iterator_offset() - stream offset (decompressed) of the
- *  record the next call returns: the key a TFRecordReader gives it. */
+ *  record the next call returns: the key a TFRecordReader gives it. 0 and
+ *  QF_INVALID_ARGUMENT recorded for a NULL iterator. */
 QF_API uint64_t qf_tfrecord_iterator_offset(const qf_tfrecord_iterator *it);
 
 /** qf_tfrecord_iterator_free() - close the file and free. NULL-safe. */

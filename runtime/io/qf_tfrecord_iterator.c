@@ -73,7 +73,12 @@ qf_code qf_tfrecord_iterator_next(qf_tfrecord_iterator *it, const char **ret_dat
 
 uint64_t qf_tfrecord_iterator_offset(const qf_tfrecord_iterator *it)
 {
-    return it && it->r->in_progress ? qf__rbuf_offset(&it->r->rb) : 0;
+    if (!it) {
+        qf__set_error_static(QF_INVALID_ARGUMENT,
+                             "qf_tfrecord_iterator_offset: iterator (it) is NULL");
+        return 0;
+    }
+    return it->r->in_progress ? qf__rbuf_offset(&it->r->rb) : 0;
 }
 
 void qf_tfrecord_iterator_free(qf_tfrecord_iterator *it)

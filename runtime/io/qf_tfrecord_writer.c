@@ -253,5 +253,9 @@ qf_code qf_tfrecord_writer_close(qf_tfrecord_writer *w)
 
 uint64_t qf_tfrecord_writer_bytes(const qf_tfrecord_writer *w)
 {
-    return w ? w->bytes : 0;
+    if (!w) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_tfrecord_writer_bytes: writer (w) is NULL");
+        return 0;
+    }
+    return w->bytes;
 }

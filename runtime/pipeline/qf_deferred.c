@@ -94,19 +94,31 @@ void qf_deferred_unref(qf_deferred *d)
     free(d);
 }
 
+/* The accessors' answer to a NULL deferred tensor: a neutral value, the
+ * error recorded (static message). */
+static bool null_deferred(const qf_deferred *d, const char *msg)
+{
+    if (d)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 qf_dtype qf_deferred_dtype(const qf_deferred *d)
 {
-    return d ? d->dtype : QF_DT_INVALID;
+    return null_deferred(d, "qf_deferred_dtype: deferred tensor (d) is NULL") ? QF_DT_INVALID
+                                                                              : d->dtype;
 }
 
 const qf_shape *qf_deferred_static_shape(const qf_deferred *d)
 {
-    return d ? &d->shape : NULL;
+    return null_deferred(d, "qf_deferred_static_shape: deferred tensor (d) is NULL") ? NULL
+                                                                                     : &d->shape;
 }
 
 const char *qf_deferred_name(const qf_deferred *d)
 {
-    return d ? d->name : NULL;
+    return null_deferred(d, "qf_deferred_name: deferred tensor (d) is NULL") ? NULL : d->name;
 }
 
 /* Run fn and check what it gave against the declaration. */
@@ -143,7 +155,7 @@ qf_code qf_deferred_value(qf_deferred *d, qf_tensor **ret_t)
         qf_code c = compute(d, &t);
         if (c == QF_OK)
             d->value = t;
-        else if (qf_last_code() == c) /* fn said why */
+        else if (qf_last_code() == c)      /* fn said why */
             d->failure = qf_last_status(); /* NULL only when out of memory */
         else
             d->failure = qf_status_new(c, "deferred '%s' failed (%s)", d->name, qf_code_name(c));

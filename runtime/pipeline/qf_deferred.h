@@ -106,7 +106,8 @@ QF_API qf_deferred *qf_deferred_ref(qf_deferred *d);
  *  calls free_arg. NULL-safe. */
 QF_API void qf_deferred_unref(qf_deferred *d);
 
-/* Fixed at creation; wait-free; any thread; pointers valid while d lives. */
+/* Fixed at creation; wait-free; any thread; pointers valid while d lives.
+ * For a NULL d: QF_DT_INVALID or NULL, and QF_INVALID_ARGUMENT recorded. */
 QF_API qf_dtype qf_deferred_dtype(const qf_deferred *d);
 QF_API const qf_shape *qf_deferred_static_shape(const qf_deferred *d);
 QF_API const char *qf_deferred_name(const qf_deferred *d);
