@@ -124,6 +124,7 @@ struct qf_nats {
     _Atomic bool connected;
     _Atomic uint32_t reconnects; /* bumped by every reconnect */
     _Atomic uint64_t async_errors;
+    QF_ATOMIC(uint32_t) closed_cb; /* futex word: libnats ran on_closed */
 
     _Atomic int refs; /* the handle, each consumer and sink not yet freed */
 

@@ -254,7 +254,10 @@ typedef struct qf_nats_consumer_options {
  *
  * Ownership:   the caller owns *ret_c (qf_nats_consumer_free()); it holds
  *              `n` until freed. Options are copied.
- * Blocking:    a few JetStream API requests. Not from inside a task.
+ * Blocking:    a few JetStream API requests; while the server or cluster
+ *              answers with timeouts or "no responders" (a leader being
+ *              elected, a restart) they are retried, with back-off, for up
+ *              to three request timeouts. Not from inside a task.
  * Returns:     QF_OK;
  *              QF_INVALID_ARGUMENT naming the option (no stream or
  *                durable, negative sizes or times, fetch_batch >
@@ -429,7 +432,8 @@ typedef struct qf_nats_sink_options {
  * qf_nats_sink_new() - a publisher of elements to a subject.
  *
  * Ownership:   the caller owns *ret_s (qf_nats_sink_free()); it holds `n`.
- * Blocking:    one API request when .stream is set. Not from a task.
+ * Blocking:    one API request when .stream is set (retried as
+ *              qf_nats_consumer_new() retries). Not from a task.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT naming the option (no subject,
  *              negative sizes or times, a negative id_start);
  *              QF_NOT_FOUND "NATS stream 'x' not found"; QF_UNAVAILABLE;

@@ -306,11 +306,16 @@ static void on_reconnected(natsConnection *nc, void *closure)
     qf__nats_kick(n);
 }
 
+/* The last callback libnats makes for a connection (its callbacks run in
+ * order on one thread of libnats, after natsConnection_Close() returned):
+ * the connection's memory may go once it has run. */
 static void on_closed(natsConnection *nc, void *closure)
 {
     (void)nc;
     qf_nats *n = closure;
     atomic_store(&n->connected, false);
+    atomic_store_explicit(&n->closed_cb, 1, memory_order_release);
+    qf_futex_wake(&n->closed_cb, INT32_MAX);
 }
 
 static void on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
@@ -330,6 +335,9 @@ static void conn_destroy(qf_nats *n)
         /* the bridge is gone: what it published is in libnats's buffer */
         natsConnection_FlushTimeout(n->nc, n->connect_timeout_ms);
         natsConnection_Close(n->nc);
+        qf_deadline d = qf_deadline_in_s(10.0);
+        while (!atomic_load_explicit(&n->closed_cb, memory_order_acquire) && !qf_deadline_passed(d))
+            qf_futex_wait(&n->closed_cb, 0, d);
     }
     jsCtx_Destroy(n->js);
     natsConnection_Destroy(n->nc);

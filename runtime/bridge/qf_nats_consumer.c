@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
@@ -604,18 +605,32 @@ static qf_code bind(qf_nats *n, qf_nats_consumer *c, const qf_nats_consumer_opti
 {
     jsConsumerInfo *ci = NULL;
     jsErrCode jerr = 0;
-    natsStatus s = js_GetConsumerInfo(&ci, n->js, c->stream, c->durable, NULL, &jerr);
-    if (s == NATS_NOT_FOUND && jerr != JSStreamNotFoundErr) {
-        jsConsumerConfig cfg;
-        jsConsumerConfig_Init(&cfg);
-        cfg.Durable = c->durable;
-        cfg.AckPolicy = js_AckExplicit;
-        cfg.DeliverPolicy = js_DeliverAll;
-        cfg.AckWait = (int64_t)((o->ack_wait_s > 0 ? o->ack_wait_s : 30.0) * 1e9);
-        cfg.MaxAckPending = c->max_in_flight * 4 > 1000 ? c->max_in_flight * 4 : 1000;
-        cfg.FilterSubject = o->filter_subject;
+    natsStatus s;
+    /* A cluster electing a leader (or a server restarting) answers with
+     * timeouts and "no responders" for a few seconds: retry those, with
+     * back-off, for up to three request timeouts. */
+    qf_deadline until = qf_deadline_in_ns(3 * n->request_timeout_ms * 1000000);
+    int64_t pause = 100000000;
+    for (;;) {
         jerr = 0;
-        s = js_AddConsumer(&ci, n->js, c->stream, &cfg, NULL, &jerr);
+        s = js_GetConsumerInfo(&ci, n->js, c->stream, c->durable, NULL, &jerr);
+        if (s == NATS_NOT_FOUND && jerr != JSStreamNotFoundErr) {
+            jsConsumerConfig cfg;
+            jsConsumerConfig_Init(&cfg);
+            cfg.Durable = c->durable;
+            cfg.AckPolicy = js_AckExplicit;
+            cfg.DeliverPolicy = js_DeliverAll;
+            cfg.AckWait = (int64_t)((o->ack_wait_s > 0 ? o->ack_wait_s : 30.0) * 1e9);
+            cfg.MaxAckPending = c->max_in_flight * 4 > 1000 ? c->max_in_flight * 4 : 1000;
+            cfg.FilterSubject = o->filter_subject;
+            jerr = 0;
+            s = js_AddConsumer(&ci, n->js, c->stream, &cfg, NULL, &jerr);
+        }
+        if (!qf__nats_transient(s, jerr) || qf_deadline_passed(until))
+            break;
+        struct timespec ts = {0, pause};
+        nanosleep(&ts, NULL);
+        pause = pause < 500000000 ? pause * 2 : 999999999;
     }
     if (s != NATS_OK) {
         if (jerr == JSStreamNotFoundErr)

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
@@ -624,8 +625,21 @@ qf_code qf_nats_sink_new(qf_nats *n, const qf_nats_sink_options *o, qf_nats_sink
     if (s->stream) {
         jsStreamInfo *si = NULL;
         jsErrCode jerr = 0;
-        natsStatus st = js_GetStreamInfo(&si, n->js, s->stream, NULL, &jerr);
-        jsStreamInfo_Destroy(si);
+        natsStatus st;
+        /* retried while a leader is elected, as qf_nats_consumer_new() does */
+        qf_deadline until = qf_deadline_in_ns(3 * n->request_timeout_ms * 1000000);
+        int64_t pause = 100000000;
+        for (;;) {
+            jerr = 0;
+            st = js_GetStreamInfo(&si, n->js, s->stream, NULL, &jerr);
+            jsStreamInfo_Destroy(si);
+            si = NULL;
+            if (!qf__nats_transient(st, jerr) || qf_deadline_passed(until))
+                break;
+            struct timespec ts = {0, pause};
+            nanosleep(&ts, NULL);
+            pause = pause < 500000000 ? pause * 2 : 999999999;
+        }
         if (st != NATS_OK) {
             rc = jerr == JSStreamNotFoundErr || st == NATS_NOT_FOUND
                      ? qf_set_error(QF_NOT_FOUND, "NATS stream '%s' not found", s->stream)

@@ -186,6 +186,10 @@ int main(int argc, char **argv)
         qf_nats_connect(&(qf_nats_options){.servers = servers, .name = "qflow-consume"}, &n);
     if (rc != QF_OK) {
         fprintf(stderr, "qflow-nats-consume: %s\n", qf_last_message());
+        qf_coord_free(coord);
+        if (out_fd >= 0)
+            close(out_fd);
+        free(seen.bits);
         return 1;
     }
     /* The producer's records, positional: id, features, text (+ the ack). */
@@ -217,14 +221,15 @@ int main(int argc, char **argv)
         rc = qf_runtime_new(&(qf_runtime_options){.workers = 2}, &rt);
     if (rc == QF_OK)
         rc = qf_start_queue_runners(rt, coord, scope, NULL, QF_RUNNER_START, &tasks, &nt);
+    int status = 0;
     if (rc != QF_OK) {
         fprintf(stderr, "qflow-nats-consume: %s\n", qf_last_message());
-        return 1;
+        status = 1;
     }
 
     int64_t received = 0, duplicates = 0, bad = 0;
     char *buf = malloc((size_t)batch * 24 + 1);
-    while (!qf_coord_should_stop(coord) && (count < 0 || seen.distinct < count)) {
+    while (status == 0 && !qf_coord_should_stop(coord) && (count < 0 || seen.distinct < count)) {
         qf_element *e = NULL;
         rc = qf_batcher_next_until(b, qf_deadline_in_ns(linger_ms * 1000000), &e);
         if (rc == QF_DEADLINE_EXCEEDED) /* a partial batch, if anything is there */
@@ -269,8 +274,7 @@ int main(int argc, char **argv)
     }
     qf_coord_request_stop(coord, NULL);
     rc = qf_coord_join(coord, NULL, 0, 30.0, false, NULL); /* drains the consumer */
-    int status = 0;
-    if (rc != QF_OK) {
+    if (rc != QF_OK && status == 0) {
         fprintf(stderr, "qflow-nats-consume: %s\n", qf_last_message());
         status = 1;
     }
