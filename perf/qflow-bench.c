@@ -21,6 +21,9 @@ static void (*const groups[])(void) = {
     bench_register_task,
     bench_register_kinds,
     bench_register_fair,
+#ifdef QF_HAVE_NATS
+    bench_register_nats,
+#endif
 };
 
 static void usage(FILE *f)

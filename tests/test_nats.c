@@ -720,3 +720,25 @@ Test(nats, server_restart_loses_nothing, .fini = down)
                 pr.st.retries);
     free(seen);
 }
+
+/* A server that never comes back, with a finite max_reconnect: the source
+ * ends with UNAVAILABLE instead of waiting forever. */
+Test(nats, server_gone_for_good_is_unavailable, .fini = down)
+{
+    up(0);
+    stream("GONE", "gone.in");
+    qf_nats *n2 = NULL;
+    cr_assert_eq(
+        qf_nats_connect(
+            &(qf_nats_options){.servers = F.srv.url, .max_reconnect = 2, .reconnect_wait_s = 0.05},
+            &n2),
+        QF_OK);
+    qft_pipe p;
+    qft_pipe_start(&p, n2, (qf_nats_consumer_options){.stream = "GONE", .durable = "d"}, 4);
+    qft_nats_kill(&F.srv, SIGKILL);
+    QFT_EVENTUALLY(qf_coord_should_stop(p.coord), 30);
+    cr_assert(qf_coord_should_stop(p.coord));
+    cr_assert_eq(qft_pipe_stop(&p, NULL), QF_UNAVAILABLE);
+    cr_assert(strstr(qft_join_msg, "connection to"), "%s", qft_join_msg);
+    qf_nats_free(n2);
+}

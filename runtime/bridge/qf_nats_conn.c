@@ -428,6 +428,8 @@ qf_code qf_nats_connect(const qf_nats_options *o, qf_nats **ret_n)
     if (s == NATS_OK)
         s = natsOptions_SetReconnectBufSize(no, 32 << 20);
     if (s == NATS_OK)
+        s = natsOptions_SetSendAsap(no, !o->coalesce_writes);
+    if (s == NATS_OK)
         s = natsConnection_Connect(&n->nc, no);
     natsOptions_Destroy(no);
     free(list);

@@ -496,6 +496,14 @@ void qf__nconsumer_io(qf_nats_consumer *c, int64_t now, int64_t *next)
         atomic_store(&c->state, QF__C_RUNNING);
         state = QF__C_RUNNING;
     }
+    /* libnats gave up reconnecting (a finite max_reconnect): nothing will
+     * come any more; say so rather than wait forever */
+    if (!atomic_load(&c->error) && !atomic_load(&c->n->connected) &&
+        natsConnection_IsClosed(c->n->nc))
+        set_fatal(c, qf_status_new(QF_UNAVAILABLE,
+                                   "NATS consumer '%s': the connection to %s is closed (no "
+                                   "server answered within max_reconnect attempts)",
+                                   c->name, c->n->servers));
     uint32_t rec = atomic_load(&c->n->reconnects);
     if (rec != c->seen_reconnects) {
         c->seen_reconnects = rec;
