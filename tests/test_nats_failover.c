@@ -348,7 +348,7 @@ Test(nats_failover, cluster_leader_killed, .fini = down)
     d = qf_deadline_in_s(150);
     while (distinct < N && !qf_deadline_passed(d)) {
         if (killed < 0 && distinct >= N / 3) {
-            killed = leader_index("FO");
+            QFT_EVENTUALLY((killed = leader_index("FO")) >= 0, 30);
             cr_assert_geq(killed, 0, "no stream leader");
             qft_nats_kill(&F.srv[killed], SIGKILL);
         }
@@ -370,10 +370,13 @@ Test(nats_failover, cluster_leader_killed, .fini = down)
     cr_assert_eq(distinct, N, "lost %d", N - distinct);
     cr_assert_eq(pr.rc, QF_OK, "%s", qf_last_message());
     cr_assert_eq(pr.st.acked, (uint64_t)N);
-    int now_leader = leader_index("FO");
-    cr_assert(now_leader >= 0 && now_leader != killed, "a new leader");
-    qf_nats_stream_info si;
-    cr_assert_eq(qf_nats_stream_get_info(F.n, "FO", &si), QF_OK);
+    /* the test's own connection may still be reconnecting from the dead node */
+    int now_leader = -1;
+    QFT_EVENTUALLY((now_leader = leader_index("FO")) >= 0, 30);
+    cr_assert(now_leader >= 0 && now_leader != killed, "a new leader (%d, killed %d)", now_leader,
+              killed);
+    qf_nats_stream_info si = {0};
+    QFT_EVENTUALLY(qf_nats_stream_get_info(F.n, "FO", &si) == QF_OK, 30);
     cr_assert_eq(si.messages, (uint64_t)N, "stored once each (%" PRIu64 " retries)", pr.st.retries);
     qf_nats_consumer_stats st;
     cr_assert_eq(qft_pipe_stop(&p, &st), QF_OK, "%s", qf_last_message());
@@ -408,7 +411,8 @@ Test(nats_failover, exactly_once_across_killed_consumer_and_killed_node, .fini =
     wait_lines(ids, N / 4, 90);
     kill(cons, SIGKILL);
     cr_assert_eq(reap(cons, 10), 128 + SIGKILL);
-    int killed = leader_index("QFLOW");
+    int killed = -1;
+    QFT_EVENTUALLY((killed = leader_index("QFLOW")) >= 0, 30);
     cr_assert_geq(killed, 0, "no stream leader");
     qft_nats_kill(&F.srv[killed], SIGKILL);
     cons = start_consumer(all, N, ids, csum);

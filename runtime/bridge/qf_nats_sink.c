@@ -87,7 +87,12 @@ static void complete(qf_nats_sink *s)
     if (atomic_fetch_sub(&s->in_flight, 1) == 1) {
         atomic_fetch_add(&s->idle, 1);
         qf_futex_wake(&s->idle, INT32_MAX);
-        qf__nats_kick(s->n); /* a drain may be waiting for this */
+        /* a drain may be waiting for this; after qf_nats_sink_free() (an
+         * ack that outlived its flush) the connection may be gone */
+        if (qf__gate_enter(&s->gate)) {
+            qf__nats_kick(s->n);
+            qf__gate_leave(&s->gate);
+        }
     }
     wake_waiters(s);
     qf__nsink_unref(s); /* the publish's reference */
@@ -100,8 +105,11 @@ static void set_fatal(qf_nats_sink *s, qf_status *st)
         qf_status_free(st);
         return;
     }
-    if (s->stop.coord)
+    /* the Coordinator is borrowed until qf_nats_sink_free() */
+    if (s->stop.coord && qf__gate_enter(&s->gate)) {
         qf_coord_request_stop(s->stop.coord, qf_status_copy(st));
+        qf__gate_leave(&s->gate);
+    }
     wake_waiters(s);
 }
 
