@@ -254,7 +254,7 @@ static void qflow_run(bench_rep *r, bool paced)
 {
     server sv;
     server_up(&sv);
-    qrun q = {.count = paced ? bench_scale(r, 300, 3000) : bench_scale(r, 20000, 100000),
+    qrun q = {.count = paced ? bench_scale(r, 200, 3000) : bench_scale(r, 10000, 100000),
               .paced = paced};
     tally t = {.n = q.count, .seen = calloc(q.count, 1)};
     if (paced)
@@ -326,7 +326,7 @@ static void plain_run(bench_rep *r, bool paced)
 {
     server sv;
     server_up(&sv);
-    prun p = {.count = paced ? bench_scale(r, 300, 3000) : bench_scale(r, 20000, 100000),
+    prun p = {.count = paced ? bench_scale(r, 200, 3000) : bench_scale(r, 10000, 100000),
               .paced = paced};
     tally t = {.n = p.count, .seen = calloc(p.count, 1)};
     if (paced)
@@ -350,6 +350,7 @@ static void plain_run(bench_rep *r, bool paced)
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = 256;
+    jo.PublishAsync.StallWait = 30000; /* ms: back-pressure, not a failure, under load */
     natsConnection_JetStream(&p.js, p.nc, &jo);
     natsSubscription *sub = NULL;
     jsSubOptions so;
