@@ -294,7 +294,10 @@ QF_API qf_code qf_nats_consumer_new(qf_nats *n, const qf_nats_consumer_options *
  * on it; the libnats delivery thread that puts a message there wakes it.
  * Errors that end the op: QF_NOT_FOUND (the consumer or stream was
  * deleted), QF_FAILED_PRECONDITION (it became a push consumer),
- * QF_CANCELLED (the consumer was freed), QF_RESOURCE_EXHAUSTED.
+ * QF_UNAVAILABLE (the connection closed for good: a finite max_reconnect
+ * ran out), QF_CANCELLED (the consumer was freed), QF_RESOURCE_EXHAUSTED.
+ * With .coord these also request a stop of the Coordinator at once, from
+ * the thread that learns of them.
  *
  * Ownership:   the caller owns *ret (hand it to a batch call); the source
  *              holds a reference to `c`'s state, so freeing `c` first is
