@@ -17,6 +17,9 @@
 static void (*const groups[])(void) = {
     bench_register_queue, bench_register_pipeline, bench_register_coord, bench_register_runners,
     bench_register_task,  bench_register_kinds,    bench_register_fair,
+#ifdef QF_HAVE_NATS
+    bench_register_nats,
+#endif
 };
 
 static void usage(FILE *f)
