@@ -215,7 +215,7 @@ static void *q_producer(void *arg)
         if (q->paced) { /* one in flight: wait until the previous arrived */
             uint32_t v;
             while ((v = atomic_load(&q->received)) < i)
-                qf_futex_wait(&q->received, v, qf_deadline_in_s(1));
+                qf_futex_wait_until(&q->received, v, qf_deadline_in_s(1));
         }
         fill(b, i);
         qf_tensor *t = qf_tensor_new_string(b, PAYLOAD);
@@ -304,7 +304,7 @@ static void *p_producer(void *arg)
         if (p->paced) {
             uint32_t v;
             while ((v = atomic_load(&p->received)) < i)
-                qf_futex_wait(&p->received, v, qf_deadline_in_s(1));
+                qf_futex_wait_until(&p->received, v, qf_deadline_in_s(1));
         }
         fill(b, i);
         snprintf(id, sizeof(id), "p-%" PRIu64, i);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "qf_nats.h"
+#include "qf_sparse.h"
 
 static qf_element *sample(void)
 {
@@ -190,10 +191,32 @@ Test(nats_codec, hostile_headers_and_counts)
     m[8] = 100; /* QF_PTR */
     expect_loss(m, len, "pointer dtype");
     memcpy(m, buf, len);
+    m[8] = 101; /* QF_SPARSE: its values would be taken for sparse tensors */
+    expect_loss(m, len, "sparse dtype");
+    memcpy(m, buf, len);
     m[9] = 9;
     expect_loss(m, len, "rank 9");
     free(m);
     free(buf);
+    qf_element_free(e);
+}
+
+/* A QF_SPARSE component holds pointers to sparse tensors: refused like
+ * QF_PTR, nothing written. */
+Test(nats_codec, sparse_components_cannot_be_sent)
+{
+    qf_sparse *sp = NULL;
+    cr_assert_eq(qf_sparse_new_from(QF_INT64, 1, 1, (const int64_t[]){0}, (const int64_t[]){5},
+                                    (const int64_t[]){2}, &sp),
+                 QF_OK);
+    qf_tensor *t = qf_tensor_new_sparse(sp);
+    qf_element *e = qf_element_of(1, &t);
+    size_t len = 77;
+    cr_assert_eq(qf_nats_encoded_size(e, &len), QF_INVALID_ARGUMENT);
+    cr_assert(strstr(qf_last_message(), "cannot be sent"), "%s", qf_last_message());
+    unsigned char buf[256];
+    cr_assert_eq(qf_nats_encode(e, buf, sizeof(buf), &len), QF_INVALID_ARGUMENT);
+    cr_assert_eq(len, 77);
     qf_element_free(e);
 }
 

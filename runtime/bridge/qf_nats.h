@@ -142,11 +142,13 @@ QF_API qf_code qf_nats_connect(const qf_nats_options *o, qf_nats **ret_n);
 QF_API void qf_nats_free(qf_nats *n);
 
 /** qf_nats_is_connected() - connected right now (false while libnats
- *  reconnects). Wait-free; any thread; a snapshot. */
+ *  reconnects). Wait-free; any thread; a snapshot. False and
+ *  QF_INVALID_ARGUMENT recorded for a NULL connection. */
 QF_API bool qf_nats_is_connected(const qf_nats *n);
 
 /** qf_nats_max_payload() - the largest message the connected server
- *  accepts (its max_payload), in bytes. Wait-free; any thread. */
+ *  accepts (its max_payload), in bytes. Wait-free; any thread. 0 and
+ *  QF_INVALID_ARGUMENT recorded for a NULL connection. */
 QF_API int64_t qf_nats_max_payload(const qf_nats *n);
 
 /* ---------------------------------------------------------------- streams */
@@ -267,7 +269,7 @@ typedef struct qf_nats_consumer_options {
  *              QF_INVALID_ARGUMENT naming the option (no stream or
  *                durable, negative sizes or times, fetch_batch >
  *                max_in_flight, decode components that are not valid
- *                components or include QF_PTR);
+ *                components or include QF_PTR or QF_SPARSE);
  *              QF_NOT_FOUND "NATS stream 'x' not found";
  *              QF_FAILED_PRECONDITION when the durable is a push consumer;
  *              QF_UNAVAILABLE, QF_DEADLINE_EXCEEDED (server, cluster);
@@ -351,11 +353,13 @@ typedef struct qf_nats_consumer_stats {
     uint64_t last_bad_seq; /* stream sequence of the last bad payload */
 } qf_nats_consumer_stats;
 
-/** qf_nats_consumer_get_stats() - counters (relaxed snapshots). Any thread. */
+/** qf_nats_consumer_get_stats() - counters (relaxed snapshots). Any thread.
+ *  NULL arguments: nothing written, QF_INVALID_ARGUMENT recorded. */
 QF_API void qf_nats_consumer_get_stats(const qf_nats_consumer *c, qf_nats_consumer_stats *ret);
 
 /** qf_nats_consumer_last_error() - a copy of the error that ended the
- *  consumer (consumer deleted, ...), or NULL. Caller frees. */
+ *  consumer (consumer deleted, ...), or NULL. Caller frees. A NULL c gives
+ *  NULL with QF_INVALID_ARGUMENT recorded. */
 QF_API qf_status *qf_nats_consumer_last_error(const qf_nats_consumer *c);
 
 /**
@@ -460,7 +464,7 @@ QF_API qf_code qf_nats_sink_new(qf_nats *n, const qf_nats_sink_options *o, qf_na
  *
  * Errors that end the op (reported by the runner to its Coordinator):
  * QF_INVALID_ARGUMENT (an element the payload option cannot encode: a
- * QF_PTR component, a missing component, a non-string payload component,
+ * QF_PTR or QF_SPARSE component, a missing component, a non-string payload component,
  * an id component that is not a scalar string or integer);
  * QF_RESOURCE_EXHAUSTED (a message larger than the server's max_payload
  * or the stream's max_msg_size, with both sizes); QF_NOT_FOUND (no such
@@ -507,7 +511,8 @@ typedef struct qf_nats_sink_stats {
     int64_t in_flight;   /* awaiting an ack now */
 } qf_nats_sink_stats;
 
-/** qf_nats_sink_get_stats() - counters (relaxed snapshots). Any thread. */
+/** qf_nats_sink_get_stats() - counters (relaxed snapshots). Any thread.
+ *  NULL arguments: nothing written, QF_INVALID_ARGUMENT recorded. */
 QF_API void qf_nats_sink_get_stats(const qf_nats_sink *s, qf_nats_sink_stats *ret);
 
 /* ------------------------------------------------------------------ codec
@@ -517,14 +522,16 @@ QF_API void qf_nats_sink_get_stats(const qf_nats_sink *s, qf_nats_sink_stats *re
  *   per component: [name: len u16 (1..1024), bytes] dtype u8, rank u8 (0..8),
  *                  rank x dim i64 (>= 0), then the values: numbers raw
  *                  (n x dtype size), strings n x (len u32, bytes)
- * and nothing after the last component. QF_PTR cannot be sent.
+ * and nothing after the last component. QF_PTR and QF_SPARSE (pointers)
+ * cannot be sent.
  */
 #define QF_NATS_CODEC_VERSION 1
 
 /**
  * qf_nats_encoded_size() - the payload size of `e` in bytes.
- * Returns QF_OK; QF_INVALID_ARGUMENT (NULL, a missing or QF_PTR component,
- * a name longer than 1024 bytes, a string longer than 4 GiB). Pure.
+ * Returns QF_OK; QF_INVALID_ARGUMENT (NULL, a missing, QF_PTR or QF_SPARSE
+ * component, a name longer than 1024 bytes, a string longer than 4 GiB).
+ * Pure.
  */
 QF_API qf_code qf_nats_encoded_size(const qf_element *e, size_t *ret_len);
 

@@ -73,9 +73,12 @@ static uint64_t get_u(const unsigned char *p, int bytes)
     return v;
 }
 
+/* QF_PTR and QF_SPARSE tensors hold pointers (to the user's objects, to
+ * sparse tensors): sent, they would mean nothing in the receiver, and
+ * received, they would be dereferenced there. */
 static bool encodable(qf_dtype dt)
 {
-    return qf_dtype_is_valid(dt) && dt != QF_PTR;
+    return qf_dtype_is_valid(dt) && dt != QF_PTR && dt != QF_SPARSE;
 }
 
 /* ------------------------------------------------------------------ encode */

@@ -260,7 +260,7 @@ static void *io_main(void *arg)
             qf_eventcount_cancel(&n->io_ec);
             continue;
         }
-        qf_eventcount_wait(&n->io_ec, t, next);
+        qf_eventcount_wait_until(&n->io_ec, t, next);
     }
     free(v.cs);
     free(v.ss);
@@ -279,7 +279,7 @@ void qf__nats_io_sync(qf_nats *n)
         if (now - start >= 2)
             break;
         qf__nats_kick(n);
-        qf_futex_wait(&n->io_iter, now, qf_deadline_in_s(0.05));
+        qf_futex_wait_until(&n->io_iter, now, qf_deadline_in_s(0.05));
     }
     atomic_fetch_sub(&n->io_iter_waiters, 1);
 }
@@ -337,7 +337,7 @@ static void conn_destroy(qf_nats *n)
         natsConnection_Close(n->nc);
         qf_deadline d = qf_deadline_in_s(10.0);
         while (!atomic_load_explicit(&n->closed_cb, memory_order_acquire) && !qf_deadline_passed(d))
-            qf_futex_wait(&n->closed_cb, 0, d);
+            qf_futex_wait_until(&n->closed_cb, 0, d);
     }
     jsCtx_Destroy(n->js);
     natsConnection_Destroy(n->nc);
@@ -481,12 +481,20 @@ void qf_nats_free(qf_nats *n)
 
 bool qf_nats_is_connected(const qf_nats *n)
 {
-    return n && atomic_load_explicit(&((qf_nats *)n)->connected, memory_order_relaxed);
+    if (!n) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_nats_is_connected: n is NULL");
+        return false;
+    }
+    return atomic_load_explicit(&((qf_nats *)n)->connected, memory_order_relaxed);
 }
 
 int64_t qf_nats_max_payload(const qf_nats *n)
 {
-    return n ? atomic_load_explicit(&((qf_nats *)n)->max_payload, memory_order_relaxed) : 0;
+    if (!n) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_nats_max_payload: n is NULL");
+        return 0;
+    }
+    return atomic_load_explicit(&((qf_nats *)n)->max_payload, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------ coordinator */

@@ -574,7 +574,7 @@ static qf_code copy_decode(qf_nats_consumer *c, const qf_components *d)
     if (!c->dtypes || (d->shapes && !c->shapes) || (d->names && !c->names))
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_nats_consumer_new: out of memory");
     for (size_t i = 0; i < d->n; i++) {
-        if (!qf_dtype_is_valid(d->dtypes[i]) || d->dtypes[i] == QF_PTR)
+        if (!qf_dtype_is_valid(d->dtypes[i]) || d->dtypes[i] == QF_PTR || d->dtypes[i] == QF_SPARSE)
             return qf_set_error(QF_INVALID_ARGUMENT,
                                 "qf_nats_consumer_new: decode component %zu has dtype %s, which "
                                 "cannot travel in a payload",
@@ -690,7 +690,7 @@ static void unsubscribe(qf_nats_consumer *c)
     qf_deadline d = qf_deadline_in_s(10.0);
     uint32_t v;
     while ((v = atomic_load(&c->subs_live)) != 0 && !qf_deadline_passed(d))
-        qf_futex_wait(&c->subs_live, v, d);
+        qf_futex_wait_until(&c->subs_live, v, d);
     for (int i = 0; i < LANES; i++) {
         natsSubscription_Destroy(c->lanes[i].sub);
         c->lanes[i].sub = NULL;
@@ -811,7 +811,7 @@ static qf_code wait_drained(qf_nats_consumer *c, uint32_t before, qf_deadline de
         if (qf_deadline_passed(deadline))
             return qf_set_error(QF_DEADLINE_EXCEEDED,
                                 "NATS consumer '%s': drain not finished by the deadline", c->name);
-        qf_futex_wait(&c->drained, v, deadline);
+        qf_futex_wait_until(&c->drained, v, deadline);
     }
     if (c->drain_status != QF_OK)
         return qf_set_error(QF_UNAVAILABLE,
@@ -889,8 +889,11 @@ void qf_nats_consumer_free(qf_nats_consumer *c)
 
 void qf_nats_consumer_get_stats(const qf_nats_consumer *cc, qf_nats_consumer_stats *ret)
 {
-    if (!cc || !ret)
+    if (!cc || !ret) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, cc ? "qf_nats_consumer_get_stats: ret is NULL"
+                                                     : "qf_nats_consumer_get_stats: c is NULL");
         return;
+    }
     qf_nats_consumer *c = (qf_nats_consumer *)cc;
 #define LD(f) atomic_load_explicit(&c->st.f, memory_order_relaxed)
     *ret = (qf_nats_consumer_stats){
@@ -911,5 +914,9 @@ void qf_nats_consumer_get_stats(const qf_nats_consumer *cc, qf_nats_consumer_sta
 
 qf_status *qf_nats_consumer_last_error(const qf_nats_consumer *c)
 {
-    return c ? qf_status_copy(atomic_load(&((qf_nats_consumer *)c)->error)) : NULL;
+    if (!c) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_nats_consumer_last_error: c is NULL");
+        return NULL;
+    }
+    return qf_status_copy(atomic_load(&((qf_nats_consumer *)c)->error));
 }

@@ -699,7 +699,7 @@ qf_code qf_nats_sink_flush(qf_nats_sink *s, qf_deadline deadline)
             return qf_set_error(QF_DEADLINE_EXCEEDED,
                                 "NATS sink '%s': %lld publishes still await their acks", s->name,
                                 (long long)atomic_load(&s->in_flight));
-        qf_futex_wait(&s->idle, v, deadline);
+        qf_futex_wait_until(&s->idle, v, deadline);
     }
     qf_status *err = atomic_load(&s->error);
     if (err)
@@ -741,8 +741,11 @@ void qf_nats_sink_free(qf_nats_sink *s)
 
 void qf_nats_sink_get_stats(const qf_nats_sink *cs, qf_nats_sink_stats *ret)
 {
-    if (!cs || !ret)
+    if (!cs || !ret) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, cs ? "qf_nats_sink_get_stats: ret is NULL"
+                                                     : "qf_nats_sink_get_stats: s is NULL");
         return;
+    }
     qf_nats_sink *s = (qf_nats_sink *)cs;
     *ret = (qf_nats_sink_stats){
         .published = atomic_load_explicit(&s->published, memory_order_relaxed),
