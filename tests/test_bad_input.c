@@ -42,6 +42,9 @@
 #include <unistd.h>
 
 #include "qflow.h"
+#ifdef QF_HAVE_NATS
+#include "qf_nats.h"
+#endif
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
 TestSuite(bad_input, .timeout = 300);
@@ -3990,6 +3993,207 @@ CASE(qf_batcher_fraction_full)
 {
     NEUTRAL(qf_batcher_fraction_full(NULL), 0.0, "batcher");
 }
+
+/* ============================================================ qf_nats.h
+ *
+ * Only with libnats (the bridge is optional). Without a server: what a
+ * NULL connection, consumer or sink and bad options give before anything
+ * reaches the network (tests/test_nats*.c cover the rest against a real
+ * nats-server). */
+#ifdef QF_HAVE_NATS
+
+CASE(qf_nats_connect)
+{
+    qf_nats *n = UNTOUCHED;
+    INVALID(qf_nats_connect(NULL, NULL), "ret_n");
+    INVALID(qf_nats_connect(&(qf_nats_options){.connect_timeout_s = -1}, &n), "connect_timeout_s");
+    INVALID(qf_nats_connect(&(qf_nats_options){.max_reconnect = -2}, &n), "max_reconnect");
+    INVALID(qf_nats_connect(&(qf_nats_options){.servers = " , ,"}, &n), "no server URL");
+    cr_expect_eq(n, UNTOUCHED);
+}
+
+CASE(qf_nats_free)
+{
+    QUIET(qf_nats_free(NULL));
+}
+
+CASE(qf_nats_is_connected)
+{
+    NEUTRAL(qf_nats_is_connected(NULL), false, "n is NULL");
+}
+
+CASE(qf_nats_max_payload)
+{
+    NEUTRAL(qf_nats_max_payload(NULL), 0, "n is NULL");
+}
+
+CASE(qf_nats_stream_create)
+{
+    INVALID(qf_nats_stream_create(NULL, &(qf_nats_stream_options){.name = "s"}), "n is NULL");
+}
+
+CASE(qf_nats_stream_delete)
+{
+    INVALID(qf_nats_stream_delete(NULL, "s"), "n is NULL");
+}
+
+CASE(qf_nats_stream_get_info)
+{
+    qf_nats_stream_info info = {.messages = 77};
+    INVALID(qf_nats_stream_get_info(NULL, "s", &info), "n is NULL");
+    cr_expect_eq(info.messages, 77);
+}
+
+CASE(qf_nats_consumer_new)
+{
+    qf_nats_consumer *c = UNTOUCHED;
+    INVALID(
+        qf_nats_consumer_new(NULL, &(qf_nats_consumer_options){.stream = "s", .durable = "d"}, &c),
+        "n is NULL");
+    cr_expect_eq(c, UNTOUCHED);
+}
+
+CASE(qf_nats_consumer_source)
+{
+    qf_batch_source *src = UNTOUCHED;
+    INVALID(qf_nats_consumer_source(NULL, &src), "c is NULL");
+    cr_expect_eq(src, UNTOUCHED);
+}
+
+CASE(qf_nats_consumer_drain)
+{
+    INVALID(qf_nats_consumer_drain(NULL, QF_NO_WAIT), "c is NULL");
+}
+
+CASE(qf_nats_consumer_resume)
+{
+    INVALID(qf_nats_consumer_resume(NULL), "c is NULL");
+}
+
+CASE(qf_nats_consumer_free)
+{
+    QUIET(qf_nats_consumer_free(NULL));
+}
+
+CASE(qf_nats_consumer_get_stats)
+{
+    qf_nats_consumer_stats st = {.delivered = 77};
+    REFUSED(qf_nats_consumer_get_stats(NULL, &st), "c is NULL");
+    cr_expect_eq(st.delivered, 77);
+}
+
+CASE(qf_nats_consumer_last_error)
+{
+    NEUTRAL(qf_nats_consumer_last_error(NULL), NULL, "c is NULL");
+}
+
+CASE(qf_nats_reject)
+{
+    INVALID(qf_nats_reject(NULL, true), "e is NULL");
+    qf_element *e = mkelem(1);
+    EXPECT_CODE(QF_NOT_FOUND, qf_nats_reject(e, false), "ack token");
+    qf_element_free(e);
+}
+
+CASE(qf_nats_consumer_get_info)
+{
+    qf_nats_consumer_info info = {.num_pending = 77};
+    INVALID(qf_nats_consumer_get_info(NULL, "s", "d", &info), "n is NULL");
+    cr_expect_eq(info.num_pending, 77);
+}
+
+CASE(qf_nats_consumer_delete)
+{
+    INVALID(qf_nats_consumer_delete(NULL, "s", "d"), "n is NULL");
+}
+
+CASE(qf_nats_sink_new)
+{
+    qf_nats_sink *s = UNTOUCHED;
+    INVALID(qf_nats_sink_new(NULL, &(qf_nats_sink_options){.subject = "x"}, &s), "n is NULL");
+    cr_expect_eq(s, UNTOUCHED);
+}
+
+CASE(qf_nats_sink_op)
+{
+    qf_enqueue_op op = {.input = UNTOUCHED};
+    qf_queue *q = mkq(2);
+    INVALID(qf_nats_sink_op(NULL, q, &op), "s is NULL");
+    cr_expect_eq(op.input, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+CASE(qf_nats_sink_runner)
+{
+    qf_queue_runner *r = UNTOUCHED;
+    qf_queue *q = mkq(2);
+    INVALID(qf_nats_sink_runner(NULL, q, 1, NULL), "ret is NULL");
+    INVALID(qf_nats_sink_runner(NULL, q, 1, &r), "s is NULL");
+    INVALID(qf_nats_sink_runner(NULL, q, 5000, &r), "n_ops");
+    cr_expect_eq(r, UNTOUCHED);
+    qf_queue_unref(q);
+}
+
+CASE(qf_nats_sink_flush)
+{
+    INVALID(qf_nats_sink_flush(NULL, QF_NO_WAIT), "s is NULL");
+}
+
+CASE(qf_nats_sink_free)
+{
+    QUIET(qf_nats_sink_free(NULL));
+}
+
+CASE(qf_nats_sink_get_stats)
+{
+    qf_nats_sink_stats st = {.published = 77};
+    REFUSED(qf_nats_sink_get_stats(NULL, &st), "s is NULL");
+    cr_expect_eq(st.published, 77);
+}
+
+CASE(qf_nats_encoded_size)
+{
+    size_t len = 77;
+    INVALID(qf_nats_encoded_size(NULL, &len), "e is NULL");
+    qf_element *e = mkelem(1);
+    INVALID(qf_nats_encoded_size(e, NULL), "ret_len");
+    qf_shape sc = qf_shape_scalar();
+    qf_tensor *p = qf_tensor_new_ptr(&sc, NULL);
+    qf_element *pe = qf_element_of(1, &p);
+    INVALID(qf_nats_encoded_size(pe, &len), "cannot be sent");
+    qf_tensor *sp = qf_tensor_new_sparse(mksparse());
+    qf_element *se = qf_element_of(1, &sp);
+    INVALID(qf_nats_encoded_size(se, &len), "cannot be sent");
+    cr_expect_eq(len, 77);
+    qf_element_free(se);
+    qf_element_free(pe);
+    qf_element_free(e);
+}
+
+CASE(qf_nats_encode)
+{
+    char buf[8] = "unused";
+    size_t len = 77;
+    INVALID(qf_nats_encode(NULL, buf, sizeof(buf), &len), "e is NULL");
+    qf_element *e = mkelem(1);
+    INVALID(qf_nats_encode(e, NULL, sizeof(buf), &len), "buf");
+    INVALID(qf_nats_encode(e, buf, sizeof(buf), NULL), "ret_len");
+    INVALID(qf_nats_encode(e, buf, 2, &len), "needs");
+    cr_expect_eq(len, 77);
+    cr_expect(strcmp(buf, "unused") == 0, "buf untouched");
+    qf_element_free(e);
+}
+
+CASE(qf_nats_decode)
+{
+    qf_element *e = UNTOUCHED;
+    INVALID(qf_nats_decode(NULL, 4, &e), "buf");
+    INVALID(qf_nats_decode("QFE", 3, NULL), "ret_elem");
+    EXPECT_CODE(QF_DATA_LOSS, qf_nats_decode("garbage!", 8, &e), "QFE");
+    cr_expect_eq(e, UNTOUCHED);
+}
+
+#endif /* QF_HAVE_NATS */
 
 /* ============================================================ qflow.h */
 
