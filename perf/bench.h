@@ -131,5 +131,6 @@ void bench_register_runners(void);
 void bench_register_task(void);
 void bench_register_kinds(void);
 void bench_register_fair(void);
+void bench_register_serve(void);
 
 #endif

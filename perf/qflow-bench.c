@@ -21,6 +21,7 @@ static void (*const groups[])(void) = {
     bench_register_task,
     bench_register_kinds,
     bench_register_fair,
+    bench_register_serve,
 };
 
 static void usage(FILE *f)

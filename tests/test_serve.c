@@ -215,11 +215,13 @@ Test(serve, delay_closes_only_after_the_oldest_waited)
     cr_assert_eq(qf_serve_next_batch_until(s, qf_deadline_in_s(30), out, &n), QF_OK);
     int64_t now = qf_now_ns();
     cr_expect_eq(n, 3);
-    cr_expect_geq(now - t[0].req.qf__admit_ns, delay, "closed before the delay");
+    /* It may close up to a quarter of the delay early (the consumers' usual
+     * wake-up lateness, learnt), never earlier. */
+    cr_expect_geq(now - t[0].req.qf__admit_ns, delay - delay / 4, "closed before the delay");
     qf_serve_stats st;
     qf_serve_get_stats(s, &st);
     cr_expect_eq(st.batches_by_reason[QF_SERVE_CLOSE_DELAY], 1);
-    cr_expect_geq(st.delay_max_ns, delay);
+    cr_expect_geq(st.delay_max_ns, delay - delay / 4);
     qf_serve_complete(s, out, n, QF_OK);
     /* _until with nothing queued: DEADLINE_EXCEEDED, nothing touched. */
     n = 77;

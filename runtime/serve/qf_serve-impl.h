@@ -80,6 +80,14 @@ struct qf_serve {
     size_t npending;
     int64_t oldest_ns; /* admission time of the oldest pending request */
     uint32_t *bypass;  /* per level: batches in a row that left it waiting */
+    /* Wake-up lateness (qf_serve_batch.c): a consumer that sleeps until a
+     * batch's close time wakes late by the timer slack and the scheduler's
+     * delay. late_ns is a moving average of that lateness; a batch closing
+     * by its delay is decided that much early (at most a quarter of the
+     * delay) so it reaches the model at its close time. armed_at: the wake
+     * time last handed to a sleeping consumer (QF_FOREVER: none). */
+    int64_t late_ns;
+    qf_deadline armed_at;
 
     /* Counters (relaxed RMWs, read by stats and metrics at any time). */
     _Alignas(64) _Atomic uint64_t n_batched;

@@ -141,6 +141,7 @@ qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s)
     atomic_init(&s->ready, 0);
     atomic_init(&s->need, 1);
     atomic_init(&s->drain_deadline, QF_FOREVER);
+    s->armed_at = QF_FOREVER;
     qf_waitlist_init(&s->consumers);
     qf_waitlist_init(&s->producers);
     qf_eventcount_init(&s->quiet);

@@ -7,7 +7,10 @@
  *
  *   full                        -> hand out max_batch_size
  *   draining                    -> hand out what is pending at once
- *   oldest waited the delay     -> hand out what is pending
+ *   oldest waited the delay     -> hand out what is pending (decided early
+ *                                  by the consumers' usual wake-up
+ *                                  lateness, at most delay/4, so the batch
+ *                                  reaches the model at its close time)
  *   a preferred size reached,
  *   nothing more queued         -> hand out the largest preferred size
  *   otherwise                   -> wait: until `need` more are ready (what
@@ -215,6 +218,15 @@ static size_t target_size(const qf_serve *s, size_t n)
  * when drained; QF_PENDING with f->need and f->wake_at. */
 static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, size_t *ret_n, form *f)
 {
+    /* Learn how late a consumer armed for a close time gets here. */
+    if (s->armed_at != QF_FOREVER && now >= s->armed_at) {
+        int64_t sample = now - s->armed_at;
+        if (sample > s->delay_ns)
+            sample = s->delay_ns;
+        s->late_ns += (sample - s->late_ns) / 8;
+    }
+    s->armed_at = QF_FOREVER;
+    int64_t early = s->late_ns < s->delay_ns / 4 ? s->late_ns : s->delay_ns / 4;
     for (int round = 0;; round++) {
         uint64_t a = atomic_load_explicit(&s->adm, memory_order_seq_cst);
         qf_deadline dl = atomic_load_explicit(&s->drain_deadline, memory_order_acquire);
@@ -243,7 +255,7 @@ static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, siz
             f->wake_at = draining ? dl : QF_FOREVER;
             return QF_PENDING;
         }
-        qf_deadline close_at = s->oldest_ns + s->delay_ns;
+        qf_deadline close_at = s->oldest_ns + s->delay_ns - early;
         size_t k = n;
         qf_serve_close_reason why;
         if (n == s->max_batch) {
@@ -262,6 +274,7 @@ static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, siz
                 continue;
             f->need = (int64_t)(target_size(s, n) - n);
             f->wake_at = close_at;
+            s->armed_at = close_at;
             return QF_PENDING;
         }
         hand_out(s, k, why, now, out);
