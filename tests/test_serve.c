@@ -853,3 +853,42 @@ Test(serve, stats_histograms_count_every_hand_off)
     cr_expect_eq(qf_serve_size_bucket_bound(5), 32);
     qf_serve_free(s);
 }
+
+typedef struct in_task_arg {
+    qf_serve *s;
+    _Atomic int next_rc, wait_rc, run_rc;
+} in_task_arg;
+
+static qf_code blocking_in_task(qf_task *t, void *arg)
+{
+    (void)t;
+    in_task_arg *a = arg;
+    qf_serve_request *out[2];
+    size_t n;
+    atomic_store(&a->next_rc, (int)qf_serve_next_batch(a->s, out, &n));
+    qf_serve_request r;
+    qf_serve_request_init(&r, NULL, QF_FOREVER, 0, NULL, NULL);
+    qf_serve_submit(a->s, &r); /* admitted: depth 1 */
+    qf_code st;
+    atomic_store(&a->wait_rc, (int)qf_serve_request_wait(&r, &st));
+    atomic_store(&a->run_rc, (int)qf_serve_run(a->s, model_ok, NULL));
+    qf_serve_drain(a->s, QF_FOREVER, NULL); /* in a task: no wait, cancels */
+    return QF_OK;
+}
+
+Test(serve, blocking_forms_refuse_inside_a_task)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
+    in_task_arg a = {.s = make(2, 100 * SEC, NULL)};
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, blocking_in_task, &a, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&a.next_rc), QF_FAILED_PRECONDITION);
+    cr_expect_eq(atomic_load(&a.wait_rc), QF_FAILED_PRECONDITION);
+    cr_expect_eq(atomic_load(&a.run_rc), QF_FAILED_PRECONDITION);
+    cr_expect_eq(qf_serve_depth(a.s), 0, "the drain in the task cancelled the request");
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_serve_free(a.s);
+}
