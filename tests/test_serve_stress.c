@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "qflow.h"
 
@@ -71,6 +72,9 @@ struct round {
     atomic_long drain_at;  /* submissions before the drain */
     atomic_llong drain_ns; /* when the drain began; 0 before */
     atomic_bool over;
+    atomic_int execs_done;
+    atomic_bool drain_done;
+    qf_task *task;
     uint64_t seed;
     char what[200];
 };
@@ -168,6 +172,7 @@ static void *run_exec(void *a)
     qf_code rc = qf_serve_run(r->s, model, r);
     if (rc != QF_OK)
         fail(r, "qf_serve_run: %s", qf_code_name(rc));
+    atomic_fetch_add(&r->execs_done, 1);
     return NULL;
 }
 
@@ -187,6 +192,7 @@ static void *drain_at_random(void *a)
         sched_yield(); /* waits for observable progress */
     atomic_store(&r->drain_ns, qf_now_ns());
     d->rc = qf_serve_drain(r->s, qf_deadline_in_ns(d->grace_ns), &d->rep);
+    atomic_store(&r->drain_done, true);
     return NULL;
 }
 
@@ -211,10 +217,15 @@ static void *watch(void *a)
             qf_serve_get_stats(r->s, &st);
             fprintf(stderr,
                     "HANG: %d/%d producers done, submitted %ld, depth %lld, in flight %llu, "
-                    "draining %d, batches %ld\n",
+                    "draining %d, batches %ld; %d/%d thread executors done, task done %d, "
+                    "drain done %d\n",
                     atomic_load(&r->producers_done), NP, atomic_load(&r->submitted),
                     (long long)st.depth, (unsigned long long)st.counts.in_flight,
-                    qf_serve_is_draining(r->s), atomic_load(&r->batches));
+                    qf_serve_is_draining(r->s), atomic_load(&r->batches),
+                    atomic_load(&r->execs_done), NEXEC, r->task ? qf_task_is_done(r->task) : -1,
+                    atomic_load(&r->drain_done));
+            if (getenv("SERVE_HANG_PAUSE"))
+                sleep(120);
             abort();
         }
     pthread_mutex_unlock(&wd->mu);
@@ -258,6 +269,7 @@ static void one_round(uint64_t seed, qf_runtime *rt)
     pthread_create(&wt, NULL, watch, &wd);
     qf_task *task = NULL;
     cr_assert_eq(qf_serve_spawn(r->s, rt, model, r, NULL, &task), QF_OK);
+    r->task = task;
     for (int i = 0; i < NEXEC; i++)
         pthread_create(&ex[i], NULL, run_exec, r);
     producer ps[NP];

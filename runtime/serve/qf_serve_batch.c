@@ -52,8 +52,13 @@ void qf__serve_left(qf_serve *s, uint64_t n)
     uint64_t a = atomic_fetch_sub_explicit(&s->adm, n, memory_order_seq_cst) - n;
     if (s->policy == QF_SERVE_BLOCK && qf_waitlist_count(&s->producers))
         qf_waitlist_wake(&s->producers, n > INT32_MAX ? INT32_MAX : (int)n);
-    if (a & QF__ADM_DRAIN)
+    if (a & QF__ADM_DRAIN) {
+        /* Drained: consumers waiting for the last reservations to land
+         * (or for more to hand out) must learn that nothing will. */
+        if ((a & QF__ADM_DEPTH) == 0)
+            qf_waitlist_wake(&s->consumers, INT32_MAX);
         qf_eventcount_notify(&s->quiet, true);
+    }
 }
 
 void qf__serve_wake_all(qf_serve *s)
@@ -331,10 +336,13 @@ static qf_code next_batch(qf_serve *s, int mode, qf_deadline deadline, qf_waker 
         }
         qf_waitlist_register(&s->consumers, w);
         /* The re-check of the wait-list protocol: an arrival that can close
-         * the batch, or a drain, since the decision. */
+         * the batch, a drain, or the end of one (depth reached 0 under the
+         * drain flag: qf__serve_left() wakes consumers for that) since the
+         * decision. */
+        uint64_t a = atomic_load_explicit(&s->adm, memory_order_seq_cst);
         if (atomic_load_explicit(&s->ready, memory_order_seq_cst) >= f.need ||
-            (atomic_load_explicit(&s->adm, memory_order_seq_cst) &
-             (QF__ADM_DRAIN | QF__ADM_CANCEL)) != f.flags) {
+            (a & (QF__ADM_DRAIN | QF__ADM_CANCEL)) != f.flags ||
+            ((a & QF__ADM_DRAIN) && (a & QF__ADM_DEPTH) == 0)) {
             qf_waitlist_cancel(&s->consumers, w);
             continue;
         }
