@@ -141,5 +141,6 @@ void bench_register_task(void);
 void bench_register_kinds(void);
 void bench_register_fair(void);
 void bench_register_nats(void); /* only with QF_HAVE_NATS (bench_nats.c) */
+void bench_register_serve(void);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "qf_fifo-impl.h"
 #include "qf_queue-impl.h"
+#include "qf_queue_metrics-impl.h"
 #include "qf_strblock-impl.h"
 #include "qf_status.h"
 #include "qf_tensor-impl.h"
@@ -234,6 +235,8 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
      * their own storage first and publish themselves. */
     if (shared && ops == &qf__fifo_ops)
         return qf__queue_publish(q, ret_q);
+    if (ops == &qf__fifo_ops) /* complete: other kinds are tracked when published */
+        qf__queue_track(q);
     *ret_q = q;
     return QF_OK;
 oom:
@@ -286,6 +289,7 @@ void qf_queue_unref(qf_queue *q)
     if (!q || atomic_fetch_sub_explicit(&q->refs, 1, memory_order_release) != 1)
         return;
     atomic_thread_fence(memory_order_acquire);
+    qf__queue_untrack(q); /* before anything is freed: metrics readers */
     q->ops->drain_all(q, release_slot);
     if (q->ops->destroy)
         q->ops->destroy(q);

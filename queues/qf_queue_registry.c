@@ -74,6 +74,7 @@
 #include <urcu/rculfhash.h>
 
 #include "qf_queue-impl.h"
+#include "qf_queue_metrics-impl.h"
 #include "qf_status.h"
 #include "qf_tsan-impl.h"
 
@@ -575,6 +576,8 @@ qf_code qf__queue_find_shared(const qf_queue_options *o, qf_queue_kind kind, con
 qf_code qf__queue_publish(qf_queue *q, qf_queue **ret_q)
 {
     if (!q->shared_name || q->published) {
+        if (!q->published)
+            qf__queue_track(q); /* a kind's constructor is done with it */
         *ret_q = q;
         return QF_OK;
     }
@@ -601,6 +604,7 @@ qf_code qf__queue_publish(qf_queue *q, qf_queue **ret_q)
     urcu_memb_read_unlock();
     if (!winner) {
         maybe_grow(reg);
+        qf__queue_track(q);
         *ret_q = q;
         return QF_OK;
     }

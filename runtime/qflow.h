@@ -3,7 +3,7 @@
  * qflow re-creates TensorFlow 1.x's queue-based input pipeline runtime in
  * C11. Layers, bottom up: coord/ (status codes, deadlines, futexes, wakers,
  * the Coordinator), queues/ (tensors, elements, the queue kinds), runtime/
- * (worker pool, tasks, QueueRunners, input pipelines).
+ * (worker pool, tasks, QueueRunners, input pipelines, the serving batcher).
  */
 #ifndef QFLOW_H
 #define QFLOW_H
@@ -17,6 +17,7 @@
 #include "qf_tensor.h"
 #include "qf_sparse.h"
 #include "qf_queue.h"
+#include "qf_queue_metrics.h"
 #include "qf_runtime.h"
 #include "qf_reader.h"
 #include "qf_tfrecord.h"
@@ -24,6 +25,7 @@
 #include "qf_input.h"
 #include "qf_deferred.h"
 #include "qf_batch.h"
+#include "qf_serve.h"
 
 QF_BEGIN_DECLS
 

@@ -1,0 +1,135 @@
+/* qf_serve-impl.h - internal: the batcher object and what its files share.
+ *
+ * Words and who writes them
+ *
+ *   adm     admission word: bits 0..61 depth (requests admitted and not yet
+ *           handed out or answered, reservations included), bit 62 CANCEL
+ *           (the drain deadline passed: whatever is queued is answered
+ *           CANCELLED), bit 63 DRAIN (no admission). Submitters CAS depth
+ *           up while DRAIN is clear; consumers and drains subtract. Once
+ *           DRAIN is set depth never grows again, which is what makes "drained"
+ *           (DRAIN and depth 0) final: nothing can slip in behind it.
+ *   ready   requests in the level rings: a submitter adds 1 *after* its ring
+ *           enqueue, a taker subtracts what it took *after* taking, so it
+ *           may dip below zero for a moment, never above what is really
+ *           there. Consumers sleep on "ready >= need".
+ *   need    how many more ready requests would let the sleeping consumer
+ *           close its batch (seq_cst store by the consumer before it
+ *           registers; seq_cst load by a submitter after its add).
+ *
+ * The sleep/wake pair is the wait-list protocol of qf_waker.h: a consumer
+ * stores need, registers (full fence), re-checks ready; a submitter adds to
+ * ready (seq_cst RMW), then looks at the list and need.
+ *
+ * The consumer side (pending batch, bypass counters) is guarded by `lock`,
+ * a futex mutex held while requests move from the rings into `pending` and
+ * a batch is decided, never while anyone sleeps or user code runs.
+ */
+#ifndef QF_SERVE_IMPL_H
+#define QF_SERVE_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qf_queue.h"
+#include "qf_serve.h"
+
+#define QF__ADM_DRAIN ((uint64_t)1 << 63)
+#define QF__ADM_CANCEL ((uint64_t)1 << 62)
+#define QF__ADM_DEPTH ((uint64_t)QF__ADM_CANCEL - 1)
+
+/* Request states (qf__state bits). */
+#define QF__REQ_QUEUED 1u   /* submitted, not answered */
+#define QF__REQ_ANSWERED 2u /* status stored, answer under way */
+#define QF__REQ_DONE 4u     /* the answerer is done with the request */
+#define QF__REQ_WAITERS 8u  /* a waiter registered on qf__waiters */
+
+struct qf_serve {
+    /* Read-only after creation. */
+    char *name;
+    size_t max_batch;
+    int64_t delay_ns;
+    size_t *pref; /* sorted, unique */
+    size_t npref;
+    uint32_t levels;
+    uint32_t max_bypass;
+    int64_t bound; /* 0: unbounded */
+    qf_serve_admission policy;
+    int64_t grace_ns;
+    qf_coord *coord;
+    qf_coord_action *stop_action;
+    qf_queue **q; /* one pointer queue per level */
+
+    /* Submitters' line. */
+    _Alignas(64) _Atomic uint64_t adm;
+    _Atomic uint64_t n_admitted;
+    _Atomic uint64_t n_rejected;
+    _Atomic uint64_t n_dropped;
+
+    _Alignas(64) _Atomic int64_t ready;
+    _Atomic int64_t need;
+    _Atomic qf_deadline drain_deadline; /* QF_FOREVER until a drain begins */
+    qf_waitlist consumers;              /* consumers waiting for a batch */
+    qf_waitlist producers;              /* BLOCK submitters waiting for room */
+    qf_eventcount quiet;                /* drains waiting for the end */
+
+    /* Consumer side. */
+    _Alignas(64) _Atomic uint32_t lock;
+    qf_serve_request **pending; /* max_batch slots; [0, npending) in order */
+    size_t npending;
+    int64_t oldest_ns; /* admission time of the oldest pending request */
+    uint32_t *bypass;  /* per level: batches in a row that left it waiting */
+    /* Wake-up lateness (qf_serve_batch.c): a consumer that sleeps until a
+     * batch's close time wakes late by the timer slack and the scheduler's
+     * delay. late_ns is a moving average of that lateness; a batch closing
+     * by its delay is decided that much early (at most a quarter of the
+     * delay) so it reaches the model at its close time. armed_at: the wake
+     * time last handed to a sleeping consumer (QF_FOREVER: none). */
+    int64_t late_ns;
+    qf_deadline armed_at;
+
+    /* Counters (relaxed RMWs, read by stats and metrics at any time). */
+    _Alignas(64) _Atomic uint64_t n_batched;
+    _Atomic uint64_t n_expired;
+    _Atomic uint64_t n_cancelled;
+    _Atomic uint64_t n_ok;
+    _Atomic uint64_t n_error;
+    _Atomic uint64_t in_flight;
+    _Atomic uint64_t n_batches[QF_SERVE_CLOSE_REASONS];
+    _Atomic uint64_t delay_hist[QF_SERVE_DELAY_BUCKETS];
+    _Atomic int64_t delay_sum;
+    _Atomic int64_t delay_max;
+    _Atomic uint64_t size_hist[QF_SERVE_SIZE_BUCKETS];
+    _Atomic uint64_t size_max;
+
+    /* Registry of live batchers (qf_serve_metrics.c). */
+    qf_serve *reg_prev, *reg_next;
+};
+
+/* qf_serve_request.c: answer a request (exactly once per submission). */
+void qf__serve_answer(qf_serve_request *r, qf_code status);
+/* Answer a list linked through qf__next, every one with `status`. */
+void qf__serve_answer_list(qf_serve_request *head, qf_code status);
+
+/* qf_serve_batch.c */
+/* Under s->lock: answer every queued request CANCELLED (linked onto
+ * *cancelled, answered by the caller after unlocking). */
+void qf__serve_cancel_locked(qf_serve *s, qf_serve_request **cancelled);
+/* Wake consumers, blocked producers and drain waiters (a state change). */
+void qf__serve_wake_all(qf_serve *s);
+/* Depth went down by n: wake blocked producers, tell drains. */
+void qf__serve_left(qf_serve *s, uint64_t n);
+
+/* qf_serve_metrics.c: the registry of live batchers. */
+void qf__serve_register(qf_serve *s);
+void qf__serve_unregister(qf_serve *s);
+size_t qf__serve_delay_bucket(int64_t ns);
+size_t qf__serve_size_bucket(uint64_t n);
+
+static inline void qf__serve_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+#endif
