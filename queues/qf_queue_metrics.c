@@ -99,8 +99,10 @@ void qf__queue_untrack(qf_queue *q)
 
 size_t qf_queue_foreach_live(qf_queue_visit_fn fn, void *arg)
 {
-    if (!fn)
+    if (!fn) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_queue_foreach_live: fn is NULL");
         return 0;
+    }
     size_t n = 0;
     pthread_mutex_lock(&live_mu);
     for (size_t i = 0; i < nbuckets; i++)

@@ -38,7 +38,8 @@ typedef void (*qf_queue_visit_fn)(qf_queue *q, void *arg);
  *              is what it is for.
  * Concurrency: any thread; concurrent enumerations run one after another.
  * Order:       unspecified (hash order).
- * Returns:     the number of queues visited; 0 with a NULL fn.
+ * Returns:     the number of queues visited; 0 with a NULL fn (and
+ *              QF_INVALID_ARGUMENT recorded).
  */
 QF_API size_t qf_queue_foreach_live(qf_queue_visit_fn fn, void *arg);
 

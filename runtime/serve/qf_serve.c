@@ -177,19 +177,29 @@ void qf_serve_free(qf_serve *s)
     destroy(s);
 }
 
+/* The accessors' answer to a NULL batcher: a neutral value, the error
+ * recorded (static message). */
+static bool null_batcher(const qf_serve *s, const char *msg)
+{
+    if (s)
+        return false;
+    qf__set_error_static(QF_INVALID_ARGUMENT, msg);
+    return true;
+}
+
 const char *qf_serve_name(const qf_serve *s)
 {
-    return s ? s->name : NULL;
+    return null_batcher(s, "qf_serve_name: batcher (s) is NULL") ? NULL : s->name;
 }
 
 size_t qf_serve_max_batch_size(const qf_serve *s)
 {
-    return s ? s->max_batch : 0;
+    return null_batcher(s, "qf_serve_max_batch_size: batcher (s) is NULL") ? 0 : s->max_batch;
 }
 
 int64_t qf_serve_depth(const qf_serve *s)
 {
-    if (!s)
+    if (null_batcher(s, "qf_serve_depth: batcher (s) is NULL"))
         return 0;
     uint64_t a = atomic_load_explicit(&((qf_serve *)s)->adm, memory_order_relaxed);
     return (int64_t)(a & QF__ADM_DEPTH);
@@ -197,7 +207,9 @@ int64_t qf_serve_depth(const qf_serve *s)
 
 bool qf_serve_is_draining(const qf_serve *s)
 {
-    return s && (atomic_load_explicit(&((qf_serve *)s)->adm, memory_order_acquire) & QF__ADM_DRAIN);
+    if (null_batcher(s, "qf_serve_is_draining: batcher (s) is NULL"))
+        return false;
+    return atomic_load_explicit(&((qf_serve *)s)->adm, memory_order_acquire) & QF__ADM_DRAIN;
 }
 
 /* ------------------------------------------------------------------ submit */
@@ -353,7 +365,7 @@ static qf_code submit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw
         qf_waitlist_register(&s->producers, &w);
         if (room_or_drain(s))
             woken = !qf_waitlist_cancel(&s->producers, &w);
-        else if (qf_waker_wait(&w, req->deadline) == QF_DEADLINE_EXCEEDED)
+        else if (qf_waker_wait_until(&w, req->deadline) == QF_DEADLINE_EXCEEDED)
             woken = !qf_waitlist_cancel(&s->producers, &w);
         else
             woken = true;
@@ -378,7 +390,10 @@ qf_code qf_serve_poll_submit(qf_serve *s, qf_serve_request *req, qf_waker *w)
 
 bool qf_serve_cancel_poll(qf_serve *s, qf_waker *w)
 {
-    if (!s || !w)
+    if (!s || !w) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, s ? "qf_serve_cancel_poll: waker (w) is NULL"
+                                                    : "qf_serve_cancel_poll: batcher (s) is NULL");
         return false;
+    }
     return qf_waker_withdraw(w);
 }

@@ -146,6 +146,7 @@ struct qf_serve_request {
  * Ownership:   nothing is taken; `req` must stay valid from submit until it
  *              is answered.
  * Blocking:    never.  Concurrency: not while the request is submitted.
+ * A NULL req records QF_INVALID_ARGUMENT and does nothing else.
  */
 QF_API void qf_serve_request_init(qf_serve_request *req, void *user, qf_deadline deadline,
                                   uint32_t priority, qf_serve_done_fn done, void *done_arg);
@@ -184,7 +185,8 @@ QF_API qf_code qf_serve_request_try_wait(qf_serve_request *req, qf_code *ret_sta
 QF_API qf_code qf_serve_request_poll(qf_serve_request *req, qf_waker *w, qf_code *ret_status);
 
 /** qf_serve_request_cancel_poll() - withdraw a waker left by a pending
- *  poll. True when it had not been woken. Owner of `w` only; never sleeps. */
+ *  poll. True when it had not been woken. Owner of `w` only; never sleeps.
+ *  NULL arguments: false, QF_INVALID_ARGUMENT recorded. */
 QF_API bool qf_serve_request_cancel_poll(qf_serve_request *req, qf_waker *w);
 
 /* ---------------------------------------------------------------- batchers */
@@ -284,7 +286,10 @@ QF_API size_t qf_serve_max_batch_size(const qf_serve *s);
 /** qf_serve_depth() - requests queued now (admitted, not yet handed out or
  *  answered). Wait-free; a snapshot. */
 QF_API int64_t qf_serve_depth(const qf_serve *s);
-/** qf_serve_is_draining() - true once a drain began. Wait-free; acquire. */
+/** qf_serve_is_draining() - true once a drain began. Wait-free; acquire.
+ *
+ * For a NULL batcher these four return NULL, 0 or false and record
+ * QF_INVALID_ARGUMENT. */
 QF_API bool qf_serve_is_draining(const qf_serve *s);
 
 /**
@@ -337,7 +342,8 @@ QF_API qf_code qf_serve_poll_submit(qf_serve *s, qf_serve_request *req, qf_waker
 
 /** qf_serve_cancel_poll() - withdraw a waker that a pending
  *  qf_serve_poll_submit() or qf_serve_poll_next_batch() left. True when it
- *  had not been woken. Owner of `w` only; never sleeps. */
+ *  had not been woken. Owner of `w` only; never sleeps. NULL arguments:
+ *  false, QF_INVALID_ARGUMENT recorded. */
 QF_API bool qf_serve_cancel_poll(qf_serve *s, qf_waker *w);
 
 /**
@@ -470,7 +476,7 @@ typedef struct qf_serve_report {
  * Blocking:    never (sets the drain flag, wakes consumers and blocked
  *              submitters); suitable for stop actions. Not async-signal-safe
  *              (a SIGTERM handler requests a Coordinator stop instead).
- * Concurrency: any thread.
+ * Concurrency: any thread. A NULL batcher records QF_INVALID_ARGUMENT.
  */
 QF_API void qf_serve_begin_drain(qf_serve *s, qf_deadline deadline);
 

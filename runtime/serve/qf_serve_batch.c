@@ -350,7 +350,7 @@ static qf_code next_batch(qf_serve *s, int mode, qf_deadline deadline, qf_waker 
             *ret_wake_at = f.wake_at;
             return QF_PENDING;
         }
-        if (qf_waker_wait(&tw, qf_deadline_min(f.wake_at, deadline)) == QF_DEADLINE_EXCEEDED)
+        if (qf_waker_wait_until(&tw, qf_deadline_min(f.wake_at, deadline)) == QF_DEADLINE_EXCEEDED)
             qf_waitlist_cancel(&s->consumers, &tw);
     }
 }

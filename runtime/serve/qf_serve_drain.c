@@ -16,8 +16,10 @@
 
 void qf_serve_begin_drain(qf_serve *s, qf_deadline deadline)
 {
-    if (!s)
+    if (!s) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_serve_begin_drain: batcher (s) is NULL");
         return;
+    }
     /* The deadline first: a consumer that sees the flag sees it. Only an
      * earlier deadline replaces the one in force. */
     qf_deadline cur = atomic_load_explicit(&s->drain_deadline, memory_order_acquire);
@@ -78,7 +80,7 @@ qf_code qf_serve_drain(qf_serve *s, qf_deadline deadline, qf_serve_report *ret_r
             qf_eventcount_cancel(&s->quiet);
             break;
         }
-        qf_eventcount_wait(&s->quiet, t, deadline);
+        qf_eventcount_wait_until(&s->quiet, t, deadline);
     }
     if (ret_report) {
         qf_serve_stats st;

@@ -32,8 +32,10 @@
 void qf_serve_request_init(qf_serve_request *req, void *user, qf_deadline deadline,
                            uint32_t priority, qf_serve_done_fn done, void *done_arg)
 {
-    if (!req)
+    if (!req) {
+        qf__set_error_static(QF_INVALID_ARGUMENT, "qf_serve_request_init: request (req) is NULL");
         return;
+    }
     req->user = user;
     req->deadline = deadline;
     req->priority = priority;
@@ -146,7 +148,7 @@ qf_code qf_serve_request_wait_until(qf_serve_request *req, qf_deadline deadline,
         qf_waker_init_thread(&w);
         if (!announce(req, &w))
             continue;
-        if (qf_waker_wait(&w, deadline) == QF_DEADLINE_EXCEEDED)
+        if (qf_waker_wait_until(&w, deadline) == QF_DEADLINE_EXCEEDED)
             qf_waitlist_cancel(&req->qf__waiters, &w);
     }
 }
@@ -188,7 +190,11 @@ qf_code qf_serve_request_poll(qf_serve_request *req, qf_waker *w, qf_code *ret_s
 
 bool qf_serve_request_cancel_poll(qf_serve_request *req, qf_waker *w)
 {
-    if (!req || !w)
+    if (!req || !w) {
+        qf__set_error_static(QF_INVALID_ARGUMENT,
+                             req ? "qf_serve_request_cancel_poll: waker (w) is NULL"
+                                 : "qf_serve_request_cancel_poll: request (req) is NULL");
         return false;
+    }
     return qf_waitlist_cancel(&req->qf__waiters, w);
 }
