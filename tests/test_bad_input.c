@@ -3994,6 +3994,349 @@ CASE(qf_batcher_fraction_full)
     NEUTRAL(qf_batcher_fraction_full(NULL), 0.0, "batcher");
 }
 
+/* ===================================================== qf_queue_metrics.h */
+
+CASE(qf_queue_foreach_live)
+{
+    NEUTRAL(qf_queue_foreach_live(NULL, NULL), 0, "fn");
+}
+
+CASE(qf_queue_live_count)
+{
+    QUIET((void)qf_queue_live_count()); /* no argument */
+}
+
+/* ============================================================ qf_serve.h */
+
+static qf_serve *mkserve(void)
+{
+    qf_serve *s = NULL;
+    cr_assert_eq(qf_serve_new(&(qf_serve_options){.name = "b", .max_batch_size = 4}, &s), QF_OK,
+                 "%s", qf_last_message());
+    return s;
+}
+
+static qf_code serve_noop(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    (void)arg;
+    (void)reqs;
+    (void)n;
+    return QF_OK;
+}
+
+/* A waitable request queued in `s` (not yet handed out). */
+static void submitted(qf_serve *s, qf_serve_request *r)
+{
+    qf_serve_request_init(r, NULL, QF_FOREVER, 0, NULL, NULL);
+    cr_assert_eq(qf_serve_submit(s, r), QF_OK, "%s", qf_last_message());
+}
+
+CASE(qf_serve_request_init)
+{
+    REFUSED(qf_serve_request_init(NULL, NULL, QF_FOREVER, 0, NULL, NULL), "request");
+}
+
+/* NULL request or output, a request never submitted, one with a callback;
+ * the answer stays untouched. */
+static void bad_request_wait(int form)
+{
+    qf_code st = (qf_code)99;
+    qf_serve_request r;
+    qf_serve_request_init(&r, NULL, QF_FOREVER, 0, NULL, NULL);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define WAIT(rq, stp)                                                                              \
+    (form == 0   ? qf_serve_request_wait(rq, stp)                                                  \
+     : form == 1 ? qf_serve_request_wait_until(rq, soon(), stp)                                    \
+     : form == 2 ? qf_serve_request_try_wait(rq, stp)                                              \
+                 : qf_serve_request_poll(rq, &w, stp))
+    INVALID(WAIT(NULL, &st), "req");
+    INVALID(WAIT(&r, NULL), "ret_status");
+    INVALID(WAIT(&r, &st), "submitted"); /* never submitted: would wait for ever */
+#undef WAIT
+    if (form == 3)
+        INVALID(qf_serve_request_poll(&r, NULL, &st), "waker");
+    cr_expect_eq(st, (qf_code)99, "*ret_status untouched");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_IDLE, "the waker was not registered");
+}
+
+CASE(qf_serve_request_wait)
+{
+    bad_request_wait(0);
+}
+
+CASE(qf_serve_request_wait_until)
+{
+    bad_request_wait(1);
+}
+
+CASE(qf_serve_request_try_wait)
+{
+    bad_request_wait(2);
+}
+
+CASE(qf_serve_request_poll)
+{
+    bad_request_wait(3);
+}
+
+CASE(qf_serve_request_cancel_poll)
+{
+    qf_serve_request r;
+    qf_serve_request_init(&r, NULL, QF_FOREVER, 0, NULL, NULL);
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    NEUTRAL(qf_serve_request_cancel_poll(NULL, &w), false, "request");
+    NEUTRAL(qf_serve_request_cancel_poll(&r, NULL), false, "waker");
+}
+
+CASE(qf_serve_new)
+{
+    qf_serve *s = UNTOUCHED;
+    INVALID(qf_serve_new(NULL, &s), "options");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4}, NULL), "ret_s");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 0}, &s), "max_batch_size");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = QF_SERVE_MAX_BATCH + 1}, &s),
+            "max_batch_size");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4, .max_queue_delay_ns = -1}, &s),
+            "max_queue_delay_ns");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4,
+                                             .preferred_batch_sizes = (size_t[]){5},
+                                             .num_preferred = 1},
+                         &s),
+            "preferred");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4, .num_preferred = 2}, &s),
+            "preferred");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4,
+                                             .priority_levels = QF_SERVE_MAX_LEVELS + 1},
+                         &s),
+            "priority_levels");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4, .max_queued = -1}, &s),
+            "max_queued");
+    INVALID(qf_serve_new(
+                &(qf_serve_options){.max_batch_size = 4, .admission = (qf_serve_admission)7}, &s),
+            "admission");
+    INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4, .drain_grace_ns = -1}, &s),
+            "drain_grace_ns");
+    cr_expect_eq(s, UNTOUCHED);
+}
+
+CASE(qf_serve_free)
+{
+    QUIET(qf_serve_free(NULL));
+}
+
+CASE(qf_serve_name)
+{
+    NEUTRAL(qf_serve_name(NULL), NULL, "batcher");
+}
+
+CASE(qf_serve_max_batch_size)
+{
+    NEUTRAL(qf_serve_max_batch_size(NULL), 0, "batcher");
+}
+
+CASE(qf_serve_depth)
+{
+    NEUTRAL(qf_serve_depth(NULL), 0, "batcher");
+}
+
+CASE(qf_serve_is_draining)
+{
+    NEUTRAL(qf_serve_is_draining(NULL), false, "batcher");
+}
+
+/* NULL batcher or request, a priority out of range, a request submitted
+ * twice: nothing admitted, the request stays the caller's. */
+static void bad_submit(int form)
+{
+    qf_serve *s = mkserve();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    qf_serve_request r, q;
+    qf_serve_request_init(&r, NULL, QF_FOREVER, 0, NULL, NULL);
+#define SUBMIT(ss, rq)                                                                             \
+    (form == 0   ? qf_serve_submit(ss, rq)                                                         \
+     : form == 1 ? qf_serve_try_submit(ss, rq)                                                     \
+                 : qf_serve_poll_submit(ss, rq, &w))
+    INVALID(SUBMIT(NULL, &r), "batcher");
+    INVALID(SUBMIT(s, NULL), "request");
+    r.priority = 1; /* one level */
+    INVALID(SUBMIT(s, &r), "priority");
+    submitted(s, &q);
+    INVALID(SUBMIT(s, &q), "submitted"); /* already in the batcher */
+#undef SUBMIT
+    if (form == 2) {
+        r.priority = 0;
+        INVALID(qf_serve_poll_submit(s, &r, NULL), "waker");
+    }
+    cr_expect_eq(qf_serve_depth(s), 1, "only the first submit of q was admitted");
+    qf_serve_free(s); /* answers q QF_CANCELLED */
+}
+
+CASE(qf_serve_submit)
+{
+    bad_submit(0);
+}
+
+CASE(qf_serve_try_submit)
+{
+    bad_submit(1);
+}
+
+CASE(qf_serve_poll_submit)
+{
+    bad_submit(2);
+}
+
+CASE(qf_serve_cancel_poll)
+{
+    qf_serve *s = mkserve();
+    qf_waker w;
+    qf_waker_init_thread(&w);
+    NEUTRAL(qf_serve_cancel_poll(NULL, &w), false, "batcher");
+    NEUTRAL(qf_serve_cancel_poll(s, NULL), false, "waker");
+    qf_serve_free(s);
+}
+
+/* NULL batcher and outputs: nothing handed out, the outputs stay. */
+static void bad_next_batch(int form)
+{
+    qf_serve *s = mkserve();
+    qf_serve_request r;
+    submitted(s, &r);
+    qf_serve_request *reqs[4] = {UNTOUCHED};
+    size_t n = 77;
+    qf_deadline wake = 77;
+    qf_waker w;
+    qf_waker_init_thread(&w);
+#define NEXT(ss, arr, np)                                                                          \
+    (form == 0   ? qf_serve_next_batch(ss, arr, np)                                                \
+     : form == 1 ? qf_serve_next_batch_until(ss, soon(), arr, np)                                  \
+     : form == 2 ? qf_serve_try_next_batch(ss, arr, np)                                            \
+                 : qf_serve_poll_next_batch(ss, &w, arr, np, &wake))
+    INVALID(NEXT(NULL, reqs, &n), "batcher");
+    INVALID(NEXT(s, NULL, &n), "ret_reqs");
+    INVALID(NEXT(s, reqs, NULL), "ret_n");
+#undef NEXT
+    if (form == 3) {
+        INVALID(qf_serve_poll_next_batch(s, NULL, reqs, &n, &wake), "waker");
+        INVALID(qf_serve_poll_next_batch(s, &w, reqs, &n, NULL), "ret_wake_at");
+    }
+    cr_expect_eq(reqs[0], UNTOUCHED);
+    cr_expect_eq(n, 77);
+    cr_expect_eq(wake, 77);
+    cr_expect_eq(qf_serve_depth(s), 1, "nothing was handed out");
+    qf_serve_free(s);
+}
+
+CASE(qf_serve_next_batch)
+{
+    bad_next_batch(0);
+}
+
+CASE(qf_serve_next_batch_until)
+{
+    bad_next_batch(1);
+}
+
+CASE(qf_serve_try_next_batch)
+{
+    bad_next_batch(2);
+}
+
+CASE(qf_serve_poll_next_batch)
+{
+    bad_next_batch(3);
+}
+
+CASE(qf_serve_complete)
+{
+    qf_serve *s = mkserve();
+    qf_serve_request r;
+    submitted(s, &r);
+    qf_serve_request *reqs[4];
+    size_t n = 0;
+    cr_assert_eq(qf_serve_next_batch_until(s, soon(), reqs, &n), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(n, 1);
+    INVALID(qf_serve_complete(NULL, reqs, n, QF_OK), "batcher");
+    INVALID(qf_serve_complete(s, NULL, n, QF_OK), "requests");
+    INVALID(qf_serve_complete(s, reqs, n, (qf_code)12345), "canonical");
+    INVALID(qf_serve_complete(s, reqs, 3, QF_OK), "in flight"); /* more than handed out */
+    qf_code st = (qf_code)99;
+    cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_UNAVAILABLE, "not answered yet");
+    cr_expect_eq(qf_serve_complete(s, reqs, n, QF_OK), QF_OK);
+    cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_OK);
+    cr_expect_eq(st, QF_OK);
+    qf_serve_free(s);
+}
+
+CASE(qf_serve_run)
+{
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_run(NULL, serve_noop, NULL), "batcher");
+    INVALID(qf_serve_run(s, NULL, NULL), "fn");
+    qf_serve_free(s);
+}
+
+CASE(qf_serve_spawn)
+{
+    qf_serve *s = mkserve();
+    qf_runtime *rt = mkrt(1);
+    qf_task *t = UNTOUCHED;
+    INVALID(qf_serve_spawn(NULL, rt, serve_noop, NULL, NULL, &t), "batcher");
+    INVALID(qf_serve_spawn(s, NULL, serve_noop, NULL, NULL, &t), "runtime");
+    INVALID(qf_serve_spawn(s, rt, NULL, NULL, NULL, &t), "fn");
+    cr_expect_eq(t, UNTOUCHED);
+    cr_expect_eq(qf_runtime_num_tasks(rt), 0, "nothing started");
+    qf_runtime_free(rt);
+    qf_serve_free(s);
+}
+
+CASE(qf_serve_begin_drain)
+{
+    REFUSED(qf_serve_begin_drain(NULL, QF_NO_WAIT), "batcher");
+}
+
+CASE(qf_serve_drain)
+{
+    qf_serve_report rep = {.admitted = 77};
+    INVALID(qf_serve_drain(NULL, QF_NO_WAIT, &rep), "batcher");
+    cr_expect_eq(rep.admitted, 77);
+}
+
+CASE(qf_serve_delay_bucket_bound_ns)
+{
+    QUIET(cr_expect_eq(qf_serve_delay_bucket_bound_ns(QF_SERVE_DELAY_BUCKETS + 5), INT64_MAX));
+}
+
+CASE(qf_serve_size_bucket_bound)
+{
+    QUIET(cr_expect_eq(qf_serve_size_bucket_bound(SIZE_MAX), UINT64_MAX));
+}
+
+CASE(qf_serve_get_stats)
+{
+    qf_serve_stats st = {.depth = 77};
+    INVALID(qf_serve_get_stats(NULL, &st), "batcher");
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_get_stats(s, NULL), "ret_stats");
+    cr_expect_eq(st.depth, 77);
+    qf_serve_free(s);
+}
+
+CASE(qf_serve_metrics_write)
+{
+    INVALID(qf_serve_metrics_write(NULL), "file");
+}
+
+CASE(qf_serve_metrics_text)
+{
+    size_t len = 77;
+    INVALID(qf_serve_metrics_text(NULL, &len), "ret_text");
+    cr_expect_eq(len, 77);
+}
+
 /* ============================================================ qf_nats.h
  *
  * Only with libnats (the bridge is optional). Without a server: what a
