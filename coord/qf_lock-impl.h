@@ -38,7 +38,7 @@ static inline void qf__lock(_Atomic uint32_t *l)
     }
     c = atomic_exchange_explicit(l, 2, memory_order_acquire);
     while (c != 0) {
-        qf_futex_wait(l, 2, QF_FOREVER);
+        qf_futex_wait_until(l, 2, QF_FOREVER);
         c = atomic_exchange_explicit(l, 2, memory_order_acquire);
     }
 }

@@ -1391,7 +1391,7 @@ static void handfed_free(handfed *h)
 static qf_code poll_once(qf_batcher_poller *p, qf_waker *w, qf_element **e)
 {
     if (qf_waker_state(w) != QF_WAKER_IDLE) {
-        cr_assert_eq(qf_waker_wait(w, soon()), QF_OK, "a parked poller was never woken");
+        cr_assert_eq(qf_waker_wait_until(w, soon()), QF_OK, "a parked poller was never woken");
         qf_waker_init_thread(w);
     }
     *e = NULL;

@@ -142,7 +142,7 @@ static void *consume_poller(void *arg)
         qf_element *e = NULL;
         qf_code rc = qf_batcher_poll_next(p, &w, &e);
         if (rc == QF_PENDING) {
-            if (qf_waker_wait(&w, patience()) != 0) {
+            if (qf_waker_wait_until(&w, patience()) != QF_OK) {
                 atomic_fetch_add(&r->errors, 1); /* never woken */
                 break;
             }
