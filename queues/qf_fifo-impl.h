@@ -56,6 +56,9 @@ bool qf__fifo_room(qf_queue *q);
  * in flight, no consumer but the caller (`holder`) holding elements it may
  * give back. */
 bool qf__fifo_settled_closed(qf_queue *q, bool holder);
+/* Closed, no enqueue pending and no reservation in flight: only consumers
+ * holding elements (*ret_holders of them) can still change what is there. */
+bool qf__fifo_closed_quiet(qf_queue *q, uint32_t *ret_holders);
 
 /* After publishing k elements (or tombstones): wake the consumers that may
  * now finish; after a close, all of them (end-of-data may have come). */

@@ -23,7 +23,10 @@
  * Closed and drained. A consumer reports end-of-data only when the queue is
  * closed and settled: no enqueue that was blocked before a plain close is
  * still pending, no other consumer holds elements it may give back, and no
- * reservation is in flight. A producer that reserved slots and then finds
+ * reservation is in flight. Holders that meet at a closed queue with
+ * nothing more to come each give back what they hold unless what is there
+ * completes their batch, then wait as plain consumers: the last holder
+ * decides alone, so two holders never wait on each other. A producer that reserved slots and then finds
  * the queue closed cannot hand the slots back (later producers may hold
  * later slots), so it publishes tombstones there, which consumers drop, and
  * fails. Hence a reservation either becomes an element delivered before
@@ -478,7 +481,25 @@ qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf_
             atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
             holder = true;
         }
-        if (qf__fifo_settled_closed(q, holder)) {
+        uint32_t holders;
+        bool quiet = qf__fifo_closed_quiet(q, &holders);
+        if (quiet && holders > (holder ? 1u : 0u)) {
+            /* Closed and quiet, and other consumers hold parts of batches
+             * too: if what is there does not complete ours, give ours back
+             * and stop holding, so that one holder at a time can finish
+             * or fail (each waiting for the others to give back would
+             * wait forever). Elements now only move between consumers, so
+             * nothing is gathered again. */
+            if (holder) {
+                if (qf__fifo_available(q) + got < min) {
+                    put_back(q, ret_slots, got);
+                    got = 0;
+                    holder = false;
+                    release_holder(q);
+                }
+                continue;
+            }
+        } else if (quiet) {
             /* Nothing more can arrive. */
             if (up_to) {
                 got += take_now(q, ret_slots + got, 1, max - got);
