@@ -26,12 +26,12 @@
  * reservation is in flight. Holders that meet at a closed queue with
  * nothing more to come each give back what they hold unless what is there
  * completes their batch, then wait as plain consumers: the last holder
- * decides alone, so two holders never wait on each other. A producer that reserved slots and then finds
- * the queue closed cannot hand the slots back (later producers may hold
- * later slots), so it publishes tombstones there, which consumers drop, and
- * fails. Hence a reservation either becomes an element delivered before
- * end-of-data, or a failed enqueue; never an element stranded behind an
- * end-of-data.
+ * decides alone, so two holders never wait on each other.
+ *
+ * Tombstones. A producer that reserved slots and then finds the queue closed cannot hand the slots
+ * back (later producers may hold later slots), so it publishes tombstones there, which consumers
+ * drop, and fails. Hence a reservation either becomes an element delivered before end-of-data, or a
+ * failed enqueue; never an element stranded behind an end-of-data.
  */
 #include <limits.h>
 #include <sched.h>
