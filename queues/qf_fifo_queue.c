@@ -257,15 +257,13 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
                 atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
                 for (size_t i = 0; i < k; i++)
                     qf__ring_write(&q->ring, ticket + (unsigned)i, QF__TOMBSTONE);
-                qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-                published += k;
+                published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
                 *ret_err = err;
                 break;
             }
             for (size_t i = 0; i < k; i++)
                 qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
-            qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-            published += k;
+            published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
             done += k;
             continue;
         }

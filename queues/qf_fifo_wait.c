@@ -62,9 +62,10 @@
  * its address (harmless once the owner has returned: futex wakes only ever
  * cause a re-check).
  *
- * tests/model/fifo_wait.pml models these rules (a consumer and a producer
- * side each, the close, the put request) and spin checks that no process
- * can end up asleep with its condition true; .ci/run runs it.
+ * tests/model/fifo_consumers.pml and fifo_requests.pml model these rules
+ * (consumers and producers, the close, the put requests) and spin checks
+ * that no process can end up asleep with its condition true; check.sh runs
+ * them in the test suite (meson test model_wait_wake).
  */
 #include <limits.h>
 
