@@ -62,8 +62,9 @@
  * its address (harmless once the owner has returned: futex wakes only ever
  * cause a re-check).
  *
- * tests/model/fifo_consumers.pml and fifo_requests.pml model these rules
- * (consumers and producers, the close, the put requests) and spin checks
+ * tests/model/fifo_consumers.pml, fifo_requests.pml and fifo_holders.pml
+ * model these rules (consumers and producers, the close, the put requests,
+ * holders of batches above the capacity meeting at a close) and spin checks
  * that no process can end up asleep with its condition true; check.sh runs
  * them in the test suite (meson test model_wait_wake).
  */
