@@ -79,7 +79,9 @@ typedef struct shared_class {
 #endif
 } shared_class;
 
-static _Thread_local thread_cache tls_cache;
+/* initial-exec: no __tls_get_addr() call per access from the shared
+ * library (measured: 4 % of a one-int64 enqueue/dequeue round trip). */
+static _Thread_local thread_cache tls_cache __attribute__((tls_model("initial-exec")));
 static shared_class shared[QF__BLOCK_CLASSES];
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;

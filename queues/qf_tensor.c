@@ -592,7 +592,16 @@ qf_tensor *qf_tensor_ref(qf_tensor *t)
 
 void qf_tensor_unref(qf_tensor *t)
 {
-    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_release) != 1)
+    if (!t)
+        return;
+    /* The last reference: nobody else can take a new one (references are
+     * only made from references), so no RMW is needed. The acquire load
+     * pairs with the release decrements of earlier owners. */
+    if (atomic_load_explicit(&t->refs, memory_order_acquire) == 1) {
+        tensor_destroy(t);
+        return;
+    }
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_release) != 1)
         return;
 #ifdef QF_TSAN
     /* TSan does not model standalone fences; an acquire load of the same
