@@ -47,6 +47,7 @@ typedef struct bq_impl {
 } bq_impl;
 
 extern const bq_impl bq_qflow;        /* impl_qflow.c */
+extern const bq_impl bq_qflow_i64;    /* impl_qflow_i64.c: one-int64 element queue */
 extern const bq_impl bq_mutex_cond;   /* baseline_mutex_cond.c */
 extern const bq_impl bq_gasyncqueue;  /* baseline_gasyncqueue.c */
 extern const bq_impl bq_ck_ring_spin; /* baseline_ck_ring_spin.c */

@@ -67,9 +67,9 @@ static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyn
 #define N_THREAD_CASES 5
 static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + 1];
 static go_cfg go_threads_cfg[N_THREAD_CASES];
-static tput_cfg batch_cfg[2], spsc_cfg[2];
+static tput_cfg batch_cfg[2], spsc_cfg[2], i64_cfg;
 static pingpong_cfg pingpong_cfg_of[2];
-static alloc_cfg alloc_cfg_qflow;
+static alloc_cfg alloc_cfg_qflow, alloc_cfg_i64;
 
 static const char *capacity_str(const bq_impl *impl)
 {
@@ -151,6 +151,15 @@ void bench_register_queue(void)
         }
     }
 
+    /* The element path beside the pointer path (issue 18). */
+    i64_cfg = (tput_cfg){.impl = &bq_qflow_i64,
+                         .producers = 1,
+                         .consumers = 1,
+                         .batch = 1,
+                         .items_quick = 1 * M,
+                         .items_full = 5 * M};
+    register_tput("queue.tput.p1c1", &i64_cfg);
+
     const bq_impl *batch_impls[2] = {&bq_qflow, &bq_mutex_cond};
     for (int i = 0; i < 2; i++) {
         batch_cfg[i] = (tput_cfg){.impl = batch_impls[i],
@@ -191,16 +200,22 @@ void bench_register_queue(void)
     }
 
     alloc_cfg_qflow = (alloc_cfg){.impl = &bq_qflow, .producers = 2, .consumers = 2};
-    bench_register(&(bench_case){
-        .name = "queue.alloc",
-        .impl = "qflow",
-        .unit = BENCH_ALLOCS_PER_ITEM,
-        .params = {{.key = "producers", .num = 2},
-                   {.key = "consumers", .num = 2},
-                   {.key = "capacity", .num = QB_CAPACITY},
-                   {.key = "counts", .str = "malloc calloc realloc memalign family"}},
-        .note = "allocations per element (enqueue + dequeue) after a warm-up, all threads",
-        .run = qb_run_alloc,
-        .arg = &alloc_cfg_qflow,
-    });
+    alloc_cfg_i64 = (alloc_cfg){.impl = &bq_qflow_i64, .producers = 2, .consumers = 2};
+    alloc_cfg *alloc_cfgs[2] = {&alloc_cfg_qflow, &alloc_cfg_i64};
+    for (int i = 0; i < 2; i++)
+        bench_register(&(bench_case){
+            .name = "queue.alloc",
+            .impl = alloc_cfgs[i]->impl->name,
+            .unit = BENCH_ALLOCS_PER_ITEM,
+            .params = {{.key = "producers", .num = 2},
+                       {.key = "consumers", .num = 2},
+                       {.key = "capacity", .num = QB_CAPACITY},
+                       {.key = "counts", .str = "malloc calloc realloc memalign family"}},
+            .note = i == 0 ? "allocations per element (enqueue + dequeue) after a warm-up, all "
+                             "threads"
+                           : "the same through one-int64 elements (a tensor and an element per "
+                             "item on each side)",
+            .run = qb_run_alloc,
+            .arg = alloc_cfgs[i],
+        });
 }

@@ -10,14 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_blockcache-impl.h"
 #include "qf_tensor-impl.h"
 
 #define MAX_COMPONENTS QF__MAX_COMPONENTS
 
 struct qf_element {
     size_t n;
-    char **names;   /* NULL, or n distinct non-empty strings */
-    qf__home *home; /* NULL, or the block it shares with its first tensors */
+    char **names;        /* NULL, or n distinct non-empty strings */
+    qf__home *home;      /* NULL, or the block it shares with its first tensors */
+    uint8_t block_class; /* qf__block_alloc()'s, when home is NULL */
     qf_tensor *comps[];
 };
 
@@ -33,12 +35,16 @@ qf_element *qf_element_new(size_t n)
                      MAX_COMPONENTS, n);
         return NULL;
     }
-    qf_element *e = calloc(1, sizeof(*e) + n * sizeof(e->comps[0]));
+    size_t bytes = sizeof(qf_element) + n * sizeof(qf_tensor *);
+    uint8_t cls;
+    qf_element *e = qf__block_alloc(bytes, &cls);
     if (!e) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating an element of %zu components", n);
         return NULL;
     }
+    memset(e, 0, bytes);
     e->n = n;
+    e->block_class = cls;
     return e;
 }
 
@@ -66,7 +72,7 @@ void qf_element_free(qf_element *e)
     if (!e->home) {
         for (size_t i = 0; i < e->n; i++)
             qf_tensor_unref(e->comps[i]);
-        free(e);
+        qf__block_free(e, e->block_class);
         return;
     }
     /* A record's element: it and the tensors that are still only its own

@@ -25,9 +25,9 @@ extern char qf__fifo_tombstone_object;
  * how many went in. *ret_err: QF_OK, or why nothing more can go in (closed
  * or cancelled; any slots reserved meanwhile were published as
  * tombstones). *ret_published: ring slots published (elements and
- * tombstones) and overflow slots pushed, for qf__fifo_wake_consumers(),
- * which the caller runs once it holds no lock. Never blocks except to let
- * an earlier reservation publish first (the commit wait). */
+ * tombstones, this call's and earlier producers' it carried) and overflow
+ * slots pushed, for qf__fifo_wake_consumers(), which the caller runs once
+ * it holds no lock. Never blocks. */
 size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
                         qf_code *ret_err, size_t *ret_published);
 
@@ -56,6 +56,9 @@ bool qf__fifo_room(qf_queue *q);
  * in flight, no consumer but the caller (`holder`) holding elements it may
  * give back. */
 bool qf__fifo_settled_closed(qf_queue *q, bool holder);
+/* Closed, no enqueue pending and no reservation in flight: only consumers
+ * holding elements (*ret_holders of them) can still change what is there. */
+bool qf__fifo_closed_quiet(qf_queue *q, uint32_t *ret_holders);
 
 /* After publishing k elements (or tombstones): wake the consumers that may
  * now finish; after a close, all of them (end-of-data may have come). */

@@ -23,12 +23,15 @@
  * Closed and drained. A consumer reports end-of-data only when the queue is
  * closed and settled: no enqueue that was blocked before a plain close is
  * still pending, no other consumer holds elements it may give back, and no
- * reservation is in flight. A producer that reserved slots and then finds
- * the queue closed cannot hand the slots back (later producers may hold
- * later slots), so it publishes tombstones there, which consumers drop, and
- * fails. Hence a reservation either becomes an element delivered before
- * end-of-data, or a failed enqueue; never an element stranded behind an
- * end-of-data.
+ * reservation is in flight. Holders that meet at a closed queue with
+ * nothing more to come each give back what they hold unless what is there
+ * completes their batch, then wait as plain consumers: the last holder
+ * decides alone, so two holders never wait on each other.
+ *
+ * Tombstones. A producer that reserved slots and then finds the queue closed cannot hand the slots
+ * back (later producers may hold later slots), so it publishes tombstones there, which consumers
+ * drop, and fails. Hence a reservation either becomes an element delivered before end-of-data, or a
+ * failed enqueue; never an element stranded behind an end-of-data.
  */
 #include <limits.h>
 #include <sched.h>
@@ -254,15 +257,13 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
                 atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
                 for (size_t i = 0; i < k; i++)
                     qf__ring_write(&q->ring, ticket + (unsigned)i, QF__TOMBSTONE);
-                qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-                published += k;
+                published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
                 *ret_err = err;
                 break;
             }
             for (size_t i = 0; i < k; i++)
                 qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
-            qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
-            published += k;
+            published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
             done += k;
             continue;
         }
@@ -478,7 +479,25 @@ qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf_
             atomic_fetch_add_explicit(&q->state, QF__HOLDER_ONE, memory_order_seq_cst);
             holder = true;
         }
-        if (qf__fifo_settled_closed(q, holder)) {
+        uint32_t holders;
+        bool quiet = qf__fifo_closed_quiet(q, &holders);
+        if (quiet && holders > (holder ? 1u : 0u)) {
+            /* Closed and quiet, and other consumers hold parts of batches
+             * too: if what is there does not complete ours, give ours back
+             * and stop holding, so that one holder at a time can finish
+             * or fail (each waiting for the others to give back would
+             * wait forever). Elements now only move between consumers, so
+             * nothing is gathered again. */
+            if (holder) {
+                if (qf__fifo_available(q) + got < min) {
+                    put_back(q, ret_slots, got);
+                    got = 0;
+                    holder = false;
+                    release_holder(q);
+                }
+                continue;
+            }
+        } else if (quiet) {
             /* Nothing more can arrive. */
             if (up_to) {
                 got += take_now(q, ret_slots + got, 1, max - got);

@@ -62,9 +62,11 @@
  * its address (harmless once the owner has returned: futex wakes only ever
  * cause a re-check).
  *
- * tests/model/fifo_wait.pml models these rules (a consumer and a producer
- * side each, the close, the put request) and spin checks that no process
- * can end up asleep with its condition true; .ci/run runs it.
+ * tests/model/fifo_consumers.pml, fifo_requests.pml and fifo_holders.pml
+ * model these rules (consumers and producers, the close, the put requests,
+ * holders of batches above the capacity meeting at a close) and spin checks
+ * that no process can end up asleep with its condition true; check.sh runs
+ * them in the test suite (meson test model_wait_wake).
  */
 #include <limits.h>
 
@@ -112,12 +114,10 @@ bool qf__fifo_room(qf_queue *q)
     return used < (uint64_t)q->capacity;
 }
 
-bool qf__fifo_settled_closed(qf_queue *q, bool holder)
+bool qf__fifo_closed_quiet(qf_queue *q, uint32_t *ret_holders)
 {
     uint64_t s = state_sc(q);
     if (!(s & QF__CLOSED) || qf__pending(s) != 0)
-        return false;
-    if (qf__holders(s) > (holder ? 1u : 0u))
         return false;
     if (qf__ring_in_flight(&q->ring))
         return false;
@@ -125,7 +125,16 @@ bool qf__fifo_settled_closed(qf_queue *q, bool holder)
      * before it checks CLOSED: after the heavy fence either its reservation
      * is visible, or it saw CLOSED and publishes a tombstone (waking us). */
     fence_vs_producers(q);
-    return !qf__ring_in_flight(&q->ring);
+    if (qf__ring_in_flight(&q->ring))
+        return false;
+    *ret_holders = (uint32_t)qf__holders(state_sc(q));
+    return true;
+}
+
+bool qf__fifo_settled_closed(qf_queue *q, bool holder)
+{
+    uint32_t holders;
+    return qf__fifo_closed_quiet(q, &holders) && holders <= (holder ? 1u : 0u);
 }
 
 static void many_need_lower(qf_queue *q, size_t need)
@@ -268,7 +277,11 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
         many_need_lower(q, need);
     atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
     fence_vs_producers(q);
-    if (qf__fifo_available(q) >= need || qf__fifo_settled_closed(q, holder)) {
+    /* A holder also returns once the queue is closed and quiet, whoever
+     * else holds: it must then give back rather than wait (qf_fifo_take). */
+    uint32_t holders;
+    if (qf__fifo_available(q) >= need ||
+        (qf__fifo_closed_quiet(q, &holders) && (holder || holders == 0))) {
         if (!qf_waitlist_cancel(wl, wk)) {
             /* Woken meanwhile: we re-try anyway, but the wake may have
              * been meant for a waiter behind us; pass it on. */

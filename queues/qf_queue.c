@@ -220,10 +220,10 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
         while (slots < (unsigned)q->capacity + 1)
             slots <<= 1;
     }
-    q->ring.buf = calloc(slots, sizeof(ck_ring_buffer_t));
+    q->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
     if (!q->ring.buf)
         goto oom;
-    qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity);
+    qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity, true);
     atomic_init(&q->state, 0);
     qf_waitlist_init(&q->deq_waiters);
     qf_waitlist_init(&q->deq_many_waiters);

@@ -33,15 +33,35 @@
  *     at all; the process-wide barrier is paid only by a waiter facing a
  *     declared single side, never on the multi-producer, multi-consumer
  *     path, which parks most often when threads outnumber cores.
- *  4. The commit wait. Multi-producer publication must wait for earlier
- *     producers (ck_ring spins there); with more producers than cores the
- *     earlier producer is often preempted and spinners burn whole time
- *     slices. qflow spins briefly, then sleeps on p_tail with a futex
- *     tagged with its own ticket (FUTEX_WAIT_BITSET, bit = ticket % 32),
- *     and a publisher that finds commit_waiters non-zero wakes only the
- *     bit of the ticket it made current: the producer whose turn it is,
- *     not every producer that waits (a wake-all here was a measured cliff:
- *     each publish woke all eight producers of an 8x8 run).
+ *  4. No commit wait: producers carry each other. ck_ring makes a
+ *     multi-producer wait until every earlier reservation is published;
+ *     with more producers than cores the earlier producer is often
+ *     preempted, and everyone behind it waits a time slice (a convoy: each
+ *     publish then wakes the next waiter, one context switch per element;
+ *     measured 100-250 k items/s at 8x8 on 2 cores). Here a producer whose
+ *     turn it is not yet (p_tail != its first slot) marks its slots
+ *     written and leaves; whoever moves p_tail up to a marked slot moves it
+ *     on over it too. The marks array holds, per slot, i + 1 once slot
+ *     index i is written and waiting to be carried; any other value means
+ *     "not waiting" (initially the slot number; a carrier that moves p_tail
+ *     past a marked slot resets it to i with a CAS, so a mark from an
+ *     earlier lap never reads as current: i and i + k * slots + 1 differ in
+ *     parity, slots being a power of two).
+ *       producer     write values; CAS p_tail start -> start + k: done, and
+ *                    it is a carrier from start + k. Else store marks
+ *                    (seq_cst), then load p_tail (seq_cst) and be a
+ *                    carrier from there.
+ *       carrier at t while mark[t] == t + 1, ... : CAS p_tail t -> t + n
+ *                    (seq_cst); on success reset those marks and go on from
+ *                    t + n (seq_cst loads of the marks); on failure stop:
+ *                    the CAS's winner carries on from where it put p_tail.
+ *     No slot is stranded: of "marker stores mark[X], then loads p_tail"
+ *     and "carrier moves p_tail to X, then loads mark[X]", one sees the
+ *     other under the seq_cst total order, so the marker carries itself or
+ *     the carrier carries it. Values reach consumers through the chain
+ *     value store -> mark (release) -> carrier's load (acquire) -> its CAS
+ *     on p_tail (release) -> the consumer's acquire load of p_tail.
+ *     tests/model/ring_carry.pml checks the protocol with spin.
  *  5. Bulk reserve and take: one CAS moves k indices. A take claims at
  *     least `min` values or none, so a batch that is not there yet is never
  *     taken in part (nothing to give back).
@@ -72,8 +92,7 @@ typedef struct qf__ring {
     bool sym;                            /* full fences on both sides (qf__ring_set_symmetric()) */
     _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
     _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
-    _Alignas(64) _Atomic uint32_t commit_waiters;
-    char pad_[64 - sizeof(uint32_t)];
+    _Atomic uint32_t *marks;             /* slots written, waiting to be carried (note 4) */
 } qf__ring;
 
 #ifdef QF_RACE_WIDENING
@@ -85,7 +104,18 @@ typedef struct qf__ring {
 #define QF__LD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define QF__ST(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
-static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned slots, unsigned cap)
+/* Bytes a ring of `slots` needs besides the ck_ring struct: the value
+ * slots and, for multi-producer use, the marks (qf__ring_init()). */
+static inline size_t qf__ring_storage_bytes(unsigned slots)
+{
+    return (size_t)slots * (sizeof(ck_ring_buffer_t) + sizeof(uint32_t));
+}
+
+/* `buf`: qf__ring_storage_bytes(slots) bytes for a ring any number of
+ * producers may use, or just the value slots for a single-producer ring
+ * (multi_producer false: no marks). */
+static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned slots, unsigned cap,
+                                 bool multi_producer)
 {
     ck_ring_init(&r->ring, slots);
     r->buf = buf;
@@ -95,7 +125,12 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->sym = false;
     r->prod_cached_c = 0;
     r->cons_cached_p = 0;
-    atomic_init(&r->commit_waiters, 0);
+    r->marks = NULL;
+    if (multi_producer) {
+        r->marks = (_Atomic uint32_t *)(void *)(buf + slots);
+        for (unsigned i = 0; i < slots; i++)
+            atomic_init(&r->marks[i], i);
+    }
 }
 
 /* Fences of this ring. A ring whose every operation moves many values (a
@@ -195,38 +230,39 @@ static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
     QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
 }
 
-/* The futex bit of ticket t: sleepers on p_tail are told apart by it. */
-static inline uint32_t qf__ring_ticket_bit(unsigned t)
+/* Carry p_tail, which was t, over the run of marked slots from t (note
+ * 4). Returns how many slots this call made visible. */
+static inline unsigned qf__ring_carry(qf__ring *r, unsigned t)
 {
-    return (uint32_t)1 << (t & 31);
-}
-
-/* Sleep until p_tail == start (every earlier reservation published). */
-static inline void qf__ring_commit_wait(qf__ring *r, unsigned start)
-{
-    _Atomic uint32_t *tail = (_Atomic uint32_t *)&r->ring.p_tail;
-    for (int i = 0; i < 64; i++) {
-        if (QF__LD(&r->ring.p_tail, ACQUIRE) == start)
-            return;
-        qf__cpu_relax();
-    }
+    unsigned total = 0;
     for (;;) {
-        /* Announce, then look: pairs with the publisher's RMW on p_tail
-         * followed by its load of commit_waiters (both seq_cst). */
-        atomic_fetch_add_explicit(&r->commit_waiters, 1, memory_order_seq_cst);
-        unsigned seen = QF__LD(&r->ring.p_tail, SEQ_CST);
-        if (seen != start)
-            qf__futex_wait_bits(tail, seen, qf__ring_ticket_bit(start), QF_FOREVER);
-        atomic_fetch_sub_explicit(&r->commit_waiters, 1, memory_order_relaxed);
-        if (seen == start || QF__LD(&r->ring.p_tail, ACQUIRE) == start)
-            return;
+        unsigned n = 0;
+        while (n <= r->mask && atomic_load_explicit(&r->marks[(t + n) & r->mask],
+                                                    memory_order_seq_cst) == t + n + 1)
+            n++;
+        if (n == 0)
+            return total;
+        unsigned expect = t;
+        if (!__atomic_compare_exchange_n(&r->ring.p_tail, &expect, t + n, false, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_RELAXED))
+            return total; /* another carrier moved it; it goes on from there */
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t m = t + i + 1;
+            atomic_compare_exchange_strong_explicit(&r->marks[(t + i) & r->mask], &m, t + i,
+                                                    memory_order_relaxed, memory_order_relaxed);
+        }
+        total += n;
+        t += n;
     }
 }
 
-/* Publish [start, start + k) once every earlier reservation is published.
- * Multi-producer: a seq_cst RMW (see note 3), then wake the producer whose
- * turn it now is, if anyone sleeps. */
-static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, bool single_producer)
+/* Publish [start, start + k). Multi-producer: a seq_cst CAS when it is
+ * this reservation's turn, else marks that the producer before carries
+ * (note 4); never waits. Returns how many slots became visible to
+ * consumers by this call (its own and others' it carried; 0 when its own
+ * wait for an earlier producer to carry them): the count to wake for. */
+static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
+                                        bool single_producer)
 {
     unsigned *tail = &r->ring.p_tail;
     QF_WIDEN();
@@ -235,17 +271,17 @@ static inline void qf__ring_publish(qf__ring *r, unsigned start, unsigned k, boo
          * the consumers' wait bit. */
         QF__ST(tail, start + k, RELEASE);
         qf__ring_fence_light(r);
-        return;
+        return k;
     }
     unsigned expect = start;
-    if (!__atomic_compare_exchange_n(tail, &expect, start + k, false, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_RELAXED)) {
-        qf__ring_commit_wait(r, start);
-        /* Only the owner of ticket `start` moves p_tail on from it. */
-        __atomic_fetch_add(tail, k, __ATOMIC_SEQ_CST);
-    }
-    if (atomic_load_explicit(&r->commit_waiters, memory_order_seq_cst))
-        qf__futex_wake_bits((_Atomic uint32_t *)tail, INT32_MAX, qf__ring_ticket_bit(start + k));
+    if (__atomic_compare_exchange_n(tail, &expect, start + k, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        return k + qf__ring_carry(r, start + k);
+    for (unsigned i = 0; i < k; i++)
+        atomic_store_explicit(&r->marks[(start + i) & r->mask], start + i + 1,
+                              memory_order_seq_cst);
+    QF_WIDEN();
+    return qf__ring_carry(r, QF__LD(tail, SEQ_CST));
 }
 
 /* Take between min (>= 1) and max published values, or none: one claim.

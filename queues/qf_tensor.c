@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_blockcache-impl.h"
 #include "qf_sparse.h"
 #include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
@@ -60,6 +61,9 @@ struct qf_tensor {
     /* No string was replaced since the tensor borrowed them all: destroying
      * it frees none. */
     bool all_borrowed;
+    /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
+     * malloc()). */
+    uint8_t block_class;
     qf_shape shape;
     alignas(max_align_t) unsigned char buf[];
 };
@@ -344,13 +348,15 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
     }
     /* Only the header and buffer need zeroing: the arena is written before
      * it is read. */
-    qf_tensor *t = malloc(total);
+    uint8_t cls;
+    qf_tensor *t = qf__block_alloc(total, &cls);
     if (!t) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating tensor with shape%s and type %s",
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
     memset(t, 0, sizeof(qf_tensor) + nbytes);
+    t->block_class = cls;
     atomic_init(&t->refs, 1);
     t->dtype = dt;
     t->dtor = dt == QF_PTR ? dtor : NULL;
@@ -404,7 +410,7 @@ static void tensor_destroy(qf_tensor *t)
     if (t->home)
         qf__home_release(t->home);
     else
-        free(t);
+        qf__block_free(t, t->block_class);
 }
 
 void qf__home_release(qf__home *h)
@@ -452,7 +458,7 @@ qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *da
                      "Expected %zu bytes of data for a %s tensor of shape %s, got %zu%s", t->nbytes,
                      qf_dtype_name(dt), qf_shape_format(shape, sh, sizeof(sh)), n_bytes,
                      data ? "" : " (NULL)");
-        free(t);
+        qf__block_free(t, t->block_class);
         return NULL;
     }
     if (n_bytes > 0)
@@ -599,7 +605,16 @@ qf_tensor *qf_tensor_ref(qf_tensor *t)
 
 void qf_tensor_unref(qf_tensor *t)
 {
-    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_release) != 1)
+    if (!t)
+        return;
+    /* The last reference: nobody else can take a new one (references are
+     * only made from references), so no RMW is needed. The acquire load
+     * pairs with the release decrements of earlier owners. */
+    if (atomic_load_explicit(&t->refs, memory_order_acquire) == 1) {
+        tensor_destroy(t);
+        return;
+    }
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_release) != 1)
         return;
 #ifdef QF_TSAN
     /* TSan does not model standalone fences; an acquire load of the same

@@ -512,7 +512,7 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     w->rt = rt;
     w->index = index;
     w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(index + 1);
-    qf__ring_init(&w->ring, w->buf, QF__LOCAL_RING, QF__LOCAL_RING - 1);
+    qf__ring_init(&w->ring, w->buf, QF__LOCAL_RING, QF__LOCAL_RING - 1, false);
 }
 
 qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)

@@ -29,9 +29,12 @@ run() {
 }
 run fifo_consumers -DNP=1 -DNC=2
 BITSTATE=1 run fifo_consumers -DNP=2 -DNC=2
-run fifo_commit -DNP=3
-run fifo_commit -DNP=4
+run ring_carry -DNP=2 -DITER=3 -DS=2
+run ring_carry -DNP=2 -DITER=3 -DS=4 -DW=8
+BITSTATE=1 run ring_carry -DNP=3 -DITER=2 -DS=2
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
+run fifo_holders -DNC=3 -DMIN=3
+run fifo_holders -DNC=3 -DMIN=4 -DG0=1 -DG1=2 -DG2=3 -DAV=2
 run sched_idle -DNW=2 -DNP=3
 exit $status

@@ -87,7 +87,7 @@ proctype Producer()
     :: closed -> tomb[t] = 1
     :: else -> tomb[t] = 0
     fi;
-    (p_tail == t);                                   /* commit wait */
+    (p_tail == t);   /* published in index order: by itself or a carrier (ring_carry.pml) */
     atomic { p_tail++; if :: !tomb[t] -> real_published++ :: else fi };
     wake_consumers();
 done:

@@ -1,0 +1,79 @@
+/* impl_qflow_i64.c - qflow's FIFOQueue of one int64 scalar component
+ * behind the benchmark interface, through the element calls a user with
+ * typed tensors makes: a tensor and an element per item on each side
+ * (qf_tensor_new_i64, qf_element_of, qf_queue_enqueue; qf_queue_dequeue,
+ * qf_element_free). The value carried is the benchmark's pointer value as
+ * an int64. Set beside the pointer queue (impl "qflow") in one run, it
+ * shows what the element path costs (issue 18: >= 0.5x the pointer queue,
+ * no allocation in the steady state). */
+#include <stdint.h>
+
+#include "baseline.h"
+#include "bench.h"
+#include "qflow.h"
+
+static bq *i64_create(size_t capacity, unsigned flags)
+{
+    (void)flags;
+    qf_dtype dt = QF_INT64;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {
+        .capacity = (int64_t)capacity, .num_components = 1, .dtypes = &dt, .shapes = &sh};
+    qf_queue *q = NULL;
+    if (qf_fifo_queue_new(&o, &q) != QF_OK)
+        bench_fail("qf_fifo_queue_new: %s", qf_last_message());
+    return (bq *)q;
+}
+
+static void i64_destroy(bq *q)
+{
+    qf_queue_unref((qf_queue *)q);
+}
+
+static int check(qf_code c, qf_code end, const char *what)
+{
+    if (c == QF_OK)
+        return 0;
+    if (c == end)
+        return -1;
+    bench_fail("%s: %s: %s", what, qf_code_name(c), qf_last_message());
+}
+
+static int i64_enqueue(bq *q, void *p)
+{
+    qf_tensor *t = qf_tensor_new_i64((int64_t)(uintptr_t)p);
+    qf_element *e = t ? qf_element_of(1, &t) : NULL;
+    if (!e)
+        bench_fail("making an int64 element: %s", qf_last_message());
+    return check(qf_queue_enqueue((qf_queue *)q, e), QF_CANCELLED, "qf_queue_enqueue");
+}
+
+static int i64_dequeue(bq *q, void **ret_p)
+{
+    qf_element *e = NULL;
+    int rc = check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue");
+    if (rc != 0)
+        return rc;
+    *ret_p = (void *)(uintptr_t) * (const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
+    qf_element_free(e);
+    return 0;
+}
+
+static void i64_close(bq *q)
+{
+    qf_code c = qf_queue_close((qf_queue *)q, false);
+    if (c != QF_OK)
+        bench_fail("qf_queue_close: %s: %s", qf_code_name(c), qf_last_message());
+}
+
+const bq_impl bq_qflow_i64 = {
+    .name = "qflow_int64",
+    .note = "FIFOQueue of one int64 scalar, a tensor and an element per item on each side",
+    .create = i64_create,
+    .destroy = i64_destroy,
+    .enqueue = i64_enqueue,
+    .dequeue = i64_dequeue,
+    .enqueue_many = NULL,
+    .dequeue_many = NULL,
+    .close = i64_close,
+};
