@@ -118,9 +118,10 @@ static void files_make(files *f)
         FILE *out = fopen(f->path[i], "w");
         cr_assert_not_null(out);
         for (int l = 0; l < LINES; l++)
-            fprintf(out, "file %d line %d %.*s\n", i, l, l % 90, "..........................."
-                                                                 "..........................."
-                                                                 "....................................");
+            fprintf(out, "file %d line %d %.*s\n", i, l, l % 90,
+                    "..........................."
+                    "..........................."
+                    "....................................");
         fclose(out);
         f->names[i] = f->path[i];
     }
@@ -292,10 +293,8 @@ static void churn_chain(qf_runtime *rt)
                  QF_OK);
     poll_src ps = {.mu = PTHREAD_MUTEX_INITIALIZER, .inner = inner};
     cr_assert_eq(qf_batch_source_poll(&comps, poll_inner, &ps, &src), QF_OK);
-    qf_batch_options o2 = {.num_threads = 3,
-                           .capacity = 16,
-                           .enqueue_many = true,
-                           .allow_smaller_final_batch = true};
+    qf_batch_options o2 = {
+        .num_threads = 3, .capacity = 16, .enqueue_many = true, .allow_smaller_final_batch = true};
     cr_assert_eq(qf_batch(s, src, 5, &o2, &outer), QF_OK);
     atomic_long rows = 0;
     consumer c = {.rows = &rows};

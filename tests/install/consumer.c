@@ -46,8 +46,8 @@ int main(void)
 
     qf_dtype dt = QF_FLOAT32;
     qf_shape sh = QF_SHAPE(2);
-    qf_queue_options o = {.capacity = 2, .num_components = 1, .dtypes = &dt, .shapes = &sh,
-                          .name = "q"};
+    qf_queue_options o = {
+        .capacity = 2, .num_components = 1, .dtypes = &dt, .shapes = &sh, .name = "q"};
     qf_queue *q;
     CHECK(qf_fifo_queue_new(&o, &q) == QF_OK);
     qf_tensor *t = qf_tensor_new(QF_FLOAT32, &sh);
