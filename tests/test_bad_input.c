@@ -23,11 +23,7 @@
  * case cost minutes under AddressSanitizer); each is announced on stderr
  * before it runs, so a crash names its case. QF_BAD_INPUT_CASE=qf_x runs
  * only the cases whose name contains qf_x.
- *
- * Cases whose fix belongs to code another change is reworking (the
- * scheduler, runtime/sched/) say so with PENDING(): the rest of such a case
- * is skipped (and listed) unless QF_BAD_INPUT_PENDING=1, which runs it to
- * show what still fails.
+
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -59,8 +55,6 @@ typedef struct bad_case {
 } bad_case;
 
 static bad_case *cases_head, **cases_tail = &cases_head;
-static int pending_count;
-static char pending_names[4096];
 
 /* CASE(qf_x) { ... }: the bad-input case of qf_x, registered before main. */
 #define CASE(fn_)                                                                                  \
@@ -126,29 +120,7 @@ static void clear_last(void)
                      qf_code_name(qf_last_code()), qf_last_message());                             \
     } while (0)
 
-/* The fix lives in code another change is reworking: the rest of the case
- * is skipped (and listed) unless QF_BAD_INPUT_PENDING=1. */
 static const char *current_case;
-
-static bool run_pending(const char *why)
-{
-    const char *run = getenv("QF_BAD_INPUT_PENDING");
-    if (run && strcmp(run, "1") == 0)
-        return true;
-    if (pending_count++ < 64) {
-        size_t len = strlen(pending_names);
-        snprintf(pending_names + len, sizeof(pending_names) - len, "%s%s", len ? ", " : "",
-                 current_case);
-    }
-    (void)why;
-    return false;
-}
-
-#define PENDING(why)                                                                               \
-    do {                                                                                           \
-        if (!run_pending(why))                                                                     \
-            return;                                                                                \
-    } while (0)
 
 /* A sentinel an out-parameter starts with, to see that it stays untouched. */
 #define UNTOUCHED ((void *)0x5a5a5a5a)
@@ -2237,11 +2209,7 @@ CASE(qf_queue_list_free)
 }
 
 /* ========================================================= qf_runtime.h
- *
- * The scheduler (runtime/sched/) is being reworked by another change; the
- * NULL checks its accessors lack are PENDING there (see the report of this
- * change for the patch). */
-#define SCHED_PENDING PENDING("runtime/sched/ (qf_task.c, qf_scheduler.c) is being reworked")
+ */
 
 static qf_code bogus_task(qf_task *t, void *arg)
 {
@@ -2282,13 +2250,11 @@ CASE(qf_runtime_free)
 
 CASE(qf_runtime_num_workers)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_runtime_num_workers(NULL), 0, "runtime");
 }
 
 CASE(qf_runtime_num_tasks)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_runtime_num_tasks(NULL), 0, "runtime");
 }
 
@@ -2299,19 +2265,16 @@ CASE(qf_runtime_run_once)
     cr_expect_eq(qf_runtime_run_once(rt, QF_NO_WAIT), -1, "a runtime with workers");
     EXPECT_RECORDED(QF_FAILED_PRECONDITION, "0 workers");
     qf_runtime_free(rt);
-    SCHED_PENDING;
     NEUTRAL(qf_runtime_run_once(NULL, QF_NO_WAIT), -1, "runtime");
 }
 
 CASE(qf_runtime_fd)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_runtime_fd(NULL), -1, "runtime");
 }
 
 CASE(qf_runtime_next_deadline)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_runtime_next_deadline(NULL), QF_FOREVER, "runtime");
 }
 
@@ -2328,7 +2291,6 @@ CASE(qf_task_spawn)
     qf_code rc = qf_task_join(t, soon(), NULL);
     qf_task_unref(t);
     qf_runtime_free(rt);
-    SCHED_PENDING;
     cr_expect_eq(rc, QF_INVALID_ARGUMENT, "got %d", (int)rc);
     cr_expect(strstr(qf_last_message(), "12345") != NULL, "%s", qf_last_message());
 }
@@ -2345,13 +2307,11 @@ CASE(qf_task_unref)
 
 CASE(qf_task_wake)
 {
-    SCHED_PENDING;
     REFUSED(qf_task_wake(NULL), "task");
 }
 
 CASE(qf_task_waker)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_waker(NULL), NULL, "task");
 }
 
@@ -2366,20 +2326,17 @@ CASE(qf_task_waker_init)
     cr_expect_eq(qf_task_join(t, soon(), NULL), QF_OK);
     qf_task_unref(t);
     qf_runtime_free(rt);
-    SCHED_PENDING;
     qf_waker w;
     REFUSED(qf_task_waker_init(NULL, &w), "task");
 }
 
 CASE(qf_task_sleep_until)
 {
-    SCHED_PENDING;
     REFUSED(qf_task_sleep_until(NULL, QF_FOREVER), "task");
 }
 
 CASE(qf_task_is_cancelled)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_is_cancelled(NULL), false, "task");
 }
 
@@ -2390,25 +2347,21 @@ CASE(qf_task_current)
 
 CASE(qf_task_name)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_name(NULL), NULL, "task");
 }
 
 CASE(qf_task_is_daemon)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_is_daemon(NULL), false, "task");
 }
 
 CASE(qf_task_arg)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_arg(NULL), NULL, "task");
 }
 
 CASE(qf_task_is_done)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_is_done(NULL), false, "task");
 }
 
@@ -2474,7 +2427,6 @@ CASE(qf_runtime_join_coord)
 
 CASE(qf_task_should_yield)
 {
-    SCHED_PENDING;
     NEUTRAL(qf_task_should_yield(NULL), false, "task");
 }
 
@@ -4559,8 +4511,6 @@ Test(bad_input, every_exported_function)
         c->fn();
         ran++;
     }
-    cr_log_info("%d bad-input cases; %d pending on the scheduler rework (run with "
-                "QF_BAD_INPUT_PENDING=1): %s",
-                ran, pending_count, pending_names);
+    cr_log_info("%d bad-input cases", ran);
     cr_expect_gt(ran, 0, "no case ran");
 }

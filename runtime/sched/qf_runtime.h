@@ -110,8 +110,11 @@ QF_API qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline);
  *  workers and free everything. NULL-safe. Not from inside a task. */
 QF_API void qf_runtime_free(qf_runtime *rt);
 
+/** The number of workers the runtime was made with. Wait-free. A NULL
+ *  runtime records QF_INVALID_ARGUMENT and gives 0. */
 QF_API int qf_runtime_num_workers(const qf_runtime *rt);
-/** Tasks spawned and not yet finished. Wait-free snapshot. */
+/** Tasks spawned and not yet finished. Wait-free snapshot. A NULL runtime
+ *  records QF_INVALID_ARGUMENT and gives 0. */
 QF_API int64_t qf_runtime_num_tasks(const qf_runtime *rt);
 
 /**
@@ -178,13 +181,21 @@ QF_API qf_code qf_runtime_join_coord(qf_runtime *rt, qf_coord *c, double stop_gr
  *  0-worker runtime became runnable outside a loop turn (woken by another
  *  thread, or by the host between turns) or a new earliest timer was
  *  armed; the next turn resets it. An eventfd owned by the runtime: do not
- *  read or close it. -1 for runtimes with workers. */
+ *  read or close it. -1 for runtimes with workers, and for a NULL runtime
+ *  (which records QF_INVALID_ARGUMENT). */
 QF_API int qf_runtime_fd(const qf_runtime *rt);
 
-/** qf_runtime_next_deadline() - the earliest armed timer, or QF_FOREVER. */
+/** qf_runtime_next_deadline() - the earliest armed timer, or QF_FOREVER
+ *  (also for a NULL runtime, which records QF_INVALID_ARGUMENT). */
 QF_API qf_deadline qf_runtime_next_deadline(qf_runtime *rt);
 
-/* ------------------------------------------------------------------ tasks */
+/* ------------------------------------------------------------------ tasks
+ *
+ * The task calls below that take a task record QF_INVALID_ARGUMENT naming
+ * it when it is NULL and do nothing (accessors give NULL, false or 0).
+ * A task function returns QF_OK, an error code, QF_PENDING or QF_YIELD;
+ * any other value ends the task with QF_INVALID_ARGUMENT and a message
+ * that names the value. */
 
 typedef struct qf_task_options {
     /* Copied; shown in join reports and as the Coordinator member name. */

@@ -304,6 +304,10 @@ static void publish_next_timer(qf_runtime *rt)
 
 void qf_task_sleep_until(qf_task *t, qf_deadline deadline)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_sleep_until: task is NULL");
+        return;
+    }
     qf_runtime *rt = t->rt;
     bool earliest = false;
     qf__lock(&rt->timer_lock);
@@ -380,6 +384,10 @@ static void fire_timers(qf_runtime *rt)
 
 qf_deadline qf_runtime_next_deadline(qf_runtime *rt)
 {
+    if (!rt) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_next_deadline: runtime is NULL");
+        return QF_FOREVER;
+    }
     return atomic_load_explicit(&rt->next_timer, memory_order_acquire);
 }
 
@@ -393,8 +401,12 @@ static bool other_work(qf__worker *w)
 
 bool qf_task_should_yield(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_should_yield: task is NULL");
+        return false;
+    }
     qf__worker *w = tls_worker;
-    if (!t || !w || w->rt != t->rt)
+    if (!w || w->rt != t->rt)
         return false;
     return w->next_slot != NULL || other_work(w);
 }
@@ -589,21 +601,37 @@ qf_runtime *qf_runtime_default(void)
 
 int qf_runtime_num_workers(const qf_runtime *rt)
 {
+    if (!rt) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_num_workers: runtime is NULL");
+        return 0;
+    }
     return rt->nworkers;
 }
 
 int64_t qf_runtime_num_tasks(const qf_runtime *rt)
 {
+    if (!rt) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_num_tasks: runtime is NULL");
+        return 0;
+    }
     return atomic_load_explicit(&((qf_runtime *)rt)->live_n, memory_order_acquire);
 }
 
 int qf_runtime_fd(const qf_runtime *rt)
 {
+    if (!rt) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_fd: runtime is NULL");
+        return -1;
+    }
     return rt->efd;
 }
 
 int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline)
 {
+    if (!rt) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_run_once: runtime is NULL");
+        return -1;
+    }
     if (rt->nworkers != 0) {
         qf_set_error(QF_FAILED_PRECONDITION,
                      "qf_runtime_run_once needs a runtime with 0 workers (this one has %d)",

@@ -119,6 +119,10 @@ qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void 
 
 void qf_task_wake(qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_wake: task is NULL");
+        return;
+    }
     uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
     for (;;) {
         if (s == T_PARKED) {
@@ -193,6 +197,15 @@ void qf__task_run(qf__worker *w, qf_task *t)
     qf__set_in_task(false);
     qf__set_current_task(NULL);
 
+    if (rc != QF_PENDING && rc != QF_YIELD && !qf_code_is_valid((int)rc)) {
+        /* Not a code: the task ends with an error that says what it
+         * returned, rather than with a value nobody can interpret. */
+        qf_set_error(QF_INVALID_ARGUMENT,
+                     "Task '%s' returned %d, which is neither a qf_code nor QF_PENDING or "
+                     "QF_YIELD",
+                     t->name, (int)rc);
+        rc = QF_INVALID_ARGUMENT;
+    }
     if ((rc == QF_PENDING || rc == QF_YIELD) && cancel_seen) {
         /* Shutdown asked it to stop and it did not: end it here rather
          * than let it park forever. */
@@ -225,36 +238,64 @@ void qf__task_run(qf__worker *w, qf_task *t)
 
 qf_waker *qf_task_waker(qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_waker: task is NULL");
+        return NULL;
+    }
     return &t->waker;
 }
 
 void qf_task_waker_init(qf_task *t, qf_waker *w)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_waker_init: task is NULL");
+        return;
+    }
     qf_waker_init(w, on_task_wake, t);
 }
 
 bool qf_task_is_daemon(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_is_daemon: task is NULL");
+        return false;
+    }
     return t->daemon;
 }
 
 bool qf_task_is_cancelled(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_is_cancelled: task is NULL");
+        return false;
+    }
     return atomic_load_explicit(&((qf_task *)t)->cancelled, memory_order_acquire);
 }
 
 const char *qf_task_name(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_name: task is NULL");
+        return NULL;
+    }
     return t->name;
 }
 
 void *qf_task_arg(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_arg: task is NULL");
+        return NULL;
+    }
     return t->arg;
 }
 
 bool qf_task_is_done(const qf_task *t)
 {
+    if (!t) {
+        qf_set_error(QF_INVALID_ARGUMENT, "qf_task_is_done: task is NULL");
+        return false;
+    }
     return atomic_load_explicit(&((qf_task *)t)->done, memory_order_acquire) != 0;
 }
 
