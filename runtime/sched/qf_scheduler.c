@@ -461,6 +461,15 @@ static qf_task *search(qf__worker *w)
     qf_task *t = NULL;
     for (int round = 0; round < SEARCH_ROUNDS; round++) {
         fire_timers(rt);
+        /* A timer that fired here woke its task into this worker's next
+         * slot (qf__schedule() on a worker thread): run it, or it would
+         * sit there while this worker sleeps (found by the serving
+         * batcher's stress test: a task executor parked on its timer
+         * never ran again). */
+        if ((t = w->next_slot)) {
+            w->next_slot = NULL;
+            break;
+        }
         if ((t = pop_global(w)) || (t = steal(w)) || (t = pop_local(w)))
             break;
         if (atomic_load_explicit(&rt->stopping, memory_order_relaxed))
