@@ -25,7 +25,7 @@ static void (*const groups[])(void) = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: qflow-bench [options]\n"
-               "  --quick            small work sizes: the whole run takes under 60 s on 2 cores\n"
+               "  --quick            small work sizes: a few minutes at most on 2 cores\n"
                "                     (default: full sizes, a few minutes)\n"
                "  --filter REGEX     run only cases whose \"bench/impl\" matches the POSIX\n"
                "                     extended REGEX (e.g. 'tput.p1c1', '/qflow$')\n"
