@@ -213,6 +213,12 @@ static unsigned ring_limit(qf_queue *q)
  * with *ret_err), false when there is no room for all n. */
 static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, qf_code *ret_err)
 {
+    /* This producer's own earlier ring slots may be marked but not carried
+     * yet (qf_ring-impl.h note 4); a consumer that finds the ring dry takes
+     * from the list, so they must be visible before anything goes behind
+     * them. */
+    if (!q->single_producer)
+        qf__ring_wait_carried(&q->ring);
     qf__lock(&q->side_lock);
     if (!q->unbounded_cap) {
         uint64_t used = qf__ring_reserved(&q->ring) + q->overflow.len +
@@ -396,6 +402,15 @@ static size_t take_side(qf_queue *q, void **out, size_t min, size_t max, size_t 
         if (r == 0 && r_min > 0) {
             qf__unlock(&q->side_lock);
             return 0;
+        }
+        /* A take can stop at the consumers' cached p_tail while more is
+         * published; before the list's turn the ring must be really dry
+         * (a take that finds the cache empty loads p_tail itself). */
+        while (o > 0 && r < max - a) {
+            size_t more = qf__ring_take(&q->ring, out + a + r, 1, max - a - r, q->single_consumer);
+            if (more == 0)
+                break;
+            r += more;
         }
     }
     qf__deque_pop_front(&q->stash, out, a);

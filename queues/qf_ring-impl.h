@@ -333,6 +333,24 @@ static inline bool qf__ring_in_flight(qf__ring *r)
     return QF__LD(&r->ring.p_head, SEQ_CST) != QF__LD(&r->ring.p_tail, SEQ_CST);
 }
 
+/* Wait until every reservation made before this call is visible to
+ * consumers (p_tail has reached the p_head read here). Multi-producer only;
+ * the owners are between reserve and publish, which never waits (note 4),
+ * so this ends; a descheduled owner is waited for by yielding. The FIFO
+ * engine calls it before it puts anything behind the ring (the overflow
+ * list), so that no producer's later elements overtake its own earlier
+ * ones that are marked but not yet carried. */
+static inline void qf__ring_wait_carried(qf__ring *r)
+{
+    unsigned h = QF__LD(&r->ring.p_head, SEQ_CST);
+    for (unsigned spins = 0; (int)(h - QF__LD(&r->ring.p_tail, SEQ_CST)) > 0; spins++) {
+        if (spins < 64)
+            qf__cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
 /* One value, single producer (the runtime's local run queues). */
 static inline bool qf__ring_push_sp(qf__ring *r, void *v)
 {

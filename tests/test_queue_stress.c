@@ -156,6 +156,24 @@ Test(queue_stress, unbounded_mpmc, .timeout = 300)
     run(-1, 0, 4, 2, 400000, 5);
 }
 
+/* Past the unbounded queue's ring, elements go to an overflow list. Two
+ * ways a producer's later elements once overtook its earlier ones there
+ * (unbounded_mpmc and the 8x3 below each failed 2-3 runs in 20 before the
+ * fix): a consumer whose cached
+ * p_tail was behind took from the list while the ring still held older
+ * elements, and a producer whose ring slots were marked but not carried yet
+ * (qf_ring-impl.h note 4) put its next ones on the list. Oversubscribed,
+ * and with one consumer, where per-producer order is the whole order. */
+Test(queue_stress, unbounded_oversubscribed_8x3, .timeout = 300)
+{
+    run(-1, 0, 8, 3, 400000, 3);
+}
+
+Test(queue_stress, unbounded_many_producers_one_consumer, .timeout = 300)
+{
+    run(-1, 0, 6, 1, 400000, 5);
+}
+
 /* The sleep/wake pairing (qf_fence-impl.h): with spinning off every wait
  * goes through register, wait bit, heavy fence, re-check; a ping-pong over
  * two capacity-1 queues makes each hand-off race a publish against a
