@@ -15,36 +15,37 @@
 
 #define MAX_COMPONENTS QF__MAX_COMPONENTS
 
-struct qf_element {
-    size_t n;
-    char **names;        /* NULL, or n distinct non-empty strings */
-    qf__home *home;      /* NULL, or the block it shares with its first tensors */
-    uint8_t block_class; /* qf__block_alloc()'s, when home is NULL */
-    qf_tensor *comps[];
-};
-
 /* Largest key + value kept in one home block. A tensor taken out of such an
  * element keeps the whole block alive, so big values get blocks of their
  * own rather than pinning each other. */
 #define HOME_MAX_BYTES 4096
 
-qf_element *qf_element_new(size_t n)
+/* An element of n components whose slots the caller fills. */
+static qf_element *element_alloc(size_t n)
 {
     if (n == 0 || n > MAX_COMPONENTS) {
         qf_set_error(QF_INVALID_ARGUMENT, "An element needs 1 to %d components, got %zu",
                      MAX_COMPONENTS, n);
         return NULL;
     }
-    size_t bytes = sizeof(qf_element) + n * sizeof(qf_tensor *);
     uint8_t cls;
-    qf_element *e = qf__block_alloc(bytes, &cls);
+    qf_element *e = qf__block_alloc(sizeof(qf_element) + n * sizeof(qf_tensor *), &cls);
     if (!e) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating an element of %zu components", n);
         return NULL;
     }
-    memset(e, 0, bytes);
     e->n = n;
+    e->names = NULL;
+    e->home = NULL;
     e->block_class = cls;
+    return e;
+}
+
+qf_element *qf_element_new(size_t n)
+{
+    qf_element *e = element_alloc(n);
+    if (e)
+        memset(e->comps, 0, n * sizeof(e->comps[0]));
     return e;
 }
 
@@ -54,13 +55,14 @@ qf_element *qf_element_of(size_t n, qf_tensor *const *tensors)
         qf_set_error(QF_INVALID_ARGUMENT, "tensors is NULL");
         return NULL;
     }
-    qf_element *e = qf_element_new(n);
+    qf_element *e = element_alloc(n);
     if (!e) {
         for (size_t i = 0; i < n; i++)
             qf_tensor_unref(tensors[i]);
         return NULL;
     }
-    memcpy(e->comps, tensors, n * sizeof(e->comps[0]));
+    for (size_t i = 0; i < n; i++)
+        e->comps[i] = tensors[i];
     return e;
 }
 
@@ -68,7 +70,8 @@ void qf_element_free(qf_element *e)
 {
     if (!e)
         return;
-    free(e->names);
+    if (e->names)
+        free(e->names);
     if (!e->home) {
         for (size_t i = 0; i < e->n; i++)
             qf_tensor_unref(e->comps[i]);

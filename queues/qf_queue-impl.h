@@ -201,6 +201,13 @@ void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
 
 /* Validation (qf_queue_validate.c). All set the thread's last error. */
 qf_code qf__validate_element(const qf_queue *q, qf_element *e);
+/* True when e passes qf__validate_element() and the move check with nothing
+ * to reorder or report: no names on either side, the right count, every
+ * component present with the queue's dtype and exact shape (not a padding
+ * queue), none owning pointers. Records nothing; false says only "take
+ * the full checks", which report the reason. A few field reads per
+ * component: the typed enqueue's common case. */
+bool qf__element_plainly_fits(const qf_queue *q, const qf_element *e);
 /* Checks a batch; *ret_rows gets the 0th dimension. */
 qf_code qf__validate_batch(const qf_queue *q, qf_element *batch, int64_t *ret_rows);
 qf_code qf__check_many_allowed(const qf_queue *q, int64_t n, bool up_to);

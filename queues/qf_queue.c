@@ -497,11 +497,14 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
 {
     if (!q || !elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "element" : "queue");
-    qf_code rc = qf__validate_element(q, elem);
-    if (rc == QF_OK)
-        rc = check_ptr_movable(q, elem);
-    if (rc != QF_OK)
-        return rc;
+    qf_code rc;
+    if (!qf__element_plainly_fits(q, elem)) {
+        rc = qf__validate_element(q, elem);
+        if (rc == QF_OK)
+            rc = check_ptr_movable(q, elem);
+        if (rc != QF_OK)
+            return rc;
+    }
     if (!q->inline_mode)
         return engine_put(q, (void *const *)&elem, 1, w, NULL);
     void *v = inline_bits(q, qf_element_get(elem, 0));
@@ -1218,7 +1221,7 @@ qf_code qf__queue_poll_put_elem(qf_queue *q, qf_element *e, qf_waker *wk, qf__pu
 {
     if (!tk || !wk || !q || !e || q->ops != &qf__fifo_ops || q->inline_mode)
         return qf_queue_poll_enqueue(q, e, wk);
-    if (!tk->active) {
+    if (!tk->active && !qf__element_plainly_fits(q, e)) {
         qf_code rc = qf__validate_element(q, e);
         if (rc == QF_OK)
             rc = check_ptr_movable(q, e);

@@ -10,6 +10,7 @@
 
 #include "qf_queue-impl.h"
 #include "qf_status.h"
+#include "qf_tensor-impl.h"
 
 #define SHAPE_TXT 160
 
@@ -100,6 +101,28 @@ static qf_code shape_mismatch(size_t i, const qf_shape *want, const qf_shape *go
     return qf_set_error(QF_INVALID_ARGUMENT,
                         "Shape mismatch in tuple component %zu. Expected %s, got %s", i,
                         qf_shape_format(want, a, sizeof(a)), qf_shape_format(got, b, sizeof(b)));
+}
+
+bool qf__element_plainly_fits(const qf_queue *q, const qf_element *e)
+{
+    if (q->names || e->names || e->n != q->ncomp || (q->shapes && q->padded))
+        return false;
+    for (size_t i = 0; i < q->ncomp; i++) {
+        const qf_tensor *t = e->comps[i];
+        if (!t || t->dtype != q->dtypes[i] || (t->dtype == QF_PTR && t->dtor))
+            return false;
+        if (!q->shapes)
+            continue;
+        /* A tensor's shape is fully defined, so equal ranks and dimensions
+         * are qf_shape_equal()'s verdict. */
+        const qf_shape *want = &q->shapes[i];
+        if (t->shape.rank != want->rank)
+            return false;
+        for (int d = 0; d < want->rank; d++)
+            if (t->shape.dims[d] != want->dims[d])
+                return false;
+    }
+    return true;
 }
 
 qf_code qf__validate_element(const qf_queue *q, qf_element *e)

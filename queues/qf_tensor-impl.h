@@ -12,18 +12,60 @@
 #ifndef QF_TENSOR_IMPL_H
 #define QF_TENSOR_IMPL_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "qf_tensor.h"
+
+/* The layouts, here so that the queue's per-element checks and the scalar
+ * fast paths read fields instead of calling an accessor per field. Only
+ * qf_tensor.c and qf_element.c write them. */
+typedef struct qf__home {
+    _Atomic uint32_t live; /* objects in the block not yet destroyed */
+} qf__home;
+
+struct qf_tensor {
+    _Atomic uint32_t refs;
+    qf_dtype dtype;
+    qf_ptr_dtor dtor;
+    int64_t n; /* number of elements */
+    size_t nbytes;
+    /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
+     * arena_used are handed out. Both 0 for other dtypes. */
+    size_t arena_cap;
+    size_t arena_used;
+    /* NULL: the tensor is its own allocation. Else it lives in a block
+     * shared with other objects (see qf_tensor-impl.h), released instead
+     * of freed. */
+    qf__home *home;
+    /* NULL, or (QF_STRING built by qf__stack_rows_borrowed()) the n row
+     * slots whose values string i borrows while s[i].data still points at
+     * them; released when the tensor is destroyed. */
+    void **held;
+    /* No string was replaced since the tensor borrowed them all: destroying
+     * it frees none. */
+    bool all_borrowed;
+    /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
+     * malloc()). */
+    uint8_t block_class;
+    qf_shape shape;
+    alignas(max_align_t) unsigned char buf[];
+};
+
+struct qf_element {
+    size_t n;
+    char **names;        /* NULL, or n distinct non-empty strings */
+    qf__home *home;      /* NULL, or the block it shares with its first tensors */
+    uint8_t block_class; /* qf__block_alloc()'s, when home is NULL */
+    qf_tensor *comps[];
+};
 
 /* Components an element holds at most (qf_element_new()); queues hold
  * elements, so it bounds their num_components too. */
 #define QF__MAX_COMPONENTS 4096
-
-typedef struct qf__home {
-    _Atomic uint32_t live; /* objects in the block not yet destroyed */
-} qf__home;
 
 /* One object (k objects) of the block is gone; the last frees the block.
  * Any thread. */

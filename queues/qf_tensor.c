@@ -40,34 +40,6 @@
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
-struct qf_tensor {
-    _Atomic uint32_t refs;
-    qf_dtype dtype;
-    qf_ptr_dtor dtor;
-    int64_t n; /* number of elements */
-    size_t nbytes;
-    /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
-     * arena_used are handed out. Both 0 for other dtypes. */
-    size_t arena_cap;
-    size_t arena_used;
-    /* NULL: the tensor is its own allocation. Else it lives in a block
-     * shared with other objects (see qf_tensor-impl.h), released instead
-     * of freed. */
-    qf__home *home;
-    /* NULL, or (QF_STRING built by qf__stack_rows_borrowed()) the n row
-     * slots whose values string i borrows while s[i].data still points at
-     * them; released when the tensor is destroyed. */
-    void **held;
-    /* No string was replaced since the tensor borrowed them all: destroying
-     * it frees none. */
-    bool all_borrowed;
-    /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
-     * malloc()). */
-    uint8_t block_class;
-    qf_shape shape;
-    alignas(max_align_t) unsigned char buf[];
-};
-
 /* Longest text qf_shape_format() can produce: 8 dims of up to 19 digits,
  * commas, brackets and the NUL. */
 #define SHAPE_TEXT 192
@@ -466,35 +438,57 @@ qf_tensor *qf_tensor_new_from(qf_dtype dt, const qf_shape *shape, const void *da
     return t;
 }
 
-static qf_tensor *new_scalar(qf_dtype dt, const void *v)
+/* A scalar of a numeric or bool dtype: nothing to validate, and the header
+ * is written field by field (no memset of the whole block): the typed
+ * element path makes one of these per item. */
+static inline qf_tensor *new_scalar(qf_dtype dt, const void *v, size_t sz)
 {
-    qf_shape s = qf_shape_scalar();
-    return qf_tensor_new_from(dt, &s, v, qf_dtype_size(dt));
+    uint8_t cls;
+    qf_tensor *t = qf__block_alloc(sizeof(qf_tensor) + sz, &cls);
+    if (!t) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a scalar tensor of type %s",
+                     qf_dtype_name(dt));
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->dtype = dt;
+    t->dtor = NULL;
+    t->n = 1;
+    t->nbytes = sz;
+    t->arena_cap = 0;
+    t->arena_used = 0;
+    t->home = NULL;
+    t->held = NULL;
+    t->all_borrowed = false;
+    t->block_class = cls;
+    memset(&t->shape, 0, sizeof(t->shape));
+    memcpy(t->buf, v, sz);
+    return t;
 }
 
 qf_tensor *qf_tensor_new_bool(bool v)
 {
-    return new_scalar(QF_BOOL, &v);
+    return new_scalar(QF_BOOL, &v, sizeof v);
 }
 
 qf_tensor *qf_tensor_new_i32(int32_t v)
 {
-    return new_scalar(QF_INT32, &v);
+    return new_scalar(QF_INT32, &v, sizeof v);
 }
 
 qf_tensor *qf_tensor_new_i64(int64_t v)
 {
-    return new_scalar(QF_INT64, &v);
+    return new_scalar(QF_INT64, &v, sizeof v);
 }
 
 qf_tensor *qf_tensor_new_f32(float v)
 {
-    return new_scalar(QF_FLOAT32, &v);
+    return new_scalar(QF_FLOAT32, &v, sizeof v);
 }
 
 qf_tensor *qf_tensor_new_f64(double v)
 {
-    return new_scalar(QF_FLOAT64, &v);
+    return new_scalar(QF_FLOAT64, &v, sizeof v);
 }
 
 /* Fills *dst (assumed empty) with a copy of s; an empty string stays NULL. */
