@@ -3,9 +3,12 @@
  * typed tensors makes: a tensor and an element per item on each side
  * (qf_tensor_new_i64, qf_element_of, qf_queue_enqueue; qf_queue_dequeue,
  * qf_element_free). The value carried is the benchmark's pointer value as
- * an int64. Set beside the pointer queue (impl "qflow") in one run, it
- * shows what the element path costs (issue 18: >= 0.5x the pointer queue,
- * no allocation in the steady state). */
+ * an int64. Such a queue stores the numbers in its slots (qf_queue_is_inline()),
+ * so the tensor and element a producer made are freed on its own thread by
+ * the enqueue and the consumer's come from its own caches. Set beside the
+ * pointer queue (impl "qflow") in one run, it shows what the element path
+ * costs (issue 18: >= 0.5x the pointer queue, no allocation in the steady
+ * state). */
 #include <stdint.h>
 
 #include "baseline.h"

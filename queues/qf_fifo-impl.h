@@ -11,12 +11,6 @@
 #include "qf_queue-impl.h"
 #include "qf_queue_put-impl.h"
 
-/* What a producer that reserved ring slots after a close publishes there
- * instead of elements; consumers drop it. 8-aligned: an odd address would
- * read as a row slot (qf_strblock-impl.h). */
-extern char qf__fifo_tombstone_object;
-#define QF__TOMBSTONE ((void *)&qf__fifo_tombstone_object)
-
 /* --- qf_fifo_queue.c --------------------------------------------------- */
 
 /* Put what fits now of slots[0..n) (all or nothing when `all`): the ring,

@@ -29,9 +29,10 @@
  * decides alone, so two holders never wait on each other.
  *
  * Tombstones. A producer that reserved slots and then finds the queue closed cannot hand the slots
- * back (later producers may hold later slots), so it publishes tombstones there, which consumers
- * drop, and fails. Hence a reservation either becomes an element delivered before end-of-data, or a
- * failed enqueue; never an element stranded behind an end-of-data.
+ * back (later producers may hold later slots), so it publishes tombstones there (tags beside the
+ * slots, qf_ring-impl.h note 7), which consumers drop, and fails. Hence a reservation either
+ * becomes an element delivered before end-of-data, or a failed enqueue; never an element stranded
+ * behind an end-of-data.
  */
 #include <limits.h>
 #include <sched.h>
@@ -45,8 +46,6 @@
 
 /* Waits for an in-flight publication before a try form gives up. */
 #define INFLIGHT_SPINS 64
-
-_Alignas(8) char qf__fifo_tombstone_object;
 
 /* ---------------------------------------------------------------- errors */
 
@@ -260,9 +259,8 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
             qf_code err = qf__fifo_closed_for(q, state_sc(q), pending);
             if (err != QF_OK) {
                 /* Reserved after a close: publish tombstones, fail. */
-                atomic_fetch_add_explicit(&q->tomb_n, (uint32_t)k, memory_order_relaxed);
                 for (size_t i = 0; i < k; i++)
-                    qf__ring_write(&q->ring, ticket + (unsigned)i, QF__TOMBSTONE);
+                    qf__ring_write_tombstone(&q->ring, ticket + (unsigned)i);
                 published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
                 *ret_err = err;
                 break;
@@ -373,18 +371,6 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
 
 /* ------------------------------------------------------------- consumers */
 
-/* Compact n taken slots, dropping tombstones; returns the real count. */
-static size_t drop_tombstones(qf_queue *q, void **slots, size_t n)
-{
-    size_t real = 0;
-    for (size_t i = 0; i < n; i++)
-        if (slots[i] != QF__TOMBSTONE)
-            slots[real++] = slots[i];
-    if (real != n)
-        atomic_fetch_sub_explicit(&q->tomb_n, (uint32_t)(n - real), memory_order_relaxed);
-    return real;
-}
-
 /* With a stash or an overflow list: in order stash, ring, overflow, at
  * least min of them or none, under the side lock (which holds the stash
  * and the overflow list still; the ring only shrinks under other consumers
@@ -396,38 +382,37 @@ static size_t take_side(qf_queue *q, void **out, size_t min, size_t max, size_t 
     size_t s = q->stash.len, o = q->overflow.len;
     size_t a = s < max ? s : max;
     size_t r_min = min > a + o ? min - a - o : 0;
-    size_t r = 0;
+    size_t r = 0, freed = 0;
     if (a < max) {
-        r = qf__ring_take(&q->ring, out + a, r_min ? r_min : 1, max - a, q->single_consumer);
-        if (r == 0 && r_min > 0) {
+        r = qf__ring_take(&q->ring, out + a, r_min ? r_min : 1, max - a, q->single_consumer,
+                          &freed);
+        if (freed == 0 && r_min > 0) {
             qf__unlock(&q->side_lock);
+            *ret_freed = 0;
             return 0;
         }
         /* A take can stop at the consumers' cached p_tail while more is
          * published; before the list's turn the ring must be really dry
          * (a take that finds the cache empty loads p_tail itself). */
         while (o > 0 && r < max - a) {
-            size_t more = qf__ring_take(&q->ring, out + a + r, 1, max - a - r, q->single_consumer);
-            if (more == 0)
+            size_t slots;
+            r += qf__ring_take(&q->ring, out + a + r, 1, max - a - r, q->single_consumer, &slots);
+            if (slots == 0)
                 break;
-            r += more;
+            freed += slots;
         }
     }
     qf__deque_pop_front(&q->stash, out, a);
     atomic_fetch_sub_explicit(&q->stash_n, (uint32_t)a, memory_order_seq_cst);
     size_t k = a + r, from_o = 0;
-    if (k < max && r < max - a && o > 0) {
+    if (k < max && o > 0) {
         /* The ring ran dry: the overflow list's elements are next. */
         from_o = qf__deque_pop_front(&q->overflow, out + k, max - k);
         atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)from_o, memory_order_seq_cst);
     }
     qf__unlock(&q->side_lock);
-    *ret_freed = r + from_o;
-    /* Tombstones can only be among the ring's slots. */
-    size_t real_r = drop_tombstones(q, out + a, r);
-    if (real_r != r && from_o)
-        memmove(out + a + real_r, out + a + r, from_o * sizeof(void *));
-    return a + real_r + from_o;
+    *ret_freed = freed + from_o;
+    return k + from_o;
 }
 
 /* Take between min and max elements now, or none (fewer than min only when
@@ -437,8 +422,7 @@ static size_t take_now(qf_queue *q, void **out, size_t min, size_t max)
     size_t freed = 0, k;
     if (atomic_load_explicit(&q->stash_n, memory_order_acquire) == 0 &&
         !(q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire))) {
-        freed = qf__ring_take(&q->ring, out, min, max, q->single_consumer);
-        k = freed ? drop_tombstones(q, out, freed) : 0;
+        k = qf__ring_take(&q->ring, out, min, max, q->single_consumer, &freed);
     } else {
         k = take_side(q, out, min, max, &freed);
     }
@@ -582,7 +566,7 @@ int64_t qf__fifo_size(const qf_queue *q)
 {
     qf_queue *mq = (qf_queue *)q;
     int64_t n = ring_count(&mq->ring);
-    n -= atomic_load_explicit(&mq->tomb_n, memory_order_relaxed);
+    n -= atomic_load_explicit(&mq->ring.tomb_n, memory_order_relaxed);
     if (n < 0)
         n = 0; /* a tombstone counted before its slot was published */
     n += atomic_load_explicit(&mq->stash_n, memory_order_relaxed);
@@ -618,10 +602,12 @@ void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
     while ((k = qf__deque_pop_front(&q->stash, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);
-    while ((k = qf__ring_take(&q->ring, buf, 1, 64, true)) > 0)
+    size_t slots;
+    do {
+        k = qf__ring_take(&q->ring, buf, 1, 64, true, &slots);
         for (size_t i = 0; i < k; i++)
-            if (buf[i] != QF__TOMBSTONE)
-                release(q, buf[i]);
+            release(q, buf[i]);
+    } while (slots > 0);
     while ((k = qf__deque_pop_front(&q->overflow, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(q, buf[i]);

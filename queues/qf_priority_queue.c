@@ -8,9 +8,9 @@
  * priority with TensorFlow's text (spec 102); names, when given, become
  * ["priority"] + names (a caller's component may therefore not be named
  * "priority"). A queue of priorities only (num_components == 0) is allowed,
- * as in TensorFlow, and has shapes [[]]. It is not inline: qf_queue.c
- * stores only pointers and numbers of at most 4 bytes in slots, so the
- * inline heap storage below is kept for that rule changing, unused today.
+ * as in TensorFlow, and has shapes [[]]; its one int64 scalar component
+ * makes it inline (qf_queue.c stores numbers of up to 8 bytes in the
+ * slots), so it uses the inline heap storage below.
  *
  * Without shapes: the queue has none (so dequeue_many and dequeue_up_to are
  * refused, spec 105), and this file checks that each priority is a scalar

@@ -119,9 +119,6 @@ struct qf_queue {
     /* Side storage: put-backs (front) and unbounded overflow (back). */
     _Alignas(64) _Atomic uint32_t stash_n;
     _Atomic uint32_t overflow_n;
-    /* Tombstones published and not yet taken (qf_fifo_queue.c); only
-     * enqueues that lose a race with close write any, so it stays cold. */
-    _Atomic uint32_t tomb_n;
     _Atomic uint32_t side_lock;
     qf__deque stash;
     qf__deque overflow;

@@ -24,27 +24,26 @@
 
 /* ------------------------------------------------------------- creation */
 
-/* The FIFO engine marks abandoned ring slots with a private sentinel
- * address, which no user pointer can equal. Numbers up to 4 bytes are stored
- * with the top bit of the slot set (see number_slot()), which no user-space
- * address has, so they cannot equal it either; 8-byte numbers could, and go
- * through the element path instead. */
+/* Values a slot can hold itself: pointers and numbers of up to 8 bytes,
+ * any bit pattern (abandoned slots are tagged beside the ring, not marked
+ * by a reserved value: qf_ring-impl.h note 7). Strings and sparse tensors
+ * own storage and stay elements. */
 static bool inline_dtype(qf_dtype dt)
 {
 #if UINTPTR_MAX == UINT64_MAX && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return dt == QF_PTR || (dt != QF_STRING && qf_dtype_size(dt) <= 4);
+    return dt == QF_PTR ||
+           (dt != QF_STRING && dt != QF_SPARSE && qf_dtype_size(dt) <= sizeof(void *));
 #else
     return dt == QF_PTR;
 #endif
 }
 
-/* A number of sz <= 4 bytes as a slot value: its bytes first (so memcpy
- * back out of the slot works), the top bit set. */
+/* A number of sz <= 8 bytes as a slot value: its bytes first, so memcpy
+ * back out of the slot works. */
 static void *number_slot(const void *src, size_t sz)
 {
     uintptr_t u = 0;
     memcpy(&u, src, sz);
-    u |= (uintptr_t)1 << (sizeof(uintptr_t) * 8 - 1);
     return (void *)u;
 }
 
@@ -458,8 +457,7 @@ static qf_element *inline_element(const qf_queue *q, void *v)
     if (q->dtypes[0] == QF_PTR) {
         t = qf_tensor_new_scalar_ptr(v, q->ptr_dtor);
     } else {
-        qf_shape sh = qf_shape_scalar();
-        t = qf_tensor_new_from(q->dtypes[0], &sh, &v, qf_dtype_size(q->dtypes[0]));
+        t = qf__tensor_new_scalar(q->dtypes[0], &v);
     }
     if (!t)
         return NULL;

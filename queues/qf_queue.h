@@ -279,9 +279,11 @@ QF_API const qf_shape *qf_queue_shape(const qf_queue *q, size_t i);
 /** Component i's name, or NULL when the queue has no names. */
 QF_API const char *qf_queue_component_name(const qf_queue *q, size_t i);
 /** True when the queue stores values in its slots rather than elements:
- *  one scalar component of QF_PTR or of a number type of at most 4 bytes
- *  (on 64-bit little-endian targets). The _ptr calls apply to QF_PTR
- *  inline queues. Either way the element API behaves the same. */
+ *  one scalar component of QF_PTR or of a number or bool type of at most 8
+ *  bytes (int64, float64, complex64 and the smaller ones; on 64-bit
+ *  little-endian targets). An element enqueued there is freed by the
+ *  enqueue and a dequeue makes a new one, on the calling thread's caches. The _ptr calls apply to
+ * QF_PTR inline queues. Either way the element API behaves the same. */
 QF_API bool qf_queue_is_inline(const qf_queue *q);
 /** The destructor the queue runs on QF_PTR objects it still holds when
  *  freed (qf_queue_options.ptr_dtor), or NULL. */

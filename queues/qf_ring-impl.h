@@ -70,6 +70,24 @@
  *     real happens-before edges; a multi-consumer's stale read of a slot
  *     that is being rewritten is an atomic relaxed load whose value is
  *     discarded when its CAS fails.
+ *  7. Tombstones are tags, not values. A producer that reserved slots and
+ *     then finds its queue closed cannot give them back, so it abandons
+ *     them: per slot index i it stores tombs[i & mask] = i + 1 (and counts
+ *     it in tomb_n) before publishing. Any value may be a real element (a
+ *     queue of int64 stores the numbers themselves), so no slot value can
+ *     mean "abandoned". A consumer, while some tombstone is out (tomb_n !=
+ *     0), reads the tags of the slots it takes together with their values,
+ *     before its claim (after it, a later lap may tag the slot), drops the
+ *     tagged ones, and after the claim resets each tag with a CAS from
+ *     i + 1 to i (a later lap's tag stays). As with the marks, i and
+ *     i + k * slots + 1 differ in parity, so a reset or initial tag never
+ *     reads as current. Ordering: tag and count stores, then the publish
+ *     (release, or the mark a carrier acquires) -> the consumer's acquire
+ *     of p_tail (or of its cached copy, stored with release by a consumer
+ *     that acquired p_tail) -> its loads of tomb_n and the tags. tomb_n
+ *     cannot read 0 while an unclaimed tombstone the consumer can see is
+ *     out: that tombstone's increment happens before the look and its
+ *     decrement after its claim.
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
@@ -88,11 +106,13 @@ typedef struct qf__ring {
     ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
     ck_ring_buffer_t *buf;
     unsigned mask;
-    unsigned cap;                        /* most slots in use at once (<= mask) */
-    bool sym;                            /* full fences on both sides (qf__ring_set_symmetric()) */
-    _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
-    _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
-    _Atomic uint32_t *marks;             /* slots written, waiting to be carried (note 4) */
+    unsigned cap;                         /* most slots in use at once (<= mask) */
+    bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
+    _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
+    _Alignas(64) unsigned cons_cached_p;  /* consumers' copy of p_tail */
+    _Atomic uint32_t *marks;              /* slots written, waiting to be carried (note 4) */
+    _Atomic uint32_t *tombs;              /* slots abandoned by their producer (note 7) */
+    _Alignas(64) _Atomic uint32_t tomb_n; /* tombstones published or about to be, not taken */
 } qf__ring;
 
 #ifdef QF_RACE_WIDENING
@@ -105,15 +125,17 @@ typedef struct qf__ring {
 #define QF__ST(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
 /* Bytes a ring of `slots` needs besides the ck_ring struct: the value
- * slots and, for multi-producer use, the marks (qf__ring_init()). */
+ * slots and, for a queue's ring, the marks and tombstone tags
+ * (qf__ring_init()). */
 static inline size_t qf__ring_storage_bytes(unsigned slots)
 {
-    return (size_t)slots * (sizeof(ck_ring_buffer_t) + sizeof(uint32_t));
+    return (size_t)slots * (sizeof(ck_ring_buffer_t) + 2 * sizeof(uint32_t));
 }
 
-/* `buf`: qf__ring_storage_bytes(slots) bytes for a ring any number of
- * producers may use, or just the value slots for a single-producer ring
- * (multi_producer false: no marks). */
+/* `buf`: qf__ring_storage_bytes(slots) bytes for a queue's ring, which any
+ * number of producers may use and which may hold tombstones, or just the
+ * value slots for a single-producer ring of values that are never
+ * abandoned (multi_producer false: the runtime's run queues). */
 static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned slots, unsigned cap,
                                  bool multi_producer)
 {
@@ -126,10 +148,15 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->prod_cached_c = 0;
     r->cons_cached_p = 0;
     r->marks = NULL;
+    r->tombs = NULL;
+    atomic_init(&r->tomb_n, 0);
     if (multi_producer) {
         r->marks = (_Atomic uint32_t *)(void *)(buf + slots);
-        for (unsigned i = 0; i < slots; i++)
+        r->tombs = r->marks + slots;
+        for (unsigned i = 0; i < slots; i++) {
             atomic_init(&r->marks[i], i);
+            atomic_init(&r->tombs[i], i);
+        }
     }
 }
 
@@ -284,11 +311,54 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
     return qf__ring_carry(r, QF__LD(tail, SEQ_CST));
 }
 
-/* Take between min (>= 1) and max published values, or none: one claim.
- * Returns how many. */
-static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t max,
-                                   bool single_consumer)
+/* Slot index idx is abandoned: its producer reserved it and then found
+ * the queue closed (note 7). Before the slot is published; the publish
+ * orders these stores before a consumer's look. */
+static inline void qf__ring_write_tombstone(qf__ring *r, unsigned idx)
 {
+    atomic_fetch_add_explicit(&r->tomb_n, 1, memory_order_relaxed);
+    QF__ST(&r->buf[idx & r->mask].value, NULL, RELAXED);
+    atomic_store_explicit(&r->tombs[idx & r->mask], idx + 1, memory_order_relaxed);
+}
+
+/* Of the k values just read from [c, c + k) into out, drop the tombstones
+ * (before the claim: once c_head moves a later lap may tag the slots);
+ * returns how many values are left. Only while some tombstone is out. */
+static inline unsigned qf__ring_drop_tombs(qf__ring *r, void **out, unsigned c, unsigned k)
+{
+    if (!r->tombs || atomic_load_explicit(&r->tomb_n, memory_order_relaxed) == 0)
+        return k;
+    unsigned j = 0;
+    for (unsigned i = 0; i < k; i++)
+        if (atomic_load_explicit(&r->tombs[(c + i) & r->mask], memory_order_relaxed) != c + i + 1)
+            out[j++] = out[i];
+    return j;
+}
+
+/* After claiming [c, c + k), of which k - real were tombstones: untag them
+ * (a tag a later lap wrote already stays: the CAS fails) and count them
+ * gone. */
+static inline void qf__ring_untag(qf__ring *r, unsigned c, unsigned k, unsigned real)
+{
+    if (real == k)
+        return;
+    for (unsigned i = 0; i < k; i++) {
+        uint32_t t = c + i + 1;
+        atomic_compare_exchange_strong_explicit(&r->tombs[(c + i) & r->mask], &t, c + i,
+                                                memory_order_relaxed, memory_order_relaxed);
+    }
+    atomic_fetch_sub_explicit(&r->tomb_n, k - real, memory_order_relaxed);
+}
+
+/* Take between min (>= 1) and max published slots, or none: one claim.
+ * Returns how many values (the slots less the tombstones among them, note
+ * 7); *ret_slots (when not NULL) gets how many slots were claimed, which
+ * is what the room grew by. */
+static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t max,
+                                   bool single_consumer, size_t *ret_slots)
+{
+    if (ret_slots)
+        *ret_slots = 0;
     unsigned c = QF__LD(&r->ring.c_head, RELAXED);
     for (;;) {
         unsigned p = QF__LD(&r->cons_cached_p, ACQUIRE);
@@ -308,14 +378,18 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
         unsigned k = avail < max ? avail : (unsigned)max;
         for (unsigned i = 0; i < k; i++)
             out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
+        unsigned real = qf__ring_drop_tombs(r, out, c, k);
         if (single_consumer) {
             QF__ST(&r->ring.c_head, c + k, RELEASE);
             qf__ring_fence_light(r); /* before the look at producers' wait bit */
-            return k;
+        } else if (!__atomic_compare_exchange_n(&r->ring.c_head, &c, c + k, false, __ATOMIC_SEQ_CST,
+                                                __ATOMIC_RELAXED)) {
+            continue;
         }
-        if (__atomic_compare_exchange_n(&r->ring.c_head, &c, c + k, false, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_RELAXED))
-            return k;
+        qf__ring_untag(r, c, k, real);
+        if (ret_slots)
+            *ret_slots = k;
+        return real;
     }
 }
 

@@ -67,6 +67,12 @@ struct qf_element {
  * elements, so it bounds their num_components too. */
 #define QF__MAX_COMPONENTS 4096
 
+/* A scalar of numeric or bool dtype dt (not QF_STRING, QF_PTR or
+ * QF_SPARSE: the caller knows) holding qf_dtype_size(dt) bytes from v,
+ * built without the checks qf_tensor_new_from() makes. NULL with
+ * RESOURCE_EXHAUSTED recorded when out of memory. */
+qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v);
+
 /* One object (k objects) of the block is gone; the last frees the block.
  * Any thread. */
 void qf__home_release(qf__home *h);

@@ -466,6 +466,11 @@ static inline qf_tensor *new_scalar(qf_dtype dt, const void *v, size_t sz)
     return t;
 }
 
+qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v)
+{
+    return new_scalar(dt, v, qf_dtype_size(dt));
+}
+
 qf_tensor *qf_tensor_new_bool(bool v)
 {
     return new_scalar(QF_BOOL, &v, sizeof v);

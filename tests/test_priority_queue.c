@@ -245,6 +245,21 @@ Test(priority_queue, priorities_only)
     int64_t want[5] = {-1, 0, 2, 4, 9};
     cr_expect_arr_eq(qf_tensor_cdata(qf_element_get(b, 0)), want, sizeof(want));
     qf_element_free(b);
+    /* One int64 scalar component: the slots hold the priorities (inline),
+     * extreme ones included. */
+    cr_expect(qf_queue_is_inline(q));
+    int64_t ext[3] = {INT64_MAX, INT64_MIN, -1};
+    for (int i = 0; i < 3; i++) {
+        qf_tensor *one = qf_tensor_new_i64(ext[i]);
+        cr_assert_eq(qf_queue_enqueue(q, qf_element_of(1, &one)), QF_OK);
+    }
+    int64_t order[3] = {INT64_MIN, -1, INT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        qf_element *e = NULL;
+        cr_assert_eq(qf_queue_dequeue(q, &e), QF_OK);
+        cr_expect_eq(*(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0)), order[i]);
+        qf_element_free(e);
+    }
     qf_queue_unref(q);
 }
 

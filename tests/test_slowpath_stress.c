@@ -50,7 +50,11 @@ static uint64_t rnd(uint64_t *s)
     return *s * 2685821657736338717ull;
 }
 
-typedef enum { K_PTR, K_FIFO, K_PADDING, K_SHUFFLE, K_PRIORITY } kind;
+/* K_SCALAR: a FIFOQueue of int64 scalars, which stores the numbers in its
+ * slots (any bit pattern: the values sent are complemented, so most have
+ * the top bits set), with the tombstones of enqueues that lose a race with
+ * close tagged beside them. */
+typedef enum { K_PTR, K_FIFO, K_PADDING, K_SHUFFLE, K_PRIORITY, K_SCALAR } kind;
 
 typedef struct round round;
 
@@ -93,6 +97,10 @@ static void fail(round *r, const char *fmt, ...)
 
 static qf_element *make_elem(round *r, uint64_t v)
 {
+    if (r->k == K_SCALAR) {
+        qf_tensor *t = qf_tensor_new_i64((int64_t)~v);
+        return qf_element_of(1, &t);
+    }
     qf_shape sh = QF_SHAPE(1);
     qf_tensor *t = qf_tensor_new(QF_INT64, &sh);
     ((int64_t *)qf_tensor_data(t))[0] = (int64_t)v;
@@ -107,7 +115,8 @@ static qf_element *make_elem(round *r, uint64_t v)
 static uint64_t value_at(round *r, qf_element *e, int64_t i)
 {
     const qf_tensor *t = qf_element_get(e, r->k == K_PRIORITY ? 1 : 0);
-    return (uint64_t)((const int64_t *)qf_tensor_cdata(t))[i];
+    uint64_t v = (uint64_t)((const int64_t *)qf_tensor_cdata(t))[i];
+    return r->k == K_SCALAR ? ~v : v;
 }
 
 static void *producer(void *a)
@@ -319,6 +328,11 @@ static qf_queue *make_queue(kind k, int64_t cap)
     case K_FIFO:
         cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
         break;
+    case K_SCALAR:
+        sh[0] = qf_shape_scalar();
+        cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+        cr_assert(qf_queue_is_inline(q));
+        break;
     case K_PADDING:
         cr_assert_eq(qf_padding_fifo_queue_new(&o, &q), QF_OK);
         break;
@@ -345,7 +359,7 @@ static void run_round(kind k, int64_t cap, int np, int nc, long per_producer, ui
     r->nc = nc;
     r->per_producer = per_producer;
     r->max_batch = (int)(cap < 8 ? cap : 8);
-    r->ordered = k == K_PTR || k == K_FIFO || k == K_PADDING;
+    r->ordered = k == K_PTR || k == K_FIFO || k == K_PADDING || k == K_SCALAR;
     r->ok = calloc((size_t)np * (size_t)per_producer, 1);
     r->seen = calloc((size_t)np * (size_t)per_producer, 1);
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -426,6 +440,11 @@ Test(slowpath_stress, ptr_queue_8x8, .timeout = 600)
 Test(slowpath_stress, fifo_queue_8x8, .timeout = 600)
 {
     run_kind(K_FIFO, 8, 8);
+}
+
+Test(slowpath_stress, int64_scalar_queue_8x8, .timeout = 600)
+{
+    run_kind(K_SCALAR, 8, 8);
 }
 
 Test(slowpath_stress, padding_queue_8x8, .timeout = 600)

@@ -111,7 +111,7 @@ static void link_after(qf_task *a, qf_task *b)
 static void overflow_local(qf__worker *w, qf_task *t)
 {
     void *buf[QF__LOCAL_RING / 2];
-    size_t k = qf__ring_take(&w->ring, buf, 1, QF__LOCAL_RING / 2, false);
+    size_t k = qf__ring_take(&w->ring, buf, 1, QF__LOCAL_RING / 2, false, NULL);
     qf_task *first = t;
     if (k) {
         first = buf[0];
@@ -164,7 +164,7 @@ void qf__schedule(qf_task *t)
 static qf_task *pop_local(qf__worker *w)
 {
     void *p;
-    if (qf__ring_take(&w->ring, &p, 1, 1, false)) {
+    if (qf__ring_take(&w->ring, &p, 1, 1, false, NULL)) {
         QF_HB_ACQUIRE(p);
         return p;
     }
@@ -231,7 +231,7 @@ static qf_task *steal(qf__worker *w)
         if (want > STEAL_BATCH)
             want = STEAL_BATCH;
         void *buf[STEAL_BATCH];
-        size_t k = qf__ring_take(&v->ring, buf, 1, want, false);
+        size_t k = qf__ring_take(&v->ring, buf, 1, want, false, NULL);
         if (k == 0)
             continue;
         for (size_t j = 0; j < k; j++)
