@@ -87,7 +87,9 @@
  *     that acquired p_tail) -> its loads of tomb_n and the tags. tomb_n
  *     cannot read 0 while an unclaimed tombstone the consumer can see is
  *     out: that tombstone's increment happens before the look and its
- *     decrement after its claim.
+ *     decrement after its claim. tests/model/ring_tombs.pml checks it
+ *     with spin (a thread stalled between claim and untag while 2^32
+ *     indices pass is outside it, as for every CAS on a 32-bit index).
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H

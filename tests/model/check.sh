@@ -32,6 +32,8 @@ BITSTATE=1 run fifo_consumers -DNP=2 -DNC=2
 run ring_carry -DNP=2 -DITER=3 -DS=2
 run ring_carry -DNP=2 -DITER=3 -DS=4 -DW=8
 BITSTATE=1 run ring_carry -DNP=3 -DITER=2 -DS=2
+run ring_tombs -DNP=2 -DNC=2 -DITER=2
+run ring_tombs -DNP=3 -DNC=1 -DITER=2
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
 run fifo_holders -DNC=3 -DMIN=3
