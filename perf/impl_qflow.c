@@ -18,6 +18,7 @@
 #include "baseline.h"
 #include "bench.h"
 #include "bench_run.h"
+#include "impl_qflow.h"
 #include "qflow.h"
 
 #define MAX_SLOWDOWN 10
@@ -59,12 +60,12 @@ static bq *qf_create(size_t capacity, unsigned flags)
     return (bq *)q;
 }
 
-static void qf_destroy(bq *q)
+void bq_qflow_destroy(bq *q)
 {
     qf_queue_unref((qf_queue *)q);
 }
 
-static int check(qf_code c, qf_code end, const char *what)
+int bq_qflow_check(qf_code c, qf_code end, const char *what)
 {
     if (c == QF_OK)
         return 0;
@@ -76,18 +77,19 @@ static int check(qf_code c, qf_code end, const char *what)
 static int qf_enqueue(bq *q, void *p)
 {
     for (int i = 1; i < slowdown; i++)
-        if (check(qf_queue_enqueue_ptr((qf_queue *)q, FILLER), QF_CANCELLED,
-                  "qf_queue_enqueue_ptr") != 0)
+        if (bq_qflow_check(qf_queue_enqueue_ptr((qf_queue *)q, FILLER), QF_CANCELLED,
+                           "qf_queue_enqueue_ptr") != 0)
             return -1;
-    return check(qf_queue_enqueue_ptr((qf_queue *)q, p), QF_CANCELLED, "qf_queue_enqueue_ptr");
+    return bq_qflow_check(qf_queue_enqueue_ptr((qf_queue *)q, p), QF_CANCELLED,
+                          "qf_queue_enqueue_ptr");
 }
 
 static int qf_dequeue(bq *q, void **ret_p)
 {
     void *p;
     do {
-        if (check(qf_queue_dequeue_ptr((qf_queue *)q, &p), QF_OUT_OF_RANGE,
-                  "qf_queue_dequeue_ptr") != 0)
+        if (bq_qflow_check(qf_queue_dequeue_ptr((qf_queue *)q, &p), QF_OUT_OF_RANGE,
+                           "qf_queue_dequeue_ptr") != 0)
             return -1;
     } while (p == FILLER);
     *ret_p = p;
@@ -106,12 +108,12 @@ static int qf_enqueue_many(bq *q, void *const *ps, size_t n)
         for (size_t i = 0; i < n; i++)
             fill[i] = FILLER;
         for (int f = 1; f < slowdown; f++)
-            if (check(qf_queue_enqueue_many_ptrs((qf_queue *)q, fill, n, NULL), QF_CANCELLED,
-                      "qf_queue_enqueue_many_ptrs") != 0)
+            if (bq_qflow_check(qf_queue_enqueue_many_ptrs((qf_queue *)q, fill, n, NULL),
+                               QF_CANCELLED, "qf_queue_enqueue_many_ptrs") != 0)
                 return -1;
     }
-    return check(qf_queue_enqueue_many_ptrs((qf_queue *)q, ps, n, NULL), QF_CANCELLED,
-                 "qf_queue_enqueue_many_ptrs");
+    return bq_qflow_check(qf_queue_enqueue_many_ptrs((qf_queue *)q, ps, n, NULL), QF_CANCELLED,
+                          "qf_queue_enqueue_many_ptrs");
 }
 
 /* Drop the fillers from ps[0..n); returns how many elements remain. */
@@ -134,11 +136,11 @@ static size_t qf_dequeue_many(bq *q, void **ret_ps, size_t n)
     size_t got = 0;
     while (got < n) {
         size_t want = n - got, k = want;
-        if (check(qf_queue_dequeue_many_ptrs(qq, want, ret_ps + got), QF_OUT_OF_RANGE,
-                  "qf_queue_dequeue_many_ptrs") != 0) {
+        if (bq_qflow_check(qf_queue_dequeue_many_ptrs(qq, want, ret_ps + got), QF_OUT_OF_RANGE,
+                           "qf_queue_dequeue_many_ptrs") != 0) {
             k = 0;
-            if (check(qf_queue_dequeue_up_to_ptrs(qq, want, ret_ps + got, &k), QF_OUT_OF_RANGE,
-                      "qf_queue_dequeue_up_to_ptrs") != 0)
+            if (bq_qflow_check(qf_queue_dequeue_up_to_ptrs(qq, want, ret_ps + got, &k),
+                               QF_OUT_OF_RANGE, "qf_queue_dequeue_up_to_ptrs") != 0)
                 return got; /* closed and drained */
         }
         got += slowdown > 1 ? drop_fillers(ret_ps + got, k) : k;
@@ -148,7 +150,7 @@ static size_t qf_dequeue_many(bq *q, void **ret_ps, size_t n)
     return got;
 }
 
-static void qf_close(bq *q)
+void bq_qflow_close(bq *q)
 {
     qf_code c = qf_queue_close((qf_queue *)q, false);
     if (c != QF_OK)
@@ -159,10 +161,10 @@ const bq_impl bq_qflow = {
     .name = "qflow",
     .note = NULL,
     .create = qf_create,
-    .destroy = qf_destroy,
+    .destroy = bq_qflow_destroy,
     .enqueue = qf_enqueue,
     .dequeue = qf_dequeue,
     .enqueue_many = qf_enqueue_many,
     .dequeue_many = qf_dequeue_many,
-    .close = qf_close,
+    .close = bq_qflow_close,
 };

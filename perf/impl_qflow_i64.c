@@ -13,6 +13,7 @@
 
 #include "baseline.h"
 #include "bench.h"
+#include "impl_qflow.h"
 #include "qflow.h"
 
 static bq *i64_create(size_t capacity, unsigned flags)
@@ -28,33 +29,20 @@ static bq *i64_create(size_t capacity, unsigned flags)
     return (bq *)q;
 }
 
-static void i64_destroy(bq *q)
-{
-    qf_queue_unref((qf_queue *)q);
-}
-
-static int check(qf_code c, qf_code end, const char *what)
-{
-    if (c == QF_OK)
-        return 0;
-    if (c == end)
-        return -1;
-    bench_fail("%s: %s: %s", what, qf_code_name(c), qf_last_message());
-}
-
 static int i64_enqueue(bq *q, void *p)
 {
     qf_tensor *t = qf_tensor_new_i64((int64_t)(uintptr_t)p);
     qf_element *e = t ? qf_element_of(1, &t) : NULL;
     if (!e)
         bench_fail("making an int64 element: %s", qf_last_message());
-    return check(qf_queue_enqueue((qf_queue *)q, e), QF_CANCELLED, "qf_queue_enqueue");
+    return bq_qflow_check(qf_queue_enqueue((qf_queue *)q, e), QF_CANCELLED, "qf_queue_enqueue");
 }
 
 static int i64_dequeue(bq *q, void **ret_p)
 {
     qf_element *e = NULL;
-    int rc = check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue");
+    int rc =
+        bq_qflow_check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue");
     if (rc != 0)
         return rc;
     *ret_p = (void *)(uintptr_t) * (const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
@@ -62,21 +50,14 @@ static int i64_dequeue(bq *q, void **ret_p)
     return 0;
 }
 
-static void i64_close(bq *q)
-{
-    qf_code c = qf_queue_close((qf_queue *)q, false);
-    if (c != QF_OK)
-        bench_fail("qf_queue_close: %s: %s", qf_code_name(c), qf_last_message());
-}
-
 const bq_impl bq_qflow_i64 = {
     .name = "qflow_int64",
     .note = "FIFOQueue of one int64 scalar, a tensor and an element per item on each side",
     .create = i64_create,
-    .destroy = i64_destroy,
+    .destroy = bq_qflow_destroy,
     .enqueue = i64_enqueue,
     .dequeue = i64_dequeue,
     .enqueue_many = NULL,
     .dequeue_many = NULL,
-    .close = i64_close,
+    .close = bq_qflow_close,
 };

@@ -5,31 +5,11 @@
  * message. */
 #include "bench.h"
 #include "bench_kinds.h"
+#include "impl_qflow.h"
 
 _Noreturn static void fail_on(qf_code c, const char *what)
 {
     bench_fail("%s: %s: %s", what, qf_code_name(c), qf_last_message());
-}
-
-static int check(qf_code c, qf_code end, const char *what)
-{
-    if (c == QF_OK)
-        return 0;
-    if (c == end)
-        return -1;
-    fail_on(c, what);
-}
-
-static void kq_destroy(bq *q)
-{
-    qf_queue_unref((qf_queue *)q);
-}
-
-static void kq_close(bq *q)
-{
-    qf_code c = qf_queue_close((qf_queue *)q, false);
-    if (c != QF_OK)
-        fail_on(c, "qf_queue_close");
 }
 
 /* ------------------------------------------------------------- shuffle */
@@ -59,23 +39,24 @@ static bq *shuffle_create(size_t capacity, unsigned flags)
 
 static int shuffle_enqueue(bq *q, void *p)
 {
-    return check(qf_queue_enqueue_ptr((qf_queue *)q, p), QF_CANCELLED, "qf_queue_enqueue_ptr");
+    return bq_qflow_check(qf_queue_enqueue_ptr((qf_queue *)q, p), QF_CANCELLED,
+                          "qf_queue_enqueue_ptr");
 }
 
 static int shuffle_dequeue(bq *q, void **ret_p)
 {
-    return check(qf_queue_dequeue_ptr((qf_queue *)q, ret_p), QF_OUT_OF_RANGE,
-                 "qf_queue_dequeue_ptr");
+    return bq_qflow_check(qf_queue_dequeue_ptr((qf_queue *)q, ret_p), QF_OUT_OF_RANGE,
+                          "qf_queue_dequeue_ptr");
 }
 
 const bq_impl bq_qflow_shuffle = {
     .name = "qflow",
     .note = NULL,
     .create = shuffle_create,
-    .destroy = kq_destroy,
+    .destroy = bq_qflow_destroy,
     .enqueue = shuffle_enqueue,
     .dequeue = shuffle_dequeue,
-    .close = kq_close,
+    .close = bq_qflow_close,
 };
 
 /* ------------------------------------------------------------ priority */
@@ -103,13 +84,14 @@ static int priority_enqueue(bq *q, void *p)
     qf_code c = qf_queue_enqueue((qf_queue *)q, e);
     if (c != QF_OK)
         qf_element_free(e); /* a failed enqueue leaves it with the caller */
-    return check(c, QF_CANCELLED, "qf_queue_enqueue");
+    return bq_qflow_check(c, QF_CANCELLED, "qf_queue_enqueue");
 }
 
 static int priority_dequeue(bq *q, void **ret_p)
 {
     qf_element *e;
-    if (check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue") != 0)
+    if (bq_qflow_check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue") !=
+        0)
         return -1;
     *ret_p = kb_prio_open(e);
     return 0;
@@ -119,10 +101,10 @@ const bq_impl bq_qflow_priority = {
     .name = "qflow",
     .note = NULL,
     .create = priority_create,
-    .destroy = kq_destroy,
+    .destroy = bq_qflow_destroy,
     .enqueue = priority_enqueue,
     .dequeue = priority_dequeue,
-    .close = kq_close,
+    .close = bq_qflow_close,
 };
 
 /* ------------------------------------------------------------- padding */
@@ -150,7 +132,7 @@ static int padding_enqueue(bq *q, void *p)
     qf_code c = qf_queue_enqueue((qf_queue *)q, e);
     if (c != QF_OK)
         qf_element_free(e);
-    return check(c, QF_CANCELLED, "qf_queue_enqueue");
+    return bq_qflow_check(c, QF_CANCELLED, "qf_queue_enqueue");
 }
 
 /* dequeue_many fails once the queue is closed with fewer than n left (and
@@ -159,10 +141,10 @@ static size_t padding_dequeue_many(bq *q, void **ret_ps, size_t n)
 {
     qf_queue *qq = (qf_queue *)q;
     qf_element *b;
-    if (check(qf_queue_dequeue_many(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_many") != 0 &&
-        check(qf_queue_dequeue_up_to(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
-              "qf_queue_dequeue_up_to") != 0)
+    if (bq_qflow_check(qf_queue_dequeue_many(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
+                       "qf_queue_dequeue_many") != 0 &&
+        bq_qflow_check(qf_queue_dequeue_up_to(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
+                       "qf_queue_dequeue_up_to") != 0)
         return 0;
     const qf_tensor *t = qf_element_get(b, 0);
     size_t got = (size_t)qf_tensor_shape(t)->dims[0];
@@ -182,9 +164,9 @@ const bq_impl bq_qflow_padding = {
     .name = "qflow",
     .note = NULL,
     .create = padding_create,
-    .destroy = kq_destroy,
+    .destroy = bq_qflow_destroy,
     .enqueue = padding_enqueue,
     .dequeue = padding_dequeue,
     .dequeue_many = padding_dequeue_many,
-    .close = kq_close,
+    .close = bq_qflow_close,
 };
