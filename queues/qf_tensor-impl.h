@@ -28,15 +28,15 @@ typedef struct qf__home {
 } qf__home;
 
 struct qf_tensor {
+    /* What every owner touches (refcount, destroy, the block's return)
+     * shares the first cache line; the shape and string-arena bookkeeping
+     * come after, so a consumer that only reads a scalar's value and frees
+     * it leaves the producer's copy of the middle line alone. */
     _Atomic uint32_t refs;
     qf_dtype dtype;
     qf_ptr_dtor dtor;
     int64_t n; /* number of elements */
     size_t nbytes;
-    /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
-     * arena_used are handed out. Both 0 for other dtypes. */
-    size_t arena_cap;
-    size_t arena_used;
     /* NULL: the tensor is its own allocation. Else it lives in a block
      * shared with other objects (see qf_tensor-impl.h), released instead
      * of freed. */
@@ -51,6 +51,10 @@ struct qf_tensor {
     /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
      * malloc()). */
     uint8_t block_class;
+    /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
+     * arena_used are handed out. Both 0 for other dtypes. */
+    size_t arena_cap;
+    size_t arena_used;
     qf_shape shape;
     alignas(max_align_t) unsigned char buf[];
 };
