@@ -369,14 +369,17 @@ Test(nats, stop_drains_acks_before_join, .fini = down)
     qf_coord_request_stop(p.coord, NULL);
     cr_assert_eq(qf_coord_join(p.coord, NULL, 0, 30.0, false, NULL), QF_OK, "%s",
                  qf_last_message());
-    /* Right after join the server has processed every ack: of the 500
-     * delivered, exactly the 300 not handed out are still pending (given
-     * back for redelivery: JetStream keeps a negatively acked message
-     * pending until it is delivered again). */
+    /* Right after join the server has processed every ack: of those
+     * delivered (all 500 unless the stop came before the source fetched
+     * them all, as on a loaded machine), exactly the ones not handed out
+     * are still pending (given back for redelivery: JetStream keeps a
+     * negatively acked message pending until it is delivered again). */
     qf_nats_consumer_info ci;
     cr_assert_eq(qf_nats_consumer_get_info(F.n, "DRN", "d", &ci), QF_OK);
-    cr_assert_eq(ci.delivered_stream_seq, (uint64_t)N);
-    cr_assert_eq(ci.num_ack_pending, N - K, "pending %" PRId64, ci.num_ack_pending);
+    int64_t delivered = (int64_t)ci.delivered_stream_seq;
+    cr_assert(delivered >= K && delivered <= N, "delivered %" PRId64, delivered);
+    cr_assert_eq(ci.num_ack_pending, delivered - K, "pending %" PRId64 " of %" PRId64 " delivered",
+                 ci.num_ack_pending, delivered);
     qf_nats_consumer_stats st;
     qf_nats_consumer_get_stats(p.c, &st);
     cr_assert_eq(st.acked, (uint64_t)K);
