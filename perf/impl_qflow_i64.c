@@ -61,3 +61,41 @@ const bq_impl bq_qflow_i64 = {
     .dequeue_many = NULL,
     .close = bq_qflow_close,
 };
+
+/* The general element path: two int64 scalar components (the value and
+ * its negation), which no queue stores in its slots, so both tensors and
+ * the element travel from the producer's core to the consumer's. */
+static bq *pair_create(size_t capacity, unsigned flags)
+{
+    (void)flags;
+    qf_dtype dt[2] = {QF_INT64, QF_INT64};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue_options o = {
+        .capacity = (int64_t)capacity, .num_components = 2, .dtypes = dt, .shapes = sh};
+    qf_queue *q = NULL;
+    if (qf_fifo_queue_new(&o, &q) != QF_OK)
+        bench_fail("qf_fifo_queue_new: %s", qf_last_message());
+    return (bq *)q;
+}
+
+static int pair_enqueue(bq *q, void *p)
+{
+    int64_t v = (int64_t)(uintptr_t)p;
+    qf_tensor *t[2] = {qf_tensor_new_i64(v), qf_tensor_new_i64(-v)};
+    qf_element *e = t[0] && t[1] ? qf_element_of(2, t) : NULL;
+    if (!e)
+        bench_fail("making a two-int64 element: %s", qf_last_message());
+    return bq_qflow_check(qf_queue_enqueue((qf_queue *)q, e), QF_CANCELLED, "qf_queue_enqueue");
+}
+
+const bq_impl bq_qflow_i64_pair = {
+    .name = "qflow_int64x2",
+    .note = "FIFOQueue of two int64 scalars: two tensors and an element per item cross the cores",
+    .create = pair_create,
+    .destroy = bq_qflow_destroy,
+    .enqueue = pair_enqueue,
+    .dequeue = i64_dequeue,
+    .enqueue_many = NULL,
+    .dequeue_many = NULL,
+    .close = bq_qflow_close,
+};
