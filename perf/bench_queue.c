@@ -67,7 +67,7 @@ static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyn
 #define N_THREAD_CASES 5
 static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + 1];
 static go_cfg go_threads_cfg[N_THREAD_CASES];
-static tput_cfg batch_cfg[2], spsc_cfg[2], i64_cfg, i64_pair_cfg;
+static tput_cfg batch_cfg[3], spsc_cfg[2], i64_cfg, i64_pair_cfg;
 static pingpong_cfg pingpong_cfg_of[2];
 static alloc_cfg alloc_cfg_qflow, alloc_cfg_i64;
 
@@ -163,8 +163,8 @@ void bench_register_queue(void)
     i64_pair_cfg.impl = &bq_qflow_i64_pair;
     register_tput("queue.tput.p1c1", &i64_pair_cfg);
 
-    const bq_impl *batch_impls[2] = {&bq_qflow, &bq_mutex_cond};
-    for (int i = 0; i < 2; i++) {
+    const bq_impl *batch_impls[3] = {&bq_qflow, &bq_mutex_cond, &bq_qflow_i64};
+    for (int i = 0; i < 3; i++) {
         batch_cfg[i] = (tput_cfg){.impl = batch_impls[i],
                                   .producers = 1,
                                   .consumers = 1,

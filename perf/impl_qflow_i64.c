@@ -50,6 +50,39 @@ static int i64_dequeue(bq *q, void **ret_p)
     return 0;
 }
 
+/* A batch is one [n] int64 tensor in one element each way (enqueue_many,
+ * dequeue_many; dequeue_up_to for what is left after the close). */
+static int i64_enqueue_many(bq *q, void *const *ps, size_t n)
+{
+    qf_shape sh = QF_SHAPE((int64_t)n);
+    qf_tensor *t = qf_tensor_new(QF_INT64, &sh);
+    if (!t)
+        bench_fail("making an int64 batch: %s", qf_last_message());
+    int64_t *v = qf_tensor_data(t);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (int64_t)(uintptr_t)ps[i];
+    return bq_qflow_check(qf_queue_enqueue_many((qf_queue *)q, qf_element_of(1, &t), NULL),
+                          QF_CANCELLED, "qf_queue_enqueue_many");
+}
+
+static size_t i64_dequeue_many(bq *q, void **ret_ps, size_t n)
+{
+    qf_queue *qq = (qf_queue *)q;
+    qf_element *b = NULL;
+    if (bq_qflow_check(qf_queue_dequeue_many(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
+                       "qf_queue_dequeue_many") != 0 &&
+        bq_qflow_check(qf_queue_dequeue_up_to(qq, (int64_t)n, &b), QF_OUT_OF_RANGE,
+                       "qf_queue_dequeue_up_to") != 0)
+        return 0; /* closed and drained */
+    const qf_tensor *t = qf_element_get(b, 0);
+    size_t k = (size_t)qf_tensor_num_elements(t);
+    const int64_t *v = qf_tensor_cdata(t);
+    for (size_t i = 0; i < k; i++)
+        ret_ps[i] = (void *)(uintptr_t)v[i];
+    qf_element_free(b);
+    return k;
+}
+
 const bq_impl bq_qflow_i64 = {
     .name = "qflow_int64",
     .note = "FIFOQueue of one int64 scalar, a tensor and an element per item on each side",
@@ -57,8 +90,8 @@ const bq_impl bq_qflow_i64 = {
     .destroy = bq_qflow_destroy,
     .enqueue = i64_enqueue,
     .dequeue = i64_dequeue,
-    .enqueue_many = NULL,
-    .dequeue_many = NULL,
+    .enqueue_many = i64_enqueue_many,
+    .dequeue_many = i64_dequeue_many,
     .close = bq_qflow_close,
 };
 
