@@ -274,7 +274,10 @@ struct qf_nats_consumer {
     char *last_ack; /* reply subject of the latest ack, for confirmation */
     size_t last_ack_cap;
     bool ack_unconfirmed;
-    int drain_status; /* qf_code of the last drain */
+    /* qf_code of the last drain: written by the I/O thread before it bumps
+     * `drained`; atomic because a waiter that saw its drain end may read
+     * it while a later drain (a second request) writes it. */
+    _Atomic int drain_status;
 
     struct qf_nats_consumer *next; /* in n->consumers */
 };

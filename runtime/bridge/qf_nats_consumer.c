@@ -474,7 +474,7 @@ static void drain(qf_nats_consumer *c)
     } else if (natsConnection_FlushTimeout(c->n->nc, c->n->request_timeout_ms) != NATS_OK) {
         rc = QF_UNAVAILABLE;
     }
-    c->drain_status = rc;
+    atomic_store_explicit(&c->drain_status, rc, memory_order_release);
     atomic_store(&c->state, QF__C_STOPPED);
     qf__nstop_drained(&c->stop);
     atomic_fetch_add(&c->drained, 1);
@@ -813,7 +813,7 @@ static qf_code wait_drained(qf_nats_consumer *c, uint32_t before, qf_deadline de
                                 "NATS consumer '%s': drain not finished by the deadline", c->name);
         qf_futex_wait_until(&c->drained, v, deadline);
     }
-    if (c->drain_status != QF_OK)
+    if (atomic_load_explicit(&c->drain_status, memory_order_acquire) != QF_OK)
         return qf_set_error(QF_UNAVAILABLE,
                             "NATS consumer '%s': the server did not confirm the acks (they go "
                             "out when the connection is back)",
