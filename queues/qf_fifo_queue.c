@@ -374,8 +374,9 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
 /* With a stash or an overflow list: in order stash, ring, overflow, at
  * least min of them or none, under the side lock (which holds the stash
  * and the overflow list still; the ring only shrinks under other consumers
- * or gains stragglers older than the overflow). *ret_freed: ring slots
- * consumed. */
+ * or gains stragglers older than the overflow). *ret_freed: the room
+ * made: stash elements, ring slots (tombstones too) and overflow elements
+ * taken. */
 static size_t take_side(qf_queue *q, void **out, size_t min, size_t max, size_t *ret_freed)
 {
     qf__lock(&q->side_lock);
@@ -411,13 +412,16 @@ static size_t take_side(qf_queue *q, void **out, size_t min, size_t max, size_t 
         atomic_fetch_sub_explicit(&q->overflow_n, (uint32_t)from_o, memory_order_seq_cst);
     }
     qf__unlock(&q->side_lock);
-    *ret_freed = freed + from_o;
+    /* Stash elements count against the capacity too: taking them is room. */
+    *ret_freed = a + freed + from_o;
     return k + from_o;
 }
 
 /* Take between min and max elements now, or none (fewer than min only when
- * tombstones were among them). Wakes the producers the room lets in. */
-static size_t take_now(qf_queue *q, void **out, size_t min, size_t max)
+ * tombstones were among them). Wakes the producers the room lets in.
+ * *ret_claimed: slots claimed, tombstones included; a take of tombstones
+ * only returns 0 with *ret_claimed > 0, which is progress, not "empty". */
+static size_t take_now(qf_queue *q, void **out, size_t min, size_t max, size_t *ret_claimed)
 {
     size_t freed = 0, k;
     if (atomic_load_explicit(&q->stash_n, memory_order_acquire) == 0 &&
@@ -427,6 +431,7 @@ static size_t take_now(qf_queue *q, void **out, size_t min, size_t max)
         k = take_side(q, out, min, max, &freed);
     }
     qf__fifo_wake_producers(q, freed);
+    *ret_claimed = freed;
     return k;
 }
 
@@ -465,11 +470,12 @@ qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf_
         /* Holding some already (gathering, or tombstones cut a take
          * short): anything helps. Else all of min at once. */
         size_t lo = got > 0 || holder ? 1 : min;
-        size_t k = take_now(q, ret_slots + got, lo, max - got);
+        size_t claimed;
+        size_t k = take_now(q, ret_slots + got, lo, max - got, &claimed);
         got += k;
         if (got >= min)
             break;
-        if (k > 0) {
+        if (claimed > 0) {
             spin_release(q, &sp);
             continue;
         }
@@ -499,7 +505,11 @@ qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf_
         } else if (quiet) {
             /* Nothing more can arrive. */
             if (up_to) {
-                got += take_now(q, ret_slots + got, 1, max - got);
+                /* Past any tombstones in front of what is left. */
+                size_t claimed;
+                do
+                    got += take_now(q, ret_slots + got, 1, max - got, &claimed);
+                while (got == 0 && claimed > 0);
                 if (got > 0)
                     break;
             } else if (qf__fifo_available(q) + got >= min) {
@@ -566,9 +576,13 @@ int64_t qf__fifo_size(const qf_queue *q)
 {
     qf_queue *mq = (qf_queue *)q;
     int64_t n = ring_count(&mq->ring);
+    /* tomb_n also counts tombstones not yet published and ones claimed but
+     * not yet uncounted, and moves between the two loads: while a close
+     * race is settling, the size can be off by those, in either direction
+     * (the clamp hides only a negative result). Exact once it settles. */
     n -= atomic_load_explicit(&mq->ring.tomb_n, memory_order_relaxed);
     if (n < 0)
-        n = 0; /* a tombstone counted before its slot was published */
+        n = 0;
     n += atomic_load_explicit(&mq->stash_n, memory_order_relaxed);
     n += atomic_load_explicit(&mq->overflow_n, memory_order_relaxed);
     return n;
