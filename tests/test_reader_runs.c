@@ -3,7 +3,7 @@
  *
  * A TextLineReader feeding qf_batch() / qf_shuffle_batch() no longer makes
  * one element per line: it hands runs of up to 64 whole lines of its read
- * buffer to the batch queue as row slots (queues/qf_strblock-impl.h), which
+ * buffer to the batch queue as row slots (queues/tensor/qf_strblock-impl.h), which
  * leave the queue as batches built straight from the rows, or as
  * materialized (key, value) elements wherever a single element leaves
  * (dequeue, try_dequeue, poll_dequeue, padded batches). Lines crossing the

@@ -199,7 +199,7 @@ typedef struct qf__reader_ops {
     void (*finish)(qf_reader *r);
     /* Optional, for pipelines (qf__reader_poll_read_slots()): like next,
      * but up to max records at once, as the row slots of one run
-     * (queues/qf_strblock-impl.h); *made may be 0 without *at_end when no
+     * (queues/tensor/qf_strblock-impl.h); *made may be 0 without *at_end when no
      * record is whole in the buffer, and next() then assembles one. */
     qf_code (*next_rows)(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end);
     /* Optional: position a started item at the saved state (r->pos_*);

@@ -16,7 +16,7 @@
  * more bytes yet (QF_PENDING) loses nothing and the next call resumes.
  *
  * Pipelines take a faster path (text_next_rows): the reader's buffer is a
- * run (queues/qf_strblock-impl.h), and each line lying whole in it becomes a
+ * run (queues/tensor/qf_strblock-impl.h), and each line lying whole in it becomes a
  * row pointing at it, its end overwritten with a NUL: no copy. Only a line
  * longer than the buffer, and a last line without '\n', go through
  * text_next.

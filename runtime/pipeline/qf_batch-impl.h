@@ -55,7 +55,7 @@ qf_code qf__source_pull(qf__src_inst *in, qf_task *task, qf_element **ret_elem);
 bool qf__source_pulls_runs(const qf_batch_source *src);
 /* One pull of up to max examples (a reader source): QF_OK with queue slots
  * slots[0..*ret_n) (*ret_n may be 0; elements or rows of a run, see
- * queues/qf_strblock-impl.h; free with qf__slots_free()), QF_PENDING, or a code
+ * queues/tensor/qf_strblock-impl.h; free with qf__slots_free()), QF_PENDING, or a code
  * that ends the op. */
 qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max,
                             size_t *ret_n);

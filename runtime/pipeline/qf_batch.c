@@ -352,7 +352,7 @@ out:
 #define RUN_ROWS 64
 
 /* The run path: a reader's records, as the rows of one run
- * (queues/qf_strblock-impl.h), all offered to the queue at once; the run's rest
+ * (queues/tensor/qf_strblock-impl.h), all offered to the queue at once; the run's rest
  * waits in o->run when the queue is full. */
 static qf_code batch_op_poll_runs(qf_task *task, bop *o)
 {

@@ -1,5 +1,5 @@
 /* ring_carry.pml - multi-producer publication without a commit wait
- * (queues/qf_ring-impl.h, note 4: qf__ring_publish / qf__ring_carry),
+ * (queues/engine/qf_ring-impl.h, note 4: qf__ring_publish / qf__ring_carry),
  * model-checked with spin.
  *
  * NP producers each publish ITER values, one slot at a time, into a ring

@@ -1,4 +1,4 @@
-/* ring_tombs.pml - tombstones as tags beside the ring (queues/qf_ring-impl.h,
+/* ring_tombs.pml - tombstones as tags beside the ring (queues/engine/qf_ring-impl.h,
  * note 7: qf__ring_write_tombstone, qf__ring_drop_tombs, qf__ring_untag),
  * model-checked with spin.
  *
