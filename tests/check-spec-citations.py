@@ -10,6 +10,7 @@ docs/semantics.md or its entry is empty.
 Citation forms understood (case does not matter; "specs" too):
     spec 55        spec 55-57       spec 12, 18      spec 149 + 161
     spec 11 and 83 (spec 12)        spec items 63-83 spec 92 (43-48)
+    Spec items: 152-153
     semantics.md items 5-62         spec 174 (item 131)
     Test(batch, spec_164_...)       Test(reader_runs, spec_190_195_...)
 A list may continue on the next line ("(spec 157, 161," then "162)"), and
@@ -19,6 +20,9 @@ The entries of docs/semantics.md are its lines "N. text" (a Markdown
 ordered list); an entry runs to the next entry or heading.
 
 Exit status 0 when all hold; 1 with the offending citations otherwise.
+--expect-bad N turns it into a test of the check itself: given a --doc
+whose item N is empty or missing (tests/data/spec-citations/), it
+succeeds only when it finds problems and every one is about item N.
 """
 import argparse
 import pathlib
@@ -31,10 +35,12 @@ SUFFIXES = {".c", ".h", ".py", ".md", ".build", ".sh", ".txt", ".pml", ""}
 RANGE = r"\d+(?:\s*[-\u2013]\s*\d+)?"
 LIST = RANGE + r"(?:(?:\s*,\s*|\s*\+\s*|\s+and\s+)" + RANGE + r")*"
 CITE = re.compile(
-    r"(?:\bspecs?(?:\s+items?)?|\bsemantics\.md\s+items?)\s+(" + LIST + r")"
+    r"(?:\bspecs?(?:\s+items?:?)?|\bsemantics\.md\s+items?)\s+(" + LIST + r")"
     r"(?:\s*\((?:items?\s+)?(" + LIST + r")\))?",
     re.I,
 )
+SEP = re.compile(r"\s*,\s*|\s*\+\s*|\s+and\s+")
+DASH = re.compile(r"\s*[-\u2013]\s*")
 # A test's name: spec_<n>[_<n>...]_what_it_checks (each number an item).
 TEST_NAME = re.compile(r"\bspec((?:_\d+)+)(?![0-9])", re.I)
 LEADER = re.compile(r"^\s*(?:/\*+|\*+(?!/)|//+|#+)?\s*")
@@ -44,8 +50,8 @@ ENTRY = re.compile(r"^(\d+)\.\s?(.*)$")
 def numbers(listing):
     """The item numbers of one citation list ("12, 17-18" -> 12, 17, 18)."""
     out = []
-    for part in re.split(r"\s*,\s*|\s*\+\s*|\s+and\s+", listing.strip()):
-        ends = [int(x) for x in re.split(r"\s*[-\u2013]\s*", part)]
+    for part in SEP.split(listing.strip()):
+        ends = [int(x) for x in DASH.split(part)]
         if len(ends) == 2 and ends[0] <= ends[1]:
             out.extend(range(ends[0], ends[1] + 1))
         elif len(ends) == 2:
@@ -74,44 +80,61 @@ def entries(doc):
 
 
 def files(root):
-    me = pathlib.Path(__file__).resolve()  # its examples above are not citations
+    me = pathlib.Path(__file__).name  # its examples above are not citations
     for name in SCANNED:
         p = root / name
         if p.is_file():
             yield p
         elif p.is_dir():
             for f in sorted(p.rglob("*")):
-                if (f.is_file() and f.suffix in SUFFIXES and "data" not in f.parts
-                        and f.resolve() != me):
+                rel = f.relative_to(root).parts
+                if (f.suffix in SUFFIXES and "data" not in rel
+                        and rel != ("tests", me) and f.is_file()):
                     yield f
 
 
+HIT = re.compile(r"spec|semantics\.md", re.I)
+
+
 def citations(path):
-    """(line number, [item numbers]) for each citation that starts on a line."""
+    """(line number, [item numbers]) for each citation that starts on a line.
+
+    Only the lines holding "spec" or "semantics.md" are looked at: the
+    files are searched whole, and a hit's line found from its offset."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError):
         return
-    for i, line in enumerate(lines):
-        if "spec" not in line.lower() and "semantics.md" not in line:
+    lineno, counted_to, done_line = 1, 0, 0
+    for hit in HIT.finditer(text):
+        lineno += text.count("\n", counted_to, hit.start())
+        counted_to = hit.start()
+        if lineno == done_line:
             continue
-        nxt = LEADER.sub("", lines[i + 1]) if i + 1 < len(lines) else ""
-        joined = line + " " + nxt
-        for m in CITE.finditer(joined):
+        done_line = lineno
+        begin = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.start())
+        end = len(text) if end < 0 else end
+        line = text[begin:end]
+        after = text.find("\n", end + 1)
+        nxt = LEADER.sub("", text[end + 1:len(text) if after < 0 else after])
+        for m in CITE.finditer(line + " " + nxt):
             if m.start() >= len(line):
                 break  # the next line's own citations are counted there
             cited = numbers(m.group(1))
             if m.group(2):
                 cited += numbers(m.group(2))
-            yield i + 1, cited
+            yield lineno, cited
         for m in TEST_NAME.finditer(line):
-            yield i + 1, [int(x) for x in m.group(1).strip("_").split("_")]
+            yield lineno, [int(x) for x in m.group(1).strip("_").split("_")]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="the source tree")
     ap.add_argument("--doc", help="default: ROOT/docs/semantics.md")
+    ap.add_argument("--expect-bad", type=int, metavar="N",
+                    help="self-test: succeed only if the problems found are all about item N")
     args = ap.parse_args()
     root = pathlib.Path(args.root)
     doc = pathlib.Path(args.doc) if args.doc else root / "docs" / "semantics.md"
@@ -131,6 +154,12 @@ def main():
                     problems.append(f"{rel}:{line}: spec {n} is not in {doc.name}")
                 elif not have[n]:
                     problems.append(f"{rel}:{line}: spec {n} has an empty entry in {doc.name}")
+    if args.expect_bad is not None:
+        mine = [p for p in problems if f" {args.expect_bad} " in p]
+        ok = problems and len(mine) == len(problems)
+        print(f"check-spec-citations: {len(problems)} problems, {len(mine)} about item "
+              f"{args.expect_bad}: {'as expected' if ok else 'NOT as expected'}")
+        return 0 if ok else 1
     for p in problems:
         print("check-spec-citations:", p, file=sys.stderr)
     if not problems:

@@ -1202,7 +1202,7 @@ Test(queue, names_in_another_order_are_reordered_same_dtypes)
 }
 
 /* spec 15-16: the same with components of different dtypes, as in the
- * spec's example (f float, i int32, s string), for enqueue ({i, s, f},
+ * item's example (f float, i int32, s string), for enqueue ({i, s, f},
  * {s, f, i}) and enqueue_many ({i, f, s}). */
 Test(queue, names_in_another_order_are_reordered_mixed_dtypes)
 {
