@@ -823,13 +823,13 @@ Test(input, spec_160_joint_shuffle_never_splits_pairs)
     /* spec 160: 1200 epochs of A7 B3 D5 G2: every epoch is a joint
      * permutation (pairs never split), each of the 24 orders about 50 times.
      *
-     * The spec's seed (161803) picks a stream of TensorFlow's generator;
+     * Spec 160's seed (161803) picks a stream of TensorFlow's generator;
      * qflow's (xoshiro256**) gives other permutations for it. A uniform
      * shuffle keeps all 24 counts inside 50 +- 40% with probability ~0.9
      * only, and with seed 161803 qflow's stream has one order at 27. So the
-     * statistics use five fixed seeds starting at the spec's: for each, a
+     * statistics use five fixed seeds starting at spec 160's: for each, a
      * chi-square test of uniformity (23 degrees of freedom, p = 0.001:
-     * 49.73), and the spec's +-40% on the mean count over the five. */
+     * 49.73), and spec 160's +-40% on the mean count over the five. */
     double mean[24] = {0};
     for (int64_t seed = 161803; seed < 161808; seed++) {
         int count[24] = {0};

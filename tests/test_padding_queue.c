@@ -1,5 +1,5 @@
 /* test_padding_queue.c - PaddingFIFOQueue (spec 85-96 of
- * /work/shared/spec/tf-semantics.md), and the FIFO behaviours it must keep
+ * docs/semantics.md), and the FIFO behaviours it must keep
  * with fully defined shapes (spec 92 repeats items 43-62 for it).
  *
  * Skipped (Python only or not expressible in the C API):

@@ -1,5 +1,5 @@
 /* test_queue.c - the FIFOQueue element API of qf_queue.h, item by item
- * against spec/tf-semantics.md items 5-62: the common queue runtime (A)
+ * against docs/semantics.md items 5-62: the common queue runtime (A)
  * and the FIFOQueue (B). Every test names the spec item(s) it checks.
  *
  * Items mapped onto their nearest C behaviour:
@@ -1114,7 +1114,7 @@ Test(queue, extra_component_name_is_a_name_mismatch)
 }
 
 /* spec 16: with names set, dequeue, dequeue_many and dequeue_up_to return
- * elements carrying the queue's names; the values are the spec's
+ * elements carrying the queue's names; the values are the item's
  * ({f:10.0, i:123, s:"aa"}, ..., enqueue_many {f:[40,50], i:[126,127],
  * s:["dd","ee"]}), enqueued with names in the queue's order. */
 Test(queue, dequeued_elements_and_batches_carry_the_names)
@@ -1202,7 +1202,7 @@ Test(queue, names_in_another_order_are_reordered_same_dtypes)
 }
 
 /* spec 15-16: the same with components of different dtypes, as in the
- * spec's example (f float, i int32, s string), for enqueue ({i, s, f},
+ * item's example (f float, i int32, s string), for enqueue ({i, s, f},
  * {s, f, i}) and enqueue_many ({i, f, s}). */
 Test(queue, names_in_another_order_are_reordered_mixed_dtypes)
 {

@@ -1,5 +1,5 @@
 /* test_queue_registry.c - queues shared by name (spec 9-11, 83, 96 of
- * /work/shared/spec/tf-semantics.md; 96 is in test_padding_queue.c) and
+ * docs/semantics.md; 96 is in test_padding_queue.c) and
  * the registry itself: scopes, lookup, remove, lifetime, races, and
  * lock-free lookups from threads that never registered with RCU.
  *

@@ -1,5 +1,5 @@
 /* test_reader.c - readers (qf_reader.h), item by item against
- * spec/tf-semantics.md items 183-201, plus the TFRecord format, the
+ * docs/semantics.md items 183-201, plus the TFRecord format, the
  * CRC-32C it uses, file errors, buffer boundaries and use from tasks.
  *
  * Every test writes the files it needs into its own mkdtemp() directory
