@@ -87,6 +87,9 @@
 #include "qf_coord_join-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
+#include "qf_coordinator-impl.h"
 
 #define STOP QF__COORD_STOP
 #define SLEEPERS QF__COORD_SLEEPERS

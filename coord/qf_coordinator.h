@@ -599,26 +599,6 @@ QF_API qf_code qf_coord_join_until(qf_coord *c, const pthread_t *extra_threads, 
  * Internal, for white-box tests only (not exported from libqflow.so).
  */
 
-/* Layout of the stop word. */
-#define QF__COORD_STOP 1u
-#define QF__COORD_SLEEPERS 2u
-#define QF__COORD_EPOCH_SHIFT 2
-
-/* The stop word, acquire load. */
-uint32_t qf__coord_word(const qf_coord *c);
-
-/* qf_coord_member_new() for a task of a qflow runtime, with the task in the
- * member's allocation: one allocation and one copy of the name per task
- * (it matters with ten thousand parked tasks). *ret_extra receives `extra`
- * bytes (zeroed, aligned to 8: enough for pointers and 64-bit atomics) that live exactly as long as
- * the member record, and *ret_name the member's copy of `name`, valid as long. The record then has
- * three references: the registered set's, the handle's (given up by qf_coord_member_done()) and the
- * extra's owner's, given up by qf__coord_member_release() when the owner is done with the extra
- * bytes. */
-qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
-                                 qf_coord_member **ret_m, void **ret_extra, const char **ret_name);
-void qf__coord_member_release(qf_coord_member *m);
-
 QF_END_DECLS
 
 #endif

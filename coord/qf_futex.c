@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "qf_status.h"
+#include "qf_status-impl.h"
+#include "qf_futex-impl.h"
 
 qf_code qf_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
 {

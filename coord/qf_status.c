@@ -1,4 +1,5 @@
 /* qf_status.c - codes, status objects and the per-thread last error. */
+#include "qf_status-impl.h"
 #include "qf_status.h"
 
 #include <stdio.h>

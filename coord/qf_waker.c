@@ -23,6 +23,8 @@
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_status.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 /* The bad-input answer for a NULL waker, list or event count: recorded
  * with a static message (no formatting on these paths). */

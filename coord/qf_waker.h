@@ -126,14 +126,6 @@ QF_API bool qf_waker_withdraw(qf_waker *w);
  *  only; wait-free. */
 QF_API void qf_waker_consumed(qf_waker *w);
 
-/* Internal: set by a scheduler while a task runs on this thread, so that
- * thread-blocking calls can refuse to block a worker (they return
- * QF_FAILED_PRECONDITION and point at the poll form instead). */
-void qf__set_in_task(bool in_task);
-bool qf__in_task(void);
-/* Internal: the error a blocking call returns inside a task. */
-int qf__blocking_in_task_error(const char *what);
-
 /* A wait list. Embed it; initialise with qf_waitlist_init(). Pair with
  * qf_waitlist_destroy() once no waker is registered. */
 struct qf_waitlist {

@@ -28,6 +28,11 @@ bool bench_alloc_count_available(void)
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* The interposers below replace libc's allocator under its own names; this
+ * file leaves out <stdlib.h> and <malloc.h> so that their declarations (and
+ * glibc's attributes on them) cannot disagree with the definitions. */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+
 extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t size);

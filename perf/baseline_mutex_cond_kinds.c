@@ -137,17 +137,17 @@ static bq *shuffle_create(size_t capacity, unsigned flags)
     return (bq *)q;
 }
 
-static void shuffle_destroy(bq *bq)
+static void shuffle_destroy(bq *self)
 {
-    mc_shuffle *q = (mc_shuffle *)bq;
+    mc_shuffle *q = (mc_shuffle *)self;
     base_destroy(&q->b);
     free(q->items);
     free(q);
 }
 
-static int shuffle_enqueue(bq *bq, void *p)
+static int shuffle_enqueue(bq *self, void *p)
 {
-    mc_shuffle *q = (mc_shuffle *)bq;
+    mc_shuffle *q = (mc_shuffle *)self;
     if (!lock_for_room(&q->b))
         return -1;
     q->items[q->b.n++] = p;
@@ -155,9 +155,9 @@ static int shuffle_enqueue(bq *bq, void *p)
     return 0;
 }
 
-static int shuffle_dequeue(bq *bq, void **ret_p)
+static int shuffle_dequeue(bq *self, void **ret_p)
 {
-    mc_shuffle *q = (mc_shuffle *)bq;
+    mc_shuffle *q = (mc_shuffle *)self;
     pthread_mutex_lock(&q->b.mu);
     if (!wait_takeable(&q->b, KB_MIN_AFTER_DEQUEUE)) {
         pthread_mutex_unlock(&q->b.mu);
@@ -175,9 +175,9 @@ static int shuffle_dequeue(bq *bq, void **ret_p)
     return 0;
 }
 
-static void shuffle_close(bq *bq)
+static void shuffle_close(bq *self)
 {
-    base_close(&((mc_shuffle *)bq)->b);
+    base_close(&((mc_shuffle *)self)->b);
 }
 
 const bq_impl bq_mutex_cond_shuffle = {
@@ -211,9 +211,9 @@ static bq *priority_create(size_t capacity, unsigned flags)
     return (bq *)q;
 }
 
-static void priority_destroy(bq *bq)
+static void priority_destroy(bq *self)
 {
-    mc_priority *q = (mc_priority *)bq;
+    mc_priority *q = (mc_priority *)self;
     for (size_t i = 0; i < q->b.n; i++)
         qf_element_free(q->heap[i].e);
     base_destroy(&q->b);
@@ -221,9 +221,9 @@ static void priority_destroy(bq *bq)
     free(q);
 }
 
-static int priority_enqueue(bq *bq, void *p)
+static int priority_enqueue(bq *self, void *p)
 {
-    mc_priority *q = (mc_priority *)bq;
+    mc_priority *q = (mc_priority *)self;
     qf_element *e = kb_prio_element(p);
     int64_t key = kb_prio_key(e);
     if (!lock_for_room(&q->b)) {
@@ -241,9 +241,9 @@ static int priority_enqueue(bq *bq, void *p)
     return 0;
 }
 
-static int priority_dequeue(bq *bq, void **ret_p)
+static int priority_dequeue(bq *self, void **ret_p)
 {
-    mc_priority *q = (mc_priority *)bq;
+    mc_priority *q = (mc_priority *)self;
     pthread_mutex_lock(&q->b.mu);
     if (!wait_takeable(&q->b, 0)) {
         pthread_mutex_unlock(&q->b.mu);
@@ -271,9 +271,9 @@ static int priority_dequeue(bq *bq, void **ret_p)
     return 0;
 }
 
-static void priority_close(bq *bq)
+static void priority_close(bq *self)
 {
-    base_close(&((mc_priority *)bq)->b);
+    base_close(&((mc_priority *)self)->b);
 }
 
 const bq_impl bq_mutex_cond_priority = {
@@ -303,9 +303,9 @@ static bq *padding_create(size_t capacity, unsigned flags)
     return (bq *)q;
 }
 
-static void padding_destroy(bq *bq)
+static void padding_destroy(bq *self)
 {
-    mc_padding *q = (mc_padding *)bq;
+    mc_padding *q = (mc_padding *)self;
     for (size_t i = 0; i < q->b.n; i++)
         qf_element_free(q->ring[(q->head + i) % q->b.cap]);
     base_destroy(&q->b);
@@ -313,9 +313,9 @@ static void padding_destroy(bq *bq)
     free(q);
 }
 
-static int padding_enqueue(bq *bq, void *p)
+static int padding_enqueue(bq *self, void *p)
 {
-    mc_padding *q = (mc_padding *)bq;
+    mc_padding *q = (mc_padding *)self;
     qf_element *e = kb_pad_element(p);
     if (!lock_for_room(&q->b)) {
         qf_element_free(e);
@@ -353,9 +353,9 @@ static qf_tensor *pad_rows(qf_element **es, size_t k)
 
 /* Gathers n, holding what it has while waiting; after close, what is
  * left (0 once drained). */
-static size_t padding_dequeue_many(bq *bq, void **ret_ps, size_t n)
+static size_t padding_dequeue_many(bq *self, void **ret_ps, size_t n)
 {
-    mc_padding *q = (mc_padding *)bq;
+    mc_padding *q = (mc_padding *)self;
     qf_element *es[KB_PAD_BATCH];
     size_t got = 0, unsignalled = 0; /* removals no producer was told of */
     if (n > KB_PAD_BATCH)
@@ -391,14 +391,14 @@ static size_t padding_dequeue_many(bq *bq, void **ret_ps, size_t n)
     return got;
 }
 
-static int padding_dequeue(bq *bq, void **ret_p)
+static int padding_dequeue(bq *self, void **ret_p)
 {
-    return padding_dequeue_many(bq, ret_p, 1) == 1 ? 0 : -1;
+    return padding_dequeue_many(self, ret_p, 1) == 1 ? 0 : -1;
 }
 
-static void padding_close(bq *bq)
+static void padding_close(bq *self)
 {
-    base_close(&((mc_padding *)bq)->b);
+    base_close(&((mc_padding *)self)->b);
 }
 
 const bq_impl bq_mutex_cond_padding = {

@@ -42,7 +42,9 @@
 
 #include "qf_fifo-impl.h"
 #include "qf_spin-impl.h"
+#include "qf_status-impl.h"
 #include "qf_status.h"
+#include "qf_task_mark-impl.h"
 
 /* Waits for an in-flight publication before a try form gives up. */
 #define INFLIGHT_SPINS 64
@@ -506,10 +508,10 @@ qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf_
             /* Nothing more can arrive. */
             if (up_to) {
                 /* Past any tombstones in front of what is left. */
-                size_t claimed;
+                size_t n_claimed;
                 do
-                    got += take_now(q, ret_slots + got, 1, max - got, &claimed);
-                while (got == 0 && claimed > 0);
+                    got += take_now(q, ret_slots + got, 1, max - got, &n_claimed);
+                while (got == 0 && n_claimed > 0);
                 if (got > 0)
                     break;
             } else if (qf__fifo_available(q) + got >= min) {

@@ -73,6 +73,7 @@
 #include "qf_fifo-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_status.h"
+#include "qf_task_mark-impl.h"
 
 static uint64_t state_sc(qf_queue *q)
 {
@@ -292,7 +293,7 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
     }
     if (w->mode == QF__WAIT_POLL)
         return QF_PENDING;
-    if (qf_waker_wait(wk, w->deadline) == QF_DEADLINE_EXCEEDED && qf_waitlist_cancel(wl, wk))
+    if (qf_waker_wait_until(wk, w->deadline) == QF_DEADLINE_EXCEEDED && qf_waitlist_cancel(wl, wk))
         return qf__fifo_err_timeout();
     return QF_OK;
 }
@@ -368,7 +369,7 @@ qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t 
     }
     uint32_t st;
     while ((st = atomic_load_explicit(&r.state, memory_order_acquire)) == QF__REQ_WAITING) {
-        if (qf_futex_wait(&r.state, QF__REQ_WAITING, deadline) == QF_DEADLINE_EXCEEDED) {
+        if (qf_futex_wait_until(&r.state, QF__REQ_WAITING, deadline) == QF_DEADLINE_EXCEEDED) {
             if (qf__fifo_withdraw(q, &r)) {
                 *done = r.done;
                 return qf__fifo_err_timeout();

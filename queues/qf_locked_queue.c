@@ -52,7 +52,9 @@
 #include "qf_lock-impl.h"
 #include "qf_locked_queue-impl.h"
 #include "qf_spin-impl.h"
+#include "qf_status-impl.h"
 #include "qf_status.h"
+#include "qf_task_mark-impl.h"
 
 /* Preallocate storage up to this many entries; beyond, grow on demand. */
 #define PREALLOC_MAX 65536u
@@ -99,7 +101,7 @@ static inline void engine_lock(qf__locked *L)
     }
     c = atomic_exchange_explicit(l, 2, memory_order_acquire);
     while (c != 0) {
-        qf_futex_wait(l, 2, QF_FOREVER);
+        qf_futex_wait_until(l, 2, QF_FOREVER);
         c = atomic_exchange_explicit(l, 2, memory_order_acquire);
     }
 }
@@ -502,7 +504,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
             break;
         if (w->mode == QF__WAIT_POLL)
             break;
-        if (qf_waker_wait(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
+        if (qf_waker_wait_until(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
             qf_waitlist_cancel(&q->enq_waiters, waker)) {
             o = E_TIMEOUT;
             break;
@@ -640,7 +642,7 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
             break;
         if (w->mode == QF__WAIT_POLL)
             break; /* a poll holds nothing: only gathers hold, never polls */
-        if (qf_waker_wait(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
+        if (qf_waker_wait_until(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
             qf_waitlist_cancel(list, waker)) {
             o = E_TIMEOUT;
             break;

@@ -13,8 +13,10 @@
 #include "qf_fifo-impl.h"
 #include "qf_queue-impl.h"
 #include "qf_queue_metrics-impl.h"
-#include "qf_strblock-impl.h"
+#include "qf_queue_trusted-impl.h"
+#include "qf_status-impl.h"
 #include "qf_status.h"
+#include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
 
 /* Largest ring we allocate up front; bigger capacities (and unbounded
@@ -556,7 +558,7 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
 }
 
 /* qf_queue_poll_enqueue() without the per-element checks, for
- * runtime/pipeline/qf_batch.c (declared in qf_batch-impl.h): its record sources make
+ * runtime/pipeline/qf_batch.c (qf_queue_trusted-impl.h): its record sources make
  * every element themselves (two scalar strings, no names, see
  * qf_record_to_element()) and the op only takes this path after matching
  * that against the queue when it was built, so qf__validate_element() and

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "qf_queue-impl.h"
+#include "qf_status-impl.h"
 #include "qf_status.h"
 
 struct qf_queue_list {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "qf_queue_metrics-impl.h"
+#include "qf_status-impl.h"
 
 typedef struct node {
     qf_queue *q;

@@ -75,6 +75,7 @@
 
 #include "qf_queue-impl.h"
 #include "qf_queue_metrics-impl.h"
+#include "qf_status-impl.h"
 #include "qf_status.h"
 #include "qf_tsan-impl.h"
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qf_coordinator-impl.h"
 #include "qf_coordinator.h"
 #include "qf_futex.h"
 #include "qf_test_park.h"

@@ -2584,9 +2584,9 @@ static void *fifo_write_main(void *arg)
     if (fd < 0)
         return NULL;
     for (int i = 1; i <= 10; i++) {
-        char line[32];
-        int n = snprintf(line, sizeof(line), "line %d\n", i);
-        if (write(fd, line, (size_t)n) != n)
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "line %d\n", i);
+        if (write(fd, buf, (size_t)n) != n)
             break;
     }
     while (!atomic_load(&w->release))

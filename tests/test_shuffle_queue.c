@@ -750,7 +750,7 @@ static void *timed_many_main(void *a)
 Test(shuffle_queue, timed_out_gather_gives_back_above_capacity)
 {
     qf_queue *q = mkq(3, 0, 73, 0);
-    timed_many t = {.q = q, .n = 10, .timeout_s = 0.5};
+    timed_many t = {.q = q, .n = 10, .timeout_s = 2.0};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, timed_many_main, &t), 0);
     int sent = 0;

@@ -237,14 +237,14 @@ Test(waker, wait_until_returns_a_code)
     cr_expect_eq(qf_waker_wait(&w, QF_NO_WAIT), QF_OK, "the old spelling");
     qf_waitlist_destroy(&wl);
 
-    qf_eventcount ec;
-    qf_eventcount_init(&ec);
-    uint32_t t = qf_eventcount_prepare(&ec);
-    cr_expect_eq(qf_eventcount_wait_until(&ec, t, qf_deadline_in_ns(1000000)),
+    qf_eventcount evc;
+    qf_eventcount_init(&evc);
+    uint32_t t = qf_eventcount_prepare(&evc);
+    cr_expect_eq(qf_eventcount_wait_until(&evc, t, qf_deadline_in_ns(1000000)),
                  QF_DEADLINE_EXCEEDED);
-    t = qf_eventcount_prepare(&ec);
-    qf_eventcount_notify(&ec, true);
-    cr_expect_eq(qf_eventcount_wait_until(&ec, t, QF_FOREVER), QF_OK, "notified since the ticket");
-    t = qf_eventcount_prepare(&ec);
-    cr_expect_eq(qf_eventcount_wait(&ec, t, QF_NO_WAIT), QF_DEADLINE_EXCEEDED, "the old spelling");
+    t = qf_eventcount_prepare(&evc);
+    qf_eventcount_notify(&evc, true);
+    cr_expect_eq(qf_eventcount_wait_until(&evc, t, QF_FOREVER), QF_OK, "notified since the ticket");
+    t = qf_eventcount_prepare(&evc);
+    cr_expect_eq(qf_eventcount_wait(&evc, t, QF_NO_WAIT), QF_DEADLINE_EXCEEDED, "the old spelling");
 }

@@ -12,6 +12,7 @@
 
 #include "qf_blockcache-impl.h"
 #include "qf_tensor-impl.h"
+#include "qf_status-impl.h"
 
 #define MAX_COMPONENTS QF__MAX_COMPONENTS
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "qf_tsan-impl.h"
+#include "qf_status-impl.h"
 
 struct qf_sparse {
     _Atomic uint32_t refs;

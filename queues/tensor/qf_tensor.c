@@ -39,6 +39,7 @@
 #include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
+#include "qf_status-impl.h"
 
 /* Longest text qf_shape_format() can produce: 8 dims of up to 19 digits,
  * commas, brackets and the NUL. */

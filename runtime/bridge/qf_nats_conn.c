@@ -20,6 +20,8 @@
 
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 /* ------------------------------------------------------------------ errors */
 

@@ -42,6 +42,7 @@
 
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
+#include "qf_status-impl.h"
 
 #define LANES 2
 /* A request the server has not ended is forgotten this long after it

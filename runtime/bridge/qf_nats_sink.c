@@ -29,6 +29,7 @@
 
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
+#include "qf_status-impl.h"
 
 #define BACKOFF_MIN_NS 50000000
 #define BACKOFF_MAX_NS 1000000000

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "qf_reader-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 #include "qf_tensor-impl.h"
 
 /* ---------------------------------------------------------------- records */

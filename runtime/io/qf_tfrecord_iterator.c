@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "qf_reader-impl.h"
+#include "qf_status-impl.h"
 #include "qf_tfrecord.h"
 
 struct qf_tfrecord_iterator {

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "qf_reader-impl.h"
+#include "qf_status-impl.h"
 #include "qf_tfrecord.h"
 
 struct qf_tfrecord_writer {

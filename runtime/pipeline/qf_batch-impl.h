@@ -60,17 +60,7 @@ bool qf__source_pulls_runs(const qf_batch_source *src);
 qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max,
                             size_t *ret_n);
 
-/* In queues/qf_queue.c: make a queue on the FIFO engine pair full fences
- * on both sides instead of the asymmetric pair (see qf__ring_set_symmetric()).
- * Only before anyone else can use the queue; no effect on other kinds. */
-void qf__queue_use_symmetric_fences(qf_queue *q);
-
-/* In queues/qf_queue.c: qf_queue_poll_enqueue() minus the per-element
- * validation, for n slots at once (elements or rows of runs, each one
- * example; *ret_done of them went in, whatever the code). Only for slots
- * known to match the queue's components (dtypes, shapes, no names, no
- * QF_PTR) and a queue that is not inline. */
-qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
-                                       size_t *ret_done);
+/* qf__queue_use_symmetric_fences() and qf__queue_poll_enqueue_trusted():
+ * queues/qf_queue_trusted-impl.h. */
 
 #endif

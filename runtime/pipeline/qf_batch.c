@@ -32,6 +32,8 @@
 #include "qf_batch-impl.h"
 #include "qf_batch_sparse-impl.h"
 #include "qf_lock-impl.h"
+#include "qf_queue_trusted-impl.h"
+#include "qf_status-impl.h"
 #include "qf_strblock-impl.h"
 
 #ifdef QF_RACE_WIDENING

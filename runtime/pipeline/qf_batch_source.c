@@ -12,6 +12,7 @@
 
 #include "qf_batch-impl.h"
 #include "qf_reader-impl.h"
+#include "qf_status-impl.h"
 
 static qf_code oom(void)
 {

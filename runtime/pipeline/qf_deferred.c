@@ -14,6 +14,7 @@
  * by bytes (TensorFlow's MatchingFiles sorts its whole output).
  */
 #include "qf_deferred.h"
+#include "qf_status-impl.h"
 
 #include <glob.h>
 #include <pthread.h>

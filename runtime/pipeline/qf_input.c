@@ -31,6 +31,7 @@
 #include "qf_deferred.h"
 #include "qf_input.h"
 #include "qf_rng-impl.h"
+#include "qf_status-impl.h"
 
 /* ------------------------------------------------------------ fill gauges */
 

@@ -15,6 +15,7 @@
 #include "qf_lock-impl.h"
 #include "qf_queue_runner-impl.h"
 #include "qf_runtime-impl.h"
+#include "qf_status-impl.h"
 
 _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned inside its task");
 

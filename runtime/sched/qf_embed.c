@@ -2,8 +2,9 @@
  * from its own loop: a loop turn that returns a qf_code, and a Coordinator
  * join that keeps the loop running.
  *
- * Built on the scheduler's public entry points only (qf_runtime_run_once,
- * qf_runtime_fd, qf_runtime_next_deadline): the host's wait is poll(2) on
+ * Built on the scheduler's loop turn (qf__runtime_turn, the body of the
+ * deprecated qf_runtime_run_once) and its public qf_runtime_fd and
+ * qf_runtime_next_deadline: the host's wait is poll(2) on
  * the runtime's eventfd, which a wake from outside a turn writes once the
  * turn has re-armed it, so a turn that found nothing followed by a poll
  * cannot miss a wake.
@@ -13,12 +14,13 @@
 #include <time.h>
 
 #include "qf_coord_join-impl.h"
+#include "qf_runtime-impl.h"
 #include "qf_runtime.h"
 
 /* One turn; the number of polls, or -1 with a message naming `what`. */
 static int64_t turn(qf_runtime *rt, qf_deadline deadline, const char *what)
 {
-    int64_t n = qf_runtime_run_once(rt, deadline);
+    int64_t n = qf__runtime_turn(rt, deadline);
     if (n < 0)
         qf_set_error(QF_FAILED_PRECONDITION, "%s: another thread is driving this runtime", what);
     return n;

@@ -143,5 +143,10 @@ void qf__push_yielded(qf__worker *w, qf_task *t);
 void qf__timer_disarm(qf_task *t);
 qf__worker *qf__current_worker(void);
 void qf__set_current_task(qf_task *t);
+/* One loop turn of a runtime with 0 workers on the calling thread: the
+ * number of polls run, or -1 with the error recorded (NULL runtime, a
+ * runtime with workers, another thread inside a turn). qf_embed.c builds
+ * the qf_code spellings on it. */
+int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline);
 
 #endif

@@ -46,6 +46,7 @@
 #include "qf_fence-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
+#include "qf_task_mark-impl.h"
 #include "qf_tsan-impl.h"
 
 #define NEXT_SLOT_STREAK 3
@@ -502,7 +503,7 @@ static void idle_wait(qf_runtime *rt, qf_deadline deadline)
         return;
     }
     qf_deadline d = qf_deadline_min(deadline, qf_runtime_next_deadline(rt));
-    qf_eventcount_wait(&rt->idle, ticket, d);
+    qf_eventcount_wait_until(&rt->idle, ticket, d);
 }
 
 static void *worker_main(void *arg)
@@ -637,6 +638,11 @@ int qf_runtime_fd(const qf_runtime *rt)
 
 int64_t qf_runtime_run_once(qf_runtime *rt, qf_deadline deadline)
 {
+    return qf__runtime_turn(rt, deadline);
+}
+
+int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline)
+{
     if (!rt) {
         qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_run_once: runtime is NULL");
         return -1;
@@ -702,7 +708,7 @@ qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline)
     free(all);
     while (atomic_load_explicit(&rt->live_n, memory_order_acquire) > 0) {
         if (rt->nworkers == 0) {
-            if (qf_runtime_run_once(rt, qf_deadline_min(deadline, qf_deadline_in_ns(1000000))) < 0)
+            if (qf__runtime_turn(rt, qf_deadline_min(deadline, qf_deadline_in_ns(1000000))) < 0)
                 return QF_FAILED_PRECONDITION;
             if (qf_deadline_passed(deadline) &&
                 atomic_load_explicit(&rt->live_n, memory_order_acquire) > 0)
@@ -714,7 +720,7 @@ qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline)
             qf_eventcount_cancel(&rt->live_ec);
             break;
         }
-        if (qf_eventcount_wait(&rt->live_ec, ticket, deadline) == QF_DEADLINE_EXCEEDED)
+        if (qf_eventcount_wait_until(&rt->live_ec, ticket, deadline) == QF_DEADLINE_EXCEEDED)
             break;
     }
     int64_t left = atomic_load_explicit(&rt->live_n, memory_order_acquire);

@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include "qf_coord_join-impl.h"
+#include "qf_coordinator-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
+#include "qf_task_mark-impl.h"
 #include "qf_tsan-impl.h"
 
 /* Where an inline argument starts: aligned to 8 (the alignment a member
@@ -306,7 +308,7 @@ qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status)
     while (!atomic_load_explicit(&t->done, memory_order_acquire)) {
         if (qf__in_task())
             return qf__blocking_in_task_error("qf_task_join");
-        if (qf_futex_wait(&t->done, 0, deadline) == QF_DEADLINE_EXCEEDED &&
+        if (qf_futex_wait_until(&t->done, 0, deadline) == QF_DEADLINE_EXCEEDED &&
             !atomic_load_explicit(&t->done, memory_order_acquire))
             return qf_set_error(QF_DEADLINE_EXCEEDED, "Task '%s' is still running", t->name);
     }

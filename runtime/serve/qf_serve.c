@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "qf_serve-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 static char *dup_str(const char *s)
 {

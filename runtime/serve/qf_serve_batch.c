@@ -28,6 +28,8 @@
 
 #include "qf_lock-impl.h"
 #include "qf_serve-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 typedef struct form {
     qf_serve_request *expired;   /* answer DEADLINE_EXCEEDED after unlocking */

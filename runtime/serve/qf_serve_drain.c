@@ -13,6 +13,8 @@
 
 #include "qf_lock-impl.h"
 #include "qf_serve-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 void qf_serve_begin_drain(qf_serve *s, qf_deadline deadline)
 {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "qf_serve-impl.h"
+#include "qf_task_mark-impl.h"
 
 qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
 {

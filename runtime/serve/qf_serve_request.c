@@ -28,6 +28,8 @@
 
 #include "qf_lock-impl.h"
 #include "qf_serve-impl.h"
+#include "qf_status-impl.h"
+#include "qf_task_mark-impl.h"
 
 void qf_serve_request_init(qf_serve_request *req, void *user, qf_deadline deadline,
                            uint32_t priority, qf_serve_done_fn done, void *done_arg)

@@ -74,7 +74,8 @@ def exported_functions(nm, lib):
         parts = line.split()
         if len(parts) == 3 and parts[1] in ("T", "W", "i") and parts[2].startswith("qf_") \
                 and not parts[2].startswith("qf__"):
-            names.add(parts[2])
+            # nm writes a versioned symbol as name@@NODE (runtime/libqflow.map)
+            names.add(parts[2].split("@", 1)[0])
     return names
 
 

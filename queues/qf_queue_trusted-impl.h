@@ -1,0 +1,26 @@
+/* qf_queue_trusted-impl.h - internal: queue calls for the layers above
+ * (runtime/pipeline's batching) that skip what the public calls check,
+ * because the caller proved it once when it was built. Never installed;
+ * not exported from libqflow.so. Defined in qf_queue.c. */
+#ifndef QF_QUEUE_TRUSTED_IMPL_H
+#define QF_QUEUE_TRUSTED_IMPL_H
+
+#include <stddef.h>
+
+#include "qf_queue.h"
+#include "qf_waker.h"
+
+/* Make a queue on the FIFO engine pair full fences on both sides instead of
+ * the asymmetric pair (see qf__ring_set_symmetric()). Only before anyone
+ * else can use the queue; no effect on other kinds. */
+void qf__queue_use_symmetric_fences(qf_queue *q);
+
+/* qf_queue_poll_enqueue() minus the per-element validation, for n slots at
+ * once (elements or rows of string-block runs, each one example; *ret_done
+ * of them went in, whatever the code). Only for slots known to match the
+ * queue's components (dtypes, shapes, no names, no QF_PTR) and a queue that
+ * is not inline. */
+qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
+                                       size_t *ret_done);
+
+#endif
