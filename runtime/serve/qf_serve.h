@@ -25,8 +25,8 @@
  *
  *     static qf_code run_model(void *model, qf_serve_request *const *reqs, size_t n)
  *     {
- *         for (size_t i = 0; i < n; i++)      // reqs[i]->user: the handler's data
- *             ...;
+ *         for (size_t i = 0; i < n; i++)
+ *             infer(model, reqs[i]->user);    // the handler's data
  *         return QF_OK;                       // every request answered QF_OK
  *     }
  *
@@ -35,7 +35,7 @@
  *                           .coord = coord};  // a stop request drains it
  *     qf_serve *s;
  *     qf_serve_new(&o, &s);
- *     qf_serve_spawn(s, qf_runtime_default(), run_model, model, NULL);
+ *     qf_serve_spawn(s, qf_runtime_default(), run_model, model, NULL, NULL);
  *
  *     // in a request handler (any thread):
  *     qf_serve_request r;
