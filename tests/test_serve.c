@@ -1323,7 +1323,7 @@ Test(serve, a_task_polling_a_request_cancels_and_frees_it_without_hanging)
     qf_runtime *rt;
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
     qf_serve *s = make(1, 0, NULL);
-    for (int woken = 0; woken < 2; woken++) {
+    for (int woken = 1; woken >= 0; woken--) {
         poll_owner p = {.r = malloc(sizeof(qf_serve_request)), .status = -1, .cancelled = -1};
         qf_serve_request_init(p.r, NULL, QF_FOREVER, 0, NULL, NULL);
         cr_assert_eq(qf_serve_submit(s, p.r), QF_OK);
