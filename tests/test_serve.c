@@ -2,7 +2,10 @@
  * batch formation (full, delay, preferred sizes), expiry, priority order
  * and anti-starvation, admission policies, waitable requests in thread
  * and task form, drain and its report, the Coordinator hook, executors on
- * threads and on a shared pool, runtime shutdown, and the Prometheus text.
+ * threads and on a shared pool, runtime shutdown, and the Prometheus text;
+ * then what issue 24 found: complete accepts only handed-out requests (one
+ * of racing completes wins), a model's non-code return, cancel_poll of a
+ * waker the request does not hold, and delays past the clock's range.
  *
  * No test waits on a sleep for ordering: threads that must be blocked are
  * detected asleep (qf_test_park.h); time-based closes are checked as lower
@@ -1436,4 +1439,35 @@ Test(serve, a_huge_delay_and_grace_on_a_spawned_executor_drain_on_stop)
     qf_serve_free(s);
     qf_runtime_free(rt);
     qf_coord_free(c);
+}
+
+/* A model that (against its contract) completes part of its batch itself:
+ * the executor's complete of the whole batch is refused, and it answers
+ * the rest one by one rather than leave them. */
+static qf_code model_completes_first(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    cr_expect_eq(n, 3);
+    cr_expect_eq(qf_serve_complete(arg, reqs, 1, QF_ABORTED), QF_OK);
+    return QF_OK;
+}
+
+Test(serve, an_executor_answers_what_a_refused_complete_left)
+{
+    qf_serve *s = make(4, 100 * SEC, NULL);
+    treq t[3];
+    for (int i = 0; i < 3; i++) {
+        treq_init(&t[i], i, QF_FOREVER, 0);
+        cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+    }
+    qf_serve_begin_drain(s, QF_FOREVER);
+    cr_expect_eq(qf_serve_run(s, model_completes_first, s), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&t[0].status), QF_ABORTED);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(atomic_load(&t[i].answers), 1, "request %d", i);
+    cr_expect_eq(atomic_load(&t[1].status), QF_OK);
+    cr_expect_eq(atomic_load(&t[2].status), QF_OK);
+    qf_serve_report rep;
+    cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, &rep), QF_OK);
+    cr_expect_eq(rep.in_flight, 0);
+    qf_serve_free(s);
 }
