@@ -403,12 +403,14 @@ QF_API qf_code qf_serve_poll_next_batch(qf_serve *s, qf_waker *w, qf_serve_reque
  * their time in flight.
  *
  * Only requests handed out by a next_batch call and not yet completed are
- * accepted: each is claimed atomically, so of two completes naming the
- * same request (racing, or one late) exactly one answers it, and a
- * request that is still queued, already answered, submitted again after
- * its answer, or never submitted is refused. All or nothing: when one
- * request of the call is refused, none is answered and the others stay
- * handed out.
+ * accepted: each is claimed atomically, so of completes naming the same
+ * request (racing, or one late) at most one answers it, and exactly one
+ * when they list the same requests in the same order (two completes of one
+ * batch); a request that is still queued, already answered, submitted
+ * again after its answer, or never submitted is refused. All or nothing:
+ * when one request of the call is refused, none is answered and the
+ * others stay handed out. A request handed out by another batcher is not
+ * told apart (requests do not record their batcher).
  * Ownership:   the requests go back to their submitters (through their
  *              completions); the array stays the caller's.
  * Blocking:    never, apart from the completion callbacks it runs.
