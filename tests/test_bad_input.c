@@ -4040,6 +4040,15 @@ CASE(qf_serve_request_cancel_poll)
     qf_waker_init_thread(&w);
     NEUTRAL(qf_serve_request_cancel_poll(NULL, &w), false, "request");
     NEUTRAL(qf_serve_request_cancel_poll(&r, NULL), false, "waker");
+    /* A waker that is not on the request's list: false at once (it waited
+     * for ever for a wake), the waker left as it is. */
+    QUIET(cr_expect_not(qf_serve_request_cancel_poll(&r, &w)));
+    qf_serve_request other;
+    qf_serve_request_init(&other, NULL, QF_FOREVER, 0, NULL, NULL);
+    qf_waitlist_register(&other.qf__waiters, &w);
+    QUIET(cr_expect_not(qf_serve_request_cancel_poll(&r, &w)));
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "another list's registration stays");
+    cr_expect(qf_waitlist_cancel(&other.qf__waiters, &w));
 }
 
 CASE(qf_serve_new)
@@ -4071,6 +4080,22 @@ CASE(qf_serve_new)
     INVALID(qf_serve_new(&(qf_serve_options){.max_batch_size = 4, .drain_grace_ns = -1}, &s),
             "drain_grace_ns");
     cr_expect_eq(s, UNTOUCHED);
+    /* The largest delay and grace are valid and mean "no close time": a
+     * batch then waits to be full or drained, it does not close at once. */
+    cr_assert_eq(qf_serve_new(&(qf_serve_options){.max_batch_size = 2,
+                                                  .max_queue_delay_ns = INT64_MAX,
+                                                  .drain_grace_ns = INT64_MAX},
+                              &s),
+                 QF_OK);
+    qf_serve_request r;
+    submitted(s, &r);
+    qf_serve_request *reqs[2];
+    size_t n = 77;
+    cr_expect_eq(qf_serve_try_next_batch(s, reqs, &n), QF_UNAVAILABLE, "closed at once");
+    qf_serve_begin_drain(s, QF_FOREVER);
+    cr_expect_eq(qf_serve_try_next_batch(s, reqs, &n), QF_OK);
+    cr_expect_eq(qf_serve_complete(s, reqs, n, QF_OK), QF_OK);
+    qf_serve_free(s);
 }
 
 CASE(qf_serve_free)
@@ -4214,13 +4239,38 @@ CASE(qf_serve_complete)
     INVALID(qf_serve_complete(NULL, reqs, n, QF_OK), "batcher");
     INVALID(qf_serve_complete(s, NULL, n, QF_OK), "requests");
     INVALID(qf_serve_complete(s, reqs, n, (qf_code)12345), "canonical");
-    INVALID(qf_serve_complete(s, reqs, 3, QF_OK), "in flight"); /* more than handed out */
+    /* more than handed out */
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_complete(s, reqs, 3, QF_OK), "in flight");
+    /* A request still queued is not handed out, whatever the count says. */
+    qf_serve_request q;
+    submitted(s, &q);
+    qf_serve_request *queued[1] = {&q};
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_complete(s, queued, 1, QF_OK), "still queued");
+    qf_serve_request *more[4];
+    cr_assert_eq(qf_serve_next_batch_until(s, soon(), more, &n), QF_OK); /* q, now out */
+    cr_assert_eq(n, 1);
+    reqs[1] = more[0];
+    qf_serve_request *twice[2] = {reqs[0], reqs[0]};
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_complete(s, twice, 2, QF_OK), "listed twice");
+    qf_serve_request *with_null[2] = {reqs[0], NULL};
+    INVALID(qf_serve_complete(s, with_null, 2, QF_OK), "NULL");
     qf_code st = (qf_code)99;
     cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_UNAVAILABLE, "not answered yet");
-    cr_expect_eq(qf_serve_complete(s, reqs, n, QF_OK), QF_OK);
+    cr_expect_eq(qf_serve_request_try_wait(&q, &st), QF_UNAVAILABLE, "not answered yet");
+    cr_expect_eq(qf_serve_complete(s, reqs, 2, QF_OK), QF_OK);
     cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_OK);
     cr_expect_eq(st, QF_OK);
+    /* Once answered, a second complete is refused and answers nothing. */
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_complete(s, reqs, 1, QF_OK), "in flight");
     qf_serve_free(s);
+}
+
+static qf_code serve_returns_99(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    (void)arg;
+    (void)reqs;
+    (void)n;
+    return (qf_code)99;
 }
 
 CASE(qf_serve_run)
@@ -4228,6 +4278,16 @@ CASE(qf_serve_run)
     qf_serve *s = mkserve();
     INVALID(qf_serve_run(NULL, serve_noop, NULL), "batcher");
     INVALID(qf_serve_run(s, NULL, NULL), "fn");
+    /* A model returning a non-code: its batch is answered, the drain ends,
+     * and the run reports the value. */
+    qf_serve_request r;
+    submitted(s, &r);
+    qf_serve_begin_drain(s, QF_FOREVER);
+    INVALID(qf_serve_run(s, serve_returns_99, NULL), "returned 99");
+    qf_code st = QF_OK;
+    cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_OK, "answered");
+    cr_expect_eq(st, QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, NULL), QF_OK);
     qf_serve_free(s);
 }
 

@@ -2,7 +2,10 @@
  * batch formation (full, delay, preferred sizes), expiry, priority order
  * and anti-starvation, admission policies, waitable requests in thread
  * and task form, drain and its report, the Coordinator hook, executors on
- * threads and on a shared pool, runtime shutdown, and the Prometheus text.
+ * threads and on a shared pool, runtime shutdown, and the Prometheus text;
+ * then what issue 24 found: complete accepts only handed-out requests (one
+ * of racing completes wins), a model's non-code return, cancel_poll of a
+ * waker the request does not hold, and delays past the clock's range.
  *
  * No test waits on a sleep for ordering: threads that must be blocked are
  * detected asleep (qf_test_park.h); time-based closes are checked as lower
@@ -120,7 +123,7 @@ Test(serve, submit_bad_input_changes_nothing)
     size_t n;
     cr_expect_eq(qf_serve_try_next_batch(s, NULL, &n), QF_INVALID_ARGUMENT);
     cr_expect_eq(qf_serve_try_next_batch(s, out, NULL), QF_INVALID_ARGUMENT);
-    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_INVALID_ARGUMENT, "nothing in flight");
+    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_FAILED_PRECONDITION, "nothing in flight");
     qf_serve_free(s); /* cancels the queued one */
     cr_expect_eq(atomic_load(&t.answers), 1);
     cr_expect_eq(atomic_load(&t.status), QF_CANCELLED);
@@ -163,11 +166,17 @@ Test(serve, complete_bad_input_answers_nothing)
     treq stranger;
     treq_init(&stranger, 3, QF_FOREVER, 0);
     qf_serve_request *mix[2] = {out[0], &stranger.req};
-    cr_expect_eq(qf_serve_complete(s, mix, 2, QF_OK), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_serve_complete(s, mix, 2, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect(
+        strstr(qf_last_message(), "request 1 of the batch is not handed out: never submitted"),
+        "%s", qf_last_message());
+    qf_serve_request *nul[2] = {out[0], NULL};
+    cr_expect_eq(qf_serve_complete(s, nul, 2, QF_OK), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "request 1 of the batch is NULL"), "%s", qf_last_message());
     cr_expect_eq(atomic_load(&a.answers) + atomic_load(&b.answers), 0);
     cr_expect_eq(qf_serve_complete(s, out, 2, QF_OK), QF_OK);
     cr_expect_eq(atomic_load(&a.status), QF_OK);
-    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_INVALID_ARGUMENT, "twice");
+    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_FAILED_PRECONDITION, "twice");
     cr_expect_eq(atomic_load(&a.answers), 1);
     qf_serve_free(s);
 }
@@ -891,4 +900,574 @@ Test(serve, blocking_forms_refuse_inside_a_task)
     qf_task_unref(t);
     qf_runtime_free(rt);
     qf_serve_free(a.s);
+}
+
+/* ------------------------------------------- complete: handed out only */
+
+Test(serve, complete_twice_answers_once_and_the_batch_mate_is_still_answered)
+{
+    qf_serve *s = make(2, 0, NULL);
+    treq a, b;
+    treq_init(&a, 1, QF_FOREVER, 0);
+    treq_init(&b, 2, QF_FOREVER, 0);
+    cr_assert_eq(qf_serve_submit(s, &a.req), QF_OK);
+    cr_assert_eq(qf_serve_submit(s, &b.req), QF_OK);
+    qf_serve_request *out[2];
+    size_t n;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_assert_eq(n, 2);
+    cr_expect_eq(qf_serve_complete(s, &out[0], 1, QF_OK), QF_OK);
+    /* b is still in flight, so the count alone would let a through. */
+    cr_expect_eq(qf_serve_complete(s, &out[0], 1, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "already answered"), "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&a.answers), 1);
+    cr_expect_eq(atomic_load(&b.answers), 0);
+    cr_expect_eq(qf_serve_complete(s, &out[1], 1, QF_ABORTED), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&b.answers), 1);
+    cr_expect_eq(atomic_load(&b.status), QF_ABORTED);
+    qf_serve_report rep;
+    cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, &rep), QF_OK, "nothing left in flight");
+    cr_expect_eq(rep.in_flight, 0);
+    qf_serve_free(s);
+}
+
+Test(serve, complete_of_a_queued_request_is_refused_and_it_still_reaches_the_model)
+{
+    qf_serve *s = make(2, 100 * SEC, NULL);
+    treq a, b, c;
+    treq_init(&a, 1, QF_FOREVER, 0);
+    treq_init(&b, 2, QF_FOREVER, 0);
+    treq_init(&c, 3, QF_FOREVER, 0);
+    cr_assert_eq(qf_serve_submit(s, &a.req), QF_OK);
+    cr_assert_eq(qf_serve_submit(s, &b.req), QF_OK);
+    qf_serve_request *out[2];
+    size_t n;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(qf_serve_submit(s, &c.req), QF_OK); /* queued: not due for 100 s */
+    /* The in-flight count (2) would admit one more; c's state must not. */
+    qf_serve_request *q = &c.req;
+    cr_expect_eq(qf_serve_complete(s, &q, 1, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "still queued"), "%s", qf_last_message());
+    /* All or nothing: a batch naming it answers none of the others. */
+    qf_serve_request *mix[2] = {out[0], &c.req};
+    cr_expect_eq(qf_serve_complete(s, mix, 2, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "request 1 of the batch"), "%s", qf_last_message());
+    /* Listed twice in one call: the second is refused, the first given back. */
+    qf_serve_request *twice[2] = {out[0], out[0]};
+    cr_expect_eq(qf_serve_complete(s, twice, 2, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "listed twice"), "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&a.answers) + atomic_load(&b.answers) + atomic_load(&c.answers), 0);
+    cr_expect_eq(qf_serve_depth(s), 1);
+    cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK, "%s", qf_last_message());
+    /* c goes to the model as usual: the drain hands it out. */
+    qf_serve_begin_drain(s, QF_FOREVER);
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(out[0], &c.req);
+    cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    for (treq *t = &a; t; t = t == &a ? &b : t == &b ? &c : NULL) {
+        cr_expect_eq(atomic_load(&t->answers), 1, "request %d", t->id);
+        cr_expect_eq(atomic_load(&t->status), QF_OK, "request %d", t->id);
+    }
+    qf_serve_free(s);
+}
+
+/* A callback that submits its request again once: the old batch's pointer
+ * then names a queued request, which a second complete must not answer. */
+static void resubmit_once(qf_serve_request *r, qf_code st, void *arg)
+{
+    on_done(r, st, NULL);
+    if (atomic_load(&((treq *)r)->answers) == 1)
+        cr_expect_eq(qf_serve_submit(arg, r), QF_OK);
+}
+
+Test(serve, complete_twice_after_a_resubmit_does_not_answer_the_new_submission)
+{
+    qf_serve *s = make(1, 100 * SEC, NULL);
+    treq a;
+    treq_init(&a, 1, QF_FOREVER, 0);
+    a.req.done = resubmit_once;
+    a.req.done_arg = s;
+    cr_assert_eq(qf_serve_submit(s, &a.req), QF_OK);
+    qf_serve_request *out[1], *out2[1];
+    size_t n;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_OK);
+    cr_expect_eq(atomic_load(&a.answers), 1);
+    cr_expect_eq(qf_serve_depth(s), 1, "resubmitted");
+    cr_expect_eq(qf_serve_complete(s, out, 1, QF_OK), QF_FAILED_PRECONDITION);
+    cr_expect_eq(atomic_load(&a.answers), 1, "the new submission is not answered");
+    cr_assert_eq(qf_serve_try_next_batch(s, out2, &n), QF_OK, "and still reaches the model");
+    cr_expect_eq(qf_serve_complete(s, out2, 1, QF_UNKNOWN), QF_OK);
+    cr_expect_eq(atomic_load(&a.answers), 2);
+    cr_expect_eq(atomic_load(&a.status), QF_UNKNOWN);
+    qf_serve_free(s);
+}
+
+/* Two threads complete the same batch at once, round after round. */
+typedef struct racer {
+    qf_serve *s;
+    qf_serve_request **batch;
+    size_t n;
+    atomic_int *go;     /* round number to run */
+    atomic_int *ended;  /* racers done with their round */
+    _Atomic int result; /* of the latest round */
+} racer;
+
+static void *race_complete(void *arg)
+{
+    racer *r = arg;
+    for (int round = 1;; round++) {
+        int g;
+        for (unsigned i = 0; (g = atomic_load(r->go)) >= 0 && g < round; i++)
+            if (i > 64)
+                sched_yield();
+        if (g < 0)
+            return NULL;
+        atomic_store(&r->result, (int)qf_serve_complete(r->s, r->batch, r->n, QF_OK));
+        atomic_fetch_add(r->ended, 1);
+    }
+}
+
+Test(serve, racing_completes_of_one_batch_exactly_one_wins)
+{
+    qf_serve *s = make(2, 0, NULL);
+    atomic_int go = 0, ended = 0;
+    qf_serve_request *batch[2];
+    racer rs[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        rs[i] = (racer){.s = s, .batch = batch, .go = &go, .ended = &ended};
+        pthread_create(&th[i], NULL, race_complete, &rs[i]);
+    }
+    const int64_t stop_at = qf_now_ns() + 5 * SEC;
+    int rounds = 0;
+    for (int round = 1; round <= 3000 && qf_now_ns() < stop_at; round++) {
+        size_t want = 1 + (size_t)(round & 1); /* one request, then two */
+        treq t[2];
+        for (size_t i = 0; i < want; i++) {
+            treq_init(&t[i], (int)i, QF_FOREVER, 0);
+            cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+        }
+        size_t n;
+        cr_assert_eq(qf_serve_try_next_batch(s, batch, &n), QF_OK);
+        cr_assert_eq(n, want);
+        rs[0].n = rs[1].n = n;
+        atomic_store(&go, round);
+        /* Watchdog: a lost or hung complete fails here, not at the suite
+         * timeout. */
+        for (unsigned i = 0; atomic_load(&ended) < 2 * round; i++) {
+            if (i > 64)
+                sched_yield();
+            cr_assert_lt(qf_now_ns(), stop_at + 10 * SEC, "round %d: a complete never returned",
+                         round);
+        }
+        int ok = 0, refused = 0;
+        for (int i = 0; i < 2; i++) {
+            int rc = atomic_load(&rs[i].result);
+            ok += rc == QF_OK;
+            refused += rc == QF_FAILED_PRECONDITION;
+        }
+        cr_assert_eq(ok, 1, "round %d: %d completes won", round, ok);
+        cr_assert_eq(refused, 1, "round %d", round);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(atomic_load(&t[i].answers), 1, "round %d: request %zu", round, i);
+        rounds = round;
+    }
+    atomic_store(&go, -1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_log_info("%d rounds", rounds);
+    cr_expect_gt(rounds, 10);
+    qf_serve_stats st;
+    qf_serve_get_stats(s, &st);
+    cr_expect_eq(st.counts.in_flight, 0);
+    cr_expect_eq(st.completed_ok, st.counts.batched);
+    qf_serve_free(s);
+}
+
+/* ------------------------------------------ a model returning a non-code */
+
+static qf_code model_returns(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    (void)reqs;
+    (void)n;
+    return (qf_code) * (const int *)arg;
+}
+
+typedef struct msg_req {
+    treq t; /* first */
+    char msg[256];
+} msg_req;
+
+/* On the executor's thread: what it recorded before answering. */
+static void on_done_msg(qf_serve_request *r, qf_code st, void *arg)
+{
+    msg_req *m = (msg_req *)r;
+    snprintf(m->msg, sizeof(m->msg), "%s", qf_last_message());
+    on_done(r, st, arg);
+}
+
+/* wait_req with a watchdog: an answer that never comes fails the test. */
+static void *wait_req_30s(void *arg)
+{
+    waiter *w = arg;
+    qf_code st = (qf_code)-7;
+    atomic_store(&w->rc, (int)qf_serve_request_wait_until(w->r, qf_deadline_in_s(30), &st));
+    atomic_store(&w->st, (int)st);
+    return NULL;
+}
+
+typedef struct bad_runner {
+    qf_serve *s;
+    const int *value;
+    _Atomic int rc;
+    char msg[256];
+} bad_runner;
+
+static void *run_bad_model(void *arg)
+{
+    bad_runner *b = arg;
+    atomic_store(&b->rc, (int)qf_serve_run(b->s, model_returns, (void *)b->value));
+    snprintf(b->msg, sizeof(b->msg), "%s", qf_last_message());
+    return NULL;
+}
+
+Test(serve, a_model_returning_a_non_code_answers_its_batch_invalid_argument)
+{
+    static const int values[] = {(int)QF_PENDING, 99, (int)QF_YIELD, -1000};
+    for (size_t v = 0; v < sizeof(values) / sizeof(values[0]); v++) {
+        char val[16];
+        snprintf(val, sizeof(val), "%d", values[v]);
+        qf_serve *s = make(2, 0, NULL);
+        /* Two waitable requests with a thread each waiting, two callbacks. */
+        qf_serve_request w[2];
+        waiter wt[2];
+        pthread_t wth[2];
+        for (int i = 0; i < 2; i++) {
+            qf_serve_request_init(&w[i], NULL, QF_FOREVER, 0, NULL, NULL);
+            cr_assert_eq(qf_serve_submit(s, &w[i]), QF_OK);
+            wt[i] = (waiter){.r = &w[i]};
+            pthread_create(&wth[i], NULL, wait_req_30s, &wt[i]);
+        }
+        msg_req m[2];
+        for (int i = 0; i < 2; i++) {
+            treq_init(&m[i].t, i, QF_FOREVER, 0);
+            m[i].t.req.done = on_done_msg;
+            m[i].msg[0] = 0;
+            cr_assert_eq(qf_serve_submit(s, &m[i].t.req), QF_OK);
+        }
+        bad_runner br = {.s = s, .value = &values[v]};
+        pthread_t eth;
+        pthread_create(&eth, NULL, run_bad_model, &br);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(wth[i], NULL); /* they wake */
+            cr_expect_eq(atomic_load(&wt[i].rc), QF_OK);
+            cr_expect_eq(atomic_load(&wt[i].st), QF_INVALID_ARGUMENT, "value %s", val);
+        }
+        qf_serve_report rep;
+        cr_expect_eq(qf_serve_drain(s, qf_deadline_in_s(30), &rep), QF_OK, "value %s: %s", val,
+                     qf_last_message());
+        pthread_join(eth, NULL);
+        cr_expect_eq(rep.in_flight, 0);
+        cr_expect_eq(rep.batched, 4);
+        for (int i = 0; i < 2; i++) {
+            cr_expect_eq(atomic_load(&m[i].t.answers), 1);
+            cr_expect_eq(atomic_load(&m[i].t.status), QF_INVALID_ARGUMENT);
+            cr_expect(strstr(m[i].msg, val) && strstr(m[i].msg, "not a status code"),
+                      "value %s: the callback saw \"%s\"", val, m[i].msg);
+        }
+        /* The executor serves on, and says at the end what went wrong. */
+        cr_expect_eq(atomic_load(&br.rc), QF_INVALID_ARGUMENT, "value %s", val);
+        cr_expect(strstr(br.msg, val) && strstr(br.msg, "2 batches"), "value %s: \"%s\"", val,
+                  br.msg);
+        if (values[v] == (int)QF_PENDING)
+            cr_expect(strstr(br.msg, "QF_PENDING"), "%s", br.msg);
+        qf_serve_stats st;
+        qf_serve_get_stats(s, &st);
+        cr_expect_eq(st.completed_error, 4);
+        qf_serve_free(s);
+    }
+}
+
+Test(serve, a_spawned_executor_answers_a_non_code_batch_and_finishes_with_the_error)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
+    qf_serve *s = make(4, 0, NULL);
+    static const int value = 99;
+    qf_task *task;
+    cr_assert_eq(qf_serve_spawn(s, rt, model_returns, (void *)&value, NULL, &task), QF_OK);
+    treq t[3];
+    qf_serve_request w;
+    qf_serve_request_init(&w, NULL, QF_FOREVER, 0, NULL, NULL);
+    cr_assert_eq(qf_serve_submit(s, &w), QF_OK);
+    for (int i = 0; i < 3; i++) {
+        treq_init(&t[i], i, QF_FOREVER, 0);
+        cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+    }
+    qf_code st = QF_OK;
+    cr_expect_eq(qf_serve_request_wait_until(&w, qf_deadline_in_s(30), &st), QF_OK);
+    cr_expect_eq(st, QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_serve_drain(s, qf_deadline_in_s(30), NULL), QF_OK, "%s", qf_last_message());
+    qf_status *ts = NULL;
+    cr_expect_eq(qf_task_join(task, qf_deadline_in_s(30), &ts), QF_INVALID_ARGUMENT);
+    cr_expect(ts && strstr(qf_status_message(ts), "returned 99"), "%s",
+              ts ? qf_status_message(ts) : "(no status)");
+    qf_status_free(ts);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(atomic_load(&t[i].answers), 1);
+        cr_expect_eq(atomic_load(&t[i].status), QF_INVALID_ARGUMENT);
+    }
+    qf_task_unref(task);
+    qf_runtime_free(rt);
+    qf_serve_free(s);
+}
+
+/* -------------------------------- qf_serve_request_cancel_poll never waits */
+
+typedef struct cancel_call {
+    qf_serve_request *r;
+    qf_waker *w;
+    _Atomic int result; /* -1 until it returns */
+} cancel_call;
+
+static void *do_cancel_poll(void *arg)
+{
+    cancel_call *c = arg;
+    atomic_store(&c->result, qf_serve_request_cancel_poll(c->r, c->w) ? 1 : 0);
+    return NULL;
+}
+
+/* cancel_poll on another thread, failing (not hanging) if it does not
+ * return within 10 s. */
+static bool cancel_poll_watched(qf_serve_request *r, qf_waker *w)
+{
+    cancel_call c = {.r = r, .w = w, .result = -1};
+    pthread_t th;
+    pthread_create(&th, NULL, do_cancel_poll, &c);
+    const int64_t give_up = qf_now_ns() + 10 * SEC;
+    while (atomic_load(&c.result) < 0) {
+        cr_assert_lt(qf_now_ns(), give_up, "qf_serve_request_cancel_poll did not return");
+        sched_yield();
+    }
+    pthread_join(th, NULL);
+    return atomic_load(&c.result) == 1;
+}
+
+Test(serve, request_cancel_poll_returns_at_once_for_a_waker_it_does_not_hold)
+{
+    qf_serve *s = make(2, 0, NULL);
+    qf_serve_request r1, r2;
+    qf_serve_request_init(&r1, NULL, QF_FOREVER, 0, NULL, NULL);
+    qf_serve_request_init(&r2, NULL, QF_FOREVER, 0, NULL, NULL);
+    flag_waker fw;
+    flag_init(&fw);
+    /* Never registered. */
+    cr_expect_not(cancel_poll_watched(&r1, &fw.w));
+    cr_assert_eq(qf_serve_submit(s, &r1), QF_OK);
+    cr_assert_eq(qf_serve_submit(s, &r2), QF_OK);
+    qf_code st;
+    /* Registered on r1, not woken: withdrawn; then again: idle. */
+    cr_assert_eq(qf_serve_request_poll(&r1, &fw.w, &st), QF_PENDING);
+    cr_expect(cancel_poll_watched(&r1, &fw.w));
+    cr_expect_eq(qf_waker_state(&fw.w), QF_WAKER_IDLE);
+    cr_expect_not(cancel_poll_watched(&r1, &fw.w));
+    /* Registered on r2: cancelling on r1 leaves that registration alone
+     * (and r1's list intact). */
+    cr_assert_eq(qf_serve_request_poll(&r2, &fw.w, &st), QF_PENDING);
+    cr_expect_not(cancel_poll_watched(&r1, &fw.w));
+    cr_expect_eq(qf_waker_state(&fw.w), QF_WAKER_REGISTERED);
+    cr_expect_eq(qf_waitlist_count(&r1.qf__waiters), 0);
+    cr_expect_eq(qf_waitlist_count(&r2.qf__waiters), 1);
+    qf_serve_request *out[2];
+    size_t n;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_assert_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    cr_expect_eq(atomic_load(&fw.woken), 1, "r2's answer still wakes it");
+    /* Woken: false, and the waker is free for reuse. */
+    cr_expect_not(cancel_poll_watched(&r2, &fw.w));
+    /* The poll finds the answer at once: nothing registered to withdraw. */
+    flag_waker fresh;
+    flag_init(&fresh);
+    cr_expect_eq(qf_serve_request_poll(&r1, &fresh.w, &st), QF_OK);
+    cr_expect_not(cancel_poll_watched(&r1, &fresh.w));
+    qf_serve_free(s);
+}
+
+/* A task that waits for a request it owns on the heap: poll, and once
+ * answered, cancel_poll (what a task giving up would do), free it, end. */
+typedef struct poll_owner {
+    qf_serve_request *r;
+    atomic_int pending; /* polls that returned QF_PENDING */
+    _Atomic int status;
+    _Atomic int cancelled;
+} poll_owner;
+
+static qf_code poll_and_free(qf_task *t, void *arg)
+{
+    poll_owner *p = arg;
+    qf_code st;
+    qf_code rc = qf_serve_request_poll(p->r, qf_task_waker(t), &st);
+    if (rc == QF_PENDING) {
+        atomic_fetch_add(&p->pending, 1);
+        return QF_PENDING;
+    }
+    atomic_store(&p->status, rc == QF_OK ? (int)st : -(int)rc);
+    atomic_store(&p->cancelled, qf_serve_request_cancel_poll(p->r, qf_task_waker(t)));
+    free(p->r); /* answered: the request is ours again */
+    p->r = NULL;
+    return QF_OK;
+}
+
+Test(serve, a_task_polling_a_request_cancels_and_frees_it_without_hanging)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
+    qf_serve *s = make(1, 0, NULL);
+    for (int woken = 1; woken >= 0; woken--) {
+        poll_owner p = {.r = malloc(sizeof(qf_serve_request)), .status = -1, .cancelled = -1};
+        qf_serve_request_init(p.r, NULL, QF_FOREVER, 0, NULL, NULL);
+        cr_assert_eq(qf_serve_submit(s, p.r), QF_OK);
+        qf_serve_request *out[1];
+        size_t n;
+        cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+        if (!woken) /* answered before the task's first poll */
+            cr_assert_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+        qf_task *task;
+        cr_assert_eq(qf_task_spawn(rt, poll_and_free, &p, NULL, &task), QF_OK);
+        if (woken) {
+            /* The task parks on the request; its answer wakes it. */
+            const int64_t give_up = qf_now_ns() + 10 * SEC;
+            while (atomic_load(&p.pending) == 0 ||
+                   qf_waker_state(qf_task_waker(task)) != QF_WAKER_REGISTERED) {
+                cr_assert_lt(qf_now_ns(), give_up, "the task never parked");
+                sched_yield();
+            }
+            cr_assert_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+        }
+        /* A worker lost in cancel_poll fails here. */
+        cr_expect_eq(qf_task_join(task, qf_deadline_in_s(10), NULL), QF_OK,
+                     "woken %d: the task did not finish", woken);
+        cr_expect_eq(atomic_load(&p.status), QF_OK);
+        cr_expect_eq(atomic_load(&p.cancelled), 0);
+        qf_task_unref(task);
+    }
+    qf_runtime_free(rt);
+    qf_serve_free(s);
+}
+
+/* ------------------------------------------- delays past the clock's range */
+
+Test(serve, a_huge_max_queue_delay_waits_until_full_or_drained)
+{
+    /* Past the clock's range from any admission time, and one that is not
+     * (146 years: a real close time, which must not wrap either). */
+    const int64_t delays[] = {INT64_MAX, INT64_MAX - 1000, INT64_MAX / 2 + 1};
+    for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
+        qf_serve *s = make(3, delays[d], &(qf_serve_options){.drain_grace_ns = INT64_MAX});
+        treq t[5];
+        for (int i = 0; i < 5; i++)
+            treq_init(&t[i], i, QF_FOREVER, 0);
+        qf_serve_request *out[3];
+        size_t n = 0;
+        flag_waker fw;
+        flag_init(&fw);
+        qf_deadline at = 0;
+        cr_assert_eq(qf_serve_submit(s, &t[0].req), QF_OK);
+        cr_expect_eq(qf_serve_try_next_batch(s, out, &n), QF_UNAVAILABLE, "delay %zu: closed", d);
+        cr_expect_eq(qf_serve_poll_next_batch(s, &fw.w, out, &n, &at), QF_PENDING);
+        if (d < 2)
+            cr_expect_eq(at, QF_FOREVER, "delay %zu: no close time", d);
+        else
+            cr_expect_eq(at, t[0].req.qf__admit_ns + delays[d]);
+        cr_expect(qf_serve_cancel_poll(s, &fw.w));
+        cr_expect_eq(qf_serve_next_batch_until(s, qf_deadline_in_s(0.02), out, &n),
+                     QF_DEADLINE_EXCEEDED, "delay %zu", d);
+        for (int i = 1; i < 4; i++)
+            cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+        cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK, "delay %zu: full", d);
+        cr_expect_eq(n, 3);
+        cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+        cr_expect_eq(qf_serve_try_next_batch(s, out, &n), QF_UNAVAILABLE, "the 4th waits");
+        cr_assert_eq(qf_serve_submit(s, &t[4].req), QF_OK);
+        cr_expect_eq(qf_serve_try_next_batch(s, out, &n), QF_UNAVAILABLE);
+        qf_serve_begin_drain(s, QF_FOREVER);
+        cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK, "drained at once");
+        cr_expect_eq(n, 2);
+        cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+        qf_serve_stats st;
+        qf_serve_get_stats(s, &st);
+        cr_expect_eq(st.batches_by_reason[QF_SERVE_CLOSE_FULL], 1);
+        cr_expect_eq(st.batches_by_reason[QF_SERVE_CLOSE_DRAIN], 1);
+        cr_expect_eq(st.batches_by_reason[QF_SERVE_CLOSE_DELAY], 0);
+        cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, NULL), QF_OK);
+        qf_serve_free(s);
+        for (int i = 0; i < 5; i++)
+            cr_expect_eq(atomic_load(&t[i].status), QF_OK);
+    }
+}
+
+/* The same on a spawned executor with a huge stop grace: a Coordinator
+ * stop drains it (no deadline computed past the clock's range). */
+Test(serve, a_huge_delay_and_grace_on_a_spawned_executor_drain_on_stop)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
+    qf_coord *c;
+    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
+    qf_serve *s = make(4, INT64_MAX, &(qf_serve_options){.coord = c, .drain_grace_ns = INT64_MAX});
+    atomic_int batches = 0;
+    cr_assert_eq(qf_serve_spawn(s, rt, model_ok, &batches, NULL, NULL), QF_OK);
+    treq t[6];
+    for (int i = 0; i < 6; i++) {
+        treq_init(&t[i], i, QF_FOREVER, 0);
+        cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+    }
+    /* The full batch goes; the other two wait (no close time) until the
+     * stop. */
+    const int64_t give_up = qf_now_ns() + 10 * SEC;
+    while (atomic_load(&t[3].answers) == 0)
+        cr_assert_lt(qf_now_ns(), give_up, "the full batch never ran");
+    cr_expect_eq(atomic_load(&t[4].answers) + atomic_load(&t[5].answers), 0);
+    qf_coord_request_stop(c, NULL);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 60, false, NULL), QF_OK, "%s", qf_last_message());
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(atomic_load(&t[i].status), QF_OK);
+    cr_expect_eq(atomic_load(&batches), 2);
+    qf_serve_free(s);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+}
+
+/* A model that (against its contract) completes part of its batch itself:
+ * the executor's complete of the whole batch is refused, and it answers
+ * the rest one by one rather than leave them. */
+static qf_code model_completes_first(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    cr_expect_eq(n, 3);
+    cr_expect_eq(qf_serve_complete(arg, reqs, 1, QF_ABORTED), QF_OK);
+    return QF_OK;
+}
+
+Test(serve, an_executor_answers_what_a_refused_complete_left)
+{
+    qf_serve *s = make(4, 100 * SEC, NULL);
+    treq t[3];
+    for (int i = 0; i < 3; i++) {
+        treq_init(&t[i], i, QF_FOREVER, 0);
+        cr_assert_eq(qf_serve_submit(s, &t[i].req), QF_OK);
+    }
+    qf_serve_begin_drain(s, QF_FOREVER);
+    cr_expect_eq(qf_serve_run(s, model_completes_first, s), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&t[0].status), QF_ABORTED);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(atomic_load(&t[i].answers), 1, "request %d", i);
+    cr_expect_eq(atomic_load(&t[1].status), QF_OK);
+    cr_expect_eq(atomic_load(&t[2].status), QF_OK);
+    qf_serve_report rep;
+    cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, &rep), QF_OK);
+    cr_expect_eq(rep.in_flight, 0);
+    qf_serve_free(s);
 }

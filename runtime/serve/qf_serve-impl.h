@@ -39,11 +39,22 @@
 #define QF__ADM_CANCEL ((uint64_t)1 << 62)
 #define QF__ADM_DEPTH ((uint64_t)QF__ADM_CANCEL - 1)
 
-/* Request states (qf__state bits). */
-#define QF__REQ_QUEUED 1u   /* submitted, not answered */
-#define QF__REQ_ANSWERED 2u /* status stored, answer under way */
-#define QF__REQ_DONE 4u     /* the answerer is done with the request */
-#define QF__REQ_WAITERS 8u  /* a waiter registered on qf__waiters */
+/* Request states (qf__state bits).
+ *
+ * A submission goes QUEUED -> QUEUED|HANDED (in a batch, in flight with the
+ * model) -> QUEUED|COMPLETING (one qf_serve_complete() claimed it) ->
+ * ANSWERED|DONE; a request answered without reaching the model (expired,
+ * dropped, cancelled, refused) goes from QUEUED to ANSWERED|DONE. Only the
+ * claim (a CAS of HANDED into COMPLETING) lets complete answer a request,
+ * so of two completes of one request exactly one answers it, and a request
+ * still queued, or answered, is refused. WAITERS may be or'ed in at any
+ * time by a waiter, which is why every transition is an RMW. */
+#define QF__REQ_QUEUED 1u      /* submitted, not answered */
+#define QF__REQ_ANSWERED 2u    /* status stored, answer under way */
+#define QF__REQ_DONE 4u        /* the answerer is done with the request */
+#define QF__REQ_WAITERS 8u     /* a waiter registered on qf__waiters */
+#define QF__REQ_HANDED 16u     /* handed out in a batch, not yet completed */
+#define QF__REQ_COMPLETING 32u /* claimed by a qf_serve_complete() */
 
 struct qf_serve {
     /* Read-only after creation. */

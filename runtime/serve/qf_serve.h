@@ -25,8 +25,8 @@
  *
  *     static qf_code run_model(void *model, qf_serve_request *const *reqs, size_t n)
  *     {
- *         for (size_t i = 0; i < n; i++)      // reqs[i]->user: the handler's data
- *             ...;
+ *         for (size_t i = 0; i < n; i++)
+ *             infer(model, reqs[i]->user);    // the handler's data
  *         return QF_OK;                       // every request answered QF_OK
  *     }
  *
@@ -35,7 +35,7 @@
  *                           .coord = coord};  // a stop request drains it
  *     qf_serve *s;
  *     qf_serve_new(&o, &s);
- *     qf_serve_spawn(s, qf_runtime_default(), run_model, model, NULL);
+ *     qf_serve_spawn(s, qf_runtime_default(), run_model, model, NULL, NULL);
  *
  *     // in a request handler (any thread):
  *     qf_serve_request r;
@@ -185,8 +185,12 @@ QF_API qf_code qf_serve_request_try_wait(qf_serve_request *req, qf_code *ret_sta
 QF_API qf_code qf_serve_request_poll(qf_serve_request *req, qf_waker *w, qf_code *ret_status);
 
 /** qf_serve_request_cancel_poll() - withdraw a waker left by a pending
- *  poll. True when it had not been woken. Owner of `w` only; never sleeps.
- *  NULL arguments: false, QF_INVALID_ARGUMENT recorded. */
+ *  poll. True when it had not been woken. Owner of `w` only; never sleeps
+ *  (a wake under way is waited out by spinning: a list walk). A waker that
+ *  is not on this request's list (never registered, already withdrawn or
+ *  woken, a poll that found the answer at once, or registered on something
+ *  else) gives false at once and is left as it is. NULL arguments: false,
+ *  QF_INVALID_ARGUMENT recorded. */
 QF_API bool qf_serve_request_cancel_poll(qf_serve_request *req, qf_waker *w);
 
 /* ---------------------------------------------------------------- batchers */
@@ -223,7 +227,10 @@ typedef struct qf_serve_options {
     /* Largest batch handed to the model: 1..QF_SERVE_MAX_BATCH. */
     size_t max_batch_size;
     /* Longest a batch waits for more requests, counted from its oldest
-     * request's admission, in ns: >= 0 (0: hand out what is there). */
+     * request's admission, in ns: >= 0 (0: hand out what is there). A close
+     * time past the clock's range (INT64_MAX, say) means none: the batch
+     * waits until it is full, a preferred size with nothing more queued, or
+     * a drain. */
     int64_t max_queue_delay_ns;
     /* Optional sizes (each 1..max_batch_size) at which a batch closes
      * before its delay when nothing more is queued; the batch then takes
@@ -395,15 +402,29 @@ QF_API qf_code qf_serve_poll_next_batch(qf_serve *s, qf_waker *w, qf_serve_reque
  * `status` (QF_OK when the model ran them; an error otherwise) and end
  * their time in flight.
  *
+ * Only requests handed out by a next_batch call and not yet completed are
+ * accepted: each is claimed atomically, so of completes naming the same
+ * request (racing, or one late) at most one answers it, and exactly one
+ * when they list the same requests in the same order (two completes of one
+ * batch); a request that is still queued, already answered, submitted
+ * again after its answer, or never submitted is refused. All or nothing:
+ * when one request of the call is refused, none is answered and the
+ * others stay handed out. A request handed out by another batcher is not
+ * told apart (requests do not record their batcher).
  * Ownership:   the requests go back to their submitters (through their
  *              completions); the array stays the caller's.
  * Blocking:    never, apart from the completion callbacks it runs.
  * Concurrency: any thread; once per handed-out request.
+ * Progress:    lock-free (a CAS per request).
  * Ordering:    release: what the caller wrote before is visible to each
  *              request's waiter or callback.
- * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments, a code that
- *              is not canonical, or a request that is not in flight (none
- *              is answered then).
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL batcher, array or
+ *              request, or a code that is not canonical;
+ *              QF_FAILED_PRECONDITION for more requests than are in flight
+ *              or a request that is not handed out (the message names it by
+ *              its index and says what it is doing: still queued, already
+ *              answered, being completed by another call or listed twice,
+ *              never submitted).
  */
 QF_API qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n,
                                  qf_code status);
@@ -411,7 +432,13 @@ QF_API qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, siz
 /* ---------------------------------------------------------------- executors */
 
 /* Runs the model on one batch; returns the status every request of the
- * batch is answered with (QF_OK, or an error). */
+ * batch is answered with (QF_OK, or an error). A value that is not a
+ * canonical code (QF_PENDING, QF_YIELD, 99) cannot be an answer: the
+ * executor answers the batch QF_INVALID_ARGUMENT instead (its thread's last
+ * error, which a completion callback can read, names the value), serves
+ * on, and ends with QF_INVALID_ARGUMENT naming it (as the scheduler ends a
+ * task that returns one). The function must not complete the batch
+ * itself. */
 typedef qf_code (*qf_serve_execute_fn)(void *arg, qf_serve_request *const *reqs, size_t n);
 
 /**
@@ -422,9 +449,10 @@ typedef qf_code (*qf_serve_execute_fn)(void *arg, qf_serve_request *const *reqs,
  * Ownership:   `arg` is borrowed for the call.
  * Blocking:    until the batcher is drained (begin a drain to end it).
  * Concurrency: any number of executors per batcher.
- * Returns:     QF_OK once drained; QF_INVALID_ARGUMENT (NULL s or fn);
- *              QF_FAILED_PRECONDITION (inside a task: use
- *              qf_serve_spawn()); QF_RESOURCE_EXHAUSTED.
+ * Returns:     QF_OK once drained; QF_INVALID_ARGUMENT (NULL s or fn, or,
+ *              once drained, fn returned a value that is not a code, see
+ *              qf_serve_execute_fn); QF_FAILED_PRECONDITION (inside a task:
+ *              use qf_serve_spawn()); QF_RESOURCE_EXHAUSTED.
  */
 QF_API qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg);
 
@@ -435,7 +463,8 @@ QF_API qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg);
  * (several batchers share one pool fairly) and finishes with QF_OK once
  * the batcher is drained. When the runtime cancels it (shutdown), it
  * begins a drain with no grace, so queued requests are answered
- * QF_CANCELLED, and finishes with QF_CANCELLED.
+ * QF_CANCELLED, and finishes with QF_CANCELLED. When fn returned a value
+ * that is not a code, it finishes with QF_INVALID_ARGUMENT naming it.
  *
  * @opts:       task options (name, Coordinator membership); NULL: a task
  *              named after the batcher that is a member of the batcher's

@@ -199,6 +199,11 @@ static void hand_out(qf_serve *s, size_t k, qf_serve_close_reason why, int64_t n
     /* In flight before depth goes down: a drain that sees depth 0 must
      * see these as in flight (both seq_cst). */
     atomic_fetch_add_explicit(&s->in_flight, k, memory_order_seq_cst);
+    /* Only now may qf_serve_complete() claim them (a stale pointer racing
+     * in cannot take in_flight below what is really out). An RMW: a waiter
+     * may be or'ing WAITERS in. */
+    for (size_t i = 0; i < k; i++)
+        atomic_fetch_or_explicit(&out[i]->qf__state, QF__REQ_HANDED, memory_order_release);
     qf__serve_left(s, k);
 }
 
@@ -219,6 +224,18 @@ static size_t target_size(const qf_serve *s, size_t n)
         if (s->pref[i] > n)
             return s->pref[i];
     return s->max_batch;
+}
+
+/* When the open batch closes by its delay: its oldest request's admission
+ * plus the delay, less `early` (0 <= early <= delay). A sum past the clock's
+ * range (max_queue_delay_ns = INT64_MAX, say) saturates to QF_FOREVER: the
+ * batch waits until it is full, reaches a preferred size or a drain. */
+static qf_deadline close_time(const qf_serve *s, int64_t early)
+{
+    int64_t wait = s->delay_ns - early;
+    if (s->oldest_ns > INT64_MAX - wait)
+        return QF_FOREVER;
+    return s->oldest_ns + wait;
 }
 
 /* Under the lock. QF_OK with a batch in out[0, *ret_n); QF_OUT_OF_RANGE
@@ -262,14 +279,14 @@ static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, siz
             f->wake_at = draining ? dl : QF_FOREVER;
             return QF_PENDING;
         }
-        qf_deadline close_at = s->oldest_ns + s->delay_ns - early;
+        qf_deadline close_at = close_time(s, early);
         size_t k = n;
         qf_serve_close_reason why;
         if (n == s->max_batch) {
             why = QF_SERVE_CLOSE_FULL;
         } else if (draining) {
             why = QF_SERVE_CLOSE_DRAIN;
-        } else if (now >= close_at) {
+        } else if (close_at != QF_FOREVER && now >= close_at) {
             why = QF_SERVE_CLOSE_DELAY;
         } else if (s->npref && n >= s->pref[0] &&
                    atomic_load_explicit(&s->ready, memory_order_seq_cst) <= 0) {
@@ -379,6 +396,44 @@ qf_code qf_serve_poll_next_batch(qf_serve *s, qf_waker *w, qf_serve_request **re
     return next_batch(s, NEXT_POLL, QF_NO_WAIT, w, ret_reqs, ret_n, ret_wake_at);
 }
 
+/* What a request that complete may not claim is doing, for the message. */
+static const char *state_name(uint32_t st)
+{
+    if (st & QF__REQ_ANSWERED)
+        return "already answered";
+    if (!(st & QF__REQ_QUEUED))
+        return "never submitted (or answered and not submitted again)";
+    if (st & QF__REQ_COMPLETING)
+        return "being completed by another call (or listed twice)";
+    return "still queued, not handed out yet";
+}
+
+/* Claim reqs[i] for this complete: HANDED -> COMPLETING. */
+static qf_code claim(qf_serve *s, qf_serve_request *r, size_t i)
+{
+    uint32_t st = atomic_load_explicit(&r->qf__state, memory_order_acquire);
+    while ((st & (QF__REQ_QUEUED | QF__REQ_HANDED | QF__REQ_ANSWERED)) ==
+           (QF__REQ_QUEUED | QF__REQ_HANDED))
+        if (atomic_compare_exchange_weak_explicit(&r->qf__state, &st,
+                                                  (st & ~QF__REQ_HANDED) | QF__REQ_COMPLETING,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return QF_OK;
+    return qf_set_error(QF_FAILED_PRECONDITION,
+                        "batcher '%s': request %zu of the batch is not handed out: %s", s->name, i,
+                        state_name(st));
+}
+
+/* A claim that must not stand (a later request of the same call was
+ * refused): back to handed out. */
+static void unclaim(qf_serve_request *r)
+{
+    uint32_t st = atomic_load_explicit(&r->qf__state, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&r->qf__state, &st,
+                                                  (st & ~QF__REQ_COMPLETING) | QF__REQ_HANDED,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+}
+
 qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status)
 {
     if (!s || (!reqs && n > 0))
@@ -388,16 +443,26 @@ qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, 
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "batcher '%s': completion status %d is not a canonical code", s->name,
                             (int)status);
-    if (atomic_load_explicit(&s->in_flight, memory_order_acquire) < n)
-        return qf_set_error(QF_INVALID_ARGUMENT,
+    /* Before any request is looked at: a count above what is out is a
+     * wrong n, and reqs[] past the real batch may be garbage. */
+    uint64_t out = atomic_load_explicit(&s->in_flight, memory_order_acquire);
+    if (out < n)
+        return qf_set_error(QF_FAILED_PRECONDITION,
                             "batcher '%s': completing %zu requests, only %llu in flight", s->name,
-                            n, (unsigned long long)atomic_load(&s->in_flight));
-    for (size_t i = 0; i < n; i++) {
-        uint32_t st = reqs[i] ? atomic_load_explicit(&reqs[i]->qf__state, memory_order_acquire) : 0;
-        if (!(st & QF__REQ_QUEUED) || (st & QF__REQ_ANSWERED))
+                            n, (unsigned long long)out);
+    for (size_t i = 0; i < n; i++)
+        if (!reqs[i])
             return qf_set_error(QF_INVALID_ARGUMENT,
-                                "batcher '%s': request %zu of the batch is not in flight", s->name,
-                                i);
+                                "batcher '%s': request %zu of the batch is NULL", s->name, i);
+    /* All or nothing: claim each; on a refusal give back what was claimed,
+     * so the requests stay handed out and nothing is answered. */
+    for (size_t i = 0; i < n; i++) {
+        qf_code rc = claim(s, reqs[i], i);
+        if (rc != QF_OK) {
+            while (i-- > 0)
+                unclaim(reqs[i]);
+            return rc;
+        }
     }
     for (size_t i = 0; i < n; i++)
         qf__serve_answer(reqs[i], status);

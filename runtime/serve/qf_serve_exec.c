@@ -12,6 +12,56 @@
 #include "qf_serve-impl.h"
 #include "qf_task_mark-impl.h"
 
+/* What an executor remembers of a model that returned something that is
+ * not a status: the first such value and how many batches got one. */
+typedef struct bad_model {
+    int first;
+    uint64_t batches;
+} bad_model;
+
+static const char *non_code_name(int v)
+{
+    return v == (int)QF_PENDING ? " (QF_PENDING)" : v == (int)QF_YIELD ? " (QF_YIELD)" : "";
+}
+
+/* Run the model on a handed-out batch and answer it. A value that is not a
+ * canonical code cannot be an answer (QF_PENDING, QF_YIELD, 99): the batch
+ * is answered QF_INVALID_ARGUMENT, as the scheduler ends a task that
+ * returns one, with the message recorded first so a completion callback on
+ * this thread can read it. The batch is answered whatever happens: if
+ * complete refuses it whole (the model completed some of it itself), each
+ * request still handed out is answered alone. */
+static void run_batch(qf_serve *s, qf_serve_execute_fn fn, void *arg, qf_serve_request **buf,
+                      size_t n, bad_model *bad)
+{
+    qf_code st = fn(arg, buf, n);
+    if (!qf_code_is_valid((int)st)) {
+        if (bad->batches++ == 0)
+            bad->first = (int)st;
+        qf_set_error(QF_INVALID_ARGUMENT,
+                     "batcher '%s': the model function returned %d%s, which is not a status "
+                     "code; its batch of %zu is answered INVALID_ARGUMENT",
+                     s->name, (int)st, non_code_name((int)st), n);
+        st = QF_INVALID_ARGUMENT;
+    }
+    if (qf_serve_complete(s, buf, n, st) == QF_OK)
+        return;
+    for (size_t i = 0; i < n; i++)
+        (void)qf_serve_complete(s, &buf[i], 1, st); /* refused: already answered */
+}
+
+/* The executor's result once the batcher is drained. */
+static qf_code end_result(qf_serve *s, const bad_model *bad, qf_code rc)
+{
+    if (bad->batches)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "batcher '%s': the model function returned %d%s, which is not a "
+                            "status code (%llu batches answered INVALID_ARGUMENT for it)",
+                            s->name, bad->first, non_code_name(bad->first),
+                            (unsigned long long)bad->batches);
+    return rc;
+}
+
 qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
 {
     if (!s || !fn)
@@ -23,10 +73,11 @@ qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory running batcher '%s'", s->name);
     qf_code rc;
     size_t n;
+    bad_model bad = {0, 0};
     while ((rc = qf_serve_next_batch(s, buf, &n)) == QF_OK)
-        qf_serve_complete(s, buf, n, fn(arg, buf, n));
+        run_batch(s, fn, arg, buf, n, &bad);
     free(buf);
-    return rc == QF_OUT_OF_RANGE ? QF_OK : rc;
+    return end_result(s, &bad, rc == QF_OUT_OF_RANGE ? QF_OK : rc);
 }
 
 typedef struct runner {
@@ -34,6 +85,7 @@ typedef struct runner {
     qf_serve_execute_fn fn;
     void *arg;
     bool cancel_seen;
+    bad_model bad;
     qf_serve_request *buf[]; /* max_batch */
 } runner;
 
@@ -55,16 +107,17 @@ static qf_code exec_task(qf_task *t, void *a)
         return QF_PENDING;
     }
     if (rc == QF_OK) {
-        qf_serve_complete(s, r->buf, n, r->fn(r->arg, r->buf, n));
+        run_batch(s, r->fn, r->arg, r->buf, n, &r->bad);
         return QF_YIELD;
     }
     qf_task_sleep_until(t, QF_FOREVER);
     bool cancelled = r->cancel_seen;
+    bad_model bad = r->bad;
     free(r);
     if (rc == QF_OUT_OF_RANGE)
-        return cancelled ? qf_set_error(QF_CANCELLED, "batcher executor cancelled by shutdown")
-                         : QF_OK;
-    return rc;
+        rc = cancelled ? qf_set_error(QF_CANCELLED, "batcher executor cancelled by shutdown")
+                       : QF_OK;
+    return end_result(s, &bad, rc);
 }
 
 qf_code qf_serve_spawn(qf_serve *s, qf_runtime *rt, qf_serve_execute_fn fn, void *arg,
@@ -82,6 +135,7 @@ qf_code qf_serve_spawn(qf_serve *s, qf_runtime *rt, qf_serve_execute_fn fn, void
     r->fn = fn;
     r->arg = arg;
     r->cancel_seen = false;
+    r->bad = (bad_model){0, 0};
     qf_task_options o = {.name = s->name, .coord = s->coord};
     qf_code rc = qf_task_spawn(rt, exec_task, r, opts ? opts : &o, ret_task);
     if (rc != QF_OK)

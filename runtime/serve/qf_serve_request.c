@@ -10,7 +10,7 @@
  *   answerer                               waiter
  *   --------                               ------
  *   store status                           register waker on qf__waiters
- *   CAS QUEUED -> ANSWERED|DONE            fetch_or WAITERS
+ *   CAS (no WAITERS) -> ANSWERED|DONE      fetch_or WAITERS
  *     (no waiter: one RMW, never touches     old has ANSWERED: withdraw, wait
  *      the request again)                    for DONE, read status
  *   else (WAITERS set):                    else sleep; woken: wait for DONE
@@ -60,11 +60,14 @@ void qf__serve_answer(qf_serve_request *r, qf_code status)
         fn(r, status, arg);
         return;
     }
-    uint32_t expect = QF__REQ_QUEUED;
-    if (atomic_compare_exchange_strong_explicit(&r->qf__state, &expect,
-                                                QF__REQ_ANSWERED | QF__REQ_DONE,
-                                                memory_order_acq_rel, memory_order_acquire))
-        return; /* nobody waits: the request is not touched again */
+    /* The state may carry HANDED or COMPLETING besides QUEUED; only
+     * WAITERS changes the path. */
+    uint32_t st = atomic_load_explicit(&r->qf__state, memory_order_relaxed);
+    while (!(st & QF__REQ_WAITERS))
+        if (atomic_compare_exchange_weak_explicit(&r->qf__state, &st,
+                                                  QF__REQ_ANSWERED | QF__REQ_DONE,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return; /* nobody waits: the request is not touched again */
     /* A waiter announced itself: mark the answer, wake, then let go. */
     atomic_fetch_or_explicit(&r->qf__state, QF__REQ_ANSWERED, memory_order_seq_cst);
     qf_waitlist_wake(&r->qf__waiters, INT32_MAX);
@@ -79,6 +82,25 @@ void qf__serve_answer_list(qf_serve_request *head, qf_code status)
         qf__serve_answer(head, status);
         head = next;
     }
+}
+
+/* The wake `w` got from this request's answer needs no passing on (an
+ * answer wakes every waiter), and must not be: the request may be freed
+ * once its answer is read, and withdrawing `w` later (the runtime does
+ * when a task ends) would otherwise wake that freed list. A wake from
+ * another list is left alone. Owner of `w` only. */
+static void forget_wake(qf_serve_request *r, qf_waker *w)
+{
+    uint32_t st;
+    for (unsigned i = 0; (st = qf_waker_state(w)) == QF_WAKER_CLAIMED; i++) {
+        if (i < 256)
+            qf__cpu_relax(); /* a wake function running: short */
+        else
+            sched_yield();
+    }
+    if (st == QF_WAKER_DONE &&
+        __atomic_load_n(&w->qf__woken_from, __ATOMIC_RELAXED) == &r->qf__waiters)
+        qf_waker_consumed(w);
 }
 
 /* ANSWERED seen: wait for the answerer's last touch (DONE). */
@@ -183,6 +205,8 @@ qf_code qf_serve_request_poll(qf_serve_request *req, qf_waker *w, qf_code *ret_s
         if (rc != QF_PENDING) {
             if (qf_waker_state(w) == QF_WAKER_REGISTERED)
                 qf_waker_withdraw(w);
+            else
+                forget_wake(req, w);
             return rc;
         }
         if (announce(req, w))
@@ -198,5 +222,32 @@ bool qf_serve_request_cancel_poll(qf_serve_request *req, qf_waker *w)
                                  : "qf_serve_request_cancel_poll: request (req) is NULL");
         return false;
     }
-    return qf_waitlist_cancel(&req->qf__waiters, w);
+    /* qf_waitlist_cancel() of a waker that is not on the list waits for a
+     * wake that never comes (IDLE: the poll found its answer at once, or
+     * the waker was withdrawn) or unlinks it from the wrong list (it is on
+     * another one now). Only the owner registers `w`, and a wake only takes
+     * it off a list, so a list seen here is either this request's (cancel
+     * settles any race with the answer) or not ours to touch. */
+    qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
+    if (wl == &req->qf__waiters) {
+        if (qf_waitlist_cancel(wl, w))
+            return true;
+        forget_wake(req, w);
+        return false;
+    }
+    if (wl)
+        return false;
+    /* Off every list but still REGISTERED or CLAIMED: a wake is under way
+     * (a list walk, a wake function): wait it out, never sleeping. */
+    for (unsigned i = 0;; i++) {
+        uint32_t st = qf_waker_state(w);
+        if (st != QF_WAKER_REGISTERED && st != QF_WAKER_CLAIMED)
+            break;
+        if (i < 256)
+            qf__cpu_relax();
+        else
+            sched_yield();
+    }
+    forget_wake(req, w);
+    return false;
 }
