@@ -728,7 +728,8 @@ Test(nats, server_restart_loses_nothing, .fini = down)
  * to its file store: <store>/jetstream/$G/streams/<stream>/obs/<durable>/o.dat
  * (nats-server 2.9-2.12: a magic byte, version 2, then uvarints ack floor
  * consumer seq, ack floor stream seq, ...). -1: no file yet; -2: a format
- * this test does not know. */
+ * this test does not know; -3: too short (the server writes it by
+ * truncating and writing: a kill can fall in between). */
 static int64_t persisted_ack_floor(const char *stream, const char *durable, double *ret_age_s)
 {
     char path[512];
@@ -752,7 +753,9 @@ static int64_t persisted_ack_floor(const char *stream, const char *durable, doub
                      (double)(now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
     }
     fclose(f);
-    if (n < 4 || b[0] != 22 || b[1] != 2)
+    if (n < 4)
+        return -3;
+    if (b[0] != 22 || b[1] != 2)
         return -2;
     uint64_t v[2] = {0, 0};
     size_t at = 2;
@@ -825,6 +828,11 @@ Test(nats, server_crash_redelivers_only_unpersisted_acks, .fini = down)
             /* what the restarted server will load */
             floor_at_kill = persisted_ack_floor("CR", "d", &write_age_s);
             cr_assert_neq(floor_at_kill, -2, "o.dat has a format this test does not know");
+            if (floor_at_kill == -3) { /* torn: what the server makes of it is its business */
+                cr_log_warn("the kill tore the consumer's state file; its ack floor is unknown");
+                floor_at_kill = 0;
+                floor_at_pause = 0;
+            }
             cr_assert(qft_nats_start(&F.srv, 20.0), "restart");
         }
         if (killed && distinct == N) {
