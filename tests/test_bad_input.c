@@ -1193,7 +1193,7 @@ CASE(qf_sparse_new_from)
     const int64_t idx[] = {0}, val[] = {1}, dense[] = {2};
     INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, val, dense, NULL), "ret");
     INVALID(qf_sparse_new_from(QF_INT64, -1, 1, idx, val, dense, &sp), "nnz");
-    INVALID(qf_sparse_new_from(QF_INT64, 1, 0, idx, val, dense, &sp), "rank");
+    INVALID(qf_sparse_new_from(QF_INT64, 1, -1, idx, val, dense, &sp), "rank");
     INVALID(qf_sparse_new_from(QF_INT64, 1, 1, NULL, val, dense, &sp), "indices");
     INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, NULL, dense, &sp), "values");
     INVALID(qf_sparse_new_from(QF_INT64, 1, 1, idx, val, NULL, &sp), "dense_shape");
@@ -1233,7 +1233,7 @@ CASE(qf_sparse_dtype)
 
 CASE(qf_sparse_rank)
 {
-    NEUTRAL(qf_sparse_rank(NULL), 0, "sparse tensor");
+    NEUTRAL(qf_sparse_rank(NULL), -1, "sparse tensor");
 }
 
 CASE(qf_sparse_nnz)

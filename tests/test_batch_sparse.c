@@ -620,13 +620,8 @@ Test(batch_sparse, declarations_that_cannot_batch_are_refused)
     qf_scope *s = mkscope();
     sgen g = {.limit = 1, .value = -1};
     qf_batcher *b = NULL;
-    /* a sparse component of rank 0 */
-    qf_shape sh[3] = {qf_shape_scalar(), qf_shape_scalar(), qf_shape_scalar()};
-    qf_components c = {.n = 3, .dtypes = SGEN_DT, .shapes = sh};
-    qf_batch_source *src = NULL;
-    OK(qf_batch_source_produce(&c, sgen_produce, &g, &src));
-    cr_expect_eq(qf_batch(s, src, 2, NULL, &b), QF_INVALID_ARGUMENT);
-    cr_expect(contains(qf_last_message(), "must have rank >= 1"), "%s", qf_last_message());
+    /* (a sparse component of rank 0 builds: scalar_sparse_* below; examples
+     * that do not fit it fail in the op: examples_that_would_not_stack_*) */
     /* a join of a sparse and a dense source (TensorFlow: "Inconsistent
      * SparseTensors list") */
     qf_dtype dense_dt[3] = {QF_INT64, QF_FLOAT32, QF_STRING};
@@ -647,7 +642,9 @@ Test(batch_sparse, declarations_that_cannot_batch_are_refused)
 typedef struct bad {
     atomic_long runs;
     int mode; /* 0: dense shape too big; 1: dtype changes; 2: no sparse tensor;
-               * 3: enqueue_many of a rank-1 sparse tensor */
+               * 3: enqueue_many of a rank-1 sparse tensor; 4: a vector where a
+               * scalar is declared; 5: rank unknown, a scalar then a vector;
+               * 6: enqueue_many of a sparse scalar */
 } bad;
 
 static qf_code bad_produce(void *arg, qf_element **ret)
@@ -660,7 +657,13 @@ static qf_code bad_produce(void *arg, qf_element **ret)
     int64_t iv[1] = {1};
     float fv[1] = {1};
     qf_tensor *t;
-    if (g->mode == 3) { /* rank 1 where rows are needed */
+    if (g->mode == 6) { /* a scalar has no rows */
+        t = sparse_of(QF_INT64, 1, 0, NULL, iv, NULL);
+    } else if (g->mode == 5 && r == 0) {
+        t = sparse_of(QF_INT64, 1, 0, NULL, iv, NULL);
+    } else if (g->mode == 4 || g->mode == 5) {
+        t = sparse_of(QF_INT64, 1, 1, idx, iv, dense);
+    } else if (g->mode == 3) { /* rank 1 where rows are needed */
         t = sparse_of(QF_INT64, 1, 1, idx, iv, dense);
     } else if (r == 0) {
         t = sparse_of(QF_INT64, 1, 1, idx, iv, dense);
@@ -683,11 +686,11 @@ static void bad_examples(int mode, const char *want)
     qf_coord *co = mkcoord();
     bad g = {.mode = mode};
     qf_dtype dt = QF_SPARSE;
-    qf_shape sh = QF_SHAPE(2);
+    qf_shape sh = mode == 4 ? qf_shape_scalar() : mode == 5 ? qf_shape_unknown() : QF_SHAPE(2);
     qf_components c = {.n = 1, .dtypes = &dt, .shapes = &sh};
     qf_batch_source *src = NULL;
     OK(qf_batch_source_produce(&c, bad_produce, &g, &src));
-    qf_batch_options o = {.enqueue_many = mode == 3};
+    qf_batch_options o = {.enqueue_many = mode == 3 || mode == 6};
     qf_batcher *b = NULL;
     OK(qf_batch(s, src, 2, &o, &b));
     started st = start(rt, co, s);
@@ -707,6 +710,11 @@ Test(batch_sparse, examples_that_would_not_stack_are_op_errors)
     bad_examples(1, "the first example held int64 values of rank 1");
     bad_examples(2, "holds no sparse tensor");
     bad_examples(3, "Rank of input SparseTensor should be > 1, but saw rank: 1");
+    /* sparse scalars (issue 24 item 9): accepted where they fit, refused
+     * where they do not */
+    bad_examples(4, "dense shape [2] does not fit the declared []");
+    bad_examples(5, "the first example held int64 values of rank 0");
+    bad_examples(6, "Rank of input SparseTensor should be > 1, but saw rank: 0");
 }
 
 Test(batch_sparse, try_next_and_the_poller_restore_sparse_batches_too)
@@ -733,6 +741,212 @@ Test(batch_sparse, try_next_and_the_poller_restore_sparse_batches_too)
     qf_element_free(e);
     cr_expect_eq(qf_batcher_poll_next(p, &w, &e), QF_OUT_OF_RANGE);
     qf_batcher_poller_free(p);
+    qf_batcher_free(b);
+    qf_runtime_free(rt);
+    qf_scope_free(s);
+}
+
+/* ------------------------------------------- sparse scalars (dense_shape []) */
+
+/* issue 24 item 9. A sparse component declared with dense shape [] takes
+ * sparse scalars: example c is (c, SparseTensor([[]], [c], []) when c % 3
+ * != 2, else SparseTensor with no entry). A batch of k has rank 1,
+ * dense_shape [k] and an entry [b] holding c[b] for every b whose example
+ * held one (TensorFlow builds the same batch; qflow used to refuse it). */
+typedef struct scgen {
+    atomic_long runs;
+    long limit;
+    long base;
+} scgen;
+
+static bool held(int64_t c)
+{
+    return c % 3 != 2;
+}
+
+static qf_code scgen_produce(void *arg, qf_element **ret)
+{
+    scgen *g = arg;
+    long r = atomic_fetch_add(&g->runs, 1);
+    if (r >= g->limit)
+        return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %ld", g->limit);
+    int64_t c = g->base + r;
+    qf_tensor *t[2] = {qf_tensor_new_i64(c), held(c) ? sparse_of(QF_INT64, 1, 0, NULL, &c, NULL)
+                                                     : sparse_of(QF_INT64, 0, 0, NULL, NULL, NULL)};
+    *ret = qf_element_of(2, t);
+    return QF_OK;
+}
+
+static qf_batch_source *scgen_source(scgen *g)
+{
+    static const qf_dtype dt[2] = {QF_INT64, QF_SPARSE};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_components c = {.n = 2, .dtypes = dt, .shapes = sh};
+    qf_batch_source *s = NULL;
+    OK(qf_batch_source_produce(&c, scgen_produce, g, &s));
+    return s;
+}
+
+/* One batch of sparse scalars: its counters and its rank-1 sparse tensor
+ * agree row by row; the counters are added to seen[] (checked once each). */
+static int64_t expect_scalar_batch(const qf_element *e, int64_t want_n, bool *seen, int64_t nseen)
+{
+    const qf_tensor *ct = qf_element_get(e, 0);
+    int64_t n = qf_tensor_shape(ct)->dims[0];
+    if (want_n >= 0)
+        cr_expect_eq(n, want_n);
+    qf_sparse *sp = sp_at(e, 1);
+    cr_assert_eq(qf_sparse_rank(sp), 1, "a batch of scalars is a vector");
+    cr_expect_eq(qf_sparse_dim(sp, 0), n, "dense_shape [k]");
+    const qf_shape *is = qf_tensor_shape(qf_sparse_indices(sp));
+    cr_expect_eq(is->rank, 2);
+    cr_expect_eq(is->dims[1], 1, "indices [nnz, 1]");
+    int64_t at = 0;
+    for (int64_t b = 0; b < n; b++) {
+        int64_t c = i64_at(e, 0, b);
+        cr_assert(c >= 0 && c < nseen, "counter %" PRId64, c);
+        cr_expect(!seen[c], "counter %" PRId64 " twice", c);
+        seen[c] = true;
+        if (!held(c))
+            continue;
+        cr_assert_lt(at, qf_sparse_nnz(sp), "entry of row %" PRId64 " missing", b);
+        cr_expect_eq(sp_index(sp, at, 0), b, "entry %" PRId64 " sits at its row", at);
+        cr_expect_eq(sp_i64(sp, at), c, "entry %" PRId64 " holds its counter", at);
+        at++;
+    }
+    cr_expect_eq(at, qf_sparse_nnz(sp), "one entry per held scalar, none more");
+    return n;
+}
+
+typedef enum sckind { SC_BATCH, SC_PAD, SC_MAYBE, SC_JOIN, SC_SHUFFLE, SC_SHUFFLE_JOIN } sckind;
+
+static bool keep_not_seven(void *arg, const qf_element *example, int64_t row, size_t source)
+{
+    (void)arg, (void)row, (void)source;
+    return i64_at(example, 0, 0) % 10 != 7;
+}
+
+/* 2 x 23 examples (counters 0..22 and 100..122, one source or a join of
+ * two), batches of 5, the last one smaller: every counter arrives once
+ * (but the ones maybe_batch drops), every batch's sparse scalars agree
+ * with its counters; in order for SC_BATCH and SC_PAD (one task). */
+static void scalar_sparse_round_trip(sckind kind)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_scope *s = mkscope();
+    scgen g[2] = {{.limit = 23, .base = 0}, {.limit = 23, .base = 100}};
+    bool join = kind == SC_JOIN || kind == SC_SHUFFLE_JOIN;
+    if (!join)
+        g[0].limit = 123; /* 0..122 from one source */
+    qf_batch_source *srcs[2] = {scgen_source(&g[0]), join ? scgen_source(&g[1]) : NULL};
+    qf_batch_options o = {.allow_smaller_final_batch = true,
+                          .dynamic_pad = kind == SC_PAD,
+                          .min_after_dequeue = 4,
+                          .seed = 7};
+    qf_keep_input keep = {.kind = QF_KEEP_FN, .fn = keep_not_seven};
+    qf_batcher *b = NULL;
+    switch (kind) {
+    case SC_BATCH:
+    case SC_PAD:
+        OK(qf_batch(s, srcs[0], 5, &o, &b));
+        break;
+    case SC_MAYBE:
+        OK(qf_maybe_batch(s, srcs[0], &keep, 5, &o, &b));
+        break;
+    case SC_JOIN:
+        OK(qf_batch_join(s, srcs, 2, 5, &o, &b));
+        break;
+    case SC_SHUFFLE:
+        OK(qf_shuffle_batch(s, srcs[0], 5, &o, &b));
+        break;
+    case SC_SHUFFLE_JOIN:
+        OK(qf_shuffle_batch_join(s, srcs, 2, 5, &o, &b));
+        break;
+    }
+    cr_expect_eq(qf_batcher_dtype(b, 1), QF_SPARSE);
+    qf_shape os = qf_batcher_output_shape(b, 1);
+    cr_expect_eq(os.rank, 1, "the stacked dense shape of scalars is [k]");
+    started st = start(rt, NULL, s);
+    bool seen[123] = {false};
+    int64_t got = 0, next = 0;
+    for (;;) {
+        qf_element *e = NULL;
+        qf_code rc = qf_batcher_next_until(b, soon(), &e);
+        if (rc == QF_OUT_OF_RANGE)
+            break;
+        cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
+        int64_t n = expect_scalar_batch(e, -1, seen, 123);
+        cr_expect(n == 5 || (n > 0 && n < 5), "batch of %" PRId64, n);
+        for (int64_t r = 0; (kind == SC_BATCH || kind == SC_PAD) && r < n; r++)
+            cr_expect_eq(i64_at(e, 0, r), next++, "one task keeps the order");
+        got += n;
+        qf_element_free(e);
+    }
+    int64_t want = 0;
+    for (int64_t c = 0; c < 123; c++) {
+        bool made = join ? (c < 23 || c >= 100) : true;
+        bool kept = made && (kind != SC_MAYBE || c % 10 != 7);
+        want += kept;
+        cr_expect_eq(seen[c], kept, "counter %" PRId64, c);
+    }
+    cr_expect_eq(got, want);
+    join_all(&st);
+    qf_batcher_free(b);
+    qf_runtime_free(rt);
+    qf_scope_free(s);
+}
+
+Test(batch_sparse, scalar_sparse_batch_round_trips)
+{
+    scalar_sparse_round_trip(SC_BATCH);
+}
+
+Test(batch_sparse, scalar_sparse_padded_batch_round_trips)
+{
+    scalar_sparse_round_trip(SC_PAD);
+}
+
+Test(batch_sparse, scalar_sparse_maybe_batch_round_trips)
+{
+    scalar_sparse_round_trip(SC_MAYBE);
+}
+
+Test(batch_sparse, scalar_sparse_batch_join_round_trips)
+{
+    scalar_sparse_round_trip(SC_JOIN);
+}
+
+Test(batch_sparse, scalar_sparse_shuffle_batch_round_trips)
+{
+    scalar_sparse_round_trip(SC_SHUFFLE);
+}
+
+Test(batch_sparse, scalar_sparse_shuffle_batch_join_round_trips)
+{
+    scalar_sparse_round_trip(SC_SHUFFLE_JOIN);
+}
+
+Test(batch_sparse, scalar_sparse_batch_shape_is_the_batch_size)
+{
+    /* without allow_smaller_final_batch the stacked shape is [batch_size]
+     * before anything runs, and the batches are all full: dense_shape [4] */
+    qf_runtime *rt = mkrt(2);
+    qf_scope *s = mkscope();
+    scgen g = {.limit = 8};
+    qf_batcher *b = NULL;
+    OK(qf_batch(s, scgen_source(&g), 4, NULL, &b));
+    qf_shape os = qf_batcher_output_shape(b, 1);
+    cr_assert_eq(os.rank, 1);
+    cr_expect_eq(os.dims[0], 4);
+    started st = start(rt, NULL, s);
+    bool seen[8] = {false};
+    for (int k = 0; k < 2; k++) {
+        qf_element *e = next_ok(b);
+        expect_scalar_batch(e, 4, seen, 8);
+        qf_element_free(e);
+    }
+    expect_end(b);
+    join_all(&st);
     qf_batcher_free(b);
     qf_runtime_free(rt);
     qf_scope_free(s);

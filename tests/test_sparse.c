@@ -167,14 +167,16 @@ Test(sparse, bad_parts_are_refused_and_released)
     qf_tensor *sparse_vals = qf_tensor_new(QF_SPARSE, &(qf_shape){1, {2}});
     refused(i64_tensor(QF_SHAPE(2, 2), idx2), sparse_vals, i64_tensor(QF_SHAPE(2), dense),
             "cannot be sparse tensors");
-    /* dense shape: negative size, not a vector, rank 0 */
+    /* dense shape: negative size, not a vector (rank 0 is a sparse scalar:
+     * sparse_scalars_have_rank_zero_and_stack_into_a_vector) */
     int64_t bad_dense[] = {2, -4};
     refused(i64_tensor(QF_SHAPE(2, 2), idx2), i64_tensor(QF_SHAPE(2), vals2),
             i64_tensor(QF_SHAPE(2), bad_dense), "dense_shape [2,-4] has a negative size");
     refused(i64_tensor(QF_SHAPE(2, 2), idx2), i64_tensor(QF_SHAPE(2), vals2),
             i64_tensor(QF_SHAPE(1, 2), dense), "dense_shape must be an int64 vector");
-    refused(i64_tensor(QF_SHAPE(0, 0), idx2), i64_tensor(QF_SHAPE(0), vals2),
-            i64_tensor(QF_SHAPE(0), dense), "rank >= 1");
+    /* a sparse scalar's indices have no columns */
+    refused(i64_tensor(QF_SHAPE(1, 1), idx2), i64_tensor(QF_SHAPE(1), vals2),
+            i64_tensor(QF_SHAPE(0), dense), "indices have 1 columns but dense_shape has rank 0");
     /* a missing part */
     refused(NULL, i64_tensor(QF_SHAPE(2), vals2), i64_tensor(QF_SHAPE(2), dense),
             "indices is NULL");
@@ -183,13 +185,53 @@ Test(sparse, bad_parts_are_refused_and_released)
     qf_sparse *sp = NULL;
     cr_expect_eq(qf_sparse_new_from(QF_STRING, 2, 2, idx2, vals2, dense, &sp), QF_INVALID_ARGUMENT);
     cr_expect_eq(qf_sparse_new_from(QF_INT64, -1, 2, idx2, vals2, dense, &sp), QF_INVALID_ARGUMENT);
-    cr_expect_eq(qf_sparse_new_from(QF_INT64, 2, 0, idx2, vals2, dense, &sp), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_sparse_new_from(QF_INT64, 2, -1, idx2, vals2, dense, &sp), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_sparse_new_from(QF_INT64, 1, 0, NULL, NULL, NULL, &sp), QF_INVALID_ARGUMENT,
+                 "a present scalar needs its value");
     cr_expect_eq(qf_sparse_new_from(QF_INT64, 2, 2, NULL, vals2, dense, &sp), QF_INVALID_ARGUMENT);
     cr_expect_eq(qf_sparse_new_from(QF_INT64, 2, 2, idx2, vals2, dense, NULL), QF_INVALID_ARGUMENT);
     cr_expect_null(sp);
 }
 
 /* ------------------------------------------------------ stack, unstack */
+
+Test(sparse, sparse_scalars_have_rank_zero_and_stack_into_a_vector)
+{
+    /* issue 24 item 9: dense_shape [] is a sparse scalar, held (one entry at
+     * index []) or absent (none); stacking k of them gives rank 1, indices
+     * [[i]] for the held ones, dense_shape [k] (TensorFlow's batching of a
+     * SparseTensor with dense_shape []) */
+    int64_t v7 = 7, v9 = 9;
+    qf_sparse *parts[3] = {sp_i64(1, 0, NULL, &v7, NULL), sp_i64(0, 0, NULL, NULL, NULL), NULL};
+    qf_tensor *ti = i64_tensor(QF_SHAPE(1, 0), NULL), *tv = i64_tensor(QF_SHAPE(1), &v9),
+              *ts = i64_tensor(QF_SHAPE(0), NULL);
+    OK(qf_sparse_new(ti, tv, ts, &parts[2]));
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(qf_sparse_rank(parts[i]), 0);
+        qf_shape sh = qf_sparse_shape(parts[i]);
+        cr_expect_eq(sh.rank, 0, "the dense shape of a scalar");
+        cr_expect_eq(qf_sparse_dim(parts[i], 0), -1, "no dimension 0");
+    }
+    cr_expect_eq(qf_sparse_nnz(parts[1]), 0);
+    qf_sparse *st = NULL;
+    OK(qf_sparse_stack(parts, 3, &st));
+    expect_sparse(st, 2, 1, (const int64_t[]){0, 2}, (const int64_t[]){7, 9}, (const int64_t[]){3});
+    /* a vector does not unstack (TensorFlow: rank > 1 needed), as before */
+    qf_sparse *rows[3] = {NULL};
+    cr_expect_eq(qf_sparse_unstack(st, rows), QF_INVALID_ARGUMENT);
+    cr_expect(contains(qf_last_message(), "should be > 1, but saw rank: 1"), "%s",
+              qf_last_message());
+    /* a scalar and a vector do not stack together */
+    qf_sparse *mixed[2] = {parts[0], st};
+    qf_sparse *none = NULL;
+    cr_expect_eq(qf_sparse_stack(mixed, 2, &none), QF_INVALID_ARGUMENT);
+    cr_expect(contains(qf_last_message(), "rank prior to SparseTensor[1] was: 0"), "%s",
+              qf_last_message());
+    cr_expect_null(none);
+    qf_sparse_unref(st);
+    for (int i = 0; i < 3; i++)
+        qf_sparse_unref(parts[i]);
+}
 
 Test(sparse, spec_171_stack_adds_a_batch_dimension)
 {

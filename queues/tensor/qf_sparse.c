@@ -99,11 +99,11 @@ static qf_code check_parts(const qf_tensor *indices, const qf_tensor *values,
         return qf_set_error(
             QF_INVALID_ARGUMENT, "SparseTensor dense_shape must be an int64 vector, got %s %s",
             qf_dtype_name(qf_tensor_dtype(shape)), qf_shape_format(ss, a, sizeof(a)));
+    /* dense_shape [] is a scalar: present (one entry at index []) or absent. */
     int64_t rank = ss->dims[0];
-    if (rank < 1 || rank > INT32_MAX)
+    if (rank > INT32_MAX)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "SparseTensor dense_shape must have rank >= 1 entries, got %" PRId64,
-                            rank);
+                            "SparseTensor dense_shape has too many entries: %" PRId64, rank);
     if (qf_tensor_dtype(indices) != QF_INT64 || is->rank != 2)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "SparseTensor indices must be an int64 matrix [nnz, rank], got %s %s",
@@ -180,15 +180,16 @@ qf_code qf_sparse_new_from(qf_dtype dt, int64_t nnz, int rank, const int64_t *in
 {
     if (!ret)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
-    if (nnz < 0 || rank < 1 || rank >= INT32_MAX)
+    if (nnz < 0 || rank < 0 || rank >= INT32_MAX)
         return qf_set_error(
             QF_INVALID_ARGUMENT,
-            "qf_sparse_new_from needs nnz >= 0 and rank >= 1, got %" PRId64 " and %d", nnz, rank);
-    if (!dense_shape || (nnz > 0 && (!indices || !values)))
+            "qf_sparse_new_from needs nnz >= 0 and rank >= 0, got %" PRId64 " and %d", nnz, rank);
+    /* A scalar's coordinates and dense shape are empty: no array needed. */
+    if ((rank > 0 && !dense_shape) || (nnz > 0 && ((rank > 0 && !indices) || !values)))
         return qf_set_error(QF_INVALID_ARGUMENT, "qf_sparse_new_from: NULL %s",
-                            !dense_shape ? "dense_shape"
-                            : !indices   ? "indices"
-                                         : "values");
+                            rank > 0 && !dense_shape ? "dense_shape"
+                            : rank > 0 && !indices   ? "indices"
+                                                     : "values");
     size_t es = qf_dtype_size(dt);
     int64_t cells;
     if (__builtin_mul_overflow(nnz, (int64_t)rank, &cells) || (uint64_t)cells > SIZE_MAX / 8 ||
@@ -270,7 +271,7 @@ qf_dtype qf_sparse_dtype(const qf_sparse *sp)
 
 int qf_sparse_rank(const qf_sparse *sp)
 {
-    return null_sparse(sp, "qf_sparse_rank: sparse tensor (sp) is NULL") ? 0 : sp->rank;
+    return null_sparse(sp, "qf_sparse_rank: sparse tensor (sp) is NULL") ? -1 : sp->rank;
 }
 
 int64_t qf_sparse_nnz(const qf_sparse *sp)
@@ -378,7 +379,8 @@ qf_code qf_sparse_stack(qf_sparse *const *parts, size_t n, qf_sparse **ret)
             for (int64_t e = 0; e < p->nnz && rc == QF_OK; e++, at++) {
                 int64_t *row = oi + at * r1;
                 row[0] = (int64_t)i;
-                memcpy(row + 1, pi + e * rank, (size_t)rank * sizeof(int64_t));
+                if (rank > 0) /* a scalar part's indices hold no data at all */
+                    memcpy(row + 1, pi + e * rank, (size_t)rank * sizeof(int64_t));
                 rc = copy_value(tv, at, p->values, e);
             }
         }

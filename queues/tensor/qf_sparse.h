@@ -6,7 +6,12 @@
  *     indices      QF_INT64 [nnz, rank]   coordinates of the stored entries
  *     values       dtype    [nnz]         the entries (any dtype but
  *                                         QF_SPARSE and owning QF_PTR)
- *     dense_shape  QF_INT64 [rank]        rank >= 1, every size >= 0
+ *     dense_shape  QF_INT64 [rank]        rank >= 0, every size >= 0
+ *
+ * Rank 0 is a sparse scalar: dense_shape [] and indices [nnz, 0], every
+ * entry at index [] (one entry: the value is there; none: it is absent).
+ * Stacking sparse scalars gives a rank-1 sparse tensor, as TensorFlow's
+ * batching of a SparseTensor with dense_shape [] does.
  *
  * Every index lies inside dense_shape (checked when the sparse tensor is
  * made). Entries keep the order they were given in: nothing here sorts
@@ -64,8 +69,8 @@ QF_BEGIN_DECLS
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL part, indices that
  *              are not an int64 matrix, values that are not a vector of nnz
  *              entries (or are QF_SPARSE, or a QF_PTR tensor that owns its
- *              objects), a dense_shape that is not an int64 vector of rank
- *              >= 1 sizes >= 0, or an index outside dense_shape ("indices[2]
+ *              objects), a dense_shape that is not an int64 vector of
+ *              sizes >= 0, or an index outside dense_shape ("indices[2]
  *              = [1,5] is out of bounds: need 0 <= index < [2,4]");
  *              QF_RESOURCE_EXHAUSTED. *ret untouched on failure.
  */
@@ -79,8 +84,9 @@ QF_API qf_code qf_sparse_new(qf_tensor *indices, qf_tensor *values, qf_tensor *d
  * the values tensor and use qf_sparse_new().
  *
  * Returns:     as qf_sparse_new(); QF_INVALID_ARGUMENT also for a string,
- *              QF_PTR or QF_SPARSE dtype, nnz < 0, rank < 1, or NULL arrays
- *              where data is needed.
+ *              QF_PTR or QF_SPARSE dtype, nnz < 0, rank < 0, or NULL arrays
+ *              where data is needed (with rank 0, indices and dense_shape
+ *              hold nothing and may be NULL).
  */
 QF_API qf_code qf_sparse_new_from(qf_dtype dt, int64_t nnz, int rank, const int64_t *indices,
                                   const void *values, const int64_t *dense_shape, qf_sparse **ret);
@@ -93,8 +99,8 @@ QF_API void qf_sparse_unref(qf_sparse *sp);
 
 /* Accessors: borrowed, valid while a reference to `sp` is held; the
  * tensors must not be modified (qf_tensor_ref() one to keep it longer).
- * For a NULL sp they return NULL, QF_DT_INVALID, 0 or -1 (an invalid
- * shape) and record QF_INVALID_ARGUMENT. Wait-free, any thread. */
+ * For a NULL sp they return NULL, QF_DT_INVALID, -1 (rank, dim), 0
+ * (nnz) or an invalid shape and record QF_INVALID_ARGUMENT. Wait-free, any thread. */
 QF_API qf_tensor *qf_sparse_indices(const qf_sparse *sp);
 QF_API qf_tensor *qf_sparse_values(const qf_sparse *sp);
 QF_API qf_tensor *qf_sparse_dense_shape(const qf_sparse *sp);

@@ -52,7 +52,9 @@
  * QF_SPARSE scalar: the examples' sparse tensors stacked (qf_sparse_stack()):
  * indices gain the example's position in the batch as a first column,
  * values follow one example after the other, and dense_shape is [k] and
- * the largest size of each dimension among the k examples. With
+ * the largest size of each dimension among the k examples (a declared
+ * dense shape [] makes sparse scalars: a batch of them has rank 1, indices
+ * [[i]] for each example i that holds its entry, dense_shape [k]). With
  * enqueue_many a sparse component is one sparse tensor whose first dense
  * dimension indexes the examples (or a QF_SPARSE vector of them), split
  * with qf_sparse_unstack(); keep_input filters its rows like every other

@@ -30,9 +30,9 @@ typedef struct qf__sparse_comps {
 
 /* Fill `sc` for queue components of dtypes qdt and declared shapes qsh
  * (dense shapes for the sparse ones), and replace each sparse component's
- * shape in qsh by [] (its shape in the queue). A sparse component needs a
- * rank >= 1 when the rank is known. Returns QF_OK or an error (sc then
- * holds nothing to free). */
+ * shape in qsh by [] (its shape in the queue). Any dense shape goes, []
+ * included (sparse scalars stack into a rank-1 sparse tensor [k]). Returns
+ * QF_OK or an error (sc then holds nothing to free). */
 qf_code qf__sparse_comps_init(qf__sparse_comps *sc, size_t n, const qf_dtype *qdt, qf_shape *qsh);
 void qf__sparse_comps_free(qf__sparse_comps *sc);
 

@@ -21,14 +21,8 @@ qf_code qf__sparse_comps_init(qf__sparse_comps *sc, size_t n, const qf_dtype *qd
     sc->n = n;
     size_t k = 0;
     for (size_t j = 0; j < n; j++)
-        if (qdt[j] == QF_SPARSE) {
-            if (qsh[j].rank == 0)
-                return qf_set_error(QF_INVALID_ARGUMENT,
-                                    "sparse component %zu must have rank >= 1 (its dense shape), "
-                                    "not a scalar",
-                                    j);
-            k++;
-        }
+        if (qdt[j] == QF_SPARSE)
+            k++; /* any rank: a sparse scalar (dense shape []) stacks into a vector */
     if (k == 0)
         return QF_OK;
     sc->is_sparse = calloc(n, sizeof(*sc->is_sparse));
