@@ -1085,6 +1085,11 @@ Test(tfrecord, finish_reports_the_write_error_and_free_keeps_the_last_error)
     EXPECT_MSG("the caller's own error");
     OK(qf_tfrecord_writer_open("/dev/full", NULL, &w));
     OK(qf_tfrecord_writer_write(w, "lost", 4));
+    qf_set_error(QF_OK, "nothing failed");
+    qf_tfrecord_writer_free(w);
+    cr_expect_eq(qf_last_code(), QF_OK);
+    OK(qf_tfrecord_writer_open("/dev/full", NULL, &w));
+    OK(qf_tfrecord_writer_write(w, "lost", 4));
     REFUSED(qf_tfrecord_writer_close(w), QF_RESOURCE_EXHAUSTED, "No space left on device");
 }
 

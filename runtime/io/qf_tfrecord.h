@@ -167,12 +167,12 @@ QF_API qf_code qf_tfrecord_iterator_open(const char *path, const qf_tfrecord_opt
  * "truncated record") comes out once its writer has completed it, and a
  * damaged record (DATA_LOSS "corrupted record") is reported again on every
  * call (nothing is skipped: a caller that wants to go past damage must
- * stop). The uncompressed file is simply read again from that offset. A
- * ZLIB / GZIP file goes on inflating where it stopped when it stopped at a
- * record boundary for want of input, which is the state of a file whose
- * writer has flushed but not finished it: qflow reports that state as
- * DATA_LOSS "truncated ZLIB stream" (TensorFlow: OUT_OF_RANGE), and records
- * the writer flushes later come out on the next calls. After any other
+ * stop). A tail shorter than a record's 12-byte header is also DATA_LOSS
+ * "truncated record" (TensorFlow: OUT_OF_RANGE). The uncompressed file is simply read again from
+ * that offset. A ZLIB / GZIP file goes on inflating where it stopped when it stopped at a record
+ * boundary for want of input, which is the state of a file whose writer has flushed but not
+ * finished it: qflow reports that state as DATA_LOSS "truncated ZLIB stream" (TensorFlow:
+ * OUT_OF_RANGE), and records the writer flushes later come out on the next calls. After any other
  * stop in a compressed file the next call inflates the file again from its
  * start up to the last record returned (as TensorFlow does), a cost of
  * the file's size. A named pipe or other non-regular file cannot be read

@@ -171,8 +171,10 @@ qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t o
     }
     if ((rc = grow(rr, FIRST_READ)) != QF_OK)
         return rc;
+    /* Not the whole buffer: one large record read earlier must not make
+     * every later read of a small one large too. */
     size_t got = 0;
-    if ((rc = pread_full(rr, rr->buf, rr->cap, offset, &got)) != QF_OK)
+    if ((rc = pread_full(rr, rr->buf, FIRST_READ, offset, &got)) != QF_OK)
         return rc;
     if (got == 0) {
         if ((rc = file_size(rr, &size)) != QF_OK)
@@ -198,7 +200,7 @@ qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t o
                             offset, rr->path, len, rr->max_record_bytes);
     size_t total = HEADER_BYTES + (size_t)len + FOOTER_BYTES;
     if (total > got) {
-        if (got < rr->cap)
+        if (got < FIRST_READ)
             return truncated(rr, offset); /* the file ended inside it */
         if ((rc = file_size(rr, &size)) != QF_OK)
             return rc;

@@ -277,7 +277,7 @@ void qf_tfrecord_writer_free(qf_tfrecord_writer *w)
         /* Errors are for finish/close; free only releases, and leaves the
          * thread's last error as it found it. */
         qf_status *saved = qf_last_status();
-        if (qf_tfrecord_writer_finish(w) != QF_OK && saved && qf_status_code(saved) != QF_OK)
+        if (qf_tfrecord_writer_finish(w) != QF_OK && saved)
             qf_set_error(qf_status_code(saved), "%s", qf_status_message(saved));
         qf_status_free(saved);
     }
