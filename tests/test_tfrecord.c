@@ -987,6 +987,46 @@ Test(tfrecord, iterator_follows_an_unflushed_compressed_writer_record_for_record
     tdir_remove(&d);
 }
 
+/* A finished GZIP file that gets a second member appended (gzip files
+ * concatenate): the iterator goes on into it after its end. */
+Test(tfrecord, iterator_reads_a_gzip_member_appended_after_the_end)
+{
+    tdir d;
+    tdir_make(&d);
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_GZIP};
+    const char *a = tpath(&d, "a.gz"), *b = tpath(&d, "b.gz");
+    qf_tfrecord_writer *w = NULL;
+    OK(qf_tfrecord_writer_open(a, &o, &w));
+    OK(qf_tfrecord_writer_write(w, "one", 3));
+    OK(qf_tfrecord_writer_close(w));
+    OK(qf_tfrecord_writer_open(b, &o, &w));
+    OK(qf_tfrecord_writer_write(w, "two", 3));
+    OK(qf_tfrecord_writer_close(w));
+    qf_tfrecord_iterator *it = NULL;
+    OK(qf_tfrecord_iterator_open(a, &o, &it));
+    const char *data;
+    size_t n;
+    OK(qf_tfrecord_iterator_next(it, &data, &n));
+    cr_expect_str_eq(data, "one");
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_OUT_OF_RANGE, "end of");
+    size_t bn;
+    char *bb = slurp_file(b, &bn);
+    append_bytes(a, bb, bn / 2);
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "truncated GZIP stream");
+    append_bytes(a, bb + bn / 2, bn - bn / 2);
+    OK(qf_tfrecord_iterator_next(it, &data, &n));
+    cr_expect_str_eq(data, "two");
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_OUT_OF_RANGE, "end of");
+    /* Damage appended after that: reported, and again (never skipped). */
+    append_bytes(a, "\x1f\x8b\x08garbage", 10);
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "GZIP stream");
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "GZIP stream");
+    cr_expect_eq(qf_tfrecord_iterator_offset(it), 38);
+    qf_tfrecord_iterator_free(it);
+    free(bb);
+    tdir_remove(&d);
+}
+
 /* On a pipe nothing can be read again: the first end is final. */
 Test(tfrecord, iterator_on_a_pipe_ends_for_good)
 {

@@ -28,6 +28,7 @@ struct qf__zin {
     size_t out_cap;
     bool in_eof;    /* the file has no more compressed bytes */
     bool in_member; /* inside a member: its end is not reached yet */
+    bool broken;    /* inflate found damage: only a reset (a new start) helps */
     /* An error inflate found in a call that also made bytes: those bytes
      * go out first, the error with the next call, so what comes before the
      * damage does not depend on buffer sizes. */
@@ -125,12 +126,13 @@ void qf__zin_reset(qf__zin *z)
     z->zs.next_in = z->in;
     z->in_eof = false;
     z->in_member = false;
+    z->broken = false;
     z->held_ret = Z_OK;
 }
 
 bool qf__zin_resumable(const qf__zin *z)
 {
-    return z->in_eof && z->held_ret == Z_OK && z->zs.avail_in == 0;
+    return z->in_eof && !z->broken && z->held_ret == Z_OK && z->zs.avail_in == 0;
 }
 
 void qf__zin_resume(qf__zin *z)
@@ -141,6 +143,7 @@ void qf__zin_resume(qf__zin *z)
 /* inflate's error `ret` as a status. zlib's messages are static strings. */
 static qf_code fail(qf__zin *z, qf__rbuf *rb, int ret, const char *msg, uint64_t off)
 {
+    z->broken = true;
     if (ret == Z_MEM_ERROR)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory inflating '%s'", rb->path);
     return qf_set_error(QF_DATA_LOSS,
