@@ -2843,6 +2843,83 @@ CASE(qf_tfrecord_iterator_free)
     QUIET(qf_tfrecord_iterator_free(NULL));
 }
 
+/* finish: NULL refused; a finished writer refuses writes and flushes with
+ * FAILED_PRECONDITION and keeps its byte count. */
+CASE(qf_tfrecord_writer_finish)
+{
+    INVALID(qf_tfrecord_writer_finish(NULL), "writer");
+    char path[256];
+    mktfrecord(path, sizeof(path));
+    qf_tfrecord_writer *w = NULL;
+    cr_assert_eq(qf_tfrecord_writer_open(path, NULL, &w), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(qf_tfrecord_writer_write(w, "abc", 3), QF_OK);
+    cr_expect_eq(qf_tfrecord_writer_finish(w), QF_OK);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_tfrecord_writer_write(w, "x", 1), "closed");
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_tfrecord_writer_flush(w), "closed");
+    cr_expect_eq(qf_tfrecord_writer_finish(w), QF_OK, "finishing twice is harmless");
+    cr_expect_eq(qf_tfrecord_writer_bytes(w), 19);
+    qf_tfrecord_writer_free(w);
+    rmtfrecord(path);
+}
+
+CASE(qf_tfrecord_writer_free)
+{
+    QUIET(qf_tfrecord_writer_free(NULL));
+}
+
+CASE(qf_tfrecord_random_reader_open)
+{
+    char path[256];
+    mktfrecord(path, sizeof(path));
+    qf_tfrecord_random_reader *rr = UNTOUCHED;
+    INVALID(qf_tfrecord_random_reader_open(NULL, NULL, &rr), "path");
+    INVALID(qf_tfrecord_random_reader_open(path, NULL, NULL), "ret_rr");
+    INVALID(qf_tfrecord_random_reader_open(
+                path, &(qf_tfrecord_options){.compression = (qf_compression)9}, &rr),
+            "compression");
+    INVALID(qf_tfrecord_random_reader_open(
+                path, &(qf_tfrecord_options){.compression = QF_COMPRESSION_GZIP}, &rr),
+            "uncompressed");
+    EXPECT_CODE(QF_NOT_FOUND, qf_tfrecord_random_reader_open("/nonexistent/x", NULL, &rr),
+                "/nonexistent/x");
+    cr_expect_eq(rr, UNTOUCHED);
+    rmtfrecord(path);
+}
+
+/* NULL reader and outputs, offsets that are not a record's: refused with
+ * the outputs untouched, and the reader still reads record 0. */
+CASE(qf_tfrecord_random_reader_read)
+{
+    char path[256];
+    mktfrecord(path, sizeof(path));
+    qf_tfrecord_random_reader *rr = NULL;
+    cr_assert_eq(qf_tfrecord_random_reader_open(path, NULL, &rr), QF_OK, "%s", qf_last_message());
+    const char *data = UNTOUCHED;
+    size_t len = 77;
+    uint64_t next = 88;
+    INVALID(qf_tfrecord_random_reader_read(NULL, 0, &data, &len, &next), "reader");
+    INVALID(qf_tfrecord_random_reader_read(rr, 0, NULL, &len, &next), "ret_data");
+    INVALID(qf_tfrecord_random_reader_read(rr, 0, &data, NULL, &next), "ret_len");
+    EXPECT_CODE(QF_OUT_OF_RANGE, qf_tfrecord_random_reader_read(rr, 19, &data, &len, &next),
+                "no record at offset 19");
+    EXPECT_CODE(QF_OUT_OF_RANGE, qf_tfrecord_random_reader_read(rr, UINT64_MAX, &data, &len, &next),
+                "no record at offset");
+    EXPECT_CODE(QF_DATA_LOSS, qf_tfrecord_random_reader_read(rr, 2, &data, &len, &next),
+                "record at 2");
+    cr_expect_eq(data, UNTOUCHED);
+    cr_expect_eq(len, 77);
+    cr_expect_eq(next, 88);
+    cr_expect_eq(qf_tfrecord_random_reader_read(rr, 0, &data, &len, NULL), QF_OK);
+    cr_expect_eq(len, 3);
+    qf_tfrecord_random_reader_free(rr);
+    rmtfrecord(path);
+}
+
+CASE(qf_tfrecord_random_reader_free)
+{
+    QUIET(qf_tfrecord_random_reader_free(NULL));
+}
+
 /* ==================================================== qf_queue_runner.h */
 
 static qf_code produce_one(void *arg, qf_element **ret)

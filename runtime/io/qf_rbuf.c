@@ -364,3 +364,46 @@ qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok)
     uint64_t left = off - qf__rbuf_offset(rb);
     return qf__rbuf_skip(rb, &left, ret_ok);
 }
+
+qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok)
+{
+    if (rb->z && qf__rbuf_offset(rb) == off && qf__zin_resumable(rb->z)) {
+        /* Stopped at `off` for want of compressed bytes: the inflater's
+         * state is whole, so it takes what was appended since. Going back
+         * to the start would inflate the whole file again on every poll. */
+        qf__zin_resume(rb->z);
+        rb->eof = false;
+        *ret_ok = true;
+        return QF_OK;
+    }
+    struct stat st;
+    if (fstat(rb->fd, &st) != 0)
+        return qf__io_error(rb->path, errno);
+    qf_code rc = writable(rb);
+    if (rc != QF_OK)
+        return rc;
+    rb->file_size = (int64_t)st.st_size;
+    rb->size = rb->z ? -1 : rb->file_size;
+    rb->shrank_warned = false;
+    rb->pos = rb->lim = 0;
+    rb->eof = false;
+    uint64_t start = rb->z ? 0 : off;
+    if (!rb->z && off > (uint64_t)rb->file_size) {
+        rb->base = off;
+        rb->eof = true;
+        *ret_ok = false;
+        return QF_OK;
+    }
+    if (lseek(rb->fd, (off_t)start, SEEK_SET) < 0)
+        return qf__io_error(rb->path, errno);
+    rb->base = start;
+    rb->raw_off = start;
+    rb->advised = start;
+    if (!rb->z) {
+        *ret_ok = true;
+        return QF_OK;
+    }
+    qf__zin_reset(rb->z);
+    uint64_t left = off;
+    return qf__rbuf_skip(rb, &left, ret_ok);
+}

@@ -99,11 +99,19 @@ qf_code qf__zin_new(qf_compression c, const qf_zlib_options *o, qf__zin **ret);
 void qf__zin_free(qf__zin *z);
 /* Start a new file. */
 void qf__zin_reset(qf__zin *z);
+/* True when the stream stopped only for want of input (a clean end, or a
+ * member cut short with no damage seen): qf__zin_resume() then lets it take
+ * bytes appended to the file since. */
+bool qf__zin_resumable(const qf__zin *z);
+void qf__zin_resume(qf__zin *z);
 /* Up to n decompressed bytes into dst; *ret_got 0 means the end of the
  * stream (a clean end: a corrupt or truncated stream is QF_DATA_LOSS
  * naming rb->path and the compressed offset). QF_PENDING when the file has
  * nothing to read yet (non-blocking files). */
 qf_code qf__zin_read(qf__zin *z, struct qf__rbuf *rb, char *dst, size_t n, size_t *ret_got);
+/* The window_bits handed to zlib for an option value (0: 15; 8: 9, for
+ * the writer and the reader alike). */
+int qf__zlib_window_bits(int window_bits);
 /* Validate options (INVALID_ARGUMENT naming the field). */
 qf_code qf__zlib_options_check(qf_compression c, const qf_zlib_options *o, bool writing);
 
@@ -149,6 +157,13 @@ void qf__rbuf_close(qf__rbuf *rb);
  * regular uncompressed file, else read and drop. *ret_ok false when the
  * stream is shorter. May pend (non-regular files). */
 qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok);
+/* Reposition an open regular file's stream at `off` for reading it again
+ * after its end or a failure: the size is taken afresh (the file may have
+ * grown); an uncompressed file seeks; a compressed one goes on where it
+ * stopped when that was `off` and the inflater only ran out of input, and
+ * otherwise inflates again from the start up to `off`. *ret_ok false when
+ * the stream now ends before `off`. */
+qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok);
 /* Read more bytes after buf[lim): one read, restarting on EINTR; when
  * pos == lim it first rewinds the buffer, when lim == cap it first moves
  * buf[pos..lim) to the front. On return either new bytes arrived or eof is
@@ -288,9 +303,16 @@ qf_code qf__reserve(char **buf, size_t *cap, size_t n);
  * TFRecord iterator). */
 qf_code qf__reader_begin(qf_reader *r, const char *path);
 /* One record of the current item (thread form: waits for a non-regular
- * file until `deadline`). *ret_at_end at its end. */
+ * file until `deadline`). *ret_at_end at its end. An error or the end
+ * leaves the item open (in_progress): qf__reader_rewind_item() may go on
+ * from a known record boundary. */
 qf_code qf__reader_next_in_item(qf_reader *r, qf_deadline deadline, qf_record *rec,
                                 bool *ret_at_end);
+/* Go back to stream offset `off` of the current item, a record boundary
+ * the kind reached before, and look at the file afresh (it may have grown
+ * or shrunk): a regular file only (FAILED_PRECONDITION otherwise).
+ * *ret_ok false when the stream now ends before `off`. */
+qf_code qf__reader_rewind_item(qf_reader *r, uint64_t off, bool *ret_ok);
 /* The stream offset where the current record starts (state). */
 uint64_t qf__reader_stream_pos(const qf_reader *r);
 

@@ -364,7 +364,13 @@ qf_code qf_compression_parse(const char *s, qf_compression *ret)
     else if (!strcmp(s, "GZIP"))
         c = QF_COMPRESSION_GZIP;
     else
-        return qf_set_error(QF_INVALID_ARGUMENT, "unknown compression type '%s'", s);
+        /* TensorFlow's TFRecordOptions raises ValueError for anything else
+         * ("ZSTD", "SNAPPY", lower case): no record reader of its takes
+         * another compression_type from Python. */
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "unknown compression type '%s' (TFRecord compression types are "
+                            "\"\" for none, \"ZLIB\" and \"GZIP\")",
+                            s);
     *ret = c;
     return QF_OK;
 }
@@ -731,21 +737,29 @@ qf_code qf__reader_next_in_item(qf_reader *r, qf_deadline deadline, qf_record *r
                 continue;
             return rc;
         }
-        if (rc != QF_OK) {
-            finish_work(r);
+        /* The item stays open after an error or at its end: the
+         * iterator may go back to its last good record
+         * (qf__reader_rewind_item). */
+        if (rc != QF_OK)
             return rc;
-        }
         if (produced)
             bump(&r->produced, 1);
-        if (at_end) {
-            finish_work(r);
+        if (at_end)
             bump(&r->completed, 1);
-        }
         if (produced || at_end) {
             *ret_at_end = at_end && !produced;
             return QF_OK;
         }
     }
+}
+
+qf_code qf__reader_rewind_item(qf_reader *r, uint64_t off, bool *ret_ok)
+{
+    if (!r->in_progress || r->rb.fd < 0 || r->rb.nonblock)
+        return qf_set_error(QF_FAILED_PRECONDITION, "'%s' cannot be read again", r->work);
+    r->tf_stage = 0;
+    r->carry_len = 0;
+    return qf__rbuf_rewind(&r->rb, off, ret_ok);
 }
 
 static qf_code read_records(qf_reader *r, qf_queue *q, size_t n, const waiter *w, qf_record *recs,

@@ -198,7 +198,9 @@ typedef struct qf_zlib_options {
      * buffered before a write(2) (writer, at least 64); 0: 256 KiB. */
     size_t output_buffer_size;
     /* log2 of the window, 8..15; 0: 15. GZIP adds zlib's +16 itself. A
-     * reader's window must be at least the writer's. */
+     * reader's window must be at least the writer's. 8 is taken as 9 by
+     * both (zlib's deflate has no 256-byte window and writes 9 into a ZLIB
+     * header), so a file written with 8 reads back with 8. */
     int window_bits;
     /* Writer only: 1..9 as zlib, 0: zlib's default (6),
      * QF_ZLIB_LEVEL_STORED: no compression. */
@@ -374,8 +376,12 @@ QF_API qf_code qf_lmdb_reader_new(qf_reader **ret_reader);
 QF_API bool qf_reader_have_lmdb(void);
 
 /** qf_compression_parse() - TensorFlow's compression_type strings: "" (or
- *  NULL) -> QF_COMPRESSION_NONE, "ZLIB", "GZIP". Returns QF_OK, or
- *  QF_INVALID_ARGUMENT "unknown compression type 'X'" (*ret untouched). */
+ *  NULL) -> QF_COMPRESSION_NONE, "ZLIB", "GZIP", exactly these (upper
+ *  case), as TFRecordOptions takes them. "ZSTD" is not a TFRecord
+ *  compression type (TensorFlow's TFRecordOptions refuses it, as it refuses
+ *  any other string). Returns QF_OK, or QF_INVALID_ARGUMENT "unknown
+ *  compression type 'X' (TFRecord compression types are "" for none,
+ *  "ZLIB" and "GZIP")" (*ret untouched). */
 QF_API qf_code qf_compression_parse(const char *s, qf_compression *ret);
 
 /** qf_reader_free() - close the current file and free the reader. Needs

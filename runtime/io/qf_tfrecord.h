@@ -1,6 +1,7 @@
 /* qf_tfrecord.h - TensorFlow record files without a pipeline: a writer
- * (TFRecordWriter / tf.io.TFRecordWriter) and an iterator
- * (tf.compat.v1.io.tf_record_iterator).
+ * (TFRecordWriter / tf.io.TFRecordWriter), an iterator
+ * (tf.compat.v1.io.tf_record_iterator) and a random-access reader (the
+ * record at a byte offset: TensorFlow's tf_record_random_reader).
  *
  * The format, shared with qf_reader.h's TFRecordReader: each record is
  *
@@ -12,12 +13,16 @@
  * with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, optionally inside a
  * ZLIB or GZIP stream (qf_compression, qf_zlib_options: TensorFlow's
  * TFRecordOptions). A file written here reads back byte-identical through
- * the reader and the iterator, and through TensorFlow.
+ * the reader and the iterator, and through TensorFlow, for every option
+ * value (window_bits 8 included, see qf_zlib_options). There is no ZSTD
+ * (or SNAPPY) TFRecord: TensorFlow's TFRecordOptions takes "", "ZLIB" and
+ * "GZIP" only, and so does qf_compression_parse().
  *
  * Synchronization table
  *   writer calls          one thread at a time per writer (no internal lock)
  *   iterator calls        one thread at a time per iterator
- *   several of either     independent
+ *   random reader calls   one thread at a time per reader
+ *   several of any        independent
  */
 #ifndef QF_TFRECORD_H
 #define QF_TFRECORD_H
@@ -34,6 +39,7 @@ QF_BEGIN_DECLS
 
 typedef struct qf_tfrecord_writer qf_tfrecord_writer;
 typedef struct qf_tfrecord_iterator qf_tfrecord_iterator;
+typedef struct qf_tfrecord_random_reader qf_tfrecord_random_reader;
 
 /* TensorFlow's TFRecordOptions. Zero-initialise for an uncompressed file. */
 typedef struct qf_tfrecord_options {
@@ -51,10 +57,13 @@ typedef struct qf_tfrecord_options {
  * records to it.
  *
  * Ownership:   path and opts are read during the call only; the caller owns
- *              *ret_writer (qf_tfrecord_writer_close()).
+ *              *ret_writer (qf_tfrecord_writer_close(), or
+ *              qf_tfrecord_writer_finish() then qf_tfrecord_writer_free()).
  * Blocking:    opens the file (file system latency).
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL path / ret_writer or a
- *              bad option (naming it: "zlib compression_level must be ..."),
+ *              bad option (naming it: "zlib compression_level must be ...",
+ *              "unknown compression 7 (QF_COMPRESSION_NONE, _ZLIB or
+ *              _GZIP)"),
  *              NULL opts meaning an uncompressed file; the open's error
  *              mapped like a reader's ("<path>; <strerror>");
  *              QF_RESOURCE_EXHAUSTED. *ret_writer untouched on failure and
@@ -71,8 +80,10 @@ QF_API qf_code qf_tfrecord_writer_open(const char *path, const qf_tfrecord_optio
  * Blocking:    may write(2) when the writer's buffer fills (file system
  *              latency, never indefinitely on a regular file).
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL writer or NULL data
- *              with len > 0; QF_FAILED_PRECONDITION after an earlier write
- *              error (the writer is then only good for close); the write's
+ *              with len > 0; QF_FAILED_PRECONDITION "TFRecord writer for
+ *              '<path>' is closed: cannot write" after finish(), or after
+ *              an earlier write error (the writer is then only good for
+ *              finish / close / free); the write's
  *              error ("<path>; No space left on device": RESOURCE_EXHAUSTED
  *              ...). Nothing of a failed record is promised to be absent
  *              from the file.
@@ -84,24 +95,51 @@ QF_API qf_code qf_tfrecord_writer_write(qf_tfrecord_writer *w, const void *data,
  * (for a compressed file a zlib Z_SYNC_FLUSH first, so a reader of the file
  * as it is can inflate every record written so far). Not an fsync.
  *
- * Blocking:    write(2). Returns: QF_OK; QF_INVALID_ARGUMENT for NULL; the
- *              write's error (then as write).
+ * Blocking:    write(2). Returns: QF_OK; QF_INVALID_ARGUMENT for NULL;
+ *              QF_FAILED_PRECONDITION "... is closed: cannot flush" after
+ *              finish(); the write's error (then as write).
  */
 QF_API qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w);
 
 /**
- * qf_tfrecord_writer_close() - finish the stream (zlib Z_FINISH for a
- * compressed file), write what is buffered, close the file and free the
- * writer, also when something fails on the way. NULL-safe (QF_OK).
+ * qf_tfrecord_writer_finish() - TFRecordWriter.close(): finish the stream
+ * (zlib Z_FINISH for a compressed file), write what is buffered and close
+ * the file, but keep the writer: later writes and flushes are refused with
+ * QF_FAILED_PRECONDITION "TFRecord writer for '<path>' is closed", and
+ * qf_tfrecord_writer_bytes() still answers. Calling it again does nothing
+ * more.
  *
- * Returns:     QF_OK; the first error of the final writes or close(2) (the
- *              writer is freed anyway), or the error an earlier write left.
+ * Ownership:   the caller still owns w (qf_tfrecord_writer_free()).
+ * Blocking:    write(2) and close(2).
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL; the writer's first
+ *              error (of an earlier write, or of these final writes or
+ *              close(2)), on this and every later call: the file lacks
+ *              what came after it. The file is closed in every case.
+ */
+QF_API qf_code qf_tfrecord_writer_finish(qf_tfrecord_writer *w);
+
+/**
+ * qf_tfrecord_writer_free() - release the writer, finishing it first if
+ * that was not done (errors of that finish are not reported, and the
+ * thread's last error is left as it was: call finish() to see them).
+ * NULL-safe. The writer must not be used afterwards.
+ */
+QF_API void qf_tfrecord_writer_free(qf_tfrecord_writer *w);
+
+/**
+ * qf_tfrecord_writer_close() - qf_tfrecord_writer_finish() then
+ * qf_tfrecord_writer_free(): the writer is freed also when something fails
+ * on the way. NULL-safe (QF_OK). After it the writer is gone: use finish()
+ * to keep a handle whose late writes fail cleanly.
+ *
+ * Returns:     QF_OK; finish()'s error (the writer is freed anyway).
  */
 QF_API qf_code qf_tfrecord_writer_close(qf_tfrecord_writer *w);
 
 /** qf_tfrecord_writer_bytes() - bytes handed to the file so far
- *  (compressed bytes for a compressed file). Same thread as writes. 0 and
- *  QF_INVALID_ARGUMENT recorded for a NULL writer. */
+ *  (compressed bytes for a compressed file), also after finish(). Same
+ *  thread as writes. 0 and QF_INVALID_ARGUMENT recorded for a NULL
+ *  writer. */
 QF_API uint64_t qf_tfrecord_writer_bytes(const qf_tfrecord_writer *w);
 
 /**
@@ -121,32 +159,110 @@ QF_API qf_code qf_tfrecord_iterator_open(const char *path, const qf_tfrecord_opt
 /**
  * qf_tfrecord_iterator_next() / _until() - the next record's bytes.
  *
+ * Keeps its place, as today's TensorFlow iterator does: after an end or a
+ * failure, the next call reads the file again from the end of the last
+ * record returned (the file stays open; no reopen by name). So a file
+ * being written can be followed: records appended after an OUT_OF_RANGE
+ * come out on a later call, a record found cut short (DATA_LOSS
+ * "truncated record") comes out once its writer has completed it, and a
+ * damaged record (DATA_LOSS "corrupted record") is reported again on every
+ * call (nothing is skipped: a caller that wants to go past damage must
+ * stop). A tail shorter than a record's 12-byte header is also DATA_LOSS
+ * "truncated record" (TensorFlow: OUT_OF_RANGE). The uncompressed file is simply read again from
+ * that offset. A ZLIB / GZIP file goes on inflating where it stopped when it stopped at a record
+ * boundary for want of input, which is the state of a file whose writer has flushed but not
+ * finished it: qflow reports that state as DATA_LOSS "truncated ZLIB stream" (TensorFlow:
+ * OUT_OF_RANGE), and records the writer flushes later come out on the next calls. After any other
+ * stop in a compressed file the next call inflates the file again from its
+ * start up to the last record returned (as TensorFlow does), a cost of
+ * the file's size. A named pipe or other non-regular file cannot be read
+ * again: there the first end or failure is final (QF_OUT_OF_RANGE "end of
+ * '<path>'" on every later call).
+ *
  * Ownership:   on QF_OK *ret_data points at the record (NUL-terminated
  *              after *ret_len bytes), owned by the iterator and valid until
  *              the next call or free.
  * Blocking:    reads the file; on a pipe waits for its bytes, as long as it
  *              takes (next) or until `deadline` (_until).
  * Returns:     QF_OK; QF_OUT_OF_RANGE "end of '<path>'" after the last
- *              record (and on every later call); QF_DATA_LOSS "truncated
- *              record at N in '<path>'" / "corrupted record at N ..." /
- *              "corrupt GZIP stream ..." (the iterator is then finished:
- *              later calls return QF_OUT_OF_RANGE, as Python's iterator
- *              stops after raising); QF_DEADLINE_EXCEEDED (_until, the
- *              iterator keeps its place); QF_INVALID_ARGUMENT for NULL.
- *              Outputs untouched on failure.
+ *              record (again on later calls while nothing is appended;
+ *              "... is now shorter than the N bytes already read" when the
+ *              file shrank below the last record returned); QF_DATA_LOSS
+ *              "truncated record at N in '<path>'" / "corrupted record at N
+ *              ..." / "corrupt GZIP stream ..." / "truncated GZIP stream
+ *              ..." (see above for later calls); QF_DEADLINE_EXCEEDED
+ *              (_until, the iterator keeps its place); the read's error;
+ *              QF_INVALID_ARGUMENT for NULL. Outputs untouched on failure.
  */
 QF_API qf_code qf_tfrecord_iterator_next(qf_tfrecord_iterator *it, const char **ret_data,
                                          size_t *ret_len);
 QF_API qf_code qf_tfrecord_iterator_next_until(qf_tfrecord_iterator *it, qf_deadline deadline,
                                                const char **ret_data, size_t *ret_len);
 
-/** qf_tfrecord_iterator_offset() - stream offset (decompressed) of the
- *  record the next call returns: the key a TFRecordReader gives it. 0 and
+/** qf_tfrecord_iterator_offset() - stream offset (decompressed) after the
+ *  last record returned (0 before the first): where the next call reads,
+ *  the key a TFRecordReader gives the record it finds there. 0 and
  *  QF_INVALID_ARGUMENT recorded for a NULL iterator. */
 QF_API uint64_t qf_tfrecord_iterator_offset(const qf_tfrecord_iterator *it);
 
 /** qf_tfrecord_iterator_free() - close the file and free. NULL-safe. */
 QF_API void qf_tfrecord_iterator_free(qf_tfrecord_iterator *it);
+
+/**
+ * qf_tfrecord_random_reader_open() - read records of an uncompressed
+ * TFRecord file by byte offset (TensorFlow's tf_record_random_reader /
+ * io::RecordReader::ReadRecord(offset)).
+ *
+ * opts: NULL or compression QF_COMPRESSION_NONE (and max_record_bytes, 0:
+ * QF_READER_DEFAULT_MAX_RECORD); the zlib fields are ignored. A ZLIB or
+ * GZIP stream has no offsets to jump to (TensorFlow's random reader takes
+ * uncompressed files only): use the iterator.
+ *
+ * Ownership:   path and opts are read during the call only; the caller owns
+ *              *ret_rr (qf_tfrecord_random_reader_free()).
+ * Blocking:    opens the file.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL path / ret_rr, an
+ *              unknown compression, or ZLIB / GZIP ("random access needs an
+ *              uncompressed file ..."); QF_FAILED_PRECONDITION "'<path>' is
+ *              not a regular file ..." for a pipe, device or directory; the
+ *              open's error (QF_NOT_FOUND "<path>; No such file or
+ *              directory", ...); QF_RESOURCE_EXHAUSTED. *ret_rr untouched
+ *              on failure.
+ */
+QF_API qf_code qf_tfrecord_random_reader_open(const char *path, const qf_tfrecord_options *opts,
+                                              qf_tfrecord_random_reader **ret_rr);
+
+/**
+ * qf_tfrecord_random_reader_read() - the record that starts at byte
+ * `offset`, and the offset of the one after it (offset + 16 + length), with
+ * both checksums checked. Offsets come from an earlier read's
+ * *ret_next_offset (0 is the first record), a TFRecordReader's key or
+ * qf_tfrecord_iterator_offset(). Reads the file as it is at the call
+ * (pread(2): a file that grew shows its new records).
+ *
+ * Ownership:   on QF_OK *ret_data points at the record (NUL-terminated
+ *              after *ret_len bytes), owned by the reader and valid until
+ *              its next read or free. ret_next_offset may be NULL.
+ * Blocking:    pread(2) (file system latency).
+ * Returns:     QF_OK; QF_OUT_OF_RANGE "no record at offset N in '<path>':
+ *              it ends at S" for an offset at or past the end (TensorFlow:
+ *              OutOfRange, IndexError in Python); QF_DATA_LOSS "corrupted
+ *              record at N in '<path>' (length checksum mismatch: N is not
+ *              the start of a record, or the record is damaged)" (what an
+ *              offset inside a record gives), "(data checksum mismatch)",
+ *              "(length L is over max_record_bytes M)", "truncated record at
+ *              N in '<path>'" when the file ends inside the record (its
+ *              length is believed only within the file's size: never
+ *              allocated for); the read's error; QF_INVALID_ARGUMENT for a
+ *              NULL reader, ret_data or ret_len. Outputs untouched on
+ *              failure; the reader stays usable.
+ */
+QF_API qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t offset,
+                                              const char **ret_data, size_t *ret_len,
+                                              uint64_t *ret_next_offset);
+
+/** qf_tfrecord_random_reader_free() - close the file and free. NULL-safe. */
+QF_API void qf_tfrecord_random_reader_free(qf_tfrecord_random_reader *rr);
 
 QF_END_DECLS
 

@@ -10,7 +10,10 @@
  * can be inflated by a reader of the file as it stands, close() Z_FINISH.
  *
  * A write error is sticky: the writer refuses further records (the stream
- * would have a hole) and close() reports it.
+ * would have a hole) and finish() / close() report it. finish() ends the
+ * stream and closes the file but keeps the writer, so that a late write or
+ * flush is a clear FAILED_PRECONDITION instead of a use after free;
+ * close() is finish() then free(), as it always was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +38,14 @@ struct qf_tfrecord_writer {
     size_t out_len;
     uint64_t bytes;
     qf_status *err; /* sticky: the first write error */
+    bool closed;    /* finished: the file is closed, the writer kept */
 };
+
+static qf_code refuse_closed(const qf_tfrecord_writer *w, const char *what)
+{
+    return qf_set_error(QF_FAILED_PRECONDITION, "TFRecord writer for '%s' is closed: cannot %s",
+                        w->path, what);
+}
 
 static qf_code fail(qf_tfrecord_writer *w, qf_code code)
 {
@@ -159,7 +169,7 @@ qf_code qf_tfrecord_writer_open(const char *path, const qf_tfrecord_options *opt
         int level = o.zlib.compression_level == 0                      ? Z_DEFAULT_COMPRESSION
                     : o.zlib.compression_level == QF_ZLIB_LEVEL_STORED ? 0
                                                                        : o.zlib.compression_level;
-        int wbits = o.zlib.window_bits ? o.zlib.window_bits : MAX_WBITS;
+        int wbits = qf__zlib_window_bits(o.zlib.window_bits);
         if (w->c == QF_COMPRESSION_GZIP)
             wbits += 16;
         int mem = o.zlib.mem_level ? o.zlib.mem_level : 9;
@@ -195,6 +205,8 @@ qf_code qf_tfrecord_writer_write(qf_tfrecord_writer *w, const void *data, size_t
 {
     if (!w || (!data && len))
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", w ? "data" : "writer");
+    if (w->closed)
+        return refuse_closed(w, "write");
     if (w->err)
         return qf_set_error(QF_FAILED_PRECONDITION, "TFRecord writer for '%s' failed earlier: %s",
                             w->path, qf_status_message(w->err));
@@ -216,6 +228,8 @@ qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w)
 {
     if (!w)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL writer");
+    if (w->closed)
+        return refuse_closed(w, "flush");
     if (w->err)
         return qf_set_error(QF_FAILED_PRECONDITION, "TFRecord writer for '%s' failed earlier: %s",
                             w->path, qf_status_message(w->err));
@@ -227,28 +241,63 @@ qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w)
     return rc;
 }
 
+qf_code qf_tfrecord_writer_finish(qf_tfrecord_writer *w)
+{
+    if (!w)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL writer");
+    if (!w->closed) {
+        w->closed = true;
+        qf_code rc = QF_OK;
+        if (!w->err) {
+            if (w->c != QF_COMPRESSION_NONE)
+                rc = put_z(w, NULL, 0, Z_FINISH);
+            if (rc == QF_OK)
+                rc = drain(w);
+        }
+        if (w->fd >= 0 && close(w->fd) != 0 && rc == QF_OK && !w->err)
+            fail(w, qf__io_error(w->path, errno));
+        w->fd = -1;
+        if (w->zinit)
+            deflateEnd(&w->zs);
+        w->zinit = false;
+        free(w->out);
+        w->out = NULL;
+        w->out_cap = w->out_len = 0;
+    }
+    /* The writer's first error, on every call: it is what the file lacks. */
+    if (w->err)
+        return qf_set_error(qf_status_code(w->err), "%s", qf_status_message(w->err));
+    return QF_OK;
+}
+
+void qf_tfrecord_writer_free(qf_tfrecord_writer *w)
+{
+    if (!w)
+        return;
+    if (!w->closed) {
+        /* Errors are for finish/close; free only releases, and leaves the
+         * thread's last error as it found it. */
+        qf_status *saved = qf_last_status();
+        if (qf_tfrecord_writer_finish(w) != QF_OK && saved)
+            qf_set_error(qf_status_code(saved), "%s", qf_status_message(saved));
+        qf_status_free(saved);
+    }
+    qf_status_free(w->err);
+    free(w->path);
+    free(w);
+}
+
 qf_code qf_tfrecord_writer_close(qf_tfrecord_writer *w)
 {
     if (!w)
         return QF_OK;
-    qf_code rc = QF_OK;
-    if (!w->err) {
-        if (w->c != QF_COMPRESSION_NONE)
-            rc = put_z(w, NULL, 0, Z_FINISH);
-        if (rc == QF_OK)
-            rc = drain(w);
+    qf_code rc = qf_tfrecord_writer_finish(w);
+    qf_status *st = rc == QF_OK ? NULL : qf_last_status();
+    qf_tfrecord_writer_free(w);
+    if (st) {
+        qf_set_error(qf_status_code(st), "%s", qf_status_message(st));
+        qf_status_free(st);
     }
-    if (w->fd >= 0 && close(w->fd) != 0 && rc == QF_OK && !w->err)
-        rc = fail(w, qf__io_error(w->path, errno));
-    if (w->err) {
-        rc = qf_set_error(qf_status_code(w->err), "%s", qf_status_message(w->err));
-        qf_status_free(w->err);
-    }
-    if (w->zinit)
-        deflateEnd(&w->zs);
-    free(w->out);
-    free(w->path);
-    free(w);
     return rc;
 }
 

@@ -28,6 +28,7 @@ struct qf__zin {
     size_t out_cap;
     bool in_eof;    /* the file has no more compressed bytes */
     bool in_member; /* inside a member: its end is not reached yet */
+    bool broken;    /* inflate found damage: only a reset (a new start) helps */
     /* An error inflate found in a call that also made bytes: those bytes
      * go out first, the error with the next call, so what comes before the
      * damage does not depend on buffer sizes. */
@@ -46,7 +47,8 @@ static const char *cname(qf_compression c)
 qf_code qf__zlib_options_check(qf_compression c, const qf_zlib_options *o, bool writing)
 {
     if (c != QF_COMPRESSION_NONE && c != QF_COMPRESSION_ZLIB && c != QF_COMPRESSION_GZIP)
-        return qf_set_error(QF_INVALID_ARGUMENT, "unknown compression %d", (int)c);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "unknown compression %d (QF_COMPRESSION_NONE, _ZLIB or _GZIP)", (int)c);
     if (o->input_buffer_size > MAX_BUFFER)
         return qf_set_error(QF_INVALID_ARGUMENT, "zlib input_buffer_size %zu is over 1 GiB",
                             o->input_buffer_size);
@@ -75,6 +77,18 @@ qf_code qf__zlib_options_check(qf_compression c, const qf_zlib_options *o, bool 
     return QF_OK;
 }
 
+int qf__zlib_window_bits(int window_bits)
+{
+    if (window_bits == 0)
+        return MAX_WBITS;
+    /* zlib's deflate has no 256-byte window: asked for 8 it uses 9 (and
+     * says 9 in a ZLIB header), or refuses 8 outright for a GZIP stream.
+     * So 8 means 9 on both sides: the writer asks for what it gets, and a
+     * reader given 8 takes the streams a writer given 8 makes (its window
+     * is 512 bytes but no match reaches back more than 250). */
+    return window_bits == 8 ? 9 : window_bits;
+}
+
 qf_code qf__zin_new(qf_compression c, const qf_zlib_options *o, qf__zin **ret)
 {
     qf__zin *z = calloc(1, sizeof(*z));
@@ -84,7 +98,7 @@ qf_code qf__zin_new(qf_compression c, const qf_zlib_options *o, qf__zin **ret)
     z->in_cap = o->input_buffer_size ? o->input_buffer_size : QF_ZLIB_DEFAULT_BUFFER;
     z->out_cap = o->output_buffer_size ? o->output_buffer_size : QF_ZLIB_DEFAULT_BUFFER;
     z->in = malloc(z->in_cap);
-    int wbits = o->window_bits ? o->window_bits : MAX_WBITS;
+    int wbits = qf__zlib_window_bits(o->window_bits);
     if (c == QF_COMPRESSION_GZIP)
         wbits += 16; /* zlib: a gzip wrapper instead of a zlib one */
     if (!z->in || inflateInit2(&z->zs, wbits) != Z_OK) {
@@ -112,12 +126,24 @@ void qf__zin_reset(qf__zin *z)
     z->zs.next_in = z->in;
     z->in_eof = false;
     z->in_member = false;
+    z->broken = false;
     z->held_ret = Z_OK;
+}
+
+bool qf__zin_resumable(const qf__zin *z)
+{
+    return z->in_eof && !z->broken && z->held_ret == Z_OK && z->zs.avail_in == 0;
+}
+
+void qf__zin_resume(qf__zin *z)
+{
+    z->in_eof = false;
 }
 
 /* inflate's error `ret` as a status. zlib's messages are static strings. */
 static qf_code fail(qf__zin *z, qf__rbuf *rb, int ret, const char *msg, uint64_t off)
 {
+    z->broken = true;
     if (ret == Z_MEM_ERROR)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory inflating '%s'", rb->path);
     return qf_set_error(QF_DATA_LOSS,

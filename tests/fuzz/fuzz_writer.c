@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.zlib.flush_mode = data[1] % 4;
     o.zlib.output_buffer_size = 1 + data[2] % 64;
     o.zlib.input_buffer_size = 1 + data[3] % 64;
-    o.zlib.window_bits = data[1] & 0x80 ? 9 + (data[1] >> 4) % 7 : 0;
+    o.zlib.window_bits = data[1] & 0x80 ? 8 + (data[1] >> 4) % 8 : 0; /* 8 too: issue 24 */
     /* Records: a length byte then that many bytes, until the input ends. */
     const uint8_t *rec[MAXREC];
     size_t len[MAXREC];

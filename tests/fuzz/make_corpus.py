@@ -63,6 +63,7 @@ def main(out):
     seeds["whole_file"] = [p0 + b"hello", bytes([1, 1, 1, 1, 0, 0]) + b"0123456789abcdef"]
     seeds["iterator"] = [bytes([k]) + compress(c, recs) for k, c in
                          ((0, "plain"), (1, "zlib"), (2, "gzip"), (0x55, "zlib"))]
+    seeds["random"] = [bytes([0]) + recs, bytes([0]) + recs[:30], bytes([9]) + recs]
     seeds["writer"] = [bytes([0, 0, 10, 10]) + b"\x05hello\x00\x03abc",
                        bytes([1, 0x92, 0x85, 3]) + b"\x10" + b"z" * 16 + b"\x01q",
                        bytes([2, 3, 200, 7]) + bytes(range(64))]
