@@ -10,9 +10,12 @@
 #ifndef QF_TEST_PARK_H
 #define QF_TEST_PARK_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +75,50 @@ static inline int qft_wait_parked(int tid, const void *skip, size_t skip_len,
             return -1;
         }
         streak = p ? streak + 1 : 0;
+        if (streak >= 2)
+            return 1;
+        qft_nap();
+    }
+    return 0;
+}
+
+/* Wait until `n` threads whose names start with `prefix` (a runtime's
+ * workers are "<name>-<index>") are all seen parked in a futex wait, twice
+ * in a row: idle workers asleep. Returns 1 when seen, 0 on timeout, -1 when
+ * /proc cannot tell. */
+static inline int qft_wait_named_parked(const char *prefix, int n, int64_t timeout_ns)
+{
+    int64_t end = qf_now_ns() + timeout_ns;
+    int streak = 0;
+    while (qf_now_ns() < end) {
+        DIR *d = opendir("/proc/self/task");
+        if (!d)
+            return -1;
+        int named = 0, parked = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[300], comm[32] = "";
+            snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f)
+                continue;
+            size_t k = fread(comm, 1, sizeof(comm) - 1, f);
+            fclose(f);
+            comm[k] = 0;
+            if (strncmp(comm, prefix, strlen(prefix)) != 0)
+                continue;
+            named++;
+            int p = qft_parked_now(atoi(e->d_name), NULL, 0);
+            if (p < 0) {
+                closedir(d);
+                return -1;
+            }
+            parked += p;
+        }
+        closedir(d);
+        streak = named == n && parked == n ? streak + 1 : 0;
         if (streak >= 2)
             return 1;
         qft_nap();

@@ -16,6 +16,7 @@
 
 #include "qflow.h"
 #include "qf_queue_runner.h"
+#include "qf_test_park.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -1002,6 +1003,90 @@ Test(queue_runner, tasks_are_coordinator_members_and_join_names_laggards)
     qf_runtime_free(rt);
     qf_coord_free(c);
     qf_queue_unref(q);
+}
+
+/* A transform that holds its worker (it blocks, as an op doing blocking
+ * I/O would) until the test releases it. */
+typedef struct {
+    atomic_int entered;
+    atomic_int release;
+} stuck_arg;
+
+static qf_code stuck_transform(void *arg, qf_element *in, qf_element **ret_out)
+{
+    stuck_arg *a = arg;
+    qf_element_free(in);
+    atomic_store(&a->entered, 1);
+    while (!atomic_load(&a->release))
+        sched_yield();
+    *ret_out = NULL;
+    return QF_OK;
+}
+
+Test(queue_runner, op_blocking_its_worker_at_a_stop_makes_only_its_runner_lag, .timeout = 60)
+{
+    /* Issue 24 (5): the worker woken to run the blocking op kept the
+     * pool's "a wake is under way" flag while the op blocked, so the stop's
+     * wakes of the other (parked) runners woke no sleeping worker and join
+     * named every runner as a laggard. Only the stuck one lags. */
+    qf_runtime *rt = mkrt(4);
+    qf_coord *c = mkcoord();
+    qf_queue *q = mkq("lagq", 1, QF_INT64), *in = mkq("lagq_in", 1, QF_INT64);
+    enum { NP = 4 };
+    counter prod[NP] = {{.limit = -1}, {.limit = -1}, {.limit = -1}, {.limit = -1}};
+    static const char *names[NP] = {"p0", "p1", "p2", "p3"};
+    stuck_arg sa = {0};
+    qf_enqueue_op ops[NP + 1];
+    ops[0] = transform_op("stuck", in, stuck_transform, &sa);
+    for (int i = 0; i < NP; i++)
+        ops[i + 1] = produce_op(names[i], count_up_to, &prod[i]);
+    qf_queue_runner *r = mkrunner(q, ops, NP + 1, NULL);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_assert_eq(n, (size_t)NP + 1);
+    /* Every producer has produced and, the queue holding one element,
+     * parks with its next one; the stuck op's task parks on `in`. */
+    for (int i = 0; i < NP; i++)
+        wait_ge(&prod[i].runs, 1);
+    /* ... and every worker sleeps, so a wake-up runs the stuck op. */
+    cr_assert_neq(qft_wait_named_parked("qr-", 4, 10 * 1000000000LL), 0,
+                  "the workers never went to sleep");
+    cr_assert_eq(qf_queue_enqueue(in, elem_i64(1)), QF_OK); /* wakes the stuck op's task */
+    qf_deadline d = qf_deadline_in_s(20);
+    while (!atomic_load(&sa.entered)) {
+        cr_assert_not(qf_deadline_passed(d), "the stuck op never ran");
+        sched_yield();
+    }
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    /* The stop's wakes must reach idle workers: the producers end while
+     * the stuck op still blocks its worker. */
+    d = qf_deadline_in_s(10);
+    size_t done = 0;
+    while (!qf_deadline_passed(d)) {
+        done = 0;
+        for (size_t i = 1; i < n; i++)
+            done += qf_task_is_done(ts[i]);
+        if (done == NP)
+            break;
+        sched_yield();
+    }
+    cr_expect_eq(done, (size_t)NP, "%zu of %d producers ended after the stop", done, NP);
+    qf_coord_join_report rep = {0};
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 0.05, false, &rep), QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(rep.n_running, 1, "laggards named: %s", qf_last_message());
+    if (rep.n_running >= 1)
+        cr_expect_str_eq(rep.running[0], "QueueRunnerThread-lagq-stuck");
+    qf_coord_join_report_clear(&rep);
+    atomic_store(&sa.release, 1);
+    for (size_t i = 0; i < n; i++)
+        (void)join_task(ts[i]);
+    qf_tasks_free(ts, n);
+    qf_queue_runner_free(r);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(q);
+    qf_queue_unref(in);
 }
 
 Test(queue_runner, stop_wakes_task_parked_on_input_queue)

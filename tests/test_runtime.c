@@ -2,12 +2,14 @@
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qflow.h"
+#include "qf_test_park.h"
 
 static qf_runtime *mkrt(int workers)
 {
@@ -314,4 +316,85 @@ Test(runtime, default_runtime_exists)
     cr_assert_eq(qf_task_spawn(rt, ok_task, &n, NULL, &t), QF_OK);
     cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
     qf_task_unref(t);
+}
+
+/* A task that holds its worker until the test lets it go (never a sleep:
+ * the test releases it when it has seen what it waits for). */
+typedef struct {
+    atomic_int running;
+    atomic_int release;
+} long_arg;
+
+static qf_code long_task(qf_task *t, void *arg)
+{
+    (void)t;
+    long_arg *a = arg;
+    atomic_store(&a->running, 1);
+    while (!atomic_load(&a->release))
+        sched_yield();
+    return QF_OK;
+}
+
+typedef struct {
+    qf_task **ts;
+    int n;
+} wake_all_arg;
+
+static void *wake_all_thread(void *arg)
+{
+    wake_all_arg *a = arg;
+    for (int i = 0; i < a->n; i++)
+        qf_task_wake(a->ts[i]);
+    return NULL;
+}
+
+/* Issue 24 (5): the worker woken to run the long task kept the pool's
+ * "a wake is under way" flag set while the task ran, so the wakes below
+ * woke nobody and the 8 tasks waited for the long task (1.9 s in the
+ * report) while 3 of the 4 workers slept. The deadline only bounds a broken
+ * run; a working one takes microseconds. */
+Test(runtime, tasks_woken_from_a_thread_run_while_a_long_task_holds_a_worker, .timeout = 60)
+{
+    qf_runtime_options ro = {.workers = 4, .name = "lwake"};
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&ro, &rt), QF_OK);
+    /* All four asleep first, so a wake-up, not a worker still starting,
+     * runs the long task. */
+    cr_assert_neq(qft_wait_named_parked("lwake-", 4, 10 * 1000000000LL), 0,
+                  "the workers never went to sleep");
+    long_arg la = {0};
+    qf_task *lt;
+    cr_assert_eq(qf_task_spawn(rt, long_task, &la, NULL, &lt), QF_OK);
+    qf_deadline d = qf_deadline_in_s(10);
+    while (!atomic_load(&la.running)) {
+        cr_assert_not(qf_deadline_passed(d), "the long task never started");
+        sched_yield();
+    }
+    enum { N = 8 };
+    atomic_int ran = 0;
+    qf_task *ts[N];
+    qf_task_options o = {.suspended = true};
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(qf_task_spawn(rt, ok_task, &ran, &o, &ts[i]), QF_OK);
+    wake_all_arg wa = {.ts = ts, .n = N};
+    pthread_t th;
+    int64_t t0 = qf_now_ns();
+    cr_assert_eq(pthread_create(&th, NULL, wake_all_thread, &wa), 0);
+    d = qf_deadline_in_s(10);
+    while (atomic_load(&ran) < N && !qf_deadline_passed(d))
+        sched_yield();
+    int64_t took = qf_now_ns() - t0;
+    int got = atomic_load(&ran);
+    cr_expect_not(qf_task_is_done(lt), "the long task is still running");
+    atomic_store(&la.release, 1); /* before any assert: the runtime must be able to stop */
+    pthread_join(th, NULL);
+    cr_expect_eq(got, N, "%d of %d woken tasks ran in %.3f s while the long task ran", got, N,
+                 took / 1e9);
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(qf_task_join(ts[i], qf_deadline_in_s(10), NULL), QF_OK);
+        qf_task_unref(ts[i]);
+    }
+    cr_expect_eq(qf_task_join(lt, qf_deadline_in_s(10), NULL), QF_OK);
+    qf_task_unref(lt);
+    qf_runtime_free(rt);
 }

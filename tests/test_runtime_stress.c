@@ -10,6 +10,9 @@
  * would end the stream for everybody at the first retirement). */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,4 +260,192 @@ Test(runtime_stress, cancel_during_poll_reaches_the_task)
     cr_expect_eq(atomic_load(&p.cleanups), 1, "the task's own code saw the cancel");
     qf_task_unref(t);
     qf_runtime_free(rt);
+}
+
+/* ------------------------------------------- wakes while workers are held
+ *
+ * Issue 24 (5), stressed: tasks woken from outside the pool must run while
+ * other workers are held by long tasks. Each round: a pool of 4 workers on
+ * this 2-core machine (oversubscribed with 2 waker threads and the test
+ * thread), 1-3 long tasks that hold their workers until released, and 48
+ * parked tasks that two threads wake, each wake with a token the task
+ * counts. Some tasks are cancelled by their waker at random (a flag, then a
+ * wake), and in some rounds the runtime is shut down while the wakes are
+ * still coming. A task that finishes OK must have counted every token; every
+ * task must end before the watchdog (a lost wake is a hang, turned into a
+ * failure). In rounds without a shutdown the parked tasks must all end
+ * while the long tasks still hold their workers. */
+
+enum { WS_WORKERS = 4, WS_TASKS = 48, WS_WAKES = 40 };
+
+typedef struct {
+    atomic_long tokens; /* given and not yet counted */
+    long counted;       /* the task's own */
+    atomic_int cancel;  /* set at random by the waker */
+} ws_task;
+
+typedef struct {
+    ws_task tasks[WS_TASKS];
+    qf_task *ts[WS_TASKS];
+    atomic_int long_running;
+    atomic_int release;
+    atomic_long wakes; /* wakes given so far, both threads */
+    uint64_t seed;
+} ws_round;
+
+typedef struct {
+    ws_round *r;
+    int parity;
+} ws_waker;
+
+static uint64_t ws_rand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static qf_code ws_long_task(qf_task *t, void *arg)
+{
+    ws_round *r = arg;
+    atomic_fetch_add(&r->long_running, 1);
+    while (!atomic_load(&r->release) && !qf_task_is_cancelled(t))
+        sched_yield();
+    return QF_OK;
+}
+
+static qf_code ws_token_task(qf_task *t, void *arg)
+{
+    ws_task *a = arg;
+    if (qf_task_is_cancelled(t) || atomic_load(&a->cancel))
+        return qf_set_error(QF_CANCELLED, "cancelled");
+    a->counted += atomic_exchange(&a->tokens, 0);
+    return a->counted >= WS_WAKES ? QF_OK : QF_PENDING;
+}
+
+static void *ws_waker_main(void *arg)
+{
+    ws_waker *w = arg;
+    ws_round *r = w->r;
+    uint64_t rng = r->seed * 2 + (uint64_t)w->parity + 1;
+    for (int k = 0; k < WS_WAKES; k++)
+        for (int i = w->parity; i < WS_TASKS; i += 2) {
+            ws_task *a = &r->tasks[i];
+            if (ws_rand(&rng) % 512 == 0)
+                atomic_store(&a->cancel, 1);
+            atomic_fetch_add(&a->tokens, 1);
+            qf_task_wake(r->ts[i]);
+            atomic_fetch_add(&r->wakes, 1);
+        }
+    return NULL;
+}
+
+/* The watchdog: wait for `ok` with a bound only a hang reaches. */
+static bool ws_wait(bool (*ok)(ws_round *), ws_round *r, double secs)
+{
+    qf_deadline d = qf_deadline_in_s(secs);
+    while (!ok(r)) {
+        if (qf_deadline_passed(d))
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+static bool ws_all_done(ws_round *r)
+{
+    for (int i = 0; i < WS_TASKS; i++)
+        if (!qf_task_is_done(r->ts[i]))
+            return false;
+    return true;
+}
+
+static int ws_nlong;
+static bool ws_longs_running(ws_round *r)
+{
+    return atomic_load(&r->long_running) == ws_nlong;
+}
+
+static long ws_shutdown_at;
+static bool ws_wakes_reached(ws_round *r)
+{
+    return atomic_load(&r->wakes) >= ws_shutdown_at;
+}
+
+Test(runtime_stress, outside_wakes_run_while_long_tasks_hold_workers, .timeout = 300)
+{
+    long rounds = scale(400);
+    if (rounds < 4)
+        rounds = 4;
+    int64_t budget_end = qf_now_ns() + 20 * 1000000000LL;
+    long done_rounds = 0, shutdowns = 0, cancels = 0;
+    for (long round = 0; round < rounds && (done_rounds < 4 || qf_now_ns() < budget_end); round++) {
+        ws_round *r = calloc(1, sizeof(*r));
+        cr_assert_not_null(r);
+        r->seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(round + 1) * 0x2545f4914f6cdd1dull;
+        uint64_t rng = r->seed;
+        ws_nlong = 1 + (int)(ws_rand(&rng) % 3);
+        bool shutdown = ws_rand(&rng) % 4 == 0;
+        ws_shutdown_at = (long)(ws_rand(&rng) % (WS_TASKS * WS_WAKES));
+        qf_runtime *rt = NULL;
+        qf_runtime_options ro = {.workers = WS_WORKERS, .name = "wstress"};
+        cr_assert_eq(qf_runtime_new(&ro, &rt), QF_OK);
+        qf_task *longs[3];
+        for (int i = 0; i < ws_nlong; i++)
+            cr_assert_eq(qf_task_spawn(rt, ws_long_task, r, NULL, &longs[i]), QF_OK);
+        bool ok = ws_wait(ws_longs_running, r, 30);
+        cr_expect(ok, "round %ld: %d of %d long tasks started", round,
+                  atomic_load(&r->long_running), ws_nlong);
+        qf_task_options o = {.suspended = true};
+        for (int i = 0; i < WS_TASKS; i++)
+            cr_assert_eq(qf_task_spawn(rt, ws_token_task, &r->tasks[i], &o, &r->ts[i]), QF_OK);
+        pthread_t th[2];
+        ws_waker wk[2] = {{r, 0}, {r, 1}};
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(pthread_create(&th[i], NULL, ws_waker_main, &wk[i]), 0);
+        if (ok && shutdown) {
+            ok = ws_wait(ws_wakes_reached, r, 30);
+            cr_expect(ok, "round %ld: wakes stuck at %ld", round, atomic_load(&r->wakes));
+            cr_expect_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(30)), QF_OK,
+                         "round %ld: shutdown: %s", round, qf_last_message());
+            shutdowns++;
+        }
+        for (int i = 0; i < 2; i++)
+            pthread_join(th[i], NULL);
+        if (ok && !shutdown) {
+            ok = ws_wait(ws_all_done, r, 30);
+            cr_expect(ok, "round %ld (seed %llx): woken tasks hung with %d long tasks running",
+                      round, (unsigned long long)r->seed, ws_nlong);
+            cr_expect_eq(atomic_load(&r->long_running), ws_nlong);
+            for (int i = 0; i < ws_nlong; i++)
+                cr_expect_not(qf_task_is_done(longs[i]), "the long tasks still hold workers");
+        }
+        atomic_store(&r->release, 1);
+        if (!ok) /* a hang: end the parked tasks so the test can report it */
+            (void)qf_runtime_shutdown(rt, qf_deadline_in_s(30));
+        for (int i = 0; i < WS_TASKS; i++) {
+            qf_code rc = qf_task_join(r->ts[i], qf_deadline_in_s(30), NULL);
+            bool cancelled = atomic_load(&r->tasks[i].cancel);
+            if (rc == QF_OK)
+                cr_expect_eq(r->tasks[i].counted, WS_WAKES, "round %ld task %d: a lost token",
+                             round, i);
+            else
+                cr_expect(rc == QF_CANCELLED && (cancelled || shutdown),
+                          "round %ld task %d ended with %d", round, i, (int)rc);
+            cancels += rc == QF_CANCELLED;
+            qf_task_unref(r->ts[i]);
+        }
+        for (int i = 0; i < ws_nlong; i++) {
+            qf_code rc = qf_task_join(longs[i], qf_deadline_in_s(30), NULL);
+            cr_expect(rc == QF_OK || (shutdown && rc == QF_CANCELLED), "long task ended with %d",
+                      (int)rc);
+            qf_task_unref(longs[i]);
+        }
+        qf_runtime_free(rt);
+        free(r);
+        done_rounds++;
+    }
+    cr_log_info("%ld rounds (%ld with a shutdown), %ld tasks cancelled", done_rounds, shutdowns,
+                cancels);
 }

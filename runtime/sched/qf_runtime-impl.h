@@ -92,8 +92,11 @@ struct qf_runtime {
     /* Workers awake and looking for work (not running a task, not asleep):
      * while one is, new work needs no wake-up (qf_scheduler.c). */
     _Alignas(64) _Atomic int searching;
-    /* A sleeping worker has been woken and has not looked yet: further new
-     * work needs no second wake-up (it will look). */
+    /* A sleeping worker has been woken and has not found a task yet:
+     * further new work needs no second wake-up (it will look, and hand
+     * over to another worker what it leaves). Cleared before that worker
+     * runs what it found, never held while a task runs (qf_scheduler.c,
+     * "Waking"). */
     _Atomic int waking;
     _Alignas(64) qf_eventcount idle;
     _Atomic bool accepting;

@@ -28,12 +28,30 @@
  * the workers search at once (at least one may always).
  *
  * Sleeping, and why nothing is lost: a worker stops searching (seq_cst
- * decrement), prepares the idle event count (seq_cst RMW), looks once more
- * everywhere, then sleeps until notified or the earliest timer. A pusher
- * publishes its task, runs a full fence, then loads `searching` and, if it
- * is zero, notifies the event count. Either the pusher sees the searcher
- * (whose last look then comes after the push), or the worker's last look
- * sees the task, or the pusher sees the announced sleeper and wakes it.
+ * decrement), prepares the idle event count (seq_cst RMW), clears
+ * `waking`, looks once more everywhere, then sleeps until notified or the
+ * earliest timer. A pusher publishes its task, runs a full fence, then
+ * loads `searching` and `waking` and, if both are zero, claims `waking`
+ * and notifies the event count. Either the pusher sees the searcher (whose
+ * last look then comes after the push), or the worker's last look sees the
+ * task, or the pusher sees the announced sleeper and wakes it.
+ *
+ * Waking, and the hand-over. `waking` says "a wake-up is under way: the
+ * worker it gets up will look", so a burst of pushes costs one futex call,
+ * not one each. It holds only until that worker has looked: a worker back
+ * from idle_wait() (notified, timed out or cancelled: it cannot tell
+ * whether the flag was set for it) clears `waking` as soon as it has found
+ * a task and before it runs it, then, after a full fence, looks again and,
+ * if work is still waiting (more pushes came while the flag kept them
+ * quiet, or its own batch from the global queue sits in its ring), wakes
+ * another worker through signal_work(): Go's resetspinning/wakep. The last
+ * searcher to find a task does the same hand-over. Kept set while the task
+ * ran, the flag silenced every later push for as long as that task took:
+ * a task running for seconds left tasks woken from outside waiting for it
+ * while the other workers slept (issue 24). A clear that was not ours
+ * costs at most one extra wake-up later, never a lost one. The protocol,
+ * with the clear, the hand-over and long tasks, is model-checked in
+ * tests/model/sched_idle.pml.
  */
 #include <errno.h>
 #include <sched.h>
@@ -451,8 +469,10 @@ static bool work_visible(qf_runtime *rt)
 }
 
 /* Nothing local: look at the global queue and the others' rings for a few
- * rounds, counted as a searcher (see "Searching" at the top). */
-static qf_task *search(qf__worker *w)
+ * rounds, counted as a searcher (see "Searching" at the top). *ret_last:
+ * it found a task as the last counted searcher, so the hand-over falls to
+ * it (see "Waking" at the top). */
+static qf_task *search(qf__worker *w, bool *ret_last)
 {
     qf_runtime *rt = w->rt;
     int busy = atomic_load_explicit(&rt->searching, memory_order_relaxed);
@@ -480,12 +500,23 @@ static qf_task *search(qf__worker *w)
     }
     if (counted) {
         int left = atomic_fetch_sub_explicit(&rt->searching, 1, memory_order_seq_cst) - 1;
-        /* The last searcher is about to run what it found: if more is
-         * waiting, someone else must look now (Go's resetspinning). */
-        if (t && left == 0 && work_visible(rt))
-            qf_eventcount_notify(&rt->idle, false);
+        *ret_last = t && left == 0;
     }
     return t;
+}
+
+/* The worker found `t` and is about to run it: the clear of `waking`
+ * (when it came back from idle_wait()) and the hand-over wake, in that
+ * order (see "Waking" at the top). */
+static void found_work(qf_runtime *rt, bool woken, bool last_searcher)
+{
+    if (woken)
+        atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);
+    else if (!last_searcher)
+        return;
+    qf__fence_full(); /* the clear before, the looks after */
+    if (work_visible(rt))
+        signal_work(rt);
 }
 
 /* Sleep until something may be runnable or `deadline`. `waking` is
@@ -514,14 +545,20 @@ static void *worker_main(void *arg)
     char tname[16];
     snprintf(tname, sizeof(tname), "%.10s-%d", rt->name, w->index);
     pthread_setname_np(pthread_self(), tname);
+    bool woken = false; /* back from idle_wait() and no task run since */
     while (!atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
+        bool last_searcher = false;
         qf_task *t = find_local(w);
         if (!t)
-            t = search(w);
-        if (t)
+            t = search(w, &last_searcher);
+        if (t) {
+            found_work(rt, woken, last_searcher);
+            woken = false;
             qf__task_run(w, t);
-        else
+        } else {
             idle_wait(rt, QF_FOREVER);
+            woken = true;
+        }
     }
     tls_worker = NULL;
     return NULL;

@@ -2,7 +2,8 @@
 # Model-check the wait/wake protocols (the FIFO engine, the worker pool) with spin: every model,
 # at the bounds below, must have no invalid end state (nobody asleep for
 # good) and no assertion violation. Exhaustive search; each run takes
-# seconds. Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
+# seconds. A model run with a seeded bug (`seeded`) must fail instead.
+# Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
 set -eu
 dir=$(cd "${1:-$(dirname "$0")}" && pwd)
 command -v spin >/dev/null 2>&1 || { echo "spin not installed: skipped"; exit 77; }
@@ -27,6 +28,20 @@ run() {
     *) echo "FAIL $model $*: $line"; cat "$work/out.txt"; status=1 ;;
     esac
 }
+# seeded MODEL [defines]: a model with a bug seeded by its defines; spin
+# must find it (a model that passes with the bug checks nothing).
+seeded() {
+    model=$1
+    shift
+    cp "$dir/$model.pml" "$work/"
+    (cd "$work" && spin "$@" -a "$model.pml" >/dev/null &&
+        $cc -O2 -w -DSAFETY -o pan pan.c && ./pan -m1000000 >out.txt 2>&1) || true
+    line=$(grep -E 'errors: [0-9]+' "$work/out.txt" || echo "no result")
+    case "$line" in
+    *"errors: 0"* | "no result") echo "FAIL $model $*: the seeded bug was not found ($line)"; status=1 ;;
+    *) echo "ok   $model $* (seeded bug found)" ;;
+    esac
+}
 run fifo_consumers -DNP=1 -DNC=2
 BITSTATE=1 run fifo_consumers -DNP=2 -DNC=2
 run ring_carry -DNP=2 -DITER=3 -DS=2
@@ -38,5 +53,9 @@ run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
 run fifo_holders -DNC=3 -DMIN=3
 run fifo_holders -DNC=3 -DMIN=4 -DG0=1 -DG1=2 -DG2=3 -DAV=2
-run sched_idle -DNW=2 -DNP=3
+run sched_idle -DNW=2 -DNP=2
+BITSTATE=1 run sched_idle -DNW=2 -DNP=3
+BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2
+seeded sched_idle -DNW=2 -DNP=2 -DCLEAR=0
+seeded sched_idle -DNW=2 -DNP=2 -DHANDOVER=0
 exit $status

@@ -1,22 +1,37 @@
 /* sched_idle.pml - the worker pool's sleep/wake protocol
- * (runtime/sched/qf_scheduler.c: search(), idle_wait(), signal_work()),
- * model-checked with spin for lost wakes.
+ * (runtime/sched/qf_scheduler.c: worker_main(), search(), found_work(),
+ * idle_wait(), signal_work(), pop_global()), model-checked with spin for
+ * lost wakes.
  *
- * NW workers take tasks from a shared queue (the global queue and the
- * other workers' rings, abstracted as one count). A worker with nothing to
- * do searches (counted in `searching`), then prepares the idle event count
- * (sleepers++, ticket = seq), clears `waking`, looks once more and sleeps
- * until seq moves. NP pushers each publish one task, then signal: unless a
- * worker is searching or one is already being woken (`waking`), they claim
- * `waking` and notify the event count (seq++ and wake, if anyone sleeps).
+ * NW workers take tasks from the global queue (`queued`) and from the
+ * workers' local rings (`inring`, one count: a ring's tasks can be taken
+ * by its owner or stolen by any other worker). A look takes one task, or
+ * two from the global queue: one to run, one into the taker's ring (its
+ * batch), after which pop_global() signals. A worker with nothing to do
+ * searches (counted in `searching` unless half the workers already are),
+ * then prepares the idle event count (sleepers++, ticket = seq), clears
+ * `waking`, looks once more and sleeps in a futex wait on seq. NP pushers
+ * each publish one task, then signal: unless a worker is searching or a
+ * wake is under way (`waking`), they claim `waking` and notify the event
+ * count: seq++, then a futex wake of ONE waiter in the kernel (`tokens`),
+ * not of every sleeper.
+ *
+ * A task run may take for ever (up to NLONG of them): the worker never
+ * comes back. A worker that has found a task and came back from the idle
+ * wait clears `waking` before it runs the task; then it, or the last
+ * counted searcher that found one, looks again and signals if work waits
+ * (the hand-over). Seeded bugs: CLEAR=0 is the old behaviour, `waking`
+ * kept set while the found task runs; HANDOVER=0 clears it but wakes no
+ * one for the work that is left. check.sh runs both and expects spin to
+ * find the lost wake.
  *
  * Memory model: as in fifo_consumers.pml, one shared access per statement
  * in an interleaving order; the C code orders each store-then-load pair
  * here with seq_cst operations or full fences.
  *
  * Checked: once every pusher is done and nothing can move (spin's
- * `timeout`), no task is left in the queue: no task waits while every
- * worker sleeps.
+ * `timeout`), no task is left waiting unless every worker is inside a task
+ * that runs for ever: no task waits while a worker sleeps.
  */
 #ifndef NW
 #define NW 2
@@ -24,68 +39,164 @@
 #ifndef NP
 #define NP 3
 #endif
+#ifndef NLONG
+#define NLONG 1 /* tasks that run for ever */
+#endif
+#ifndef CLEAR
+#define CLEAR 1 /* 0: a seeded bug, the old behaviour: waking kept while the task runs */
+#endif
+#ifndef HANDOVER
+#define HANDOVER 1 /* 0: a seeded bug, waking cleared but no hand-over wake */
+#endif
 
-byte queued = 0;      /* tasks published and not taken */
+byte queued = 0;   /* in the global queue */
+byte inring = 0;   /* in local rings */
 byte searching = 0;
 bool waking = 0;
-byte sleepers = 0;
-byte seq = 0;         /* the event count (mod 256; small here) */
+byte sleepers = 0; /* the event count's announced sleepers */
+byte seq = 0;      /* the event count (mod 256; small here) */
+byte in_kernel = 0; /* waiters inside futex_wait */
+byte tokens = 0;   /* futex wakes not yet taken by a waiter */
 byte pushed = 0;
 byte taken = 0;
+byte longs = 0;
+
+/* qf_eventcount_notify(one): fence, sleepers? then seq++, futex_wake(1) */
+inline notify()
+{
+    if
+    :: sleepers > 0 ->
+        seq++;
+        atomic {
+            if
+            :: in_kernel > tokens -> tokens++
+            :: else
+            fi
+        }
+    :: else
+    fi
+}
+
+/* signal_work(): fence, then the looks at searching and waking, the CAS */
+inline signal()
+{
+    if
+    :: searching == 0 ->
+        if
+        :: waking == 0 ->
+            atomic {
+                if
+                :: waking == 0 -> waking = 1; claimed = 1
+                :: else -> claimed = 0
+                fi
+            };
+            if
+            :: claimed -> claimed = 0; notify()
+            :: else
+            fi
+        :: else
+        fi
+    :: else
+    fi
+}
+
+/* A look: one task (global queue or a ring), or a batch of two from the
+ * global queue (one kept in the taker's ring). */
+inline look()
+{
+    atomic {
+        if
+        :: queued > 1 -> queued = queued - 2; inring++; taken++; got = 1; batch = 1
+        :: queued > 0 -> queued--; taken++; got = 1
+        :: inring > 0 -> inring--; taken++; got = 1
+        :: else -> got = 0
+        fi
+    };
+    if
+    :: batch -> batch = 0; signal() /* pop_global: more than one worker can start */
+    :: else
+    fi
+}
 
 proctype Worker()
 {
     byte ticket;
-    bool got;
+    bool got, batch, claimed, woken, counted, last;
 loop:
-    /* look: take a task if there is one */
-    atomic { if :: queued > 0 -> queued--; taken++; got = 1 :: else -> got = 0 fi };
+    /* find_local */
+    look();
     if
-    :: got -> got = 0; goto loop          /* ran it */
+    :: got -> goto found
     :: else
     fi;
-    /* search: counted, one more look */
-    searching++;
-    atomic { if :: queued > 0 -> queued--; taken++; got = 1 :: else -> got = 0 fi };
-    searching--;
+    /* search: counted unless half the workers already search */
+    atomic {
+        counted = searching == 0 || 2 * searching < NW;
+        if
+        :: counted -> searching++
+        :: else
+        fi
+    };
+    look();
     if
-    :: got -> got = 0; goto loop
+    :: counted -> atomic { searching--; last = got && searching == 0; counted = 0 }
+    :: else
+    fi;
+    if
+    :: got -> goto found
     :: else
     fi;
     /* idle_wait: announce, clear waking, last look, sleep */
     atomic { sleepers++; ticket = seq };
     waking = 0;
     if
-    :: queued > 0 -> sleepers--; goto loop      /* work visible: cancel */
+    :: queued + inring > 0 -> atomic { sleepers--; woken = 1; ticket = 0 }; goto loop /* cancel */
     :: else
     fi;
+    /* qf_eventcount_wait: futex_wait(&seq, ticket) */
+    if
+    :: atomic { seq == ticket -> in_kernel++ };
 end_sleep:
-    (seq != ticket);                            /* futex wait on seq */
-    sleepers--;
-    ticket = 0;
+        atomic { tokens > 0 -> tokens--; in_kernel-- }
+    :: atomic { seq != ticket -> skip }
+    fi;
+    atomic { sleepers--; ticket = 0; woken = 1 };
+    goto loop;
+found:
+    /* found_work: the clear, then the hand-over */
+#if CLEAR
+    if
+    :: woken -> atomic { woken = 0; waking = 0; last = 1 }
+    :: else
+    fi;
+#endif
+#if HANDOVER
+    if
+    :: last ->
+        last = 0;
+        if
+        :: queued + inring > 0 -> signal()
+        :: else
+        fi
+    :: else
+    fi;
+#endif
+    last = 0;
+    /* run it: briefly, or for ever */
+    if
+    :: longs < NLONG -> longs++;
+end_long:
+        false
+    :: true
+    fi;
     goto loop
 }
 
 proctype Pusher()
 {
-    queued++;                                   /* publish */
-    /* signal_work: fence, then the looks */
-    if
-    :: searching == 0 && waking == 0 ->
-        atomic {
-            if
-            :: waking == 0 -> waking = 1        /* CAS 0 -> 1 */
-            :: else -> goto done
-            fi
-        };
-        /* qf_eventcount_notify: fence, sleepers? then seq++ and wake */
-        if
-        :: sleepers > 0 -> seq++
-        :: else
-        fi
-    :: else
-    fi;
-done:
+    bool claimed;
+    queued++; /* publish */
+    signal();
     pushed++
 }
 
@@ -105,5 +216,5 @@ init
         od
     };
     (pushed == NP);
-    timeout -> assert(queued == 0 && taken == NP)
+    timeout -> assert(queued + inring == 0 || longs == NW)
 }
