@@ -210,7 +210,8 @@ static unsigned ring_limit(qf_queue *q)
 /* Unbounded (or huge) queues: the overflow list behind the ring. Puts all
  * n slots or none; returns true when they went in (or the queue refused them
  * with *ret_err), false when there is no room for all n. */
-static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, qf_code *ret_err)
+static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, bool *arrive,
+                          qf_code *ret_err)
 {
     /* This producer's own earlier ring slots may be marked but not carried
      * yet (qf_ring-impl.h note 4); a consumer that finds the ring dry takes
@@ -236,6 +237,15 @@ static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pendin
         qf__unlock(&q->side_lock);
         return true;
     }
+    /* These fill the queue and the caller has more: it arrives before any
+     * consumer can take from the list (which it does under this lock). */
+    if (arrive && !q->unbounded_cap &&
+        qf__ring_reserved(&q->ring) + q->overflow.len + n +
+                atomic_load_explicit(&q->stash_n, memory_order_relaxed) >=
+            (uint64_t)q->capacity) {
+        qf__fifo_arrive(q);
+        *arrive = true;
+    }
     for (size_t i = 0; i < n; i++)
         if (!qf__deque_push_back(&q->overflow, slots[i]))
             oom_abort("growing an unbounded queue");
@@ -244,11 +254,11 @@ static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pendin
 }
 
 size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
-                        qf_code *ret_err, size_t *ret_published)
+                        bool *arrive, qf_code *ret_err, size_t *ret_published)
 {
     size_t done = 0, published = 0;
     *ret_err = QF_OK;
-    while (done < n) {
+    while (done < n && !(arrive && *arrive)) {
         unsigned ticket = 0;
         size_t k = 0;
         bool to_overflow = q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire);
@@ -265,6 +275,12 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
                 *ret_err = err;
                 break;
             }
+            /* A reservation short of what is left filled the queue (a
+             * spilling ring's does not: the list goes on behind it). */
+            if (arrive && !q->spill && k < n - done) {
+                qf__fifo_arrive(q);
+                *arrive = true;
+            }
             for (size_t i = 0; i < k; i++)
                 qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
             published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
@@ -276,7 +292,8 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
         /* A try of several rows goes in whole or not at all. */
         size_t m = all ? n - done : 1;
         qf_code err = QF_OK;
-        if (!overflow_push(q, slots + done, m, pending, &err))
+        if (!overflow_push(q, slots + done, m, pending, arrive && m < n - done ? arrive : NULL,
+                           &err))
             break;
         if (err != QF_OK) {
             *ret_err = err;
@@ -296,6 +313,11 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
     spin sp = {0};
     qf_code rc = QF_OK;
     bool try_all = w->mode == QF__WAIT_TRY && n > 1;
+    /* A thread's enqueue_many that fills the queue goes into line before
+     * its rows become visible (qf_fifo_wait.c, "Refill"); one row never
+     * fills the queue part-way, so single enqueues skip this. */
+    bool arrived = false;
+    bool *arrive = n > 1 && w->mode == QF__WAIT_DEADLINE && !qf__in_task() ? &arrived : NULL;
 
     if (n > 1 && w->mode == QF__WAIT_DEADLINE) {
         /* A multi-row enqueue is pending from its start, so a plain close
@@ -315,9 +337,24 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
     }
     while (done < n) {
         size_t published = 0;
-        size_t k = qf__fifo_put_now(q, slots + done, n - done, pending, try_all, &rc, &published);
+        size_t k =
+            qf__fifo_put_now(q, slots + done, n - done, pending, try_all, arrive, &rc, &published);
         qf__fifo_wake_consumers(q, published);
         done += k;
+        if (arrived) {
+            arrived = false;
+            if (rc != QF_OK || done == n) {
+                qf__fifo_arrive_undo(q);
+                break;
+            }
+            /* Pending already (a multi-row thread enqueue is from its
+             * start). No spin: consumers that freed room wait for us. */
+            spin_release(q, &sp);
+            rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline, true);
+            if (rc != QF_OK)
+                break;
+            continue;
+        }
         if (rc != QF_OK || done == n)
             break;
         if (k > 0) {
@@ -357,7 +394,7 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
             break;
         }
         spin_release(q, &sp);
-        rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline);
+        rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline, false);
         if (rc != QF_OK)
             break;
     }

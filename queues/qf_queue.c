@@ -229,6 +229,7 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     atomic_init(&q->many_need, UINT32_MAX);
     atomic_init(&q->req_lock, 0);
     atomic_init(&q->reqs_n, 0);
+    atomic_init(&q->arriving, 0);
     qf_waitlist_init(&q->enq_waiters);
     /* The FIFO engine needs nothing more: publish now. Other kinds finish
      * their own storage first and publish themselves. */
@@ -1186,7 +1187,7 @@ static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_tick
         if (rc != QF_OK)
             return rc;
         size_t published = 0;
-        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, &rc, &published);
+        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, NULL, &rc, &published);
         qf__fifo_wake_consumers(q, published);
         if (k == 1)
             return QF_OK;
