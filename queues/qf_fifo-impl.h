@@ -35,6 +35,13 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
 void qf__fifo_drop_pending(qf_queue *q);
 bool qf__fifo_become_pending(qf_queue *q, qf_code *ret_err);
 
+/* QF_QUEUE_SINGLE_PRODUCER: claim the producer side for one call (QF_OK),
+ * or QF_FAILED_PRECONDITION naming the queue when another producer call is
+ * running (nothing of the caller's went in); release it after. Only for
+ * queues created single-producer. */
+qf_code qf__fifo_sp_claim(qf_queue *q);
+void qf__fifo_sp_release(qf_queue *q);
+
 /* The verdict of state word `s` for a producer. */
 qf_code qf__fifo_closed_for(const qf_queue *q, uint64_t s, bool pending);
 
