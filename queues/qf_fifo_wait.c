@@ -90,7 +90,8 @@
  *   (poll forms) are woken to re-try instead; tickets (qf_queue_put-impl.h)
  *   are completed like thread requests.
  *
- * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and fifo_holders.pml
+ * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and
+ * fifo_holders.pml
  * model these rules (consumers and producers, the close, the put requests,
  * holders of batches above the capacity meeting at a close) and spin checks
  * that no process can end up asleep with its condition true; check.sh runs

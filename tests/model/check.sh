@@ -27,6 +27,19 @@ run() {
     *) echo "FAIL $model $*: $line"; cat "$work/out.txt"; status=1 ;;
     esac
 }
+# catch MODEL [defines]: a seeded bug; the search must find an error.
+catch() {
+    model=$1
+    shift
+    cp "$dir/$model.pml" "$work/"
+    (cd "$work" && spin "$@" -a "$model.pml" >/dev/null &&
+        $cc -O2 -w -DSAFETY -o pan pan.c && ./pan -m1000000 >out.txt 2>&1) || true
+    if grep -qE 'errors: [1-9]' "$work/out.txt"; then
+        echo "ok   $model $* (seeded bug caught)"
+    else
+        echo "FAIL $model $*: seeded bug not caught"; status=1
+    fi
+}
 run fifo_consumers -DNP=1 -DNC=2
 BITSTATE=1 run fifo_consumers -DNP=2 -DNC=2
 run ring_carry -DNP=2 -DITER=3 -DS=2
@@ -36,6 +49,12 @@ run ring_tombs -DNP=2 -DNC=2 -DITER=2
 run ring_tombs -DNP=3 -DNC=1 -DITER=2
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
+run fifo_refill
+run fifo_refill -DNQ=1 -DNC=2
+run fifo_refill -DCAP=1 -DK=3 -DNQ=1 -DCLOSE=1
+catch fifo_refill -DBUG=1
+catch fifo_refill -DBUG=2
+catch fifo_refill -DBUG=3
 run fifo_holders -DNC=3 -DMIN=3
 run fifo_holders -DNC=3 -DMIN=4 -DG0=1 -DG1=2 -DG2=3 -DAV=2
 run sched_idle -DNW=2 -DNP=3
