@@ -314,8 +314,9 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
  * with an exchange on a line only that side touches and releases it with
  * a store, for the whole call, blocking included: a second call at the same
  * time is refused, deterministically so while the first one waits. The
- * multi-producer and multi-consumer paths do not look at it. Cost measured
- * on queue.tput.spsc (README, "Single producer, single consumer"). */
+ * multi-producer and multi-consumer paths do not look at it. On
+ * queue.tput.spsc the difference was within this machine's run-to-run
+ * spread (issue 24 report). */
 static qf_code err_single(const qf_queue *q, const char *side, const char *flag, const char *op)
 {
     return qf_set_error(QF_FAILED_PRECONDITION,
