@@ -15,21 +15,32 @@
 
 /* Put what fits now of slots[0..n) (all or nothing when `all`): the ring,
  * or the overflow list of a spilling queue. `pending`: this enqueue was
- * blocked before a plain close and may still complete after it. Returns
- * how many went in. *ret_err: QF_OK, or why nothing more can go in (closed
- * or cancelled; any slots reserved meanwhile were published as
+ * blocked before a plain close and may still complete after it.
+ * `arrive` (NULL: never; a producer thread that may block): when what
+ * goes in fills the queue with rows still to come, the caller is counted
+ * as arriving (qf__fifo_arrive()) before they become visible, *arrive is
+ * set, and the put stops there: the rest goes in through a put request
+ * (qf__fifo_wait_request(arrived = true)). Returns how many went in. *ret_err: QF_OK, or why
+ * nothing more can go in (closed or cancelled; any slots reserved meanwhile were published as
  * tombstones). *ret_published: ring slots published (elements and
  * tombstones, this call's and earlier producers' it carried) and overflow
  * slots pushed, for qf__fifo_wake_consumers(), which the caller runs once
  * it holds no lock. Never blocks. */
 size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
-                        qf_code *ret_err, size_t *ret_published);
+                        bool *arrive, qf_code *ret_err, size_t *ret_published);
 
 /* A pending enqueue has ended (the last one after a plain close wakes the
  * consumers: end-of-data may have come). become_pending: false (and
  * *ret_err) when the queue is closed or cancelled. */
 void qf__fifo_drop_pending(qf_queue *q);
 bool qf__fifo_become_pending(qf_queue *q, qf_code *ret_err);
+
+/* QF_QUEUE_SINGLE_PRODUCER: claim the producer side for one call (QF_OK),
+ * or QF_FAILED_PRECONDITION naming the queue when another producer call is
+ * running (nothing of the caller's went in); release it after. Only for
+ * queues created single-producer. */
+qf_code qf__fifo_sp_claim(qf_queue *q);
+void qf__fifo_sp_release(qf_queue *q);
 
 /* The verdict of state word `s` for a producer. */
 qf_code qf__fifo_closed_for(const qf_queue *q, uint64_t s, bool pending);
@@ -76,10 +87,18 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
  * enlist them as a request and sleep until consumers have put them all in
  * (QF_OK, *done = n), the deadline passes (QF_DEADLINE_EXCEEDED), the
  * enqueue is cancelled (QF_CANCELLED), or room or a close showed up while
- * enlisting (QF_OK with *done < n: re-try). *done is updated in every
- * case. The caller is pending (a plain close does not refuse it). */
+ * enlisting (QF_OK with *done < n: re-try; never when `arrived`). *done is
+ * updated in every case. The caller is pending (a plain close does not
+ * refuse it). `arrived`: the caller is counted as arriving (put_now's
+ * `arrive`); it stops arriving once its request is linked. */
 qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
-                              qf_deadline deadline);
+                              qf_deadline deadline, bool arrived);
+
+/* Count the caller as a producer arriving at the list (before elements
+ * that fill the queue become visible), and the undo for one that then did
+ * not have to wait after all. */
+void qf__fifo_arrive(qf_queue *q);
+void qf__fifo_arrive_undo(qf_queue *q);
 
 /* A producer task waits for room: QF_OK (re-try now) or QF_PENDING. */
 qf_code qf__fifo_wait_room_poll(qf_queue *q, qf_waker *wk);

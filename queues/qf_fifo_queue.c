@@ -212,7 +212,8 @@ static unsigned ring_limit(qf_queue *q)
 /* Unbounded (or huge) queues: the overflow list behind the ring. Puts all
  * n slots or none; returns true when they went in (or the queue refused them
  * with *ret_err), false when there is no room for all n. */
-static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, qf_code *ret_err)
+static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pending, bool *arrive,
+                          qf_code *ret_err)
 {
     /* This producer's own earlier ring slots may be marked but not carried
      * yet (qf_ring-impl.h note 4); a consumer that finds the ring dry takes
@@ -238,6 +239,15 @@ static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pendin
         qf__unlock(&q->side_lock);
         return true;
     }
+    /* These fill the queue and the caller has more: it arrives before any
+     * consumer can take from the list (which it does under this lock). */
+    if (arrive && !q->unbounded_cap &&
+        qf__ring_reserved(&q->ring) + q->overflow.len + n +
+                atomic_load_explicit(&q->stash_n, memory_order_relaxed) >=
+            (uint64_t)q->capacity) {
+        qf__fifo_arrive(q);
+        *arrive = true;
+    }
     for (size_t i = 0; i < n; i++)
         if (!qf__deque_push_back(&q->overflow, slots[i]))
             oom_abort("growing an unbounded queue");
@@ -246,11 +256,11 @@ static bool overflow_push(qf_queue *q, void *const *slots, size_t n, bool pendin
 }
 
 size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending, bool all,
-                        qf_code *ret_err, size_t *ret_published)
+                        bool *arrive, qf_code *ret_err, size_t *ret_published)
 {
     size_t done = 0, published = 0;
     *ret_err = QF_OK;
-    while (done < n) {
+    while (done < n && !(arrive && *arrive)) {
         unsigned ticket = 0;
         size_t k = 0;
         bool to_overflow = q->spill && atomic_load_explicit(&q->overflow_n, memory_order_acquire);
@@ -267,6 +277,12 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
                 *ret_err = err;
                 break;
             }
+            /* A reservation short of what is left filled the queue (a
+             * spilling ring's does not: the list goes on behind it). */
+            if (arrive && !q->spill && k < n - done) {
+                qf__fifo_arrive(q);
+                *arrive = true;
+            }
             for (size_t i = 0; i < k; i++)
                 qf__ring_write(&q->ring, ticket + (unsigned)i, slots[done + i]);
             published += qf__ring_publish(&q->ring, ticket, (unsigned)k, q->single_producer);
@@ -278,7 +294,8 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
         /* A try of several rows goes in whole or not at all. */
         size_t m = all ? n - done : 1;
         qf_code err = QF_OK;
-        if (!overflow_push(q, slots + done, m, pending, &err))
+        if (!overflow_push(q, slots + done, m, pending, arrive && m < n - done ? arrive : NULL,
+                           &err))
             break;
         if (err != QF_OK) {
             *ret_err = err;
@@ -291,13 +308,82 @@ size_t qf__fifo_put_now(qf_queue *q, void *const *slots, size_t n, bool pending,
     return done;
 }
 
+/* ------------------------------------------------- single producer/consumer */
+
+/* A queue created single-producer (single-consumer) stores its ring index
+ * with a plain store: two producers at once lose elements silently (issue
+ * 24: 42,908 of 60,000 arrived). Each call on that side claims the side
+ * with an exchange on a line only that side touches and releases it with
+ * a store, for the whole call, blocking included: a second call at the same
+ * time is refused, deterministically so while the first one waits. The
+ * multi-producer and multi-consumer paths do not look at it. On
+ * queue.tput.spsc the difference was within this machine's run-to-run
+ * spread (issue 24 report). */
+static qf_code err_single(const qf_queue *q, const char *side, const char *flag, const char *op)
+{
+    return qf_set_error(QF_FAILED_PRECONDITION,
+                        "%s '%s' was created single-%s (%s) but another %s is running on it at "
+                        "the same time",
+                        q->kind_name, q->name, side, flag, op);
+}
+
+qf_code qf__fifo_sp_claim(qf_queue *q)
+{
+    if (atomic_exchange_explicit(&q->sp_busy, 1, memory_order_acquire) != 0)
+        return err_single(q, "producer", "QF_QUEUE_SINGLE_PRODUCER", "enqueue");
+    return QF_OK;
+}
+
+void qf__fifo_sp_release(qf_queue *q)
+{
+    atomic_store_explicit(&q->sp_busy, 0, memory_order_release);
+}
+
+static qf_code fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                        size_t *ret_done);
+static qf_code fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                         void **ret_slots, size_t *ret_n);
+
 qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done)
+{
+    if (!q->single_producer)
+        return fifo_put(q, slots, n, w, ret_done);
+    qf_code rc = qf__fifo_sp_claim(q);
+    if (rc != QF_OK) {
+        if (ret_done)
+            *ret_done = 0;
+        return rc;
+    }
+    rc = fifo_put(q, slots, n, w, ret_done);
+    qf__fifo_sp_release(q);
+    return rc;
+}
+
+qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                      void **ret_slots, size_t *ret_n)
+{
+    if (!q->single_consumer)
+        return fifo_take(q, min, max, up_to, w, ret_slots, ret_n);
+    if (atomic_exchange_explicit(&q->sc_busy, 1, memory_order_acquire) != 0)
+        return err_single(q, "consumer", "QF_QUEUE_SINGLE_CONSUMER", "dequeue");
+    qf_code rc = fifo_take(q, min, max, up_to, w, ret_slots, ret_n);
+    atomic_store_explicit(&q->sc_busy, 0, memory_order_release);
+    return rc;
+}
+
+static qf_code fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                        size_t *ret_done)
 {
     size_t done = 0;
     bool pending = false;
     spin sp = {0};
     qf_code rc = QF_OK;
     bool try_all = w->mode == QF__WAIT_TRY && n > 1;
+    /* A thread's enqueue_many that fills the queue goes into line before
+     * its rows become visible (qf_fifo_wait.c, "Refill"); one row never
+     * fills the queue part-way, so single enqueues skip this. */
+    bool arrived = false;
+    bool *arrive = n > 1 && w->mode == QF__WAIT_DEADLINE && !qf__in_task() ? &arrived : NULL;
 
     if (n > 1 && w->mode == QF__WAIT_DEADLINE) {
         /* A multi-row enqueue is pending from its start, so a plain close
@@ -317,9 +403,24 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
     }
     while (done < n) {
         size_t published = 0;
-        size_t k = qf__fifo_put_now(q, slots + done, n - done, pending, try_all, &rc, &published);
+        size_t k =
+            qf__fifo_put_now(q, slots + done, n - done, pending, try_all, arrive, &rc, &published);
         qf__fifo_wake_consumers(q, published);
         done += k;
+        if (arrived) {
+            arrived = false;
+            if (rc != QF_OK || done == n) {
+                qf__fifo_arrive_undo(q);
+                break;
+            }
+            /* Pending already (a multi-row thread enqueue is from its
+             * start). No spin: consumers that freed room wait for us. */
+            spin_release(q, &sp);
+            rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline, true);
+            if (rc != QF_OK)
+                break;
+            continue;
+        }
         if (rc != QF_OK || done == n)
             break;
         if (k > 0) {
@@ -359,7 +460,7 @@ qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *
             break;
         }
         spin_release(q, &sp);
-        rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline);
+        rc = qf__fifo_wait_request(q, slots, n, &done, w->deadline, false);
         if (rc != QF_OK)
             break;
     }
@@ -455,8 +556,8 @@ void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n)
     put_back(q, slots, n);
 }
 
-qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
-                      void **ret_slots, size_t *ret_n)
+static qf_code fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                         void **ret_slots, size_t *ret_n)
 {
     size_t got = 0;
     spin sp = {0};

@@ -37,8 +37,8 @@
  *                        oldest first, writing their slots itself (so after
  *                        a dequeue from a full queue with a blocked enqueue,
  *                        size() is back at capacity when the dequeue returns,
- *                        as in TensorFlow); then it wakes k producer tasks if
- *                        room is left.
+ *                        as in TensorFlow: "Refill" below); then it wakes k
+ *                        producer tasks if room is left.
  *   settled closed       close; the last pending enqueue finishing; a holder
  *                        giving back; any publish while CLOSED (the element of
  *                        a pending enqueue, or the tombstone that resolves a
@@ -62,13 +62,43 @@
  * its address (harmless once the owner has returned: futex wakes only ever
  * cause a re-check).
  *
- * tests/model/fifo_consumers.pml, fifo_requests.pml and fifo_holders.pml
+ * Refill (spec 28-29: TensorFlow runs the waiting enqueues under the queue's
+ * lock as part of every dequeue, so a dequeue from a full queue returns with
+ * the queue full again while a blocked enqueue has rows left)
+ *   The gap a lock-free queue has is a producer thread whose enqueue_many
+ *   has just filled the queue: its rows are visible (size() == capacity, the
+ *   call has not returned: it is blocked to any observer) but its request is
+ *   not linked yet, so a dequeue then would find nobody to complete. So such
+ *   a producer *arrives* before its filling rows become visible (reqs_n++,
+ *   arriving++, the ENQ_WAIT RMW), stops putting, links its request, then
+ *   arriving--, and re-checks room: room it sees is used to serve the line
+ *   in order (never taken back for a re-try: the consumer that made it may
+ *   be relying on the line), possibly finishing its own request.
+ *   A consumer that sees ENQ_WAIT and reqs_n != 0 reads `arriving` (a), then
+ *   serves the line under req_lock; if room is left and a != 0 it waits
+ *   (pause, then yield) until arriving is 0 or the room is gone, and
+ *   serves again. Reading a == 0 from the producer's decrement orders its
+ *   link before our lock; a != 0 makes us look again after it.
+ *   Why the consumer waits rather than the producer committing first: the
+ *   wait is on a few non-blocking steps of a thread that is already on the
+ *   slow path, and costs nothing when nobody waits (the consumer's fast path
+ *   is unchanged: the ENQ_WAIT bit, then one relaxed load of reqs_n); making
+ *   every enqueue_many register before it puts would cost each one a lock.
+ *   Single-row enqueues never fill a queue part-way and do not arrive: they
+ *   spin and enlist as before (before enlisting they have put nothing, so
+ *   no observer can tell them from a call not yet made). Producer tasks
+ *   (poll forms) are woken to re-try instead; tickets (qf_queue_put-impl.h)
+ *   are completed like thread requests.
+ *
+ * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and
+ * fifo_holders.pml
  * model these rules (consumers and producers, the close, the put requests,
  * holders of batches above the capacity meeting at a close) and spin checks
  * that no process can end up asleep with its condition true; check.sh runs
  * them in the test suite (meson test model_wait_wake).
  */
 #include <limits.h>
+#include <sched.h>
 
 #include "qf_fifo-impl.h"
 #include "qf_lock-impl.h"
@@ -200,18 +230,39 @@ static void finish_request(qf_queue *q, qf__put_req *r, uint32_t final)
         qf__fifo_drop_pending(q);
 }
 
-/* Finish blocked producers' enqueues with the room there is now, oldest
- * first (see "A put request" at the top). */
-static void complete_requests(qf_queue *q)
+void qf__fifo_arrive(qf_queue *q)
+{
+    atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&q->arriving, 1, memory_order_seq_cst);
+    /* Always the RMW, even when the sticky bit is set: a consumer whose
+     * load of the state word reads it (or later) sees both counts. */
+    atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
+}
+
+void qf__fifo_arrive_undo(qf_queue *q)
+{
+    atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&q->arriving, 1, memory_order_seq_cst);
+}
+
+/* One pass over the list under req_lock: finish what the room allows,
+ * oldest first. Returns true when the list ran empty with room left. */
+static bool serve_requests(qf_queue *q, qf__put_req *self)
 {
     qf__put_req *finished = NULL, **last = &finished;
     size_t published = 0;
+    bool room_left = false;
     qf__lock(&q->req_lock);
-    while (q->req_head) {
+    for (;;) {
         qf__put_req *r = q->req_head;
+        if (!r) {
+            room_left = qf__fifo_room(q);
+            break;
+        }
         qf_code err = QF_OK;
         size_t pub = 0;
-        size_t k = qf__fifo_put_now(q, r->slots + r->done, r->n - r->done, true, false, &err, &pub);
+        size_t k =
+            qf__fifo_put_now(q, r->slots + r->done, r->n - r->done, true, false, NULL, &err, &pub);
         r->done += k;
         published += pub;
         if (err != QF_OK || r->done < r->n)
@@ -229,9 +280,37 @@ static void complete_requests(qf_queue *q)
     while (finished) {
         qf__put_req *r = finished;
         finished = r->finished_next; /* before DONE: the owner may return */
-        finish_request(q, r, QF__REQ_DONE);
+        if (r == self)               /* the caller itself, helping: nobody to wake */
+            atomic_store_explicit(&r->state, QF__REQ_DONE, memory_order_release);
+        else
+            finish_request(q, r, QF__REQ_DONE);
     }
     qf__fifo_wake_consumers(q, published);
+    return room_left;
+}
+
+/* Finish blocked producers' enqueues with the room there is now, oldest
+ * first (see "A put request" and "Refill" at the top). `self`: the
+ * calling producer's own request, when it helps. */
+static void complete_requests(qf_queue *q, qf__put_req *self)
+{
+    for (unsigned spins = 0;;) {
+        /* Read before the pass: 0 here means every arrival that came
+         * before is linked by the time we take the lock. */
+        uint32_t arriving = atomic_load_explicit(&q->arriving, memory_order_seq_cst);
+        if (!serve_requests(q, self) || arriving == 0)
+            return;
+        /* Room is left and a producer whose rows filled the queue may not
+         * be in line yet: it is between publishing them and linking its
+         * request, which never blocks. Wait for it, so that it is in line
+         * (and gets this room) before our dequeue returns. */
+        while (atomic_load_explicit(&q->arriving, memory_order_seq_cst) != 0 && qf__fifo_room(q)) {
+            if (spins++ < 64)
+                qf__cpu_relax();
+            else
+                sched_yield();
+        }
+    }
 }
 
 void qf__fifo_wake_producers(qf_queue *q, size_t k)
@@ -242,7 +321,7 @@ void qf__fifo_wake_producers(qf_queue *q, size_t k)
     if (!(s & QF__ENQ_WAIT))
         return;
     if (atomic_load_explicit(&q->reqs_n, memory_order_relaxed))
-        complete_requests(q);
+        complete_requests(q, NULL);
     if (qf_waitlist_count(&q->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(q)))
         qf_waitlist_wake(&q->enq_waiters, clamp_n(k));
 }
@@ -251,10 +330,12 @@ void qf__fifo_cancel_requests(qf_queue *q)
 {
     qf__lock(&q->req_lock);
     qf__put_req *r = q->req_head;
-    for (qf__put_req *x = r; x; x = x->next)
+    uint32_t unlinked = 0;
+    for (qf__put_req *x = r; x; x = x->next, unlinked++)
         x->linked = false;
     q->req_head = q->req_tail = NULL;
-    atomic_store_explicit(&q->reqs_n, 0, memory_order_relaxed);
+    /* Not a store of 0: producers arriving are counted too. */
+    atomic_fetch_sub_explicit(&q->reqs_n, unlinked, memory_order_relaxed);
     qf__unlock(&q->req_lock);
     while (r) {
         qf__put_req *next = r->next; /* before the final state */
@@ -330,7 +411,7 @@ typedef enum {
  * (the waiter's half of the rule at the top). When the re-check asks for
  * a re-try but a consumer or the closer took r first, r is IN_LINE: its
  * final state is on its way. */
-static enlisted enlist(qf_queue *q, qf__put_req *r)
+static void link_request(qf_queue *q, qf__put_req *r, bool count)
 {
     r->next = NULL;
     r->linked = true;
@@ -341,8 +422,14 @@ static enlisted enlist(qf_queue *q, qf__put_req *r)
     else
         q->req_head = r;
     q->req_tail = r;
-    atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
+    if (count)
+        atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
     qf__unlock(&q->req_lock);
+}
+
+static enlisted enlist(qf_queue *q, qf__put_req *r)
+{
+    link_request(q, r, true);
 
     uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
     fence_vs_consumers(q);
@@ -360,10 +447,27 @@ qf_code qf__fifo_enlist(qf_queue *q, qf__put_req *r)
 }
 
 qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
-                              qf_deadline deadline)
+                              qf_deadline deadline, bool arrived)
 {
     qf__put_req r = {.slots = slots, .n = n, .done = *done};
-    if (enlist(q, &r) == TAKEN_BACK) {
+    if (arrived) {
+        /* Counted in reqs_n and ENQ_WAIT set since we arrived. In line
+         * now: stop arriving, then re-check. Room we see is not taken
+         * back to re-try (a consumer that made it may be waiting for us
+         * to be in line): we serve the line with it, in order, which may
+         * finish our own request. */
+        link_request(q, &r, false);
+        atomic_fetch_sub_explicit(&q->arriving, 1, memory_order_seq_cst);
+        fence_vs_consumers(q);
+        if (state_sc(q) & QF__CANCELLED) {
+            if (qf__fifo_withdraw(q, &r)) {
+                *done = r.done;
+                return qf__fifo_err_enqueue_cancelled();
+            }
+        } else if (qf__fifo_room(q)) {
+            complete_requests(q, &r);
+        }
+    } else if (enlist(q, &r) == TAKEN_BACK) {
         *done = r.done; /* re-try */
         return QF_OK;
     }

@@ -15,8 +15,10 @@
  *                                 spin_dyn (a relaxed hint)
  *                                 and the read-only configuration.
  *   storage callbacks             always called with `lock` held, except
- *                                 key() (called before the lock is taken)
- *                                 and slot_at() (teardown, quiescent).
+ *                                 key() (called before the lock is taken,
+ *                                 but under it for the rows of a blocked
+ *                                 producer that a take inserts) and
+ *                                 slot_at() (teardown, quiescent).
  *   the wait lists                registration happens with `lock` held;
  *                                 wakes happen after it is released (a
  *                                 task's wake function must not run under a
@@ -52,7 +54,8 @@ typedef struct qf__locked_storage {
      * at once, removes one element at a time and holds what it took. */
     bool whole_batches;
     /* An ordering key for a slot, computed before the lock is taken (NULL:
-     * the kind has none and 0 is passed to insert). */
+     * the kind has none and 0 is passed to insert); also under it, for the
+     * rows of a blocked producer: it must not block or allocate. */
     int64_t (*key)(void *slot);
     /* Store a slot: L->n < L->alloc on entry; increments L->n. */
     void (*insert)(qf__locked *L, void *slot, int64_t key);
@@ -88,6 +91,10 @@ struct qf__locked {
     void *buf;        /* alloc * entry_size bytes, kind-specific layout */
     size_t pending;   /* blocked enqueues that may complete after a plain close */
     size_t many_need; /* smallest n among many_waiters (SIZE_MAX: none) */
+    /* Producer threads blocked on a full queue, oldest first, with the rows
+     * they have left: a take inserts them into the room it made before it
+     * unlocks (qf_locked_queue.c, "Refill"). Non-empty only while full. */
+    struct qf__locked_req *req_head, *req_tail;
     /* --- atomic snapshot of n, for size() and spinning. A line of its
      * own: spinning waiters poll it, and must not pull the lines above
      * away from the holder --- */
@@ -124,6 +131,10 @@ bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w);
 void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n);
 void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
 void qf__locked_destroy(qf_queue *q);
+
+/* Producers waiting for room now: threads in line with rows left, plus
+ * registered tasks (tests: a blocked enqueue has got as far as waiting). */
+size_t qf__locked_producers_waiting(qf_queue *q);
 
 /* ---------------------------------------------------- RandomShuffleQueue */
 

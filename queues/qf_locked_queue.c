@@ -39,6 +39,19 @@
  * elements it brings would otherwise be lost to them). A cancelling close
  * fails pending enqueues with "Enqueue operation was cancelled".
  *
+ * Refill (spec 28-29). TensorFlow runs waiting enqueues under the queue's
+ * lock as part of every dequeue, so a dequeue from a full queue returns
+ * with the queue full again while a blocked enqueue has rows left. Here a
+ * producer thread that finds the queue full links a request (its stack:
+ * the rows left) in the same critical section, then spins on, and sleeps
+ * on, the request's state; a take that removed elements inserts the
+ * oldest requests' rows into the room before it unlocks, and tells the
+ * finished ones after. All under the one lock, so there is no window
+ * between a producer's rows going in and its getting in line. A request
+ * sleeps only after announcing it (WAITING -> SLEEPING), so finishing one
+ * whose owner still spins costs an exchange, not a futex wake. Producer
+ * tasks (poll forms) register wakers and re-try, as before.
+ *
  * Put-backs. A shuffle dequeue_many cut short (close, deadline, try) puts
  * the elements it held back (spec 74). That may exceed the capacity for a
  * moment (producers may have filled the freed places meanwhile), exactly
@@ -128,12 +141,27 @@ typedef enum {
     E_TIMEOUT,   /* deadline passed */
     E_IN_TASK,   /* a thread form called from a task */
     E_NOMEM,     /* storage could not grow */
+    ENLISTED,    /* a put request is linked: wait for its final state */
 } outcome;
+
+/* A producer thread's rows waiting for room (see "Refill" at the top). */
+typedef struct qf__locked_req {
+    struct qf__locked_req *next;     /* lock */
+    struct qf__locked_req *fin_next; /* a finisher's list, after unlinking */
+    void *const *slots;
+    size_t n, done;         /* slots[0..done) are in; lock */
+    bool linked;            /* lock */
+    uint32_t final;         /* the state to store, set when unlinked */
+    _Atomic uint32_t state; /* REQ_* */
+} lreq;
+
+enum { REQ_WAITING = 0, REQ_SLEEPING = 1, REQ_DONE = 2, REQ_CANCELLED = 3 };
 
 /* Wakes decided under the lock, delivered after it. */
 typedef struct {
     size_t deq, enq; /* how many to wake on q's lists (SIZE_MAX: all) */
     bool many;       /* wake every whole-batch waiter */
+    lreq *finished;  /* requests unlinked, to be told their final state */
 } wakes;
 
 static int clamp_wake(size_t k)
@@ -141,8 +169,22 @@ static int clamp_wake(size_t k)
     return k > INT32_MAX ? INT32_MAX : (int)k;
 }
 
+/* Tell an unlinked request its final state. Its owner may return as soon
+ * as it sees it: nothing of it is touched after the exchange but the
+ * futex word's address (a wake there at most makes some waiter re-check). */
+static void finish_req(lreq *r)
+{
+    uint32_t final = r->final;
+    if (atomic_exchange_explicit(&r->state, final, memory_order_release) == REQ_SLEEPING)
+        qf_futex_wake(&r->state, 1);
+}
+
 static void deliver(qf_queue *q, qf__locked *L, const wakes *wk)
 {
+    for (lreq *r = wk->finished, *next; r; r = next) {
+        next = r->fin_next; /* before the final state: the owner may return */
+        finish_req(r);
+    }
     if (wk->deq)
         qf_waitlist_wake(&q->deq_waiters, clamp_wake(wk->deq));
     if (wk->many)
@@ -229,6 +271,44 @@ static void note_removed(qf__locked *L, size_t k, wakes *wk)
     }
 }
 
+static void unlink_head(qf__locked *L, wakes *wk, uint32_t final)
+{
+    lreq *r = L->req_head;
+    L->req_head = r->next;
+    if (!L->req_head)
+        L->req_tail = NULL;
+    r->linked = false;
+    r->final = final;
+    r->fin_next = wk->finished;
+    wk->finished = r;
+}
+
+/* After a removal: put the oldest waiting producers' rows into the room,
+ * before anything else can take it. */
+static void serve_requests(qf__locked *L, wakes *wk)
+{
+    const qf__locked_storage *st = L->st;
+    size_t added = 0;
+    while (L->req_head && L->n < L->cap && L->n < L->alloc) {
+        lreq *r = L->req_head;
+        size_t k = r->n - r->done, room = L->cap - L->n, fit = L->alloc - L->n;
+        if (k > room)
+            k = room;
+        if (k > fit)
+            k = fit;
+        for (size_t i = 0; i < k; i++) {
+            void *slot = r->slots[r->done + i];
+            st->insert(L, slot, st->key ? st->key(slot) : 0);
+        }
+        r->done += k;
+        added += k;
+        if (r->done == r->n)
+            unlink_head(L, wk, REQ_DONE);
+    }
+    if (added)
+        note_added(L, added, wk);
+}
+
 /* Everyone on the consumer side re-checks (close, last pending gone). */
 static void wake_all_consumers(wakes *wk)
 {
@@ -274,7 +354,7 @@ static size_t grow_target(const qf__locked *L, size_t need)
 static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
 {
     while (k > 0) {
-        wakes wk = {0, 0, false};
+        wakes wk = {0, 0, false, NULL};
         size_t target = 0;
         engine_lock(L);
         size_t fit = L->alloc - L->n;
@@ -364,6 +444,60 @@ static bool elements_ready(const qf_queue *q, const qf__locked *L, size_t arg)
     return n >= (int64_t)(arg & ~SEEN_OPEN) || ((arg & SEEN_OPEN) && (s & QF__CLOSED));
 }
 
+/* arg: a put request; its final state is stored. */
+static bool request_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+{
+    (void)q;
+    (void)L;
+    return atomic_load_explicit(&((lreq *)arg)->state, memory_order_relaxed) >= REQ_DONE;
+}
+
+static bool unlink_request(qf__locked *L, lreq *r)
+{
+    if (!r->linked)
+        return false;
+    lreq **pp = &L->req_head, *prev = NULL;
+    while (*pp != r) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = r->next;
+    if (L->req_tail == r)
+        L->req_tail = prev;
+    r->linked = false;
+    return true;
+}
+
+/* The owner of a linked request waits for its final state: DONE (every row
+ * in), E_CANCELLED, or E_TIMEOUT (taken back off the list). r->done is
+ * final on return: stored under the lock before the final state (acquire
+ * here), or read under the lock by the owner that unlinked it. */
+static outcome wait_request(qf_queue *q, qf__locked *L, lreq *r, qf_deadline deadline,
+                            int64_t *spin_end, bool spun_out)
+{
+    if (!spun_out)
+        spin(q, L, deadline, spin_end, request_ready, (size_t)r);
+    for (;;) {
+        uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (st == REQ_DONE)
+            return DONE;
+        if (st == REQ_CANCELLED)
+            return E_CANCELLED;
+        if (st == REQ_WAITING &&
+            !atomic_compare_exchange_strong_explicit(&r->state, &st, REQ_SLEEPING,
+                                                     memory_order_acq_rel, memory_order_acquire))
+            continue; /* finished meanwhile */
+        if (qf_futex_wait_until(&r->state, REQ_SLEEPING, deadline) == QF_DEADLINE_EXCEEDED) {
+            engine_lock(L);
+            bool mine = unlink_request(L, r);
+            engine_unlock(L);
+            if (mine)
+                return E_TIMEOUT;
+            deadline = QF_FOREVER; /* a take or the closer has it: the state comes */
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ init */
 
 qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st, size_t floor_open)
@@ -374,6 +508,7 @@ qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st
     L->n = 0;
     L->pending = 0;
     L->many_need = SIZE_MAX;
+    L->req_head = L->req_tail = NULL;
     atomic_init(&L->size_pub, 0);
     L->st = st;
     L->q = q;
@@ -408,6 +543,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
     int64_t spin_end = 0;
     outcome o = DONE;
     qf_waker tw;
+    lreq req;
 
     while (done < n) {
         if (st->key && done >= kbase + kn) {
@@ -416,7 +552,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
             for (size_t i = 0; i < kn; i++)
                 keys[i] = st->key(slots[kbase + i]);
         }
-        wakes wk = {0, 0, false};
+        wakes wk = {0, 0, false, NULL};
         size_t target = 0;
         qf_waker *waker = NULL;
 
@@ -464,10 +600,20 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
                 }
                 if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
                     o = E_TIMEOUT;
-                } else if (w->mode == QF__WAIT_DEADLINE && !spun_out) {
-                    o = SPIN;
                 } else if (w->mode == QF__WAIT_DEADLINE && qf__in_task()) {
                     o = E_IN_TASK;
+                } else if (w->mode == QF__WAIT_DEADLINE) {
+                    /* In line in this critical section, behind any other
+                     * waiting producer: the rows left go in as takes make
+                     * room (see "Refill" at the top). */
+                    req = (lreq){.slots = slots, .n = n, .done = done, .linked = true};
+                    atomic_init(&req.state, REQ_WAITING);
+                    if (L->req_tail)
+                        L->req_tail->next = &req;
+                    else
+                        L->req_head = &req;
+                    L->req_tail = &req;
+                    o = ENLISTED;
                 } else {
                     waker = w->waker;
                     if (w->mode == QF__WAIT_DEADLINE) {
@@ -483,12 +629,19 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
         engine_unlock(L);
         /* Race widening (stress builds): between the state change and the
          * wake, and between registering and sleeping. */
-        if (wk.deq || wk.many || o == WAIT)
+        if (wk.deq || wk.many || o == WAIT || o == ENLISTED)
             QF_WIDEN();
         deliver(q, L, &wk);
 
         if (o == DONE || o == GO_ON)
             continue;
+        if (o == ENLISTED) {
+            o = wait_request(q, L, &req, w->deadline, &spin_end, spun_out);
+            done = req.done; /* final (see wait_request) */
+            if (o == DONE)
+                continue;
+            break;
+        }
         if (o == GROW) {
             if (!grow(L, target)) {
                 o = E_NOMEM;
@@ -513,7 +666,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
     }
 
     if (pending) {
-        wakes wk = {0, 0, false};
+        wakes wk = {0, 0, false, NULL};
         engine_lock(L);
         L->pending--;
         /* The last enqueue that outlived a plain close has finished:
@@ -557,7 +710,7 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
     bool gather = !st->whole_batches && w->mode != QF__WAIT_TRY && min + L->floor_open > L->cap;
 
     for (;;) {
-        wakes wk = {0, 0, false};
+        wakes wk = {0, 0, false, NULL};
         qf_waker *waker = NULL;
         qf_waitlist *list = NULL;
         size_t need = 0, before = got;
@@ -597,6 +750,7 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
                 o = WAIT, need = fl + 1;
         }
         if (got > before) {
+            serve_requests(L, &wk);
             note_removed(L, got - before, &wk);
             spin_end = 0;
             spun_out = L->spin_ns <= 0;
@@ -627,7 +781,7 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
             }
         }
         engine_unlock(L);
-        if (wk.enq || o == WAIT)
+        if (wk.enq || wk.finished || o == WAIT)
             QF_WIDEN();
         deliver(q, L, &wk);
 
@@ -683,7 +837,12 @@ qf_code qf__locked_close(qf_queue *q, bool cancel)
     /* qf_queue_is_closed() reads the shared state word. */
     atomic_fetch_or_explicit(&q->state, QF__CLOSED | (cancel ? QF__CANCELLED : 0),
                              memory_order_release);
+    /* Cancelled: every producer in line fails (the rows it put in stay). */
+    wakes wk = {0, 0, false, NULL};
+    while (cancel && L->req_head)
+        unlink_head(L, &wk, REQ_CANCELLED);
     engine_unlock(L);
+    deliver(q, L, &wk);
     /* Everyone re-checks: consumers may be at end-of-data (and the shuffle
      * floor is gone), producers may be cancelled or refused. */
     qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
@@ -700,6 +859,17 @@ bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w)
         return qf_waitlist_cancel(wl, w);
     /* Not registered here, or already woken: wait out a wake in progress. */
     return qf_waker_withdraw(w);
+}
+
+size_t qf__locked_producers_waiting(qf_queue *q)
+{
+    qf__locked *L = locked(q);
+    size_t n = 0;
+    engine_lock(L);
+    for (lreq *r = L->req_head; r; r = r->next)
+        n++;
+    engine_unlock(L);
+    return n + qf_waitlist_count(&q->enq_waiters);
 }
 
 /* --------------------------------------------------------------- teardown */

@@ -127,8 +127,18 @@ struct qf_queue {
      * that free room finish their enqueues (qf_fifo_wait.c). Guarded by
      * req_lock; reqs_n is read without it. */
     _Alignas(64) _Atomic uint32_t req_lock;
-    _Atomic uint32_t reqs_n;
+    _Atomic uint32_t reqs_n; /* requests linked, plus producers arriving */
+    /* Producer threads whose enqueue_many has just filled the queue and
+     * that are on their way onto the list (qf_fifo_wait.c, "Refill"). */
+    _Atomic uint32_t arriving;
     struct qf__put_req *req_head, *req_tail;
+
+    /* QF_QUEUE_SINGLE_PRODUCER / _CONSUMER: set while a producer (consumer)
+     * call runs, claimed with an exchange, so that a second one at the same
+     * time is refused instead of corrupting the ring (qf_queue.h). Each on
+     * its side's own line: only that side touches it. */
+    _Alignas(64) _Atomic uint32_t sp_busy;
+    _Alignas(64) _Atomic uint32_t sc_busy;
 
     /* Consumers waiting for one element (or any, while gathering), and
      * consumers waiting for a batch of many_need or more (the smallest

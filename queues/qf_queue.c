@@ -231,6 +231,9 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     atomic_init(&q->many_need, UINT32_MAX);
     atomic_init(&q->req_lock, 0);
     atomic_init(&q->reqs_n, 0);
+    atomic_init(&q->arriving, 0);
+    atomic_init(&q->sp_busy, 0);
+    atomic_init(&q->sc_busy, 0);
     qf_waitlist_init(&q->enq_waiters);
     /* The FIFO engine needs nothing more: publish now. Other kinds finish
      * their own storage first and publish themselves. */
@@ -1173,22 +1176,42 @@ qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, 
 /* ------------------------------------------------ enqueue that waits in line */
 
 /* One slot in line (qf_queue_put-impl.h). The FIFO engine only. */
+static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk);
+
+/* A single-producer queue's producer side stays claimed while a ticket is
+ * in line: consumers put its slot in for it, as the single producer. */
 static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk)
 {
+    bool sp = q->single_producer;
     if (tk->active) {
         uint32_t st = atomic_load_explicit(&tk->req.state, memory_order_acquire);
         if (st == QF__REQ_WAITING)
             return QF_PENDING; /* still in line: a wake for something else */
         tk->active = false;
+        if (sp)
+            qf__fifo_sp_release(q);
         return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
     }
+    if (!sp)
+        return poll_put_slot_claimed(q, slot, wk, tk);
+    qf_code rc = qf__fifo_sp_claim(q);
+    if (rc != QF_OK)
+        return rc;
+    rc = poll_put_slot_claimed(q, slot, wk, tk);
+    if (rc != QF_PENDING)
+        qf__fifo_sp_release(q);
+    return rc;
+}
+
+static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk)
+{
     for (;;) {
         qf_code rc =
             qf__fifo_closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire), false);
         if (rc != QF_OK)
             return rc;
         size_t published = 0;
-        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, &rc, &published);
+        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, NULL, &rc, &published);
         qf__fifo_wake_consumers(q, published);
         if (k == 1)
             return QF_OK;
@@ -1236,14 +1259,16 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
     if (!tk || !tk->active)
         return true;
     tk->active = false;
-    if (qf__fifo_withdraw(q, &tk->req))
-        return true;
-    /* A consumer or the closer has it: its final state is stored right
+    bool mine = qf__fifo_withdraw(q, &tk->req);
+    uint32_t st = QF__REQ_CANCELLED;
+    /* Else a consumer or the closer has it: its final state is stored right
      * after their lock is dropped. */
-    uint32_t st;
-    while ((st = atomic_load_explicit(&tk->req.state, memory_order_acquire)) == QF__REQ_WAITING)
+    while (!mine &&
+           (st = atomic_load_explicit(&tk->req.state, memory_order_acquire)) == QF__REQ_WAITING)
         qf__cpu_relax();
-    return st != QF__REQ_DONE;
+    if (q->single_producer)
+        qf__fifo_sp_release(q);
+    return mine || st != QF__REQ_DONE;
 }
 
 /* ------------------------------------------------------------------ bulk */

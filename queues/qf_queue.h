@@ -116,10 +116,17 @@ typedef enum qf_queue_kind {
 /* Creation flags. */
 enum {
     /* At most one thread enqueues at a time: use ck_ring's single-producer
-     * entry points (wait-free enqueue). Breaking the promise corrupts the
-     * queue. */
+     * entry points (wait-free enqueue). Several threads may take turns.
+     * Breaking the promise is detected, in every build: an enqueue call
+     * (any form) made while another one runs on the queue, blocked ones
+     * included, fails with QF_FAILED_PRECONDITION ("<Kind> '<name>' was
+     * created single-producer ...") and puts nothing in; what the running
+     * call puts in is kept. The check is an exchange on a cache line only
+     * producers touch, on this flag's path only. FIFO engine kinds (FIFO,
+     * PaddingFIFO); the locked kinds ignore the flag. */
     QF_QUEUE_SINGLE_PRODUCER = 1u << 0,
-    /* At most one thread dequeues at a time. */
+    /* At most one thread dequeues at a time; the same detection for
+     * dequeue calls ("... was created single-consumer ..."). */
     QF_QUEUE_SINGLE_CONSUMER = 1u << 1,
 };
 
@@ -336,6 +343,9 @@ QF_API qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues);
  *              QF_CANCELLED when closed ("FIFOQueue 'q' is closed.", spec 31)
  *                or cancelled while waiting ("Enqueue operation was
  *                cancelled", spec 32);
+ *              QF_FAILED_PRECONDITION on a QF_QUEUE_SINGLE_PRODUCER queue
+ *                while another enqueue runs on it (nothing went in; the
+ *                same for every enqueue form, _many and _ptr included);
  *              QF_DEADLINE_EXCEEDED ("FIFOQueue 'q': Timed out waiting for
  *                notification");
  *              QF_UNAVAILABLE (try form: "FIFOQueue 'q' is full").
@@ -377,7 +387,9 @@ QF_API qf_code qf_queue_try_enqueue_many(qf_queue *q, qf_element *batch);
  *              'q' is closed and has insufficient elements (requested 1,
  *              current size 0)", spec 35, 53-54); QF_DEADLINE_EXCEEDED;
  *              QF_UNAVAILABLE (try form: "FIFOQueue 'q' is empty"; a try
- *              dequeue_many: "FIFOQueue 'q' has fewer than 4 elements").
+ *              dequeue_many: "FIFOQueue 'q' has fewer than 4 elements");
+ *              QF_FAILED_PRECONDITION on a QF_QUEUE_SINGLE_CONSUMER queue
+ *              while another dequeue runs on it (every dequeue form).
  *              *ret_elem untouched on failure.
  */
 QF_API qf_code qf_queue_dequeue(qf_queue *q, qf_element **ret_elem);

@@ -1809,6 +1809,68 @@ CASE(qf_queue_try_dequeue_up_to)
     bad_dequeue_batch(true, 2);
 }
 
+/* A queue created single-producer (single-consumer) with a producer
+ * (consumer) thread blocked inside it: another call on that side at the
+ * same time is refused (issue 24 item 12). */
+typedef struct {
+    qf_queue *q;
+    bool consumer;
+    pthread_t th;
+    qf_code rc;
+    _Atomic bool done;
+    char msg[160];
+} side_thread;
+
+static void *side_main(void *arg)
+{
+    side_thread *t = arg;
+    void *p = NULL;
+    static int token;
+    do /* refused only while the main thread's probe is inside */
+        t->rc = t->consumer ? qf_queue_dequeue_ptr(t->q, &p) : qf_queue_enqueue_ptr(t->q, &token);
+    while (t->rc == QF_FAILED_PRECONDITION);
+    snprintf(t->msg, sizeof(t->msg), "%s", qf_last_message());
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+/* Start the blocked thread; returns once a try call on the same side is
+ * refused (so the thread is inside, and stays there until released). */
+static void side_busy(side_thread *t, bool consumer)
+{
+    static int token;
+    t->consumer = consumer;
+    atomic_init(&t->done, false);
+    cr_assert_eq(qf_ptr_queue_new(1, "sp",
+                                  consumer ? QF_QUEUE_SINGLE_CONSUMER : QF_QUEUE_SINGLE_PRODUCER,
+                                  NULL, &t->q),
+                 QF_OK);
+    if (!consumer)
+        cr_assert_eq(qf_queue_enqueue_ptr(t->q, &token), QF_OK); /* full */
+    cr_assert_eq(pthread_create(&t->th, NULL, side_main, t), 0);
+    qf_deadline d = qf_deadline_in_s(20);
+    void *p;
+    qf_code rc;
+    while ((rc = consumer ? qf_queue_try_dequeue_ptr(t->q, &p)
+                          : qf_queue_try_enqueue_ptr(t->q, &token)) != QF_FAILED_PRECONDITION)
+        cr_assert(!qf_deadline_passed(d) && !atomic_load(&t->done),
+                  "the blocked thread never got inside: %s (%s); it returned %s (%s)",
+                  qf_code_name(rc), qf_last_message(), qf_code_name(t->rc), t->msg);
+}
+
+static void side_release(side_thread *t)
+{
+    static int token;
+    void *p;
+    if (t->consumer)
+        cr_assert_eq(qf_queue_enqueue_ptr(t->q, &token), QF_OK);
+    else
+        cr_assert_eq(qf_queue_dequeue_ptr(t->q, &p), QF_OK);
+    pthread_join(t->th, NULL);
+    cr_expect_eq(t->rc, QF_OK);
+    qf_queue_unref(t->q);
+}
+
 /* The pointer calls refuse a queue that is not a pointer queue. */
 static void bad_enqueue_ptr(int form)
 {
@@ -1823,6 +1885,10 @@ static void bad_enqueue_ptr(int form)
                  : qf_queue_poll_enqueue_ptr(qq, &x, &w))
     INVALID(ENQP(NULL), "queue");
     INVALID(ENQP(q), "pointer queue");
+    side_thread t;
+    side_busy(&t, false);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, ENQP(t.q), "single-producer");
+    side_release(&t);
 #undef ENQP
     if (form == 3)
         INVALID(qf_queue_poll_enqueue_ptr(pq, &x, NULL), "waker");
@@ -1867,6 +1933,10 @@ static void bad_dequeue_ptr(int form)
     INVALID(DEQP(NULL, &p), "queue");
     INVALID(DEQP(q, &p), "pointer queue");
     INVALID(DEQP(pq, NULL), "ret_p");
+    side_thread t;
+    side_busy(&t, true);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, DEQP(t.q, &p), "single-consumer");
+    side_release(&t);
 #undef DEQP
     cr_expect_eq(p, UNTOUCHED);
     cr_expect_eq(qf_queue_size(pq), 1, "nothing was taken");

@@ -112,6 +112,16 @@ static void wait_registered(qf_waitlist *wl, uint32_t k)
     }
 }
 
+/* The same for producers: blocked threads wait in line as put requests. */
+static void wait_producers(qf_queue *q, size_t k)
+{
+    qf_deadline d = qf_deadline_in_s(20);
+    while (qf__locked_producers_waiting(q) < k) {
+        cr_assert(!qf_deadline_passed(d), "no producer waiting");
+        sched_yield();
+    }
+}
+
 typedef enum { OP_DEQ, OP_MANY, OP_UPTO, OP_ENQ, OP_ENQ_MANY } op_kind;
 
 typedef struct {
@@ -717,7 +727,7 @@ Test(priority_queue, blocked_enqueue_many_finishes_after_plain_close)
     int32_t v[4] = {0, 1, 2, 3};
     job j;
     job_start(&j, q, OP_ENQ_MANY, 4, batch(p, v, 4));
-    wait_registered(&q->enq_waiters, 1);
+    wait_producers(q, 1);
     cr_expect_eq(qf_queue_size(q), 2);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     cr_expect_eq(deq_prio(q, NULL), 30);
@@ -744,7 +754,7 @@ Test(priority_queue, cancel_pending_enqueues)
     enq(q, 1, 1);
     job j;
     job_start(&j, q, OP_ENQ, 1, el(2, 2));
-    wait_registered(&q->enq_waiters, 1);
+    wait_producers(q, 1);
     cr_assert_eq(qf_queue_close(q, true), QF_OK);
     job_join(&j);
     cr_expect_eq(j.rc, QF_CANCELLED);

@@ -121,6 +121,16 @@ static void wait_registered(qf_waitlist *wl, uint32_t k)
     }
 }
 
+/* The same for producers: blocked threads wait in line as put requests. */
+static void wait_producers(qf_queue *q, size_t k)
+{
+    qf_deadline d = qf_deadline_in_s(20);
+    while (qf__locked_producers_waiting(q) < k) {
+        cr_assert(!qf_deadline_passed(d), "no producer waiting");
+        sched_yield();
+    }
+}
+
 static void wait_size(qf_queue *q, int64_t n)
 {
     qf_deadline d = qf_deadline_in_s(20);
@@ -893,7 +903,7 @@ Test(shuffle_queue, close_behind_blocked_enqueue)
     enq_many(q, in, 4);
     job j;
     job_start(&j, q, OP_ENQ, 1, ei(50));
-    wait_registered(&q->enq_waiters, 1);
+    wait_producers(q, 1);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     cr_expect(qf_queue_is_closed(q));
     for (int i = 0; i < 5; i++)
@@ -918,7 +928,7 @@ Test(shuffle_queue, close_behind_blocked_enqueue_many)
     enq_many(q, in, 3);
     job j;
     job_start(&j, q, OP_ENQ_MANY, 2, bi(v, 2));
-    wait_registered(&q->enq_waiters, 1);
+    wait_producers(q, 1);
     cr_expect_eq(qf_queue_size(q), 4, "50 went in");
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     out[0] = deq(q);
@@ -943,10 +953,10 @@ Test(shuffle_queue, cancel_pending_enqueues)
     int32_t v[3] = {2, 3, 4};
     job a, b;
     job_start(&a, q, OP_ENQ_MANY, 3, bi(v, 3));
-    wait_registered(&q->enq_waiters, 1);
+    wait_producers(q, 1);
     cr_expect_eq(qf_queue_size(q), 2, "row 2 went in");
     job_start(&b, q, OP_ENQ, 1, ei(9));
-    wait_registered(&q->enq_waiters, 2);
+    wait_producers(q, 2);
     cr_assert_eq(qf_queue_close(q, true), QF_OK);
     job_join(&a);
     job_join(&b);

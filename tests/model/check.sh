@@ -51,6 +51,12 @@ run ring_tombs -DNP=2 -DNC=2 -DITER=2
 run ring_tombs -DNP=3 -DNC=1 -DITER=2
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
+run fifo_refill
+run fifo_refill -DNQ=1 -DNC=2
+run fifo_refill -DCAP=1 -DK=3 -DNQ=1 -DCLOSE=1
+seeded fifo_refill -DBUG=1
+seeded fifo_refill -DBUG=2
+seeded fifo_refill -DBUG=3
 run fifo_holders -DNC=3 -DMIN=3
 run fifo_holders -DNC=3 -DMIN=4 -DG0=1 -DG1=2 -DG2=3 -DAV=2
 run sched_idle -DNW=2 -DNP=2
