@@ -204,6 +204,38 @@ typedef struct join_args {
     const qf__join_driver *drv; /* NULL: sleep on the event count */
 } join_args;
 
+/* The members one join waits for: the registered set it took (ms[0 ..
+ * n_reg), in registration order), then records for the extra threads
+ * (xs, ms[n_reg .. n)). Counts are of distinct members (not `skip`). */
+typedef struct join_set {
+    qf_coord_member **ms;
+    qf_coord_member *xs;
+    size_t n, n_reg;
+    size_t n_members, n_finished, n_running;
+} join_set;
+
+/* What the wait ended with. */
+typedef struct join_state {
+    qf_deadline limit; /* join_until's deadline, or the grace period's end */
+    int jfd;           /* the join fd of a driven join, else -1 */
+    bool stopped, grace_expired, timed_out;
+    qf_code drv_rc; /* the driver's error, which ends the join unjoined */
+} join_state;
+
+/* Put the list head..tail back in front of the registered set, order
+ * kept. */
+static void members_splice_front(qf_coord *c, qf_coord_member *head, qf_coord_member *tail)
+{
+    if (!head)
+        return;
+    pthread_mutex_lock(&c->lock);
+    tail->next = c->members_head;
+    if (!c->members_head)
+        c->members_tail = tail;
+    c->members_head = head;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Give the members join took back to the registered set, in front and in
  * their order, for the next join: those still running keep their place,
  * those that finished are released (hooked threads among them have been
@@ -224,78 +256,40 @@ static void members_put_back(qf_coord *c, qf_coord_member **ms, size_t n_reg)
             head = m;
         tail = m;
     }
-    if (!head)
-        return;
-    pthread_mutex_lock(&c->lock);
-    tail->next = c->members_head;
-    if (!c->members_head)
-        c->members_tail = tail;
-    c->members_head = head;
-    pthread_mutex_unlock(&c->lock);
+    members_splice_front(c, head, tail);
 }
 
-static qf_code join_impl(qf_coord *c, const join_args *a)
+/* Claim the one driven join of `c` and its join fd (*ret_jfd). */
+static qf_code driven_begin(qf_coord *c, const join_args *a, int *ret_jfd)
 {
-    const qf__join_driver *drv = a->drv;
-    if (qf__in_task())
-        return qf__blocking_in_task_error(a->what);
-    int jfd = -1;
-    if (drv) {
-        /* One driven join at a time: the join fd has one reader. */
-        uint32_t zero = 0;
-        if (!atomic_compare_exchange_strong_explicit(&c->driven_joins, &zero, 1,
-                                                     memory_order_seq_cst, memory_order_relaxed))
-            return qf_set_error(QF_FAILED_PRECONDITION,
-                                "%s: another thread is already driving a join of this coordinator",
-                                a->what);
-        jfd = qf__coord_fd_get(&c->join_fd);
-        if (jfd < 0) {
-            atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
-            return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: eventfd: %s", a->what, strerror(errno));
-        }
+    /* One driven join at a time: the join fd has one reader. */
+    uint32_t zero = 0;
+    if (!atomic_compare_exchange_strong_explicit(&c->driven_joins, &zero, 1, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return qf_set_error(QF_FAILED_PRECONDITION,
+                            "%s: another thread is already driving a join of this coordinator",
+                            a->what);
+    int jfd = qf__coord_fd_get(&c->join_fd);
+    if (jfd < 0) {
+        atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: eventfd: %s", a->what, strerror(errno));
     }
+    *ret_jfd = jfd;
+    return QF_OK;
+}
 
-    /* Take the registered set (spec 120 empties it; members registered
-     * from now on are left for the next join). */
-    pthread_mutex_lock(&c->lock);
-    qf_coord_member *head = c->members_head, *tail = c->members_tail;
-    c->members_head = c->members_tail = NULL;
-    pthread_mutex_unlock(&c->lock);
-    size_t n_reg = 0;
-    for (qf_coord_member *m = head; m; m = m->next)
-        n_reg++;
+static void driven_end(qf_coord *c, const join_args *a)
+{
+    if (a->drv)
+        atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+}
 
-    size_t n_extra = a->n_extra;
-    qf_coord_member **ms = malloc((n_reg + n_extra + 1) * sizeof(*ms));
-    qf_coord_member *xs = n_extra ? calloc(n_extra, sizeof(*xs)) : NULL;
-    if (!ms || (n_extra && !xs)) {
-        free(ms);
-        free(xs);
-        if (head) { /* put them back in front, order kept */
-            pthread_mutex_lock(&c->lock);
-            tail->next = c->members_head;
-            if (!c->members_head)
-                c->members_tail = tail;
-            c->members_head = head;
-            pthread_mutex_unlock(&c->lock);
-        }
-        if (drv)
-            atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: out of memory", a->what);
-    }
-    size_t n = 0;
-    for (qf_coord_member *m = head; m; m = m->next)
-        ms[n++] = m;
-    for (size_t i = 0; i < n_extra; i++) {
-        qf_coord_member *x = &xs[i];
-        x->c = c;
-        x->kind = MEMBER_THREAD_FOREIGN;
-        x->thread = a->extra[i];
-        x->extra_index = i;
-        ms[n++] = x;
-    }
-    /* A thread registered twice, or also passed as extra, is one member
-     * (a set union in TensorFlow, spec 115) and must be joined once. */
+/* Mark the duplicates of ms[0 .. n) `skip` and reset what the last join
+ * left; returns the number of distinct members. A thread registered
+ * twice, or also passed as extra, is one member (a set union in
+ * TensorFlow, spec 115) and must be joined once. */
+static size_t members_dedup(qf_coord_member **ms, size_t n)
+{
     size_t n_members = 0;
     for (size_t i = 0; i < n; i++) {
         ms[i]->finished = false;
@@ -311,161 +305,274 @@ static qf_code join_impl(qf_coord *c, const join_args *a)
         }
         n_members += !ms[i]->skip;
     }
+    return n_members;
+}
 
-    bool stopped = false, grace_expired = false, timed_out = false;
-    qf_code drv_rc = QF_OK;
-    qf_deadline limit = a->until ? a->deadline : QF_FOREVER;
+/* Take the registered set (spec 120 empties it; members registered from
+ * now on are left for the next join) and add records for the extra
+ * threads. Out of memory: the set is put back. */
+static qf_code members_take(qf_coord *c, const join_args *a, join_set *s)
+{
+    pthread_mutex_lock(&c->lock);
+    qf_coord_member *head = c->members_head, *tail = c->members_tail;
+    c->members_head = c->members_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    for (qf_coord_member *m = head; m; m = m->next)
+        s->n_reg++;
+
+    size_t n_extra = a->n_extra;
+    s->ms = malloc((s->n_reg + n_extra + 1) * sizeof(*s->ms));
+    s->xs = n_extra ? calloc(n_extra, sizeof(*s->xs)) : NULL;
+    if (!s->ms || (n_extra && !s->xs)) {
+        free(s->ms);
+        free(s->xs);
+        members_splice_front(c, head, tail);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "%s: out of memory", a->what);
+    }
+    for (qf_coord_member *m = head; m; m = m->next)
+        s->ms[s->n++] = m;
+    for (size_t i = 0; i < n_extra; i++) {
+        qf_coord_member *x = &s->xs[i];
+        x->c = c;
+        x->kind = MEMBER_THREAD_FOREIGN;
+        x->thread = a->extra[i];
+        x->extra_index = i;
+        s->ms[s->n++] = x;
+    }
+    s->n_members = members_dedup(s->ms, s->n);
+    return QF_OK;
+}
+
+/* One look at the members: how many are left, the first of them that is
+ * a foreign thread, and whether any of them can announce its end. */
+static size_t members_left(const join_set *s, qf_coord_member **ret_foreign, bool *ret_wakeable)
+{
+    size_t left = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (member_poll(s->ms[i]))
+            continue;
+        left++;
+        if (s->ms[i]->kind == MEMBER_THREAD_FOREIGN) {
+            if (!*ret_foreign)
+                *ret_foreign = s->ms[i];
+        } else {
+            *ret_wakeable = true;
+        }
+    }
+    return left;
+}
+
+/* Whether a stop has come; the first time, the grace period starts and
+ * the stop work runs, and the members are to be looked at again. */
+static bool observe_stop(qf_coord *c, const join_args *a, join_state *js)
+{
+    uint32_t w = load_word(c);
+    if (!(w & STOP))
+        return false;
+    js->stopped = true;
+    if (!a->until) /* spec 117: the grace period starts now */
+        js->limit = qf_deadline_in_s(a->grace_secs);
+    settle(c, w); /* actions may be what unblocks the members */
+    return true;
+}
+
+enum look {
+    LOOK_DONE,  /* the wait is over: *js says why */
+    LOOK_AGAIN, /* a stop came: look at the members again */
+    LOOK_WAIT,  /* wait for a change */
+};
+
+/* What one look that found `left` members running means. A look that
+ * ends the wait gives the event count's ticket back. */
+static enum look look_result(qf_coord *c, const join_args *a, join_state *js, size_t left)
+{
+    bool look_again = left > 0 && !js->stopped && observe_stop(c, a, js);
+    if (left > 0 && !look_again && !qf_deadline_passed(js->limit))
+        return LOOK_WAIT;
+    if (!a->drv)
+        qf_eventcount_cancel(&c->ec);
+    if (left == 0)
+        return LOOK_DONE;
+    if (look_again)
+        return LOOK_AGAIN;
+    if (js->stopped)
+        js->grace_expired = true;
+    else
+        js->timed_out = true;
+    return LOOK_DONE;
+}
+
+enum wait_step {
+    WAIT_AGAIN,   /* look at the members again */
+    WAIT_END,     /* the driver failed */
+    WAIT_FOREIGN, /* only foreign threads are left: join one */
+};
+
+/* Wait for a member's end or a stop (the ticket's, or the driver's). */
+static enum wait_step wait_for_change(qf_coord *c, const join_args *a, join_state *js,
+                                      uint32_t ticket, bool wakeable)
+{
+    const qf__join_driver *drv = a->drv;
+    if (drv) {
+        /* Run what is runnable; sleep (poll(2) on the runtime's fd and
+         * the join fd) only when something can announce its end. */
+        bool ran = false;
+        js->drv_rc = drv->drive(drv->ctx, wakeable, js->limit, js->jfd, &ran);
+        if (js->drv_rc != QF_OK)
+            return WAIT_END;
+        if (wakeable || ran)
+            return WAIT_AGAIN;
+    } else if (wakeable) {
+        qf_eventcount_wait_until(&c->ec, ticket, js->limit);
+        return WAIT_AGAIN;
+    } else {
+        qf_eventcount_cancel(&c->ec);
+    }
+    return WAIT_FOREIGN;
+}
+
+/* Wait until every member has finished, the limit passes, or the driver
+ * fails; *js says which. */
+static void members_wait(qf_coord *c, const join_args *a, const join_set *s, join_state *js)
+{
     for (;;) {
         /* Prepare before looking: a member_done or a stop after this
          * ticket (or, driven, after this drain) ends the wait below at
          * once. */
         uint32_t ticket = 0;
-        if (drv)
-            qf__coord_fd_drain(jfd);
+        if (a->drv)
+            qf__coord_fd_drain(js->jfd);
         else
             ticket = qf_eventcount_prepare(&c->ec);
-        size_t left = 0;
         qf_coord_member *foreign = NULL;
         bool wakeable = false;
-        for (size_t i = 0; i < n; i++) {
-            if (member_poll(ms[i]))
-                continue;
-            left++;
-            if (ms[i]->kind == MEMBER_THREAD_FOREIGN) {
-                if (!foreign)
-                    foreign = ms[i];
-            } else {
-                wakeable = true;
-            }
-        }
-        bool look_again = false;
-        if (left > 0 && !stopped) {
-            uint32_t w = load_word(c);
-            if (w & STOP) {
-                stopped = true;
-                if (!a->until) /* spec 117: the grace period starts now */
-                    limit = qf_deadline_in_s(a->grace_secs);
-                settle(c, w); /* actions may be what unblocks the members */
-                look_again = true;
-            }
-        }
-        if (left == 0 || look_again || qf_deadline_passed(limit)) {
-            if (!drv)
-                qf_eventcount_cancel(&c->ec);
-            if (left == 0)
-                break;
-            if (look_again)
-                continue;
-            if (stopped)
-                grace_expired = true;
-            else
-                timed_out = true;
-            break;
-        }
-        if (drv) {
-            /* Run what is runnable; sleep (poll(2) on the runtime's fd and
-             * the join fd) only when something can announce its end. */
-            bool ran = false;
-            drv_rc = drv->drive(drv->ctx, wakeable, limit, jfd, &ran);
-            if (drv_rc != QF_OK)
-                break;
-            if (wakeable || ran)
-                continue;
-        } else if (wakeable) {
-            qf_eventcount_wait_until(&c->ec, ticket, limit);
+        size_t left = members_left(s, &foreign, &wakeable);
+        enum look look = look_result(c, a, js, left);
+        if (look == LOOK_DONE)
+            return;
+        if (look == LOOK_AGAIN)
             continue;
-        } else {
-            qf_eventcount_cancel(&c->ec);
-        }
+        enum wait_step step = wait_for_change(c, a, js, ticket, wakeable);
+        if (step == WAIT_END)
+            return;
+        if (step == WAIT_AGAIN)
+            continue;
         /* Only threads that cannot announce their end are left: join them.
          * Before a stop that is a plain pthread_join (documented: a later
          * stop is noticed when it returns); after, bounded by the limit. */
-        int r = timedjoin_mono(foreign->thread, stopped || a->until ? limit : QF_FOREVER);
+        int r = timedjoin_mono(foreign->thread, js->stopped || a->until ? js->limit : QF_FOREVER);
         if (r != ETIMEDOUT)
             foreign->finished = true;
     }
-    if (drv)
-        atomic_store_explicit(&c->driven_joins, 0, memory_order_seq_cst);
+}
 
-    size_t n_finished = 0, n_running = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ms[i]->skip)
+static void members_count(join_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->ms[i]->skip)
             continue;
-        if (ms[i]->finished)
-            n_finished++;
+        if (s->ms[i]->finished)
+            s->n_finished++;
         else
-            n_running++;
+            s->n_running++;
     }
+}
 
-    if (drv_rc != QF_OK || timed_out) {
-        /* The join did not happen: nothing is recorded as joined, and the
-         * members still running stay registered for the next join. */
-        qf_code code = drv_rc;
-        qf_status *st = NULL;
-        if (timed_out) {
-            st = still_running_status(a->what, ms, n);
-            code = qf_set_error(QF_DEADLINE_EXCEEDED, "%s", qf_status_message(st));
-        } else {
-            st = qf_last_status();
-        }
-        if (a->report) {
-            memset(a->report, 0, sizeof(*a->report));
-            a->report->code = code;
-            a->report->status = st;
-            st = NULL;
-            a->report->n_members = n_members;
-            a->report->n_finished = n_finished;
-            a->report->finished = collect_names(ms, n, true, n_finished);
-            a->report->n_running = n_running;
-            a->report->running = collect_names(ms, n, false, n_running);
-        }
-        qf_status_free(st);
-        members_put_back(c, ms, n_reg);
-        free(xs);
-        free(ms);
-        return code;
+/* A cleared report with `code`, `status` (taken) and the members. */
+static void report_fill(qf_coord_join_report *r, qf_code code, qf_status *status, const join_set *s)
+{
+    memset(r, 0, sizeof(*r));
+    r->code = code;
+    r->status = status;
+    r->n_members = s->n_members;
+    r->n_finished = s->n_finished;
+    r->finished = collect_names(s->ms, s->n, true, s->n_finished);
+    r->n_running = s->n_running;
+    r->running = collect_names(s->ms, s->n, false, s->n_running);
+}
+
+/* The join did not happen: nothing is recorded as joined, and the members
+ * still running stay registered for the next join. */
+static qf_code join_abandon(qf_coord *c, const join_args *a, const join_state *js, join_set *s)
+{
+    qf_code code = js->drv_rc;
+    qf_status *st = NULL;
+    if (js->timed_out) {
+        st = still_running_status(a->what, s->ms, s->n);
+        code = qf_set_error(QF_DEADLINE_EXCEEDED, "%s", qf_status_message(st));
+    } else {
+        st = qf_last_status();
     }
+    if (a->report) {
+        report_fill(a->report, code, st, s);
+        st = NULL;
+    }
+    qf_status_free(st);
+    members_put_back(c, s->ms, s->n_reg);
+    return code;
+}
 
+/* Every member finished, or the grace period expired: record the join and
+ * report (spec 119-120: the recorded status wins; then the laggards). */
+static qf_code join_finish(qf_coord *c, const join_args *a, const join_state *js, join_set *s)
+{
     /* A stop that came in while the members were finishing (or with no
      * members at all) still gets its stop work from this call. */
     uint32_t w_end = load_word(c);
     if (w_end & STOP)
         settle(c, w_end);
 
-    /* spec 119-120: the recorded status wins; then the laggards. */
     pthread_mutex_lock(&c->lock);
     atomic_store_explicit(&c->joined, 1, memory_order_release);
     qf_status *result = c->recorded ? qf_status_copy(c->recorded) : NULL;
     uint64_t dropped = c->dropped;
     pthread_mutex_unlock(&c->lock);
 
-    if (!result && n_running && !a->ignore_live)
-        result = laggard_status(ms, n);
+    if (!result && s->n_running && !a->ignore_live)
+        result = laggard_status(s->ms, s->n);
     qf_code code = QF_OK;
     if (result)
         code = qf_set_error(qf_status_code(result), "%s", qf_status_message(result));
 
     if (a->report) {
-        qf_coord_join_report *r = a->report;
-        memset(r, 0, sizeof(*r));
-        r->code = code;
-        r->status = result;
+        report_fill(a->report, code, result, s);
         result = NULL;
-        r->stop_requested = stopped || (w_end & STOP);
-        r->grace_expired = grace_expired;
-        r->n_members = n_members;
-        r->n_finished = n_finished;
-        r->finished = collect_names(ms, n, true, n_finished);
-        r->n_running = n_running;
-        r->running = collect_names(ms, n, false, n_running);
-        r->n_dropped = dropped;
+        a->report->stop_requested = js->stopped || (w_end & STOP);
+        a->report->grace_expired = js->grace_expired;
+        a->report->n_dropped = dropped;
     }
     qf_status_free(result);
 
-    for (size_t i = 0; i < n_reg; i++)
-        qf__coord_member_unref(ms[i]);
-    free(xs);
-    free(ms);
+    for (size_t i = 0; i < s->n_reg; i++)
+        qf__coord_member_unref(s->ms[i]);
+    return code;
+}
+
+static qf_code join_impl(qf_coord *c, const join_args *a)
+{
+    if (qf__in_task())
+        return qf__blocking_in_task_error(a->what);
+    join_state js = {.limit = a->until ? a->deadline : QF_FOREVER, .jfd = -1, .drv_rc = QF_OK};
+    if (a->drv) {
+        qf_code rc = driven_begin(c, a, &js.jfd);
+        if (rc != QF_OK)
+            return rc;
+    }
+    join_set s = {0};
+    qf_code code = members_take(c, a, &s);
+    if (code != QF_OK) {
+        driven_end(c, a);
+        return code;
+    }
+    members_wait(c, a, &s, &js);
+    driven_end(c, a);
+    members_count(&s);
+    if (js.drv_rc != QF_OK || js.timed_out)
+        code = join_abandon(c, a, &js, &s);
+    else
+        code = join_finish(c, a, &js, &s);
+    free(s.xs);
+    free(s.ms);
     return code;
 }
 
