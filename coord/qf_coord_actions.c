@@ -136,7 +136,7 @@ void qf__coord_run_stop_work(qf_coord *c, uint32_t key)
         }
         a = next;
     }
-    /* Release: pairs with the acquire in settle(); a thread that skips the
+    /* Release: pairs with the acquire in settle() (qf_coord_state-impl.h); a thread that skips the
      * work because of this store sees the actions' effects. */
     if (complete && key_of(atomic_load_explicit(&c->word, memory_order_acquire)) == key)
         atomic_store_explicit(&c->settled, key, memory_order_release);

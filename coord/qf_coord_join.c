@@ -262,7 +262,10 @@ static void members_put_back(qf_coord *c, qf_coord_member **ms, size_t n_reg)
 /* Claim the one driven join of `c` and its join fd (*ret_jfd). */
 static qf_code driven_begin(qf_coord *c, const join_args *a, int *ret_jfd)
 {
-    /* One driven join at a time: the join fd has one reader. */
+    /* One driven join at a time: the join fd has one reader. seq_cst:
+     * pairs with the load in qf__coord_wake_driven_join (qf_coord_signal.c),
+     * so a member's end or a stop after this either is seen by the first
+     * look or writes the fd. */
     uint32_t zero = 0;
     if (!atomic_compare_exchange_strong_explicit(&c->driven_joins, &zero, 1, memory_order_seq_cst,
                                                  memory_order_relaxed))

@@ -38,7 +38,8 @@ void qf__coord_fd_signal(int fd)
 }
 
 /* Wake a driven join sleeping in poll(2). seq_cst load: pairs with the
- * driven join's seq_cst increment of driven_joins before its look, so
+ * driven join's seq_cst increment of driven_joins before its look
+ * (driven_begin in qf_coord_join.c), so
  * either the join sees the change or this sees the join. */
 void qf__coord_wake_driven_join(qf_coord *c)
 {

@@ -82,7 +82,7 @@ struct qf_coord {
     _Alignas(64) qf_eventcount ec;
     /* eventfds, -1 until first asked for: stop_fd is readable while a
      * stop is in effect (qf_coord_stop_fd); join_fd is made readable by a
-     * stop or a member's end while a driven join (join_driven) sleeps in
+     * stop or a member's end while a driven join (qf_coord_join.c) sleeps in
      * poll(2) instead of on ec. */
     _Atomic int stop_fd;
     _Atomic int join_fd;
@@ -134,7 +134,9 @@ void qf__coord_run_stop_work(qf_coord *c, uint32_t key);
 /* Stop actions of `c` running on the calling thread. */
 unsigned qf__coord_own_frames(const qf_coord *c);
 
-/* Called by every non-signal path that observed `w` with STOP set. */
+/* Called by every non-signal path that observed `w` with STOP set. The
+ * acquire pairs with the release store of `settled` at the end of
+ * qf__coord_run_stop_work: skipping the work, it sees the actions' effects. */
 static inline void settle(qf_coord *c, uint32_t w)
 {
     uint32_t key = key_of(w);
