@@ -102,3 +102,23 @@ lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, c
     o->len += need;
     return LINES_OUT_OK;
 }
+
+lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n && o->status == LINES_OUT_OK) {
+        /* As many whole lines as fit, copied in one tight loop; a line that
+         * does not fit goes through lines_out_line() (flush, maybe grow). */
+        char *p = o->buf + o->len, *end = o->buf + o->cap;
+        for (; i < n && (size_t)(end - p) > v[i].len; i++) {
+            if (v[i].len) /* an empty string may have a NULL data pointer */
+                memcpy(p, v[i].data, v[i].len);
+            p += v[i].len;
+            *p++ = '\n';
+        }
+        o->len = (size_t)(p - o->buf);
+        if (i < n && lines_out_line(o, NULL, 0, v[i].data, v[i].len) == LINES_OUT_OK)
+            i++;
+    }
+    return o->status;
+}
