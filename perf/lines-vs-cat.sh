@@ -42,7 +42,7 @@ if [ -z "$q" ]; then
     done
 fi
 [ -x "$q" ] || { echo "$0: no qflow-lines binary (give -q)" >&2; exit 2; }
-[ -x /usr/bin/time ] || { echo "$0: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+command -v python3 > /dev/null || { echo "$0: needs python3 (its clock)" >&2; exit 2; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lines-vs-cat.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -65,12 +65,18 @@ cat "$f" > /dev/null
 "$q" "$f" | cmp -s - "$f" || { echo "$0: qflow-lines FILE output differs from FILE" >&2; exit 1; }
 cat "$f" | "$q" | cmp -s - "$f" || { echo "$0: cat FILE | qflow-lines differs from FILE" >&2; exit 1; }
 
-# One timed run: appends "wall cpu" to $tmp/$1.
+# One timed run: appends "wall cpu" (seconds; CPU is user + system of the
+# command and everything it ran) to $tmp/$1. Python for a microsecond
+# clock and rusage: /usr/bin/time counts in 10 ms steps.
 timed() {
     name=$1
     shift
-    /usr/bin/time -f "%e %U %S" -o "$tmp/t" "$@"
-    awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$tmp/t" >> "$tmp/$name"
+    python3 -c 'import resource, subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True)
+w = time.perf_counter() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f %.4f" % (w, r.ru_utime + r.ru_stime))' "$@" >> "$tmp/$name"
 }
 i=0
 while [ $i -lt "$runs" ]; do
@@ -107,7 +113,7 @@ for n in $names; do
     w=$(median $n 1)
     c=$(median $n 2)
     awk -v l="$label" -v w="$w" -v c="$c" -v b="$bytes" \
-        'BEGIN { printf "%-34s %9.3f %9.3f %10.0f\n", l, w, c, w > 0 ? b / w / 1e6 : 0 }'
+        'BEGIN { printf "%-34s %9.3f %9.3f %10.0f\n", l, w, c, (w > 0 ? b / w / 1e6 : 0) }'
 done
 pairs="file:cat_file:lines_file stdin:cat_pipe:lines_pipe"
 [ -z "$b" ] || pairs="$pairs OTHER-file:cat_file:other_file OTHER-stdin:cat_pipe:other_pipe"
@@ -118,5 +124,5 @@ for pair in $pairs; do
     awk -v k="$1" -v cw="$(median "$2" 1)" -v lw="$(median "$3" 1)" \
         -v cc="$(median "$2" 2)" -v lc="$(median "$3" 2)" 'BEGIN {
         printf "ratio cat/qflow-lines, %-11s  wall %.2fx  cpu %.2fx  (target >= 0.5x)\n",
-               k, lw > 0 ? cw / lw : 0, lc > 0 ? cc / lc : 0 }'
+               k, (lw > 0 ? cw / lw : 0), (lc > 0 ? cc / lc : 0) }'
 done
