@@ -384,7 +384,7 @@ Test(qflow_lines, help_prints_usage_and_exits_0)
      * --min-after-dequeue; '-' is standard input */
     cr_expect(strstr(r.out.p, "a windowed shuffle, not a full") != NULL, "stdout: %s", r.out.p);
     cr_expect(strstr(r.out.p, "--min-after-dequeue lines back (the window)") != NULL);
-    cr_expect(strstr(r.out.p, "A FILE of '-' is standard input") != NULL);
+    cr_expect(strstr(r.out.p, "a FILE of '-',\nread standard input") != NULL);
     cr_expect_eq(r.err.len, 0, "stderr: %s", r.err.p);
     result_free(&r);
 }
@@ -433,13 +433,154 @@ Test(qflow_lines, bad_numbers_exit_2_naming_the_option)
     tdir_remove(&d);
 }
 
-Test(qflow_lines, no_files_exits_2)
+/* Run the tool with `data` written into a pipe as its standard input (by
+ * a child of its own, so neither side can fill a pipe and stall). */
+__attribute__((sentinel)) static void run_piped(result *res, const char *data, size_t len, ...)
 {
+    int in[2];
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    pid_t w = fork();
+    cr_assert_neq(w, -1, "fork: %s", strerror(errno));
+    if (w == 0) {
+        close(in[0]);
+        size_t off = 0;
+        while (off < len) {
+            /* odd-sized writes: the tool's reads end anywhere in a line */
+            size_t c = len - off < 4093 ? len - off : 4093;
+            ssize_t n = write(in[1], data + off, c);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                _exit(1);
+            off += (size_t)n;
+        }
+        _exit(0);
+    }
+    close(in[1]); /* the writer's end is the child's alone: its exit is the end */
+    va_list ap;
+    va_start(ap, len);
+    run_v(res, in[0], ap);
+    va_end(ap);
+    close(in[0]);
+    int st;
+    while (waitpid(w, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* What a TextLineReader makes of `text` (spec 190-193), written one line
+ * per '\n': the reference the tool's output must equal byte for byte. */
+static void reference_lines(const char *text, size_t len, buf *out)
+{
+    buf_add(out, "", 0);
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        bool end = i == len;
+        if (!end && text[i] != '\n')
+            continue;
+        size_t l = i - start;
+        if (l > 0 && text[start + l - 1] == '\r')
+            l--;
+        if (!end || l > 0) {
+            buf_add(out, text + start, l);
+            buf_add(out, "\n", 1);
+        }
+        start = i + 1;
+    }
+}
+
+/* As cat does: no FILE reads standard input, a regular file or a pipe. */
+Test(qflow_lines, no_files_reads_standard_input)
+{
+    tdir d;
+    tdir_make(&d);
+    static const char text[] = "one\r\ntwo\n\nmid\rdle\n\r\nlast";
+    const char *f = write_str(&d, "in.txt", text);
+    buf want = {0};
+    reference_lines(text, sizeof(text) - 1, &want);
     result r;
-    run(&r, NULL);
-    EXPECT_EXIT(&r, 2);
-    cr_expect(strstr(r.err.p, "no input files") != NULL, "stderr: %s", r.err.p);
+    run_in(&r, f, NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_eq(r.err.len, 0, "stderr: %s", r.err.p);
+    cr_expect_str_eq(r.out.p, want.p);
     result_free(&r);
+    run_piped(&r, text, sizeof(text) - 1, NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_str_eq(r.out.p, want.p);
+    result_free(&r);
+    /* with keys, standard input is still "-" */
+    run_piped(&r, text, sizeof(text) - 1, "--keys", NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_str_eq(r.out.p, "-:1\tone\n-:2\ttwo\n-:3\t\n-:4\tmid\rdle\n-:5\t\n-:6\tlast\n");
+    result_free(&r);
+    /* a regular file already read from: the tool goes on from there */
+    int fd = open(f, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(lseek(fd, 5, SEEK_SET), 5);
+    const char *args[] = {NULL};
+    proc p;
+    spawn_in(&p, args, fd);
+    close(fd);
+    memset(&r, 0, sizeof(r));
+    r.status = finish(&p, &r.out, &r.err);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_str_eq(r.out.p, want.p + 4, "from offset 5");
+    result_free(&r);
+    free(want.p);
+    tdir_remove(&d);
+}
+
+/* Megabytes through a pipe and from a file, with every line length from 0
+ * to past the 256 KiB read buffer, CRLF and bare CR, and no newline at the
+ * end: the output equals the reference byte for byte, and stdin's equals
+ * the file's. */
+Test(qflow_lines, standard_input_and_file_byte_identical_across_read_blocks)
+{
+    tdir d;
+    tdir_make(&d);
+    size_t cap = (size_t)6 << 20, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    uint64_t x = 88172645463325252ull;
+    while (len < cap - 300000) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t l = x % 97 == 0 ? 200000 + x % 100000 : x % 300; /* some longer than a block */
+        for (size_t i = 0; i < l; i++)
+            text[len++] = (char)('a' + (i + l) % 26);
+        if (x % 5 == 0)
+            text[len++] = '\r';
+        if (x % 11 == 0)
+            text[len++] = '\r';
+        if (x % 3 != 0 || l > 0)
+            text[len++] = '\n';
+        else
+            text[len++] = '\n', text[len++] = '\n'; /* empty lines */
+    }
+    memcpy(text + len, "tail\r", 5); /* no newline at the end */
+    len += 5;
+    const char *f = write_bytes(&d, "big.txt", text, len);
+    buf want = {0};
+    reference_lines(text, len, &want);
+    result r;
+    run(&r, f, NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_assert_eq(r.out.len, want.len, "file: %zu bytes, want %zu", r.out.len, want.len);
+    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "file: output differs");
+    result_free(&r);
+    run_piped(&r, text, len, "-", NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_assert_eq(r.out.len, want.len, "pipe: %zu bytes, want %zu", r.out.len, want.len);
+    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "pipe: output differs");
+    result_free(&r);
+    run_in(&r, f, "--batch-size", "1000", NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_assert_eq(r.out.len, want.len, "stdin file: %zu bytes, want %zu", r.out.len, want.len);
+    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "stdin file: output differs");
+    result_free(&r);
+    free(want.p);
+    free(text);
+    tdir_remove(&d);
 }
 
 /* spec 177: capacity must be bigger than min_after_dequeue. */

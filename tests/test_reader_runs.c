@@ -888,6 +888,38 @@ Test(reader_runs, spec_190_193_small_read_buffers_cut_runs_everywhere)
     tdir_remove(&d);
 }
 
+/* A line ending at every offset of a read block (issue 29): line lengths
+ * 0, 1, 2, ... up past twice the block, so the '\n's (and the '\r's of
+ * CRLF endings) fall on every byte of a block, on both sides of a refill,
+ * with empty lines, lines longer than the block and a last line without
+ * '\n'. Values and keys must equal the file's, line by line, in order. */
+Test(reader_runs, spec_190_193_a_line_ends_at_every_offset_of_a_read_block)
+{
+    static const size_t bufs[] = {16, 17, 64, 4096};
+    for (size_t b = 0; b < sizeof(bufs) / sizeof(bufs[0]); b++) {
+        tdir d;
+        tdir_make(&d);
+        model m = {0};
+        tfile *f = tf_new(&d, "offsets.txt");
+        size_t top = 2 * bufs[b] + 3 > 300 ? 300 : 2 * bufs[b] + 3;
+        char v[300];
+        for (int round = 0; round < 3; round++)
+            for (size_t len = 0; len <= top; len++) {
+                for (size_t i = 0; i < len; i++)
+                    v[i] = (char)('a' + (i * 7 + len + (size_t)round) % 26);
+                tf_add(f, v, len, (len + (size_t)round) % 3 == 0 ? "\r\n" : "\n");
+                if (len % 5 == 0)
+                    tf_add(f, "", 0, "\n"); /* an empty line */
+            }
+        tf_add(f, "end", 3, ""); /* no '\n' at the end */
+        model_add(&m, f);
+        run_text_pipeline(&m, &(popts){.threads = 0, .buffer = bufs[b], .batch = 64});
+        run_text_pipeline(&m, &(popts){.threads = 1, .buffer = bufs[b], .batch = 1000});
+        model_free(&m);
+        tdir_remove(&d);
+    }
+}
+
 /* =========================================== 2. long lines, buffer refills */
 
 Test(reader_runs, spec_190_lines_over_64k_and_over_the_read_buffer_exactly)

@@ -449,9 +449,13 @@ static void count_up(char *digits, size_t *nd)
 
 char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *dst, char *arena)
 {
-    /* Keys: a batch's rows are mostly consecutive lines, so the number is
-     * counted up from the last one's rather than formatted each time. */
-    char digits[QF__ROW_DIGITS];
+    /* Keys: a batch's rows are mostly consecutive lines of one block, so
+     * the key is kept whole in kb (the block's prefix, then the number) and
+     * its number counted up from the last one's rather than formatted each
+     * time: one copy per key. A prefix too long for kb takes two. */
+    char kb[512];
+    const qf__strblock *kr = NULL; /* whose prefix is in kb */
+    char *digits = kb;
     size_t nd = 0;
     uint64_t last = 0;
     for (size_t i = 0; i < n; i++) {
@@ -459,14 +463,29 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
         const qf__strblock *r = block_of(slots[i], &row);
         size_t len;
         if (c == 0) {
+            bool whole = (size_t)r->prefix_len + QF__ROW_DIGITS <= sizeof(kb);
+            if (r != kr) {
+                kr = r;
+                nd = 0; /* format afresh */
+                if (whole) {
+                    memcpy(kb, r->prefix, r->prefix_len);
+                    digits = kb + r->prefix_len;
+                } else {
+                    digits = kb;
+                }
+            }
             if (nd && row->line == last + 1)
                 count_up(digits, &nd);
             else if (!nd || row->line != last)
                 nd = qf__format_u64(digits, row->line);
             last = row->line;
             len = r->prefix_len + nd;
-            memcpy(arena, r->prefix, r->prefix_len);
-            memcpy(arena + r->prefix_len, digits, nd);
+            if (whole) {
+                memcpy(arena, kb, len);
+            } else {
+                memcpy(arena, r->prefix, r->prefix_len);
+                memcpy(arena + r->prefix_len, digits, nd);
+            }
         } else {
             len = row->len;
             memcpy(arena, r->buf + row->off, len);

@@ -102,3 +102,44 @@ lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, c
     o->len += need;
     return LINES_OUT_OK;
 }
+
+lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
+{
+    size_t i = 0;
+    while (i < n && o->status == LINES_OUT_OK) {
+        char *p = o->buf + o->len;
+        size_t room = o->cap - o->len;
+        while (i < n && v[i].len < room) {
+            if (v[i].len == 0) {
+                *p++ = '\n';
+                room--;
+                i++;
+                continue;
+            }
+            /* Values a TextLineReader handed out lie back to back in its
+             * block, each one byte (its '\n', overwritten with a NUL) after
+             * the one before: copy such a run at once, then turn those
+             * bytes into '\n's. Lines are short, so this saves a memcpy
+             * call per line. */
+            const char *start = v[i].data;
+            size_t j = i + 1, span = v[i].len + 1; /* the run and its last '\n' */
+            while (j < n && v[j].len && v[j].data == start + span && span + v[j].len < room) {
+                span += v[j].len + 1;
+                j++;
+            }
+            memcpy(p, start, span - 1);
+            for (size_t k = i; k + 1 < j; k++)
+                p[(size_t)(v[k].data - start) + v[k].len] = '\n';
+            p[span - 1] = '\n';
+            p += span;
+            room -= span;
+            i = j;
+        }
+        o->len = (size_t)(p - o->buf);
+        /* A line that does not fit: lines_out_line() flushes (and grows
+         * the buffer for a line longer than it). */
+        if (i < n && lines_out_line(o, NULL, 0, v[i].data, v[i].len) == LINES_OUT_OK)
+            i++;
+    }
+    return o->status;
+}

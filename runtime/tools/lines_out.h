@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "qflow.h"
+
 typedef enum lines_out_status {
     LINES_OUT_OK = 0,
     LINES_OUT_STOPPED = 1, /* a signal stopped the flush at a line boundary */
@@ -52,6 +54,11 @@ void lines_out_free(lines_out *o);
  */
 lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, const char *value,
                                 size_t value_len);
+
+/** lines_out_values() - lines_out_line() for n values without keys, with
+ *  no call per line while they fit in the buffer (the common case).
+ *  Returns the status so far, as lines_out_line() does. */
+lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n);
 
 /** lines_out_flush() - write everything buffered (see the top of the file
  *  for how a stop ends it early). Returns the status. */

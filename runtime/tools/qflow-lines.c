@@ -79,14 +79,17 @@
 #define CONSUMER_BUDGET 16
 
 #define DEFAULT_READERS 4
-#define DEFAULT_BATCH 64
+/* Lines per batch: a batch costs a wake-up of this thread and a few
+ * allocations, so large ones keep that well below the cost of the bytes. */
+#define DEFAULT_BATCH 1024
 #define DEFAULT_MIN_AFTER_DEQUEUE 10000
 
 typedef struct options {
     char **files; /* the FILEs but "-" (malloc'd array of argv's strings) */
     size_t n_files;
-    bool use_stdin; /* "-" was one of the FILEs */
-    int64_t epochs; /* 0: forever */
+    bool use_stdin;   /* "-" was one of the FILEs, or there was no FILE */
+    size_t stdin_pos; /* where "-" was among the FILEs (files[stdin_pos..]) */
+    int64_t epochs;   /* 0: forever */
     bool shuffle;
     bool have_seed;
     int64_t seed;
@@ -133,11 +136,11 @@ static volatile sig_atomic_t g_signal;
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: " PROG " [options] FILE...\n"
+            "usage: " PROG " [options] [FILE]...\n"
             "Stream the lines of the FILEs through a qflow input pipeline\n"
             "(string_input_producer -> TextLineReaders -> batch or shuffle_batch)\n"
-            "and write them to stdout, one per line. A FILE of '-' is standard input\n"
-            "(read once, by a thread of its own, its lines keyed \"-:<line number>\").\n"
+            "and write them to stdout, one per line. With no FILE, or a FILE of '-',\n"
+            "read standard input (once; its lines keyed \"-:<line number>\").\n"
             "\n"
             "  --epochs N             read every file N times (default 1; 0: forever);\n"
             "                         must be 1 when '-' is given\n"
@@ -306,10 +309,11 @@ static void parse_options(int argc, char **argv, options *o)
             usage_error("'-' (standard input) is given twice; it can be read only once");
         } else {
             o->use_stdin = true;
+            o->stdin_pos = o->n_files;
         }
     }
-    if (o->n_files == 0 && !o->use_stdin)
-        usage_error("no input files");
+    if (o->n_files == 0) /* as cat does: no FILE is standard input */
+        o->use_stdin = true;
     if (o->use_stdin && o->epochs != 1)
         usage_error("standard input ('-') can be read only once: use --epochs 1 with '-'");
 
@@ -367,6 +371,63 @@ static void check_files(const options *o)
     }
     if (bad)
         exit(2);
+}
+
+/* Standard input read by a TextLineReader like any FILE: what it reopens.
+ * Only this process's own fd 0 (a pipe or a regular file), never a path a
+ * user would give. */
+#define STDIN_PATH "/proc/self/fd/0"
+
+/* Whether standard input can go through the readers as one more FILE (the
+ * fast path: large reads straight into the string blocks the lines are
+ * handed out from, no copy per line), rather than through the stdin thread
+ * (lines_stdin.h), which copies every line into a tensor of its own:
+ *   - a pipe (a FIFO), which the readers open non-blocking and wait for
+ *     through the runtime, so a silent one holds no worker; or a regular
+ *     file not read from yet (reopening starts at offset 0: after
+ *     `(head -1; qflow-lines) < f` the thread must read on from where the
+ *     shell left it). Terminals, sockets and devices keep the thread;
+ *   - without --keys (a file's keys would name STDIN_PATH, not "-") and
+ *     without --seed (which reads "-" to its end before anything runs);
+ *   - and when STDIN_PATH opens at all (/proc may be missing). Opening it
+ *     and closing it again loses nothing: fd 0 stays open, so a pipe keeps
+ *     its reader and its writer goes on. */
+static bool stdin_through_reader(const options *o)
+{
+    if (!o->use_stdin || o->keys || o->have_seed)
+        return false;
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) != 0)
+        return false;
+    if (S_ISREG(st.st_mode)) {
+        if (lseek(STDIN_FILENO, 0, SEEK_CUR) != 0)
+            return false;
+    } else if (!S_ISFIFO(st.st_mode)) {
+        return false;
+    }
+    int fd = open(STDIN_PATH, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    struct stat st2;
+    bool same = fstat(fd, &st2) == 0 && st2.st_dev == st.st_dev && st2.st_ino == st.st_ino;
+    close(fd);
+    if (same && S_ISFIFO(st.st_mode)) {
+        /* A bigger pipe: the writer blocks less often and every read(2)
+         * moves up to a megabyte. Advice only: the size may be capped. */
+        (void)fcntl(STDIN_FILENO, F_SETPIPE_SZ, 1 << 20);
+    }
+    return same;
+}
+
+/* Put STDIN_PATH where "-" was among the FILEs (the files array has room
+ * for it: "-" or, with no FILE, the extra slot). */
+static void stdin_as_file(options *o)
+{
+    memmove(o->files + o->stdin_pos + 1, o->files + o->stdin_pos,
+            (o->n_files - o->stdin_pos) * sizeof(*o->files));
+    o->files[o->stdin_pos] = STDIN_PATH;
+    o->n_files++;
+    o->use_stdin = false;
 }
 
 /* A reader's warning (a file that shrank while it was read, so its last
@@ -507,8 +568,10 @@ static lines_out_status emit(app *a, qf_element *batch)
     const qf_string *k = qf_tensor_cdata(kt), *v = qf_tensor_cdata(vt);
     int64_t n = qf_tensor_num_elements(vt);
     lines_out_status st = LINES_OUT_OK;
-    for (int64_t i = 0; i < n && st == LINES_OUT_OK; i++)
-        st = lines_out_line(&a->out, a->o.keys ? k[i].data : NULL, k[i].len, v[i].data, v[i].len);
+    if (!a->o.keys)
+        st = lines_out_values(&a->out, v, (size_t)n);
+    for (int64_t i = 0; a->o.keys && i < n && st == LINES_OUT_OK; i++)
+        st = lines_out_line(&a->out, k[i].data, k[i].len, v[i].data, v[i].len);
     qf_element_free(batch);
     atomic_fetch_add_explicit(&a->lines, (uint64_t)n, memory_order_relaxed);
     if (st == LINES_OUT_OK && a->flush_per_batch)
@@ -762,6 +825,8 @@ int main(int argc, char **argv)
     static app a; /* static: the signal handler's coordinator outlives main's frame */
     parse_options(argc, argv, &a.o);
     check_files(&a.o);
+    if (stdin_through_reader(&a.o))
+        stdin_as_file(&a.o);
     if (!lines_out_init(&a.out, STDOUT_FILENO, OUT_BUFFER, &g_signal)) {
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
