@@ -143,360 +143,452 @@ static qf_code check_join(const build_args *a)
     return QF_OK;
 }
 
-static qf_code build(build_args *a, qf_batcher **ret)
-{
-    qf_batch_options dflt;
-    memset(&dflt, 0, sizeof(dflt));
-    const qf_batch_options *o = a->o ? a->o : &dflt;
-    a->o = o;
-    qf_code rc = QF_OK;
-    bstate *bs = NULL;
-    qf_batcher *b = NULL;
-    size_t *order = NULL;
-    qf_dtype *qdt = NULL;
-    qf_shape *qsh = NULL;
-    qf_queue_runner *runner = NULL;
-    qf_enqueue_op *ops = NULL;
+/* ------------------------------------------------------ check the options */
 
-    /* ---- arguments */
+static qf_code check_args(const build_args *a, qf_batcher **ret)
+{
     if (!ret)
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
-    else if (a->n_srcs == 0 || !a->srcs)
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "a batch needs at least one source");
-    for (size_t i = 0; rc == QF_OK && i < a->n_srcs; i++)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret");
+    if (a->n_srcs == 0 || !a->srcs)
+        return qf_set_error(QF_INVALID_ARGUMENT, "a batch needs at least one source");
+    for (size_t i = 0; i < a->n_srcs; i++)
         if (!a->srcs[i])
-            rc = qf_set_error(QF_INVALID_ARGUMENT, "source %zu is NULL", i);
-    if (rc != QF_OK)
-        goto fail;
-    if (a->batch_size < 1 || a->batch_size > INT32_MAX) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "batch_size must be in [1, %d], not %" PRId64,
-                          INT32_MAX, a->batch_size);
-        goto fail;
-    }
-    if (o->num_threads < 0) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "num_threads must be >= 0 not %d", o->num_threads);
-        goto fail;
-    }
-    if (o->capacity < -1) { /* -1 alone asks for no limit (TensorFlow's kUnbounded) */
-        rc = qf_set_error(QF_INVALID_ARGUMENT,
-                          "capacity must be > 0, 0 (the default, %d) or -1 (unbounded), not "
-                          "%" PRId64,
-                          QF_INPUT_DEFAULT_CAPACITY, o->capacity);
-        goto fail;
-    }
-    int64_t capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
-    if (a->v == V_SHUFFLE) {
-        if (o->dynamic_pad) {
-            rc = qf_set_error(QF_INVALID_ARGUMENT, "shuffle batching has no dynamic_pad");
-            goto fail;
-        }
-        if (o->min_after_dequeue < 0 || capacity <= o->min_after_dequeue) { /* spec 177 */
-            rc = qf_set_error(QF_INVALID_ARGUMENT,
-                              "capacity %" PRId64 " must be bigger than min_after_dequeue %" PRId64
-                              ".",
-                              capacity, o->min_after_dequeue);
-            goto fail;
-        }
-    }
+            return qf_set_error(QF_INVALID_ARGUMENT, "source %zu is NULL", i);
+    if (a->batch_size < 1 || a->batch_size > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "batch_size must be in [1, %d], not %" PRId64,
+                            INT32_MAX, a->batch_size);
+    return QF_OK;
+}
+
+static int64_t capacity_of(const qf_batch_options *o)
+{
+    return o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
+}
+
+static qf_code check_options(const build_args *a)
+{
+    const qf_batch_options *o = a->o;
+    if (o->num_threads < 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "num_threads must be >= 0 not %d", o->num_threads);
+    if (o->capacity < -1) /* -1 alone asks for no limit (TensorFlow's kUnbounded) */
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "capacity must be > 0, 0 (the default, %d) or -1 (unbounded), not "
+                            "%" PRId64,
+                            QF_INPUT_DEFAULT_CAPACITY, o->capacity);
+    if (a->v != V_SHUFFLE)
+        return QF_OK;
+    if (o->dynamic_pad)
+        return qf_set_error(QF_INVALID_ARGUMENT, "shuffle batching has no dynamic_pad");
+    int64_t capacity = capacity_of(o);
+    if (o->min_after_dequeue < 0 || capacity <= o->min_after_dequeue) /* spec 177 */
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "capacity %" PRId64 " must be bigger than min_after_dequeue %" PRId64
+                            ".",
+                            capacity, o->min_after_dequeue);
+    return QF_OK;
+}
+
+/* Do the sources fit the options and each other (spec 176), and
+ * keep_input the sources? */
+static qf_code check_sources(const build_args *a)
+{
+    bool many_wanted = a->o->enqueue_many;
     for (size_t i = 0; i < a->n_srcs; i++) {
         int many = qf__source_many(a->srcs[i]);
-        if (many >= 0 && (many != 0) != o->enqueue_many) {
-            rc = qf_set_error(QF_INVALID_ARGUMENT,
-                              "source %zu comes from an op with many=%s, but enqueue_many is %s", i,
-                              many ? "true" : "false", o->enqueue_many ? "true" : "false");
-            goto fail;
-        }
+        if (many >= 0 && (many != 0) != many_wanted)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "source %zu comes from an op with many=%s, but enqueue_many is %s",
+                                i, many ? "true" : "false", many_wanted ? "true" : "false");
     }
-    if ((rc = check_join(a)) != QF_OK)
-        goto fail;
-    const qf_batch_source *s0 = a->srcs[0];
-    bool has_keep = a->keep != NULL;
-    size_t kc = (size_t)-1;
-    if (has_keep) {
-        for (size_t i = 0; i < a->n_srcs; i++)
-            if ((rc = check_keep(a, a->srcs[i])) != QF_OK)
-                goto fail;
-        if (a->keep->kind == QF_KEEP_COMPONENT)
-            kc = a->keep->component;
-    }
+    qf_code rc = check_join(a);
+    for (size_t i = 0; rc == QF_OK && a->keep && i < a->n_srcs; i++)
+        rc = check_keep(a, a->srcs[i]);
+    return rc;
+}
 
-    /* ---- queue components: source 0's order minus keep, sorted by name */
-    size_t nq = s0->comps.n - (kc != (size_t)-1 ? 1 : 0);
-    if (nq == 0) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "nothing to batch besides keep_input");
-        goto fail;
-    }
-    order = calloc(nq, sizeof(*order)); /* queue position -> source 0 component */
-    qdt = calloc(nq, sizeof(*qdt));
-    qsh = calloc(nq, sizeof(*qsh));
-    bs = calloc(1, sizeof(*bs));
-    b = calloc(1, sizeof(*b));
-    if (b)
-        b->gather = qf__gather_new(a->batch_size);
-    if (!order || !qdt || !qsh || !bs || !b || !b->gather) {
-        rc = qf__batch_oom();
-        goto fail;
-    }
-    for (size_t c = 0, j = 0; c < s0->comps.n; c++)
-        if (c != kc)
-            order[j++] = c;
-    /* Per-example shapes in source order (without keep): opts or source. A
-     * sparse component's is its dense shape, which may be unknown: the
-     * queue holds a handle per example (spec 171). */
-    for (size_t j = 0; j < nq; j++) {
-        const qf_shape *sh = o->shapes ? &o->shapes[j] : s0->shapes ? &s0->shapes[order[j]] : NULL;
-        if (s0->dtypes[order[j]] == QF_SPARSE) {
-            qsh[j] = sh ? *sh : qf_shape_unknown();
+/* ------------------------------------------------ plan the queue's layout */
+
+/* The queue's components: source 0's minus keep_input, sorted by name. */
+typedef struct plan {
+    size_t nq;
+    size_t *order;       /* queue position -> source 0 component */
+    qf_dtype *qdt;       /* per queue component */
+    qf_shape *qsh;       /* per example; [] for a sparse component */
+    qf__sparse_comps sc; /* the sparse components' dense shapes */
+} plan;
+
+static void plan_free(plan *p)
+{
+    free(p->order);
+    free(p->qdt);
+    free(p->qsh);
+    qf__sparse_comps_free(&p->sc);
+}
+
+/* Component of source `si` standing for source 0's component c: the one of
+ * the same name, or of the same position (check_join() made sure the
+ * sources are all named or all positional). */
+static size_t source_component(const qf_batch_source *si, const qf_batch_source *s0, size_t c)
+{
+    if (!si->names)
+        return c;
+    size_t m = 0;
+    while (m < si->comps.n && strcmp(si->names[m], s0->names[c]) != 0)
+        m++;
+    return m;
+}
+
+/* Per-example shapes in source order (without keep): opts or source. A
+ * sparse component's is its dense shape, which may be unknown: the queue
+ * holds a handle per example (spec 171). */
+static qf_code plan_shapes(const build_args *a, plan *p)
+{
+    const qf_batch_source *s0 = a->srcs[0];
+    for (size_t j = 0; j < p->nq; j++) {
+        size_t c = p->order[j];
+        const qf_shape *sh = a->o->shapes ? &a->o->shapes[j] : s0->shapes ? &s0->shapes[c] : NULL;
+        if (s0->dtypes[c] == QF_SPARSE) {
+            p->qsh[j] = sh ? *sh : qf_shape_unknown();
             continue;
         }
-        if (!sh || sh->rank == QF_UNKNOWN_RANK) { /* spec 168 */
-            rc = qf_set_error(QF_INVALID_ARGUMENT, "Cannot infer Tensor's rank: component %zu%s%s",
-                              j, s0->names ? " " : "", s0->names ? s0->names[order[j]] : "");
-            goto fail;
-        }
-        qsh[j] = *sh;
+        if (!sh || sh->rank == QF_UNKNOWN_RANK) /* spec 168 */
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "Cannot infer Tensor's rank: component %zu%s%s", j,
+                                s0->names ? " " : "", s0->names ? s0->names[c] : "");
+        p->qsh[j] = *sh;
     }
-    if (s0->names) { /* spec 169: sorted keys */
-        qf_shape *tmp = calloc(nq, sizeof(*tmp));
-        size_t *pos = calloc(nq, sizeof(*pos));
-        if (!tmp || !pos) {
-            free(tmp);
-            free(pos);
-            rc = qf__batch_oom();
-            goto fail;
-        }
-        for (size_t j = 0; j < nq; j++)
-            pos[j] = j;
-        /* sort positions by the names of the components they stand for */
-        char **nm = calloc(nq, sizeof(*nm));
-        if (!nm) {
-            free(tmp);
-            free(pos);
-            rc = qf__batch_oom();
-            goto fail;
-        }
-        for (size_t j = 0; j < nq; j++)
-            nm[j] = s0->names[order[j]];
-        sort_by_name(pos, nq, nm);
-        size_t *ord2 = calloc(nq, sizeof(*ord2));
-        if (!ord2) {
-            free(tmp);
-            free(pos);
-            free(nm);
-            rc = qf__batch_oom();
-            goto fail;
-        }
-        for (size_t j = 0; j < nq; j++) {
-            ord2[j] = order[pos[j]];
-            tmp[j] = qsh[pos[j]];
-        }
-        memcpy(order, ord2, nq * sizeof(*order));
-        memcpy(qsh, tmp, nq * sizeof(*qsh));
-        free(ord2);
-        free(tmp);
-        free(pos);
-        free(nm);
-    }
-    for (size_t j = 0; j < nq; j++)
-        qdt[j] = s0->dtypes[order[j]];
-    for (size_t i = 1; i < a->n_srcs; i++) /* a join's sources must fit these shapes */
-        for (size_t j = 0; j < nq && a->srcs[i]->shapes && !o->shapes; j++) {
-            const qf_batch_source *si = a->srcs[i];
-            size_t m = order[j];
-            if (s0->names)
-                for (m = 0; m < si->comps.n; m++)
-                    if (strcmp(si->names[m], s0->names[order[j]]) == 0)
-                        break;
-            if (!qf_shape_compatible(&si->shapes[m], &qsh[j])) {
-                rc = qf_set_error(QF_INVALID_ARGUMENT,
-                                  "source %zu's component %zu has a shape incompatible with "
-                                  "source 0's",
-                                  i, m);
-                goto fail;
-            }
-        }
-    /* Sparse components: their dense shapes move aside, [] goes to the queue. */
-    if ((rc = qf__sparse_comps_init(&bs->sc, nq, qdt, qsh)) != QF_OK)
-        goto fail;
-    if (bs->sc.is_sparse) { /* the handle's copy, for taking batches */
-        b->sparse = malloc(nq * sizeof(*b->sparse));
-        b->dense = malloc(nq * sizeof(*b->dense));
-        if (!b->sparse || !b->dense) {
-            rc = qf__batch_oom();
-            goto fail;
-        }
-        memcpy(b->sparse, bs->sc.is_sparse, nq * sizeof(*b->sparse));
-        memcpy(b->dense, bs->sc.dense, nq * sizeof(*b->dense));
-    }
+    return QF_OK;
+}
 
-    /* ---- the queue */
-    const char *name = o->name ? o->name : default_name(a);
-    const char *qkind = a->v == V_SHUFFLE ? "random_shuffle_queue"
-                        : o->dynamic_pad  ? "padding_fifo_queue"
-                                          : "fifo_queue";
-    char qname[256];
-    snprintf(qname, sizeof(qname), "%s/%s", name, qkind);
-    qf_scope *s = a->s ? a->s : qf_scope_default();
+/* Spec 169: the queue's components in the order of their names (a stable
+ * sort: the order and the shapes move together). */
+static qf_code plan_sort_by_name(plan *p, char **src_names)
+{
+    size_t n = p->nq;
+    size_t *pos = calloc(n, sizeof(*pos));
+    char **nm = calloc(n, sizeof(*nm));
+    size_t *order = calloc(n, sizeof(*order));
+    qf_shape *qsh = calloc(n, sizeof(*qsh));
+    qf_code rc = pos && nm && order && qsh ? QF_OK : qf__batch_oom();
+    if (rc == QF_OK) {
+        for (size_t j = 0; j < n; j++) {
+            pos[j] = j;
+            nm[j] = src_names[p->order[j]];
+        }
+        sort_by_name(pos, n, nm);
+        for (size_t j = 0; j < n; j++) {
+            order[j] = p->order[pos[j]];
+            qsh[j] = p->qsh[pos[j]];
+        }
+        memcpy(p->order, order, n * sizeof(*order));
+        memcpy(p->qsh, qsh, n * sizeof(*qsh));
+    }
+    free(pos);
+    free(nm);
+    free(order);
+    free(qsh);
+    return rc;
+}
+
+/* A join's sources must fit source 0's shapes (unless the options give
+ * them). */
+static qf_code check_join_shapes(const build_args *a, const plan *p)
+{
+    const qf_batch_source *s0 = a->srcs[0];
+    for (size_t i = 1; i < a->n_srcs && !a->o->shapes; i++) {
+        const qf_batch_source *si = a->srcs[i];
+        for (size_t j = 0; j < p->nq && si->shapes; j++) {
+            size_t m = source_component(si, s0, p->order[j]);
+            if (!qf_shape_compatible(&si->shapes[m], &p->qsh[j]))
+                return qf_set_error(QF_INVALID_ARGUMENT,
+                                    "source %zu's component %zu has a shape incompatible with "
+                                    "source 0's",
+                                    i, m);
+        }
+    }
+    return QF_OK;
+}
+
+static qf_code plan_components(const build_args *a, plan *p)
+{
+    const qf_batch_source *s0 = a->srcs[0];
+    size_t kc = a->keep && a->keep->kind == QF_KEEP_COMPONENT ? a->keep->component : (size_t)-1;
+    p->nq = s0->comps.n - (kc != (size_t)-1 ? 1 : 0);
+    if (p->nq == 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "nothing to batch besides keep_input");
+    p->order = calloc(p->nq, sizeof(*p->order));
+    p->qdt = calloc(p->nq, sizeof(*p->qdt));
+    p->qsh = calloc(p->nq, sizeof(*p->qsh));
+    if (!p->order || !p->qdt || !p->qsh)
+        return qf__batch_oom();
+    for (size_t c = 0, j = 0; c < s0->comps.n; c++)
+        if (c != kc)
+            p->order[j++] = c;
+    qf_code rc = plan_shapes(a, p);
+    if (rc == QF_OK && s0->names)
+        rc = plan_sort_by_name(p, s0->names);
+    if (rc != QF_OK)
+        return rc;
+    for (size_t j = 0; j < p->nq; j++)
+        p->qdt[j] = s0->dtypes[p->order[j]];
+    if ((rc = check_join_shapes(a, p)) != QF_OK)
+        return rc;
+    /* Sparse components: their dense shapes move aside, [] goes to the queue. */
+    return qf__sparse_comps_init(&p->sc, p->nq, p->qdt, p->qsh);
+}
+
+/* ------------------------------------------------------------- build them */
+
+static qf_scope *scope_of(const build_args *a)
+{
+    return a->s ? a->s : qf_scope_default();
+}
+
+static qf_code make_queue(const build_args *a, const plan *p, const char *qname, qf_queue **ret)
+{
+    const qf_batch_options *o = a->o;
     qf_queue_options qo;
     memset(&qo, 0, sizeof(qo));
-    qo.capacity = capacity;
-    qo.num_components = nq;
-    qo.dtypes = qdt;
-    qo.shapes = qsh;
+    qo.capacity = capacity_of(o);
+    qo.num_components = p->nq;
+    qo.dtypes = p->qdt;
+    qo.shapes = p->qsh;
     qo.name = qname;
     qo.shared_name = o->shared_name;
-    qo.registry = qf_scope_registry(s);
+    qo.registry = qf_scope_registry(scope_of(a));
     qo.min_after_dequeue = a->v == V_SHUFFLE ? o->min_after_dequeue : 0;
     qo.seed = a->v == V_SHUFFLE ? o->seed : 0;
-    qf_queue *q = NULL;
+    qf_code rc;
     if (a->v == V_SHUFFLE)
-        rc = qf_random_shuffle_queue_new(&qo, &q);
+        rc = qf_random_shuffle_queue_new(&qo, ret);
     else if (o->dynamic_pad)
-        rc = qf_padding_fifo_queue_new(&qo, &q);
+        rc = qf_padding_fifo_queue_new(&qo, ret);
     else
-        rc = qf_fifo_queue_new(&qo, &q); /* spec 168: shapes must be fully defined */
-    if (rc != QF_OK)
-        goto fail;
-    bs->q = q;
+        rc = qf_fifo_queue_new(&qo, ret); /* spec 168: shapes must be fully defined */
     /* Its producers move runs and its consumers take batches: a full
      * fence per call is cheaper than a membarrier per park. Only on a
      * queue nobody else can be using yet. */
-    if (!o->shared_name || !o->shared_name[0])
-        qf__queue_use_symmetric_fences(q);
+    if (rc == QF_OK && (!o->shared_name || !o->shared_name[0]))
+        qf__queue_use_symmetric_fences(*ret);
+    return rc;
+}
 
-    /* ---- the op state: sources move in, one map per source */
+/* The op state: the sources move in (bs owns them from here on, also on
+ * failure), one map per source. */
+static qf_code make_state(build_args *a, const plan *p, bstate *bs)
+{
+    size_t nq = p->nq;
     bs->nq = nq;
-    bs->many = o->enqueue_many;
-    bs->has_keep = has_keep;
-    if (has_keep)
+    bs->many = a->o->enqueue_many;
+    bs->has_keep = a->keep != NULL;
+    if (bs->has_keep)
         bs->keep = *a->keep;
     bs->srcs = a->srcs;
     bs->n_srcs = a->n_srcs;
-    a->srcs = NULL; /* bs owns them now */
+    a->srcs = NULL;
     bs->maps = calloc(bs->n_srcs * nq, sizeof(*bs->maps));
-    bs->n_ops = a->join ? bs->n_srcs : (size_t)(o->num_threads ? o->num_threads : 1);
+    bs->n_ops = a->join ? bs->n_srcs : (size_t)(a->o->num_threads ? a->o->num_threads : 1);
     bs->ops = calloc(bs->n_ops, sizeof(*bs->ops));
-    ops = calloc(bs->n_ops, sizeof(*ops));
-    if (!bs->maps || !bs->ops || !ops) {
-        rc = qf__batch_oom();
-        goto fail;
-    }
-    for (size_t i = 0; i < bs->n_srcs; i++) {
-        const qf_batch_source *si = bs->srcs[i];
-        size_t *map = bs->maps + i * nq;
-        for (size_t j = 0; j < nq; j++) {
-            map[j] = order[j];
-            if (si->names)
-                for (map[j] = 0; map[j] < si->comps.n; map[j]++)
-                    if (strcmp(si->names[map[j]], s0->names[order[j]]) == 0)
-                        break;
-        }
-    }
-    /* batch: one op run num_threads times (one name, as TensorFlow's
-     * [enqueue_op] * num_threads); join: "..._enqueue", "..._enqueue_1", ... */
-    char base[300];
-    snprintf(base, sizeof(base), "%s_enqueue", qname);
-    char **names_copy = calloc(bs->n_ops, sizeof(*names_copy));
-    if (!names_copy) {
-        rc = qf__batch_oom();
-        goto fail;
-    }
-    for (size_t i = 0; i < bs->n_ops; i++) {
-        bop *op = &bs->ops[i];
-        op->bs = bs;
-        op->src = a->join ? i : 0;
-        op->map = bs->maps + op->src * nq;
-        op->as_is =
-            !(has_keep && bs->keep.kind == QF_KEEP_COMPONENT) && nq == bs->srcs[op->src]->comps.n;
-        for (size_t j = 0; op->as_is && j < nq; j++)
-            op->as_is = op->map[j] == j;
-        op->trusted = op->as_is && trusted_source(bs->srcs[op->src], q);
-        op->runs =
-            op->trusted && !has_keep && !bs->many && qf__source_pulls_runs(bs->srcs[op->src]);
-        if (rc == QF_OK)
-            rc = qf__source_instance(bs->srcs[op->src], &op->inst);
-        char tmp[sizeof(base) + 24]; /* base, "_", a size_t */
-        if (a->join && i > 0)
-            snprintf(tmp, sizeof(tmp), "%s_%zu", base, i);
-        else
-            snprintf(tmp, sizeof(tmp), "%s", base);
-        names_copy[i] = strdup(tmp);
-        if (!names_copy[i] && rc == QF_OK)
+    if (!bs->maps || !bs->ops)
+        return qf__batch_oom();
+    for (size_t i = 0; i < bs->n_srcs; i++)
+        for (size_t j = 0; j < nq; j++)
+            bs->maps[i * nq + j] = source_component(bs->srcs[i], bs->srcs[0], p->order[j]);
+    return QF_OK;
+}
+
+/* Op i of the state: its source and map, its fast paths (see bop), and its
+ * source instance. */
+static qf_code init_op(const build_args *a, bstate *bs, size_t i)
+{
+    bop *op = &bs->ops[i];
+    const qf_batch_source *src;
+    op->bs = bs;
+    op->src = a->join ? i : 0;
+    op->map = bs->maps + op->src * bs->nq;
+    src = bs->srcs[op->src];
+    op->as_is = !(bs->has_keep && bs->keep.kind == QF_KEEP_COMPONENT) && bs->nq == src->comps.n;
+    for (size_t j = 0; op->as_is && j < bs->nq; j++)
+        op->as_is = op->map[j] == j;
+    op->trusted = op->as_is && trusted_source(src, bs->q);
+    op->runs = op->trusted && !bs->has_keep && !bs->many && qf__source_pulls_runs(src);
+    return qf__source_instance(bs->srcs[op->src], &op->inst);
+}
+
+/* batch: one op run num_threads times (one name, as TensorFlow's
+ * [enqueue_op] * num_threads); join: "..._enqueue", "..._enqueue_1", ... */
+static char *op_name(const build_args *a, const char *qname, size_t i)
+{
+    char tmp[256 + 32]; /* qname, "_enqueue_", a size_t */
+    if (a->join && i > 0)
+        snprintf(tmp, sizeof(tmp), "%s_enqueue_%zu", qname, i);
+    else
+        snprintf(tmp, sizeof(tmp), "%s_enqueue", qname);
+    return strdup(tmp);
+}
+
+/* The runner over bs's ops; it owns bs once made (its cleanup hook). */
+static qf_code make_runner(const build_args *a, bstate *bs, const char *qname,
+                           qf_queue_runner **ret)
+{
+    qf_enqueue_op *ops = calloc(bs->n_ops, sizeof(*ops));
+    char **names = calloc(bs->n_ops, sizeof(*names));
+    qf_code rc = ops && names ? QF_OK : qf__batch_oom();
+    for (size_t i = 0; rc == QF_OK && i < bs->n_ops; i++) {
+        rc = init_op(a, bs, i);
+        if (rc == QF_OK && !(names[i] = op_name(a, qname, i)))
             rc = qf__batch_oom();
         ops[i] = (qf_enqueue_op){
-            .name = names_copy[i], .kind = QF_OP_POLL, .poll = qf__batch_op_poll, .arg = op};
+            .name = names[i], .kind = QF_OP_POLL, .poll = qf__batch_op_poll, .arg = &bs->ops[i]};
     }
     qf_queue_runner_options ro;
     memset(&ro, 0, sizeof(ro));
     ro.cleanup = qf__batch_state_free;
     ro.cleanup_arg = bs;
     if (rc == QF_OK)
-        rc = qf_queue_runner_new(q, ops, bs->n_ops, &ro, &runner);
-    for (size_t i = 0; i < bs->n_ops; i++)
-        free(names_copy[i]);
-    free(names_copy);
-    if (rc != QF_OK)
-        goto fail;
-    bs = NULL; /* the runner owns it */
+        rc = qf_queue_runner_new(bs->q, ops, bs->n_ops, &ro, ret);
+    for (size_t i = 0; names && i < bs->n_ops; i++)
+        free(names[i]);
+    free(names);
+    free(ops);
+    return rc;
+}
 
-    /* ---- the handle */
-    b->q = qf_queue_ref(q);
-    b->runner = runner;
-    b->batch_size = a->batch_size;
-    b->smaller = o->allow_smaller_final_batch;
-    b->padded = o->dynamic_pad && a->v != V_SHUFFLE;
-    b->nq = nq;
-    b->dtypes = qdt;
-    b->shapes = qsh;
-    qdt = NULL;
-    qsh = NULL;
-    if (s0->names) { /* s0 lives on in the runner's state */
-        b->names = calloc(nq, sizeof(*b->names));
-        for (size_t j = 0; b->names && j < nq; j++)
-            b->names[j] = strdup(s0->names[order[j]]);
-        bool ok = b->names != NULL;
-        for (size_t j = 0; ok && j < nq; j++)
-            ok = b->names[j] != NULL;
-        if (!ok) {
-            qf_queue_runner_free(runner);
-            runner = NULL;
-            rc = qf__batch_oom();
-            goto fail;
-        }
-    }
-    b->gauge.queue = q;
-    b->gauge.capacity = qf_queue_capacity(q);
+/* The handle's copy of the sparse components, for taking batches. */
+static qf_code copy_sparse(qf_batcher *b, const qf__sparse_comps *sc, size_t nq)
+{
+    if (!sc->is_sparse)
+        return QF_OK;
+    b->sparse = malloc(nq * sizeof(*b->sparse));
+    b->dense = malloc(nq * sizeof(*b->dense));
+    if (!b->sparse || !b->dense)
+        return qf__batch_oom();
+    memcpy(b->sparse, sc->is_sparse, nq * sizeof(*b->sparse));
+    memcpy(b->dense, sc->dense, nq * sizeof(*b->dense));
+    return QF_OK;
+}
+
+/* The handle's names: source 0's, in the queue's order (or none). */
+static qf_code copy_names(qf_batcher *b, const plan *p, char **src_names)
+{
+    if (!src_names)
+        return QF_OK;
+    b->names = calloc(p->nq, sizeof(*b->names));
+    for (size_t j = 0; b->names && j < p->nq; j++)
+        b->names[j] = strdup(src_names[p->order[j]]);
+    bool ok = b->names != NULL;
+    for (size_t j = 0; ok && j < p->nq; j++)
+        ok = b->names[j] != NULL;
+    return ok ? QF_OK : qf__batch_oom();
+}
+
+static void name_gauge(const build_args *a, const char *name, qf_batcher *b)
+{
+    b->gauge.queue = b->q;
+    b->gauge.capacity = qf_queue_capacity(b->q);
+    int64_t mad = a->o->min_after_dequeue;
     if (a->v == V_SHUFFLE) { /* spec 178 */
-        b->gauge.min_after_dequeue = o->min_after_dequeue;
+        b->gauge.min_after_dequeue = mad;
         snprintf(b->gauge.name, sizeof(b->gauge.name),
-                 "%s/fraction_over_%" PRId64 "_of_%" PRId64 "_full", name, o->min_after_dequeue,
-                 b->gauge.capacity - o->min_after_dequeue);
+                 "%s/fraction_over_%" PRId64 "_of_%" PRId64 "_full", name, mad,
+                 b->gauge.capacity - mad);
     } else { /* spec 161 */
         snprintf(b->gauge.name, sizeof(b->gauge.name), "%s/fraction_of_%" PRId64 "_full", name,
                  b->gauge.capacity);
     }
-    if ((rc = qf_scope_add_queue_runner(s, runner, o->collection)) != QF_OK) {
-        qf_queue_runner_free(runner);
-        runner = NULL;
-        goto fail;
+}
+
+/* Fill the handle over queue q and its runner (the plan's dtypes and
+ * shapes move in). */
+static qf_code fill_handle(const build_args *a, plan *p, char **src_names, qf_queue *q,
+                           qf_batcher *b)
+{
+    b->q = qf_queue_ref(q);
+    b->batch_size = a->batch_size;
+    b->smaller = a->o->allow_smaller_final_batch;
+    b->padded = a->o->dynamic_pad && a->v != V_SHUFFLE;
+    b->nq = p->nq;
+    b->dtypes = p->qdt;
+    b->shapes = p->qsh;
+    p->qdt = NULL;
+    p->qsh = NULL;
+    return copy_names(b, p, src_names);
+}
+
+static const char *queue_kind(const build_args *a)
+{
+    if (a->v == V_SHUFFLE)
+        return "random_shuffle_queue";
+    return a->o->dynamic_pad ? "padding_fifo_queue" : "fifo_queue";
+}
+
+/* The queue, the runner and the handle, in the scope. Consumes the
+ * sources. */
+static qf_code make_batcher(build_args *a, plan *p, qf_batcher **ret)
+{
+    const char *name = a->o->name ? a->o->name : default_name(a);
+    char qname[256];
+    snprintf(qname, sizeof(qname), "%s/%s", name, queue_kind(a));
+    bstate *bs = calloc(1, sizeof(*bs));
+    qf_batcher *b = calloc(1, sizeof(*b));
+    if (b)
+        b->gather = qf__gather_new(a->batch_size);
+    qf_code rc = bs && b && b->gather ? QF_OK : qf__batch_oom();
+    if (rc == QF_OK) {
+        bs->sc = p->sc; /* moves into the op state */
+        memset(&p->sc, 0, sizeof(p->sc));
+        rc = copy_sparse(b, &bs->sc, p->nq);
     }
-    free(order);
-    free(ops);
+    if (rc == QF_OK)
+        rc = make_queue(a, p, qname, &bs->q);
+    if (rc == QF_OK)
+        rc = make_state(a, p, bs);
+    if (rc == QF_OK)
+        rc = make_runner(a, bs, qname, &b->runner);
+    if (rc != QF_OK) {
+        qf__batch_state_free(bs);
+        qf_batcher_free(b);
+        return rc;
+    }
+    /* The runner owns bs, and with it the sources (s0 lives on). */
+    qf_queue_runner *runner = b->runner;
+    rc = fill_handle(a, p, bs->srcs[0]->names, bs->q, b);
+    if (rc == QF_OK) {
+        name_gauge(a, name, b);
+        rc = qf_scope_add_queue_runner(scope_of(a), runner, a->o->collection);
+    }
+    if (rc != QF_OK) {
+        qf_queue_runner_free(runner);
+        qf_batcher_free(b);
+        return rc;
+    }
     *ret = b;
     return QF_OK;
+}
 
-fail:
-    /* Sources not yet moved into bs are still ours. */
+static qf_code build(build_args *a, qf_batcher **ret)
+{
+    qf_batch_options dflt;
+    memset(&dflt, 0, sizeof(dflt));
+    if (!a->o)
+        a->o = &dflt;
+    plan p;
+    memset(&p, 0, sizeof(p));
+    qf_code rc = check_args(a, ret);
+    if (rc == QF_OK)
+        rc = check_options(a);
+    if (rc == QF_OK)
+        rc = check_sources(a);
+    if (rc == QF_OK)
+        rc = plan_components(a, &p);
+    if (rc == QF_OK)
+        rc = make_batcher(a, &p, ret);
+    /* Sources not yet moved into the op state are still ours. */
     for (size_t i = 0; a->srcs && i < a->n_srcs; i++)
         qf_batch_source_free(a->srcs[i]);
     free(a->srcs);
     a->srcs = NULL;
-    qf__batch_state_free(bs);
-    qf_batcher_free(b);
-    free(order);
-    free(qdt);
-    free(qsh);
-    free(ops);
+    plan_free(&p);
     return rc;
 }
 
