@@ -176,53 +176,66 @@ out:
     return rc;
 }
 
-/* A batch of examples (enqueue_many): split into rows. Consumes e. */
-static qf_code take_rows(bop *o, qf_element *e)
+/* Rows of the pulled batch: its first queue component's first dimension
+ * (a sparse component's first dense dimension). */
+static qf_code count_rows(const bop *o, const qf_element *e, size_t *ret_n)
 {
-    bstate *bs = o->bs;
-    qf_code rc = check_arity(o, e);
-    if (rc != QF_OK)
-        goto out;
     size_t k0;
-    if ((rc = locate(o, e, o->map[0], &k0)) != QF_OK)
-        goto out;
-    /* A sparse component's rows are its first dense dimension. */
+    qf_code rc = locate(o, e, o->map[0], &k0);
+    if (rc != QF_OK)
+        return rc;
     const qf_tensor *t0 = qf_element_get(e, k0);
     int64_t n0 = qf__rows_of(t0);
-    if (n0 < 0) {
-        rc = t0 && qf_tensor_dtype(t0) == QF_SPARSE
-                 ? qf_last_code()
-                 : qf_set_error(QF_INVALID_ARGUMENT,
-                                "with enqueue_many every component of queue '%s' needs rank >= 1",
-                                qf_queue_name(bs->q));
-        goto out;
-    }
-    size_t n = (size_t)n0;
-    if (!grow((void **)&o->keep, &o->keep_cap, n ? n : 1, sizeof(*o->keep)) ||
-        !grow((void **)&o->parts, &o->parts_cap, (n ? n : 1) * bs->nq, sizeof(*o->parts)) ||
-        !grow((void **)&o->rows, &o->rows_cap, n ? n : 1, sizeof(*o->rows))) {
-        rc = qf__batch_oom();
-        goto out;
-    }
-    /* Decide every row first, while the element is whole. */
+    if (n0 < 0)
+        return t0 && qf_tensor_dtype(t0) == QF_SPARSE
+                   ? qf_last_code()
+                   : qf_set_error(QF_INVALID_ARGUMENT,
+                                  "with enqueue_many every component of queue '%s' needs rank >= 1",
+                                  qf_queue_name(o->bs->q));
+    *ret_n = (size_t)n0;
+    return QF_OK;
+}
+
+/* Scratch for a batch of n rows: keep flags, parts, rows. */
+static bool grow_scratch(bop *o, size_t n)
+{
+    size_t m = n ? n : 1;
+    return grow((void **)&o->keep, &o->keep_cap, m, sizeof(*o->keep)) &&
+           grow((void **)&o->parts, &o->parts_cap, m * o->bs->nq, sizeof(*o->parts)) &&
+           grow((void **)&o->rows, &o->rows_cap, m, sizeof(*o->rows));
+}
+
+/* Decide every row first, while the element is whole. */
+static qf_code decide_rows(bop *o, const qf_element *e, size_t n)
+{
+    bstate *bs = o->bs;
     for (size_t r = 0; r < n; r++)
         o->keep[r] = true;
-    if (bs->has_keep && bs->keep.kind == QF_KEEP_FN) {
+    if (!bs->has_keep)
+        return QF_OK;
+    if (bs->keep.kind == QF_KEEP_FN) {
         for (size_t r = 0; r < n; r++)
             o->keep[r] = bs->keep.fn(bs->keep.arg, e, (int64_t)r, o->src);
-    } else if (bs->has_keep) {
-        const qf_tensor *t = NULL;
-        if ((rc = keep_tensor(o, e, 1, &t)) != QF_OK)
-            goto out;
-        if ((size_t)qf_tensor_shape(t)->dims[0] != n) {
-            rc = qf_set_error(QF_INVALID_ARGUMENT,
-                              "`keep_input` of queue '%s' has %" PRId64 " rows, the examples %zu",
-                              qf_queue_name(bs->q), qf_tensor_shape(t)->dims[0], n);
-            goto out;
-        }
-        memcpy(o->keep, qf_tensor_cdata(t), n * sizeof(bool));
+        return QF_OK;
     }
-    /* Take each queue component out of the element and unstack it. */
+    const qf_tensor *t = NULL;
+    qf_code rc = keep_tensor(o, e, 1, &t);
+    if (rc != QF_OK)
+        return rc;
+    if ((size_t)qf_tensor_shape(t)->dims[0] != n)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "`keep_input` of queue '%s' has %" PRId64 " rows, the examples %zu",
+                            qf_queue_name(bs->q), qf_tensor_shape(t)->dims[0], n);
+    memcpy(o->keep, qf_tensor_cdata(t), n * sizeof(bool));
+    return QF_OK;
+}
+
+/* Take each queue component out of the element and unstack it: component
+ * j of row r goes to parts[j * n + r]. On failure no part is held. */
+static qf_code unstack_components(bop *o, qf_element *e, size_t n)
+{
+    bstate *bs = o->bs;
+    qf_code rc = QF_OK;
     size_t done = 0;
     for (size_t j = 0; j < bs->nq && rc == QF_OK; j++) {
         size_t k;
@@ -245,12 +258,17 @@ static qf_code take_rows(bop *o, qf_element *e)
         if ((rc = qf_tensor_unstack(t, o->parts + j * n)) == QF_OK)
             done = j + 1;
     }
-    if (rc != QF_OK) {
+    if (rc != QF_OK)
         for (size_t i = 0; i < done * n; i++)
             qf_tensor_unref(o->parts[i]);
-        goto out;
-    }
-    /* Rows: gather component j of row r from parts[j * n + r]. */
+    return rc;
+}
+
+/* The kept rows as elements in o->rows, the others' parts dropped. */
+static qf_code gather_rows(bop *o, size_t n)
+{
+    bstate *bs = o->bs;
+    qf_code rc = QF_OK;
     qf_tensor *rowbuf[16];
     qf_tensor **row = bs->nq <= 16 ? rowbuf : malloc(bs->nq * sizeof(*row));
     size_t kept = 0;
@@ -277,7 +295,24 @@ static qf_code take_rows(bop *o, qf_element *e)
         free(row);
     o->nrows = kept;
     o->row_i = 0;
-out:
+    return rc;
+}
+
+/* A batch of examples (enqueue_many): split into rows. Consumes e. */
+static qf_code take_rows(bop *o, qf_element *e)
+{
+    size_t n = 0;
+    qf_code rc = check_arity(o, e);
+    if (rc == QF_OK)
+        rc = count_rows(o, e, &n);
+    if (rc == QF_OK && !grow_scratch(o, n))
+        rc = qf__batch_oom();
+    if (rc == QF_OK)
+        rc = decide_rows(o, e, n);
+    if (rc == QF_OK)
+        rc = unstack_components(o, e, n);
+    if (rc == QF_OK)
+        rc = gather_rows(o, n);
     qf_element_free(e);
     return rc;
 }
