@@ -435,46 +435,48 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
     return leave(s, t, rc, false);
 }
 
-/* Split a batch element into row elements. Consumes the batch. */
-static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
+/* Rows in a batch from op s: its first component's first dimension. */
+static qf_code batch_rows(qf_queue *q, const qf_element *batch, const qf__rtask *s, int64_t *ret_n)
 {
-    size_t nc = qf_element_size(batch);
     const qf_tensor *t0 = qf_element_get(batch, 0);
-    if (!t0 || qf_tensor_shape(t0)->rank < 1) {
-        qf_element_free(batch);
+    if (!t0 || qf_tensor_shape(t0)->rank < 1)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Enqueue op '%s' for queue '%s' must produce a batch (rank >= 1)",
                             s->op->op.name, qf_queue_name(q));
-    }
     int64_t n = qf_tensor_shape(t0)->dims[0];
-    if (n < 0 || (uint64_t)n > UINT32_MAX) { /* rows are counted in 32 bits */
-        qf_element_free(batch);
+    if (n < 0 || (uint64_t)n > UINT32_MAX) /* rows are counted in 32 bits */
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Enqueue op '%s' for queue '%s' produced a batch of %lld rows; at "
                             "most %u are supported",
                             s->op->op.name, qf_queue_name(q), (long long)n, (unsigned)UINT32_MAX);
-    }
-    qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
-    s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
-    if (!parts || !s->rows) {
-        free(parts);
-        qf_element_free(batch);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
-    }
+    *ret_n = n;
+    return QF_OK;
+}
+
+/* Each component of the batch unstacked: component c of row r goes to
+ * parts[c * n + r]. Parts not made stay NULL. */
+static qf_code unstack_batch(qf_element *batch, int64_t n, qf_tensor **parts)
+{
     qf_code rc = QF_OK;
+    size_t nc = qf_element_size(batch);
     for (size_t c = 0; c < nc && rc == QF_OK; c++) {
         qf_tensor *t = qf_element_take(batch, c);
         if (!t || qf_tensor_shape(t)->rank < 1 || qf_tensor_shape(t)->dims[0] != n) {
             qf_tensor_unref(t);
-            rc = qf_set_error(QF_INVALID_ARGUMENT,
-                              "All input tensors must have the same size in the 0th dimension. "
-                              "Component %zu differs",
-                              c);
-            break;
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "All input tensors must have the same size in the 0th dimension. "
+                                "Component %zu differs",
+                                c);
         }
         rc = qf_tensor_unstack(t, parts + c * (size_t)n);
     }
-    qf_element_free(batch);
+    return rc;
+}
+
+/* The rows as elements in s->rows when the unstacking went well (rc),
+ * else every part dropped. */
+static void rows_of_parts(qf__rtask *s, qf_tensor **parts, int64_t n, size_t nc, qf_code rc)
+{
     for (int64_t i = 0; i < n; i++) {
         qf_tensor *row[64];
         qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(*rp));
@@ -489,6 +491,28 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
         if (rp != row)
             free(rp);
     }
+}
+
+/* Split a batch element into row elements. Consumes the batch. */
+static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
+{
+    size_t nc = qf_element_size(batch);
+    int64_t n = 0;
+    qf_code rc = batch_rows(q, batch, s, &n);
+    if (rc != QF_OK) {
+        qf_element_free(batch);
+        return rc;
+    }
+    qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
+    s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
+    if (!parts || !s->rows) {
+        free(parts);
+        qf_element_free(batch);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
+    }
+    rc = unstack_batch(batch, n, parts);
+    qf_element_free(batch);
+    rows_of_parts(s, parts, n, nc, rc);
     free(parts);
     s->nrows = rc == QF_OK ? (uint32_t)n : 0;
     s->row_i = 0;
