@@ -661,8 +661,8 @@ static qf_code apply_resume(qf_reader *r)
     return rc;
 }
 
-static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
-                         size_t *ret_n)
+static qf_code check_read_args(const qf_reader *r, const qf_queue *q, size_t n, const waiter *w,
+                               const sink *sk, const size_t *ret_n)
 {
     if (!r || !q || !ret_n || (n && !sk->recs && !sk->slots) || (w->mode == WAIT_POLL && !w->waker))
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
@@ -671,44 +671,74 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
                             : !ret_n                            ? "ret_n"
                             : !w->waker && w->mode == WAIT_POLL ? "waker"
                                                                 : "records");
-    if (r->deferred) {
-        qf_status *d = r->deferred;
-        r->deferred = NULL;
-        qf_code code = qf_set_error(qf_status_code(d), "%s", qf_status_message(d));
-        qf_status_free(d);
-        return code;
+    return QF_OK;
+}
+
+/* The error an earlier call met after it had records to return, now
+ * returned (once). */
+static qf_code report_deferred(qf_reader *r)
+{
+    qf_status *d = r->deferred;
+    r->deferred = NULL;
+    qf_code code = qf_set_error(qf_status_code(d), "%s", qf_status_message(d));
+    qf_status_free(d);
+    return code;
+}
+
+/* An item in progress: the next one from the work queue, started. */
+static qf_code begin_item(qf_reader *r, qf_queue *q, const waiter *w)
+{
+    if (r->in_progress)
+        return QF_OK;
+    /* Only here with nothing produced yet (see the top). A restored state
+     * names its item itself. */
+    if (!r->resume_pending) {
+        qf_code rc = next_work(r, q, w);
+        if (rc != QF_OK)
+            return rc;
     }
+    return start_item(r);
+}
+
+/* Records of the item in progress into the sink, from *got up to n: until
+ * the item's end (*at_end), an error or QF_PENDING, or produce() stopping
+ * short of waiting (*stopped). */
+static qf_code produce_records(qf_reader *r, const sink *sk, size_t n, size_t *got, bool *at_end,
+                               bool *stopped)
+{
+    qf_code rc = QF_OK;
+    if (r->resume_seek) {
+        rc = apply_resume(r);
+        if (rc == QF_OK)
+            r->resume_seek = false;
+    }
+    while (rc == QF_OK && *got < n && !*at_end && !*stopped) {
+        size_t made = 0;
+        rc = produce(r, sk, *got, n, &made, at_end);
+        *got += made;
+        if (rc != QF_OK)
+            break;
+        *stopped = made == 0 && !*at_end && sk->slots && *got > 0;
+    }
+    return rc;
+}
+
+static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
+                         size_t *ret_n)
+{
+    qf_code rc = check_read_args(r, q, n, w, sk, ret_n);
+    if (rc != QF_OK)
+        return rc;
+    if (r->deferred)
+        return report_deferred(r);
     size_t got = 0;
     while (got < n) {
-        qf_code rc = QF_OK;
-        if (!r->in_progress) {
-            /* Only here with nothing produced yet (see the top). A restored
-             * state names its item itself. */
-            if (!r->resume_pending) {
-                rc = next_work(r, q, w);
-                if (rc != QF_OK)
-                    return rc;
-            }
-            rc = start_item(r);
-            if (rc != QF_OK)
-                return rc;
-        }
+        if ((rc = begin_item(r, q, w)) != QF_OK)
+            return rc;
         bool at_end = false;
         size_t before = got;
         bool stopped = false; /* produce() stopped short of waiting (see there) */
-        if (r->resume_seek) {
-            rc = apply_resume(r);
-            if (rc == QF_OK)
-                r->resume_seek = false;
-        }
-        while (rc == QF_OK && got < n && !at_end && !stopped) {
-            size_t made = 0;
-            rc = produce(r, sk, got, n, &made, &at_end);
-            got += made;
-            if (rc != QF_OK)
-                break;
-            stopped = made == 0 && !at_end && sk->slots && got > 0;
-        }
+        rc = produce_records(r, sk, n, &got, &at_end, &stopped);
         if (got > before)
             bump(&r->produced, (int64_t)(got - before));
         if (rc == QF_PENDING) {
