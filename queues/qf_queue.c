@@ -594,8 +594,8 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
 }
 
 /* qf_queue_poll_enqueue() without the per-element checks, for the batch
- * ops in runtime/pipeline/qf_batch_op.c (qf_queue_trusted-impl.h), which
- * qf_batch.c's trusted_source() allows it: their record sources make
+ * ops in runtime/pipeline/qf_batch_op.c (qf_queue_trusted-impl.h) whose
+ * source qf_batch.c's trusted_source() accepted: their record sources make
  * every element themselves (two scalar strings, no names, see
  * qf_record_to_element()) and the op only takes this path after matching
  * that against the queue when it was built, so qf__validate_element() and
