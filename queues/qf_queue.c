@@ -74,26 +74,10 @@ static void queue_destroy_fields(qf_queue *q)
     free(q);
 }
 
-static qf_code check_options(const qf_queue_options *o, bool allow_partial)
+/* Component dtypes, shapes (fully defined unless the queue pads) and
+ * names (non-empty, distinct). */
+static qf_code check_components(const qf_queue_options *o, bool allow_partial)
 {
-    if (!o)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
-    if (o->num_components == 0 || !o->dtypes)
-        return qf_set_error(QF_INVALID_ARGUMENT, "Empty component types for queue");
-    if (o->num_components > QF__MAX_COMPONENTS)
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "num_components %zu is more than an element holds (%d)",
-                            o->num_components, QF__MAX_COMPONENTS);
-    if (o->flags & ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER))
-        return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", o->flags,
-                            o->flags &
-                                ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER));
-    if (o->capacity == 0)
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "capacity must be > 0, or negative for an unbounded queue");
-    if (o->capacity > INT32_MAX)
-        return qf_set_error(QF_INVALID_ARGUMENT, "capacity %lld is larger than %d",
-                            (long long)o->capacity, INT32_MAX);
     for (size_t i = 0; i < o->num_components; i++)
         if (!qf_dtype_is_valid(o->dtypes[i]))
             return qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d for component %zu",
@@ -122,41 +106,43 @@ static qf_code check_options(const qf_queue_options *o, bool allow_partial)
     return QF_OK;
 }
 
+static qf_code check_options(const qf_queue_options *o, bool allow_partial)
+{
+    if (!o)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
+    if (o->num_components == 0 || !o->dtypes)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Empty component types for queue");
+    if (o->num_components > QF__MAX_COMPONENTS)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "num_components %zu is more than an element holds (%d)",
+                            o->num_components, QF__MAX_COMPONENTS);
+    if (o->flags & ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER))
+        return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", o->flags,
+                            o->flags &
+                                ~(unsigned)(QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER));
+    if (o->capacity == 0)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "capacity must be > 0, or negative for an unbounded queue");
+    if (o->capacity > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "capacity %lld is larger than %d",
+                            (long long)o->capacity, INT32_MAX);
+    return check_components(o, allow_partial);
+}
+
 /* The shared name a request asks for: TensorFlow treats "" as no name. */
 static const char *requested_shared_name(const qf_queue_options *o)
 {
     return o->shared_name && o->shared_name[0] ? o->shared_name : NULL;
 }
 
-qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
-                      const char *default_name, const qf__queue_ops *ops, bool allow_partial,
-                      qf_queue **ret_q)
+/* The queue's one allocation: the struct, zeroed, and the shared name (if
+ * any) after it. NULL when out of memory. */
+static qf_queue *alloc_queue(const qf_queue_options *o, const char *shared)
 {
-    qf_code rc = check_options(o, allow_partial);
-    if (rc != QF_OK)
-        return rc;
-    if (!ret_q)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
-
-    /* Shared queues (spec 9-11): an existing queue of that name, after the
-     * checks, is the result; otherwise create one and publish it below. */
-    const char *shared = requested_shared_name(o);
     size_t shared_len = shared ? strlen(shared) + 1 : 0;
-    if (shared) {
-        qf_queue *existing = NULL;
-        rc = qf__queue_find_shared(o, kind, kind_name, allow_partial, &existing);
-        if (rc != QF_OK)
-            return rc;
-        if (existing) {
-            *ret_q = existing;
-            return QF_OK;
-        }
-    }
-
-    /* The shared name lives in the same allocation, after the struct. */
     qf_queue *q = aligned_alloc(64, (sizeof(qf_queue) + shared_len + 63) & ~(size_t)63);
     if (!q)
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+        return NULL;
     memset(q, 0, sizeof(*q));
     if (shared) {
         char *tail = (char *)(q + 1);
@@ -164,6 +150,13 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
         q->shared_name = tail;
         q->shared_reg = o->registry ? o->registry : qf_queue_registry_default();
     }
+    return q;
+}
+
+/* The options that are plain values: kind, capacity, flags, spinning. */
+static void init_settings(qf_queue *q, const qf_queue_options *o, qf_queue_kind kind,
+                          const char *kind_name, const qf__queue_ops *ops, bool allow_partial)
+{
     if (kind == QF_QUEUE_RANDOM_SHUFFLE) {
         q->min_after_dequeue = o->min_after_dequeue;
         q->seed = o->seed;
@@ -184,31 +177,42 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     if (q->spin_ns > 1000000000)
         q->spin_ns = 1000000000;
     atomic_init(&q->spin_dyn, (int32_t)(q->spin_ns / 4));
+}
+
+/* The queue's own copies of its name and component dtypes, shapes and
+ * names. False when out of memory (what was copied is the queue's). */
+static bool copy_components(qf_queue *q, const qf_queue_options *o, const char *default_name)
+{
     /* A shared queue is named after its shared name, as in TensorFlow. */
-    q->name = dup_str(o->name ? o->name : shared ? shared : default_name);
+    q->name = dup_str(o->name ? o->name : q->shared_name ? q->shared_name : default_name);
     q->dtypes = malloc(q->ncomp * sizeof(qf_dtype));
     if (!q->name || !q->dtypes)
-        goto oom;
+        return false;
     memcpy(q->dtypes, o->dtypes, q->ncomp * sizeof(qf_dtype));
     if (o->shapes) {
         q->shapes = malloc(q->ncomp * sizeof(qf_shape));
         if (!q->shapes)
-            goto oom;
+            return false;
         memcpy(q->shapes, o->shapes, q->ncomp * sizeof(qf_shape));
     }
     if (o->names) {
         q->names = calloc(q->ncomp, sizeof(char *));
         if (!q->names)
-            goto oom;
+            return false;
         for (size_t i = 0; i < q->ncomp; i++)
             if (!(q->names[i] = dup_str(o->names[i])))
-                goto oom;
+                return false;
     }
     /* Rank 0 only: a padding queue's scalar component has nothing to pad,
      * so inline mode is safe for it too. */
     q->inline_mode =
         q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 && inline_dtype(q->dtypes[0]);
+    return true;
+}
 
+/* The ring and the wait lists. False when out of memory. */
+static bool init_ring(qf_queue *q)
+{
     /* Ring: the next power of two holding `capacity` (ck_ring keeps one
      * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
     unsigned slots;
@@ -223,7 +227,7 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     }
     q->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
     if (!q->ring.buf)
-        goto oom;
+        return false;
     qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity, true);
     atomic_init(&q->state, 0);
     qf_waitlist_init(&q->deq_waiters);
@@ -235,6 +239,41 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     atomic_init(&q->sp_busy, 0);
     atomic_init(&q->sc_busy, 0);
     qf_waitlist_init(&q->enq_waiters);
+    return true;
+}
+
+qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
+                      const char *default_name, const qf__queue_ops *ops, bool allow_partial,
+                      qf_queue **ret_q)
+{
+    qf_code rc = check_options(o, allow_partial);
+    if (rc != QF_OK)
+        return rc;
+    if (!ret_q)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
+
+    /* Shared queues (spec 9-11): an existing queue of that name, after the
+     * checks, is the result; otherwise create one and publish it below. */
+    const char *shared = requested_shared_name(o);
+    if (shared) {
+        qf_queue *existing = NULL;
+        rc = qf__queue_find_shared(o, kind, kind_name, allow_partial, &existing);
+        if (rc != QF_OK)
+            return rc;
+        if (existing) {
+            *ret_q = existing;
+            return QF_OK;
+        }
+    }
+
+    qf_queue *q = alloc_queue(o, shared);
+    if (!q)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+    init_settings(q, o, kind, kind_name, ops, allow_partial);
+    if (!copy_components(q, o, default_name) || !init_ring(q)) {
+        queue_destroy_fields(q);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+    }
     /* The FIFO engine needs nothing more: publish now. Other kinds finish
      * their own storage first and publish themselves. */
     if (shared && ops == &qf__fifo_ops)
@@ -243,9 +282,6 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
         qf__queue_track(q);
     *ret_q = q;
     return QF_OK;
-oom:
-    queue_destroy_fields(q);
-    return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
 }
 
 qf_code qf_fifo_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
@@ -560,8 +596,9 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
         qf__ring_set_symmetric(&q->ring);
 }
 
-/* qf_queue_poll_enqueue() without the per-element checks, for
- * runtime/pipeline/qf_batch.c (qf_queue_trusted-impl.h): its record sources make
+/* qf_queue_poll_enqueue() without the per-element checks, for the batch
+ * ops in runtime/pipeline/qf_batch_op.c (qf_queue_trusted-impl.h) whose
+ * source qf_batch.c's trusted_source() accepted: their record sources make
  * every element themselves (two scalar strings, no names, see
  * qf_record_to_element()) and the op only takes this path after matching
  * that against the queue when it was built, so qf__validate_element() and

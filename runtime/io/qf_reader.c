@@ -183,40 +183,51 @@ static qf_code check_size(const char *attr, int64_t v)
     return QF_OK;
 }
 
-qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
+/* A fixed-length reader's sizes; the buffer grows to hold a whole record
+ * and its footer, so ensure() can always satisfy a record from one
+ * window. */
+static qf_code check_fixed(const qf_reader_options *o, size_t *cap)
 {
-    if (!o || !ret_reader)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", o ? "ret_reader" : "options");
-    const qf__reader_ops *ops = ops_of(o->kind);
-    if (!ops)
-        return qf_set_error(QF_INVALID_ARGUMENT, "unknown reader kind %d", (int)o->kind);
+    /* TensorFlow checks in this order (spec 201). */
+    if (check_size("header_bytes", o->header_bytes) != QF_OK ||
+        check_size("record_bytes", o->record_bytes) != QF_OK ||
+        check_size("footer_bytes", o->footer_bytes) != QF_OK ||
+        check_size("hop_bytes", o->hop_bytes) != QF_OK)
+        return QF_INVALID_ARGUMENT;
+    if (o->record_bytes == 0)
+        return qf_set_error(QF_INVALID_ARGUMENT, "record_bytes must be > 0 not 0");
+    uint64_t window = (uint64_t)o->record_bytes + (uint64_t)o->footer_bytes;
+    if (window >= SIZE_MAX / 2)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED,
+                            "record_bytes + footer_bytes = %llu is too large",
+                            (unsigned long long)window);
+    if (*cap < window)
+        *cap = (size_t)window;
+    return QF_OK;
+}
+
+/* The buffer size and the options of the reader's kind; *cap is the
+ * buffer's size. */
+static qf_code check_kind_options(const qf_reader_options *o, const qf__reader_ops *ops,
+                                  size_t *cap)
+{
     if (o->buffer_bytes && o->buffer_bytes < QF__RBUF_MIN)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "buffer_bytes must be 0 (the default) or at least %d, not %zu",
                             (int)QF__RBUF_MIN, o->buffer_bytes);
-    size_t cap = o->buffer_bytes ? o->buffer_bytes : QF_READER_DEFAULT_BUFFER;
-    if (ops->kind == QF_READER_TEXT_LINE) {
-        if (check_size("skip_header_lines", o->skip_header_lines) != QF_OK)
-            return QF_INVALID_ARGUMENT;
-    } else if (ops->kind == QF_READER_FIXED_LENGTH_RECORD) {
-        /* TensorFlow checks in this order (spec 201). */
-        if (check_size("header_bytes", o->header_bytes) != QF_OK ||
-            check_size("record_bytes", o->record_bytes) != QF_OK ||
-            check_size("footer_bytes", o->footer_bytes) != QF_OK ||
-            check_size("hop_bytes", o->hop_bytes) != QF_OK)
-            return QF_INVALID_ARGUMENT;
-        if (o->record_bytes == 0)
-            return qf_set_error(QF_INVALID_ARGUMENT, "record_bytes must be > 0 not 0");
-        /* The buffer holds a whole record and its footer, so ensure() can
-         * always satisfy a record from one window. */
-        uint64_t window = (uint64_t)o->record_bytes + (uint64_t)o->footer_bytes;
-        if (window >= SIZE_MAX / 2)
-            return qf_set_error(QF_RESOURCE_EXHAUSTED,
-                                "record_bytes + footer_bytes = %llu is too large",
-                                (unsigned long long)window);
-        if (cap < window)
-            cap = (size_t)window;
-    }
+    *cap = o->buffer_bytes ? o->buffer_bytes : QF_READER_DEFAULT_BUFFER;
+    if (ops->kind == QF_READER_TEXT_LINE &&
+        check_size("skip_header_lines", o->skip_header_lines) != QF_OK)
+        return QF_INVALID_ARGUMENT;
+    if (ops->kind == QF_READER_FIXED_LENGTH_RECORD)
+        return check_fixed(o, cap);
+    return QF_OK;
+}
+
+/* What the reader reads through: LMDB built in, compression (for the
+ * kinds that have it) and the record size limit. */
+static qf_code check_stream_options(const qf_reader_options *o, const qf__reader_ops *ops)
+{
     if (ops->kind == QF_READER_LMDB && !qf__have_lmdb)
         return qf_set_error(QF_UNIMPLEMENTED, "qflow was built without LMDB (liblmdb-dev)");
     if (o->compression != QF_COMPRESSION_NONE && ops->kind != QF_READER_TFRECORD &&
@@ -230,12 +241,62 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     if (o->max_record_bytes >= SIZE_MAX / 2)
         return qf_set_error(QF_INVALID_ARGUMENT, "max_record_bytes %llu is too large",
                             (unsigned long long)o->max_record_bytes);
-    qf__zin *z = NULL;
-    if (o->compression != QF_COMPRESSION_NONE) {
-        qf_code zrc = qf__zin_new(o->compression, &o->zlib, &z);
-        if (zrc != QF_OK)
-            return zrc;
+    return QF_OK;
+}
+
+/* The read buffer of cap bytes: a run's block when the reader yields rows
+ * (they point into it, qf_strblock-impl.h), plain memory for the other
+ * file readers, none otherwise. False when out of memory. */
+static bool alloc_buffer(qf_reader *r, size_t cap)
+{
+    if (r->ops->next_rows && cap <= UINT32_MAX / 2) {
+        r->rb.pool = qf__strblock_pool_new(cap);
+        r->rb.blk = r->rb.pool ? qf__strblock_pool_get(r->rb.pool) : NULL;
+        r->rb.buf = r->rb.blk ? qf__strblock_data(r->rb.blk) : NULL;
+        r->rb.cap = cap;
+    } else if (r->ops->reads_files) {
+        r->rb.buf = malloc(cap);
+        r->rb.cap = cap;
     }
+    return !r->ops->reads_files || r->rb.buf;
+}
+
+/* The options the reader keeps, with their defaults. */
+static void set_options(qf_reader *r, const qf_reader_options *o)
+{
+    r->skip_header_lines = o->skip_header_lines;
+    if (r->ops->kind == QF_READER_FIXED_LENGTH_RECORD) {
+        r->record_bytes = (uint64_t)o->record_bytes;
+        r->header_bytes = (uint64_t)o->header_bytes;
+        r->footer_bytes = (uint64_t)o->footer_bytes;
+        r->hop_bytes = o->hop_bytes ? (uint64_t)o->hop_bytes : (uint64_t)o->record_bytes;
+    }
+    r->compression = o->compression;
+    r->zlib = o->zlib;
+    r->max_record_bytes = o->max_record_bytes;
+    if (!r->max_record_bytes && r->ops->kind == QF_READER_TFRECORD)
+        r->max_record_bytes = QF_READER_DEFAULT_MAX_RECORD;
+    r->on_warning = o->on_warning;
+    r->warning_arg = o->warning_arg;
+}
+
+qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
+{
+    if (!o || !ret_reader)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", o ? "ret_reader" : "options");
+    const qf__reader_ops *ops = ops_of(o->kind);
+    if (!ops)
+        return qf_set_error(QF_INVALID_ARGUMENT, "unknown reader kind %d", (int)o->kind);
+    size_t cap = 0;
+    qf_code rc = check_kind_options(o, ops, &cap);
+    if (rc == QF_OK)
+        rc = check_stream_options(o, ops);
+    if (rc != QF_OK)
+        return rc;
+    qf__zin *z = NULL;
+    if (o->compression != QF_COMPRESSION_NONE &&
+        (rc = qf__zin_new(o->compression, &o->zlib, &z)) != QF_OK)
+        return rc;
     qf_reader *r = calloc(1, sizeof(*r));
     if (!r) {
         qf__zin_free(z);
@@ -248,17 +309,7 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
     r->name = strdup(o->name ? o->name : ops->kind_name);
     r->rb.fd = -1;
     r->rb.eof = true;
-    if (ops->next_rows && cap <= UINT32_MAX / 2) {
-        /* Rows point into the buffer: it is a run (qf_strblock-impl.h). */
-        r->rb.pool = qf__strblock_pool_new(cap);
-        r->rb.blk = r->rb.pool ? qf__strblock_pool_get(r->rb.pool) : NULL;
-        r->rb.buf = r->rb.blk ? qf__strblock_data(r->rb.blk) : NULL;
-        r->rb.cap = cap;
-    } else if (ops->reads_files) {
-        r->rb.buf = malloc(cap);
-        r->rb.cap = cap;
-    }
-    if (!r->name || (ops->reads_files && !r->rb.buf)) {
+    if (!alloc_buffer(r, cap) || !r->name) {
         free_buffer(&r->rb);
         qf__zin_free(z);
         free(r->name);
@@ -266,20 +317,7 @@ qf_code qf_reader_new(const qf_reader_options *o, qf_reader **ret_reader)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a %s (%zu bytes)",
                             ops->kind_name, cap);
     }
-    r->skip_header_lines = o->skip_header_lines;
-    if (ops->kind == QF_READER_FIXED_LENGTH_RECORD) {
-        r->record_bytes = (uint64_t)o->record_bytes;
-        r->header_bytes = (uint64_t)o->header_bytes;
-        r->footer_bytes = (uint64_t)o->footer_bytes;
-        r->hop_bytes = o->hop_bytes ? (uint64_t)o->hop_bytes : (uint64_t)o->record_bytes;
-    }
-    r->compression = o->compression;
-    r->zlib = o->zlib;
-    r->max_record_bytes = o->max_record_bytes;
-    if (!r->max_record_bytes && ops->kind == QF_READER_TFRECORD)
-        r->max_record_bytes = QF_READER_DEFAULT_MAX_RECORD;
-    r->on_warning = o->on_warning;
-    r->warning_arg = o->warning_arg;
+    set_options(r, o);
     atomic_init(&r->produced, 0);
     atomic_init(&r->completed, 0);
     atomic_init(&r->warnings, 0);
@@ -623,8 +661,8 @@ static qf_code apply_resume(qf_reader *r)
     return rc;
 }
 
-static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
-                         size_t *ret_n)
+static qf_code check_read_args(const qf_reader *r, const qf_queue *q, size_t n, const waiter *w,
+                               const sink *sk, const size_t *ret_n)
 {
     if (!r || !q || !ret_n || (n && !sk->recs && !sk->slots) || (w->mode == WAIT_POLL && !w->waker))
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
@@ -633,44 +671,74 @@ static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, c
                             : !ret_n                            ? "ret_n"
                             : !w->waker && w->mode == WAIT_POLL ? "waker"
                                                                 : "records");
-    if (r->deferred) {
-        qf_status *d = r->deferred;
-        r->deferred = NULL;
-        qf_code code = qf_set_error(qf_status_code(d), "%s", qf_status_message(d));
-        qf_status_free(d);
-        return code;
+    return QF_OK;
+}
+
+/* The error an earlier call met after it had records to return, now
+ * returned (once). */
+static qf_code report_deferred(qf_reader *r)
+{
+    qf_status *d = r->deferred;
+    r->deferred = NULL;
+    qf_code code = qf_set_error(qf_status_code(d), "%s", qf_status_message(d));
+    qf_status_free(d);
+    return code;
+}
+
+/* An item in progress: the next one from the work queue, started. */
+static qf_code begin_item(qf_reader *r, qf_queue *q, const waiter *w)
+{
+    if (r->in_progress)
+        return QF_OK;
+    /* Only here with nothing produced yet (see the top). A restored state
+     * names its item itself. */
+    if (!r->resume_pending) {
+        qf_code rc = next_work(r, q, w);
+        if (rc != QF_OK)
+            return rc;
     }
+    return start_item(r);
+}
+
+/* Records of the item in progress into the sink, from *got up to n: until
+ * the item's end (*at_end), an error or QF_PENDING, or produce() stopping
+ * short of waiting (*stopped). */
+static qf_code produce_records(qf_reader *r, const sink *sk, size_t n, size_t *got, bool *at_end,
+                               bool *stopped)
+{
+    qf_code rc = QF_OK;
+    if (r->resume_seek) {
+        rc = apply_resume(r);
+        if (rc == QF_OK)
+            r->resume_seek = false;
+    }
+    while (rc == QF_OK && *got < n && !*at_end && !*stopped) {
+        size_t made = 0;
+        rc = produce(r, sk, *got, n, &made, at_end);
+        *got += made;
+        if (rc != QF_OK)
+            break;
+        *stopped = made == 0 && !*at_end && sk->slots && *got > 0;
+    }
+    return rc;
+}
+
+static qf_code read_into(qf_reader *r, qf_queue *q, size_t n, const waiter *w, const sink *sk,
+                         size_t *ret_n)
+{
+    qf_code rc = check_read_args(r, q, n, w, sk, ret_n);
+    if (rc != QF_OK)
+        return rc;
+    if (r->deferred)
+        return report_deferred(r);
     size_t got = 0;
     while (got < n) {
-        qf_code rc = QF_OK;
-        if (!r->in_progress) {
-            /* Only here with nothing produced yet (see the top). A restored
-             * state names its item itself. */
-            if (!r->resume_pending) {
-                rc = next_work(r, q, w);
-                if (rc != QF_OK)
-                    return rc;
-            }
-            rc = start_item(r);
-            if (rc != QF_OK)
-                return rc;
-        }
+        if ((rc = begin_item(r, q, w)) != QF_OK)
+            return rc;
         bool at_end = false;
         size_t before = got;
         bool stopped = false; /* produce() stopped short of waiting (see there) */
-        if (r->resume_seek) {
-            rc = apply_resume(r);
-            if (rc == QF_OK)
-                r->resume_seek = false;
-        }
-        while (rc == QF_OK && got < n && !at_end && !stopped) {
-            size_t made = 0;
-            rc = produce(r, sk, got, n, &made, &at_end);
-            got += made;
-            if (rc != QF_OK)
-                break;
-            stopped = made == 0 && !at_end && sk->slots && got > 0;
-        }
+        rc = produce_records(r, sk, n, &got, &at_end, &stopped);
         if (got > before)
             bump(&r->produced, (int64_t)(got - before));
         if (rc == QF_PENDING) {

@@ -147,15 +147,23 @@ static const char *kind_name_of(uint16_t kind)
     return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "unknown reader";
 }
 
-qf_code qf_reader_restore_state(qf_reader *r, const void *state, size_t len)
+/* A reader state's fields, checked; work and key point into the state. */
+typedef struct parsed_state {
+    uint32_t flags;
+    int64_t produced, completed;
+    uint64_t pos, index, skip;
+    const unsigned char *work, *key;
+    uint32_t work_len, key_len;
+} parsed_state;
+
+/* Magic, version, checksum and kind; *p is left after the kind. */
+static qf_code check_header(const qf_reader *r, const unsigned char *b, size_t len,
+                            const unsigned char **p)
 {
-    if (!r || !state)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", !r ? "reader" : "state");
-    const unsigned char *b = state;
     if (len < FIXED_BYTES + 12 || memcmp(b, MAGIC, 4) != 0)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: not a reader state", r->name);
-    const unsigned char *p = b + 4;
-    uint16_t version = (uint16_t)get(&p, 2);
+    *p = b + 4;
+    uint16_t version = (uint16_t)get(p, 2);
     if (version != QF_READER_STATE_VERSION)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s: reader state version %u is not supported (this qflow reads %d)",
@@ -165,69 +173,103 @@ qf_code qf_reader_restore_state(qf_reader *r, const void *state, size_t len)
     if (qf__crc32c_unmask(stored) != qf__crc32c(b, len - 4))
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (checksum mismatch)",
                             r->name);
-    uint16_t kind = (uint16_t)get(&p, 2);
+    uint16_t kind = (uint16_t)get(p, 2);
     if (kind != (uint16_t)r->ops->kind)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is from a %s, not a %s", r->name,
                             kind_name_of(kind), r->ops->kind_name);
-    uint32_t flags = (uint32_t)get(&p, 4);
-    int64_t produced = (int64_t)get(&p, 8);
-    int64_t completed = (int64_t)get(&p, 8);
+    return QF_OK;
+}
+
+/* The work item and resume key, the rest of the state up to its
+ * checksum. */
+static qf_code parse_item(const qf_reader *r, const unsigned char *b, size_t len,
+                          const unsigned char *p, parsed_state *st)
+{
+    size_t left = len - 4 - (size_t)(p - b);
+    st->work_len = (uint32_t)get(&p, 4);
+    left -= 4;
+    if (st->work_len > left || left - st->work_len < 4)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (work item length)",
+                            r->name);
+    st->work = p;
+    p += st->work_len;
+    left -= st->work_len;
+    st->key_len = (uint32_t)get(&p, 4);
+    left -= 4;
+    if (st->key_len != left)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (key length)",
+                            r->name);
+    st->key = p;
+    return QF_OK;
+}
+
+/* The state's fields into st, checked against the reader and each
+ * other. */
+static qf_code parse_state(const qf_reader *r, const unsigned char *b, size_t len, parsed_state *st)
+{
+    const unsigned char *p = NULL;
+    qf_code rc = check_header(r, b, len, &p);
+    if (rc != QF_OK)
+        return rc;
+    st->flags = (uint32_t)get(&p, 4);
+    st->produced = (int64_t)get(&p, 8);
+    st->completed = (int64_t)get(&p, 8);
     uint64_t fp = get(&p, 8);
-    uint64_t pos = get(&p, 8);
-    uint64_t index = get(&p, 8);
-    uint64_t skip = get(&p, 8);
+    st->pos = get(&p, 8);
+    st->index = get(&p, 8);
+    st->skip = get(&p, 8);
     if (fp != fingerprint(r))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s: reader state was made with other parameters (record sizes, "
                             "header lines, compression or max_record_bytes differ)",
                             r->name);
-    size_t left = len - 4 - (size_t)(p - b);
-    uint32_t work_len = (uint32_t)get(&p, 4);
-    left -= 4;
-    if (work_len > left || left - work_len < 4)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (work item length)",
-                            r->name);
-    const unsigned char *work = p;
-    p += work_len;
-    left -= work_len;
-    uint32_t key_len = (uint32_t)get(&p, 4);
-    left -= 4;
-    if (key_len != left)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (key length)",
-                            r->name);
-    const unsigned char *key = p;
+    if ((rc = parse_item(r, b, len, p, st)) != QF_OK)
+        return rc;
     /* One spelling per state: without an item in progress every position
      * field is 0 (what serialize writes). */
-    bool idle_junk = !(flags & 1u) && (work_len || key_len || pos || index || skip);
-    if ((flags & ~1u) || produced < 0 || completed < 0 || ((flags & 1u) && work_len == 0) ||
+    bool busy = (st->flags & 1u) != 0;
+    bool idle_junk = !busy && (st->work_len || st->key_len || st->pos || st->index || st->skip);
+    if ((st->flags & ~1u) || st->produced < 0 || st->completed < 0 || (busy && st->work_len == 0) ||
         idle_junk)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (fields)", r->name);
+    return QF_OK;
+}
+
+qf_code qf_reader_restore_state(qf_reader *r, const void *state, size_t len)
+{
+    if (!r || !state)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", !r ? "reader" : "state");
+    parsed_state st;
+    memset(&st, 0, sizeof(st));
+    qf_code rc = parse_state(r, state, len, &st);
+    if (rc != QF_OK)
+        return rc;
     /* Everything checked: allocate, then change the reader. */
     char *nwork = NULL, *nkey = NULL;
     size_t nwork_cap = 0;
-    if (qf__reserve(&nwork, &nwork_cap, work_len) != QF_OK)
+    if (qf__reserve(&nwork, &nwork_cap, st.work_len) != QF_OK)
         return QF_RESOURCE_EXHAUSTED;
-    if (key_len && !(nkey = malloc(key_len))) {
+    if (st.key_len && !(nkey = malloc(st.key_len))) {
         free(nwork);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory restoring a reader state");
     }
-    memcpy(nwork, work, work_len);
-    nwork[work_len] = '\0';
-    if (key_len)
-        memcpy(nkey, key, key_len);
+    memcpy(nwork, st.work, st.work_len);
+    nwork[st.work_len] = '\0';
+    if (st.key_len)
+        memcpy(nkey, st.key, st.key_len);
     qf_reader_reset(r); /* closes the current item, forgets a held-back error */
     free(r->work);
     r->work = nwork;
     r->work_cap = nwork_cap;
-    r->work_len = work_len;
+    r->work_len = st.work_len;
     free(r->resume_key);
     r->resume_key = nkey;
-    r->resume_key_len = key_len;
-    r->resume_pending = (flags & 1u) != 0;
-    r->resume_off = pos;
-    r->resume_index = index;
-    r->resume_skip = skip;
-    atomic_store_explicit(&r->produced, produced, memory_order_relaxed);
-    atomic_store_explicit(&r->completed, completed, memory_order_relaxed);
+    r->resume_key_len = st.key_len;
+    r->resume_pending = (st.flags & 1u) != 0;
+    r->resume_off = st.pos;
+    r->resume_index = st.index;
+    r->resume_skip = st.skip;
+    atomic_store_explicit(&r->produced, st.produced, memory_order_relaxed);
+    atomic_store_explicit(&r->completed, st.completed, memory_order_relaxed);
     return QF_OK;
 }

@@ -151,38 +151,23 @@ static qf_code truncated(const qf_tfrecord_random_reader *rr, uint64_t off)
     return qf_set_error(QF_DATA_LOSS, "truncated record at %" PRIu64 " in '%s'", off, rr->path);
 }
 
-qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t offset,
-                                       const char **ret_data, size_t *ret_len,
-                                       uint64_t *ret_next_offset)
+/* QF_OUT_OF_RANGE: no record starts at offset (at or past the end). */
+static qf_code no_record_at(qf_tfrecord_random_reader *rr, uint64_t offset)
 {
-    if (!rr || !ret_data || !ret_len)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
-                            !rr         ? "reader"
-                            : !ret_data ? "ret_data"
-                                        : "ret_len");
     uint64_t size = 0;
-    qf_code rc;
-    if (offset > (uint64_t)INT64_MAX - FIRST_READ) {
-        if ((rc = file_size(rr, &size)) != QF_OK)
-            return rc;
-        return qf_set_error(QF_OUT_OF_RANGE,
-                            "no record at offset %" PRIu64 " in '%s': it ends at %" PRIu64, offset,
-                            rr->path, size);
-    }
-    if ((rc = grow(rr, FIRST_READ)) != QF_OK)
+    qf_code rc = file_size(rr, &size);
+    if (rc != QF_OK)
         return rc;
-    /* Not the whole buffer: one large record read earlier must not make
-     * every later read of a small one large too. */
-    size_t got = 0;
-    if ((rc = pread_full(rr, rr->buf, FIRST_READ, offset, &got)) != QF_OK)
-        return rc;
-    if (got == 0) {
-        if ((rc = file_size(rr, &size)) != QF_OK)
-            return rc;
-        return qf_set_error(QF_OUT_OF_RANGE,
-                            "no record at offset %" PRIu64 " in '%s': it ends at %" PRIu64, offset,
-                            rr->path, size);
-    }
+    return qf_set_error(QF_OUT_OF_RANGE,
+                        "no record at offset %" PRIu64 " in '%s': it ends at %" PRIu64, offset,
+                        rr->path, size);
+}
+
+/* The record's header, the first got bytes read at offset: its length,
+ * checked against its checksum and max_record_bytes. */
+static qf_code check_header(const qf_tfrecord_random_reader *rr, uint64_t offset, size_t got,
+                            uint64_t *ret_len)
+{
     if (got < HEADER_BYTES)
         return truncated(rr, offset);
     const unsigned char *h = (const unsigned char *)rr->buf;
@@ -198,22 +183,59 @@ qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t o
                             "corrupted record at %" PRIu64 " in '%s' (length %" PRIu64
                             " is over max_record_bytes %" PRIu64 ")",
                             offset, rr->path, len, rr->max_record_bytes);
+    *ret_len = len;
+    return QF_OK;
+}
+
+/* The rest of a record of `total` bytes at offset whose first `got` bytes
+ * are in the buffer. */
+static qf_code read_rest(qf_tfrecord_random_reader *rr, uint64_t offset, size_t got, size_t total)
+{
+    if (got < FIRST_READ)
+        return truncated(rr, offset); /* the file ended inside it */
+    uint64_t size = 0;
+    qf_code rc = file_size(rr, &size);
+    if (rc != QF_OK)
+        return rc;
+    if (size < offset || size - offset < total)
+        return truncated(rr, offset);
+    if ((rc = grow(rr, total + 1)) != QF_OK)
+        return rc;
+    size_t more = 0;
+    if ((rc = pread_full(rr, rr->buf + got, total - got, offset + got, &more)) != QF_OK)
+        return rc;
+    if (got + more < total)
+        return truncated(rr, offset); /* shrank between fstat and pread */
+    return QF_OK;
+}
+
+qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t offset,
+                                       const char **ret_data, size_t *ret_len,
+                                       uint64_t *ret_next_offset)
+{
+    if (!rr || !ret_data || !ret_len)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !rr         ? "reader"
+                            : !ret_data ? "ret_data"
+                                        : "ret_len");
+    if (offset > (uint64_t)INT64_MAX - FIRST_READ)
+        return no_record_at(rr, offset);
+    qf_code rc = grow(rr, FIRST_READ);
+    if (rc != QF_OK)
+        return rc;
+    /* Not the whole buffer: one large record read earlier must not make
+     * every later read of a small one large too. */
+    size_t got = 0;
+    if ((rc = pread_full(rr, rr->buf, FIRST_READ, offset, &got)) != QF_OK)
+        return rc;
+    if (got == 0)
+        return no_record_at(rr, offset);
+    uint64_t len = 0;
+    if ((rc = check_header(rr, offset, got, &len)) != QF_OK)
+        return rc;
     size_t total = HEADER_BYTES + (size_t)len + FOOTER_BYTES;
-    if (total > got) {
-        if (got < FIRST_READ)
-            return truncated(rr, offset); /* the file ended inside it */
-        if ((rc = file_size(rr, &size)) != QF_OK)
-            return rc;
-        if (size < offset || size - offset < total)
-            return truncated(rr, offset);
-        if ((rc = grow(rr, total + 1)) != QF_OK)
-            return rc;
-        size_t more = 0;
-        if ((rc = pread_full(rr, rr->buf + got, total - got, offset + got, &more)) != QF_OK)
-            return rc;
-        if (got + more < total)
-            return truncated(rr, offset); /* shrank between fstat and pread */
-    }
+    if (total > got && (rc = read_rest(rr, offset, got, total)) != QF_OK)
+        return rc;
     char *data = rr->buf + HEADER_BYTES;
     if (qf__crc32c_unmask(load_le32((const unsigned char *)data + len)) !=
         qf__crc32c(data, (size_t)len))

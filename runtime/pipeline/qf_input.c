@@ -325,6 +325,86 @@ static qf_code make_rows(producer *p, const qf_tensor *const *in, size_t nc, qf_
     return QF_OK;
 }
 
+static qf_code check_producer_options(const qf_input_producer_options *o)
+{
+    if (o->num_epochs < 0)
+        return bad_epochs(o->num_epochs);
+    if (o->shuffle != QF_SHUFFLE_DEFAULT && o->shuffle != QF_SHUFFLE_ON &&
+        o->shuffle != QF_SHUFFLE_OFF)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "shuffle must be QF_SHUFFLE_DEFAULT, _ON or _OFF, not %d",
+                            (int)o->shuffle);
+    return QF_OK;
+}
+
+/* The producer's rows, or its deferred input, with the queue's dtypes and
+ * shapes in dt and sh; the rows checked against element_shape. */
+static qf_code plan_rows(producer *p, const qf_tensor *const *in, size_t nc, qf_deferred *deferred,
+                         const qf_shape *rows, const qf_input_producer_options *o,
+                         const char *empty_msg, qf_shape *sh, qf_dtype *dt)
+{
+    if (deferred) {
+        p->deferred = qf_deferred_ref(deferred);
+        p->row_shape = *rows;
+        sh[0] = *rows;
+        dt[0] = qf_deferred_dtype(deferred);
+        return QF_OK;
+    }
+    qf_code rc = make_rows(p, in, nc, sh, dt);
+    if (rc != QF_OK)
+        return rc;
+    if (p->n_rows == 0 && !empty_msg)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s", NON_EMPTY_ERR);
+    if (o->element_shape && (nc != 1 || !qf_shape_compatible(o->element_shape, &sh[0]))) {
+        char a[96], b[96];
+        return qf_set_error(
+            QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
+            qf_shape_format(o->element_shape, a, sizeof(a)), qf_shape_format(&sh[0], b, sizeof(b)));
+    }
+    return QF_OK;
+}
+
+static qf_code make_producer_queue(qf_scope *s, const qf_input_producer_options *o,
+                                   const char *name, size_t nc, qf_dtype *dt, qf_shape *sh,
+                                   qf_queue **ret)
+{
+    qf_queue_options qo;
+    memset(&qo, 0, sizeof(qo));
+    qo.capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
+    qo.num_components = nc;
+    qo.dtypes = dt;
+    qo.shapes = sh;
+    qo.name = name;
+    qo.shared_name = o->shared_name;
+    qo.registry = qf_scope_registry(s);
+    return qf_fifo_queue_new(&qo, ret);
+}
+
+/* The runner over the producer's one op, added to the scope. Once the
+ * runner is made it owns the producer (*pp becomes NULL), also when adding
+ * it fails. */
+static qf_code start_runner(qf_scope *s, producer **pp, const char *name,
+                            const qf_input_producer_options *o)
+{
+    char opname[256];
+    snprintf(opname, sizeof(opname), "%s_EnqueueMany", name);
+    qf_enqueue_op op = {.name = opname, .kind = QF_OP_POLL, .poll = producer_poll, .arg = *pp};
+    qf_queue_runner_options ro;
+    memset(&ro, 0, sizeof(ro));
+    ro.cancel_op = o->cancel_op;
+    ro.cancel_arg = o->cancel_arg;
+    ro.cleanup = producer_free;
+    ro.cleanup_arg = *pp;
+    qf_queue_runner *r = NULL;
+    qf_code rc = qf_queue_runner_new((*pp)->q, &op, 1, &ro, &r);
+    if (rc != QF_OK)
+        return rc;
+    *pp = NULL;
+    if ((rc = qf_scope_add_queue_runner(s, r, o->collection)) != QF_OK)
+        qf_queue_runner_free(r); /* frees the producer, and its queue reference */
+    return rc;
+}
+
 /* The shared constructor: rows, queue, runner, collection. With a
  * deferred input (nc 1, `in` unused) the rows are made by the first run,
  * and `rows` is the shape they must have (the queue's). */
@@ -336,13 +416,9 @@ static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc, qf_defe
     memset(&dflt, 0, sizeof(dflt));
     if (!o)
         o = &dflt;
-    if (o->num_epochs < 0)
-        return bad_epochs(o->num_epochs);
-    if (o->shuffle != QF_SHUFFLE_DEFAULT && o->shuffle != QF_SHUFFLE_ON &&
-        o->shuffle != QF_SHUFFLE_OFF)
-        return qf_set_error(QF_INVALID_ARGUMENT,
-                            "shuffle must be QF_SHUFFLE_DEFAULT, _ON or _OFF, not %d",
-                            (int)o->shuffle);
+    qf_code rc = check_producer_options(o);
+    if (rc != QF_OK)
+        return rc;
     if (!s)
         s = qf_scope_default();
     if (!s)
@@ -354,74 +430,24 @@ static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc, qf_defe
     qf_dtype dtypes[16];
     qf_shape *sh = nc <= 16 ? shapes : malloc(nc * sizeof(*sh));
     qf_dtype *dt = nc <= 16 ? dtypes : malloc(nc * sizeof(*dt));
-    qf_code rc = QF_OK;
-    qf_queue *q = NULL;
-    qf_queue_runner *r = NULL;
-    if (!p || !sh || !dt) {
+    if (!p || !sh || !dt)
         rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in an input producer");
-        goto fail;
+    if (rc == QF_OK)
+        rc = plan_rows(p, in, nc, deferred, rows, o, empty_msg, sh, dt);
+    if (rc == QF_OK) {
+        p->empty_msg = empty_msg;
+        p->num_epochs = o->num_epochs;
+        p->shuffle = o->shuffle != QF_SHUFFLE_OFF;
+        qf__rng_seed(&p->rng, o->seed);
+        rc = make_producer_queue(s, o, name, nc, dt, sh, &p->q); /* the producer's reference */
     }
-    if (deferred) {
-        p->deferred = qf_deferred_ref(deferred);
-        p->row_shape = *rows;
-        sh[0] = *rows;
-        dt[0] = qf_deferred_dtype(deferred);
-    } else if ((rc = make_rows(p, in, nc, sh, dt)) != QF_OK) {
-        goto fail;
-    }
-    if (!deferred && p->n_rows == 0 && !empty_msg) {
-        rc = qf_set_error(QF_INVALID_ARGUMENT, "%s", NON_EMPTY_ERR);
-        goto fail;
-    }
-    if (!deferred && o->element_shape &&
-        (nc != 1 || !qf_shape_compatible(o->element_shape, &sh[0]))) {
-        char a[96], b[96];
-        rc = qf_set_error(
-            QF_INVALID_ARGUMENT, "element_shape %s is not compatible with the input's rows %s",
-            qf_shape_format(o->element_shape, a, sizeof(a)), qf_shape_format(&sh[0], b, sizeof(b)));
-        goto fail;
-    }
-    p->empty_msg = empty_msg;
-    p->num_epochs = o->num_epochs;
-    p->shuffle = o->shuffle != QF_SHUFFLE_OFF;
-    qf__rng_seed(&p->rng, o->seed);
-
-    qf_queue_options qo;
-    memset(&qo, 0, sizeof(qo));
-    qo.capacity = o->capacity ? o->capacity : QF_INPUT_DEFAULT_CAPACITY;
-    qo.num_components = nc;
-    qo.dtypes = dt;
-    qo.shapes = sh;
-    qo.name = name;
-    qo.shared_name = o->shared_name;
-    qo.registry = qf_scope_registry(s);
-    if ((rc = qf_fifo_queue_new(&qo, &q)) != QF_OK)
-        goto fail;
-    p->q = q; /* the producer's reference */
-
-    char opname[256];
-    snprintf(opname, sizeof(opname), "%s_EnqueueMany", name);
-    qf_enqueue_op op = {.name = opname, .kind = QF_OP_POLL, .poll = producer_poll, .arg = p};
-    qf_queue_runner_options ro;
-    memset(&ro, 0, sizeof(ro));
-    ro.cancel_op = o->cancel_op;
-    ro.cancel_arg = o->cancel_arg;
-    ro.cleanup = producer_free;
-    ro.cleanup_arg = p;
-    if ((rc = qf_queue_runner_new(q, &op, 1, &ro, &r)) != QF_OK)
-        goto fail;
-    p = NULL; /* the runner owns it now */
-    if ((rc = qf_scope_add_queue_runner(s, r, o->collection)) != QF_OK) {
-        qf_queue_runner_free(r); /* frees the producer, and its queue reference */
-        goto out;
-    }
-    if (ret_queue)
+    qf_queue *q = p ? p->q : NULL;
+    if (rc == QF_OK)
+        rc = start_runner(s, &p, name, o);
+    if (rc == QF_OK && ret_queue)
         *ret_queue = qf_queue_ref(q);
-    goto out;
-fail:
     if (p)
         producer_free(p); /* also drops q when it got that far */
-out:
     if (sh != shapes)
         free(sh);
     if (dt != dtypes)

@@ -48,50 +48,115 @@ static const char *put_name(char **p, const char *a, const char *b)
     return s;
 }
 
-qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_ops,
-                            const qf_queue_runner_options *o, qf_queue_runner **ret)
+/* Op i's function or input fits its kind, and a pointer producer feeds a
+ * queue of pointers. */
+static qf_code check_op(qf_queue *queue, const qf_enqueue_op *op, size_t i)
 {
-    if (!queue || !ops || n_ops == 0 || !ret)
-        return qf_set_error(QF_INVALID_ARGUMENT, "Must provide queue and enqueue_ops.");
-    for (size_t i = 0; i < n_ops; i++) {
-        const qf_enqueue_op *op = &ops[i];
-        if (op->kind == QF_OP_PRODUCE_PTR &&
-            !(qf_queue_is_inline(queue) && qf_queue_dtype(queue, 0) == QF_PTR))
-            return qf_set_error(QF_INVALID_ARGUMENT,
-                                "Enqueue op %zu ('%s') produces pointers, but queue '%s' is not a "
-                                "queue of one scalar QF_PTR component",
-                                i, op->name ? op->name : "", qf_queue_name(queue));
-        bool ok = (op->kind == QF_OP_PRODUCE && op->produce) ||
-                  (op->kind == QF_OP_PRODUCE_PTR && op->produce_ptr) ||
-                  (op->kind == QF_OP_TRANSFORM && op->input) ||
-                  (op->kind == QF_OP_POLL && op->poll);
-        if (!ok)
-            return qf_set_error(QF_INVALID_ARGUMENT,
-                                "Enqueue op %zu ('%s') of the runner for queue '%s' lacks its "
-                                "function or input queue",
-                                i, op->name ? op->name : "", qf_queue_name(queue));
-    }
-    if (o && o->n_closed_codes)
-        for (size_t i = 0; i < o->n_closed_codes; i++)
-            if (!o->closed_codes || !qf_code_is_valid(o->closed_codes[i]) ||
-                o->closed_codes[i] == QF_OK)
-                return qf_set_error(QF_INVALID_ARGUMENT,
-                                    "queue_closed_exception_types must be canonical error codes "
-                                    "(got %d)",
-                                    o->closed_codes ? (int)o->closed_codes[i] : -1);
-    if (o && o->n_closed_codes > UINT32_MAX)
-        return qf_set_error(QF_INVALID_ARGUMENT, "too many queue_closed_exception_types");
+    if (op->kind == QF_OP_PRODUCE_PTR &&
+        !(qf_queue_is_inline(queue) && qf_queue_dtype(queue, 0) == QF_PTR))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Enqueue op %zu ('%s') produces pointers, but queue '%s' is not a "
+                            "queue of one scalar QF_PTR component",
+                            i, op->name ? op->name : "", qf_queue_name(queue));
+    bool ok = (op->kind == QF_OP_PRODUCE && op->produce) ||
+              (op->kind == QF_OP_PRODUCE_PTR && op->produce_ptr) ||
+              (op->kind == QF_OP_TRANSFORM && op->input) || (op->kind == QF_OP_POLL && op->poll);
+    if (!ok)
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "Enqueue op %zu ('%s') of the runner for queue '%s' lacks its "
+                            "function or input queue",
+                            i, op->name ? op->name : "", qf_queue_name(queue));
+    return QF_OK;
+}
 
-    /* One allocation: the struct, the ops, custom closed codes, then every
-     * name (a runner is per-queue state a program may hold thousands of). */
-    const char *qn = qf_queue_name(queue);
-    size_t n_closed = o && o->n_closed_codes ? o->n_closed_codes : 0;
+static qf_code check_closed_codes(const qf_queue_runner_options *o)
+{
+    for (size_t i = 0; i < o->n_closed_codes; i++)
+        if (!o->closed_codes || !qf_code_is_valid(o->closed_codes[i]) ||
+            o->closed_codes[i] == QF_OK)
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "queue_closed_exception_types must be canonical error codes "
+                                "(got %d)",
+                                o->closed_codes ? (int)o->closed_codes[i] : -1);
+    if (o->n_closed_codes > UINT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "too many queue_closed_exception_types");
+    return QF_OK;
+}
+
+/* Bytes for every name the runner keeps (each NUL-terminated): the ops'
+ * (or "enqueue_op_<i>"), then the close and cancel ops' (or the queue's
+ * defaults). */
+static size_t names_size(const char *qn, const qf_enqueue_op *ops, size_t n_ops,
+                         const qf_queue_runner_options *o)
+{
     size_t names = 0;
     for (size_t i = 0; i < n_ops; i++)
         names += (ops[i].name ? strlen(ops[i].name) : sizeof("enqueue_op_") + 20) + 1;
-    names += o && o->close_op_name ? strlen(o->close_op_name) + 1 : strlen(qn) + sizeof("_Close");
-    names +=
-        o && o->cancel_op_name ? strlen(o->cancel_op_name) + 1 : strlen(qn) + sizeof("_Close_1");
+    names += o->close_op_name ? strlen(o->close_op_name) + 1 : strlen(qn) + sizeof("_Close");
+    names += o->cancel_op_name ? strlen(o->cancel_op_name) + 1 : strlen(qn) + sizeof("_Close_1");
+    return names;
+}
+
+/* Close and cancel ops, their names at *p: the options', else the queue's
+ * own close (spec 130-131). */
+static void set_actions(qf_queue_runner *r, qf_queue *queue, const qf_queue_runner_options *o,
+                        char **p)
+{
+    const char *qn = qf_queue_name(queue);
+    r->close_op = o->close_op ? o->close_op : default_close;
+    r->close_arg = o->close_op ? o->close_arg : queue;
+    r->cancel_op = o->cancel_op ? o->cancel_op : default_cancel;
+    r->cancel_arg = o->cancel_op ? o->cancel_arg : queue;
+    r->close_name =
+        o->close_op_name ? put_name(p, o->close_op_name, "") : put_name(p, qn, "_Close");
+    r->cancel_name =
+        o->cancel_op_name ? put_name(p, o->cancel_op_name, "") : put_name(p, qn, "_Close_1");
+}
+
+/* The closed codes: a copy of the options' at `closed`, or the shared
+ * default. */
+static void set_closed(qf_queue_runner *r, const qf_queue_runner_options *o, qf_code *closed)
+{
+    if (o->n_closed_codes) {
+        memcpy(closed, o->closed_codes, o->n_closed_codes * sizeof(qf_code));
+        r->closed = closed;
+        r->n_closed = (uint32_t)o->n_closed_codes;
+    } else {
+        r->closed = default_closed;
+        r->n_closed = 1;
+    }
+}
+
+/* The ops, their names at *p; each input queue referenced. */
+static void set_ops(qf_queue_runner *r, const qf_enqueue_op *ops, size_t n_ops, char **p)
+{
+    for (size_t i = 0; i < n_ops; i++) {
+        r->ops[i].op = ops[i];
+        char idx[48];
+        snprintf(idx, sizeof(idx), "enqueue_op_%zu", i);
+        r->ops[i].op.name = put_name(p, ops[i].name ? ops[i].name : idx, "");
+        if (ops[i].input)
+            qf_queue_ref(ops[i].input);
+    }
+}
+
+qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_ops,
+                            const qf_queue_runner_options *opts, qf_queue_runner **ret)
+{
+    if (!queue || !ops || n_ops == 0 || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "Must provide queue and enqueue_ops.");
+    qf_code rc = QF_OK;
+    for (size_t i = 0; rc == QF_OK && i < n_ops; i++)
+        rc = check_op(queue, &ops[i], i);
+    const qf_queue_runner_options none = {0};
+    const qf_queue_runner_options *o = opts ? opts : &none;
+    if (rc != QF_OK || (rc = check_closed_codes(o)) != QF_OK)
+        return rc;
+
+    /* One allocation: the struct, the ops, custom closed codes, then every
+     * name (a runner is per-queue state a program may hold thousands of). */
+    size_t n_closed = o->n_closed_codes;
+    size_t names = names_size(qf_queue_name(queue), ops, n_ops, o);
     size_t head = sizeof(qf_queue_runner) + n_ops * sizeof(qf__op_rec);
     if (n_ops > (SIZE_MAX / 4) / sizeof(qf__op_rec) || n_closed > (SIZE_MAX / 4) / sizeof(qf_code))
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a QueueRunner");
@@ -101,35 +166,11 @@ qf_code qf_queue_runner_new(qf_queue *queue, const qf_enqueue_op *ops, size_t n_
     char *p = (char *)r + head + n_closed * sizeof(qf_code);
     r->queue = qf_queue_ref(queue);
     r->n_ops = n_ops;
-    r->close_op = o && o->close_op ? o->close_op : default_close;
-    r->close_arg = o && o->close_op ? o->close_arg : queue;
-    r->cancel_op = o && o->cancel_op ? o->cancel_op : default_cancel;
-    r->cancel_arg = o && o->cancel_op ? o->cancel_arg : queue;
-    r->close_name =
-        o && o->close_op_name ? put_name(&p, o->close_op_name, "") : put_name(&p, qn, "_Close");
-    r->cancel_name =
-        o && o->cancel_op_name ? put_name(&p, o->cancel_op_name, "") : put_name(&p, qn, "_Close_1");
-    if (n_closed) {
-        qf_code *closed = (qf_code *)((char *)r + head);
-        memcpy(closed, o->closed_codes, n_closed * sizeof(qf_code));
-        r->closed = closed;
-        r->n_closed = (uint32_t)n_closed;
-    } else {
-        r->closed = default_closed;
-        r->n_closed = 1;
-    }
-    for (size_t i = 0; i < n_ops; i++) {
-        r->ops[i].op = ops[i];
-        char idx[48];
-        snprintf(idx, sizeof(idx), "enqueue_op_%zu", i);
-        r->ops[i].op.name = put_name(&p, ops[i].name ? ops[i].name : idx, "");
-        if (ops[i].input)
-            qf_queue_ref(ops[i].input);
-    }
-    if (o) {
-        r->cleanup = o->cleanup;
-        r->cleanup_arg = o->cleanup_arg;
-    }
+    set_actions(r, queue, o, &p);
+    set_closed(r, o, (qf_code *)((char *)r + head));
+    set_ops(r, ops, n_ops, &p);
+    r->cleanup = o->cleanup;
+    r->cleanup_arg = o->cleanup_arg;
     *ret = r;
     return QF_OK;
 }
@@ -394,46 +435,48 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
     return leave(s, t, rc, false);
 }
 
-/* Split a batch element into row elements. Consumes the batch. */
-static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
+/* Rows in a batch from op s: its first component's first dimension. */
+static qf_code batch_rows(qf_queue *q, const qf_element *batch, const qf__rtask *s, int64_t *ret_n)
 {
-    size_t nc = qf_element_size(batch);
     const qf_tensor *t0 = qf_element_get(batch, 0);
-    if (!t0 || qf_tensor_shape(t0)->rank < 1) {
-        qf_element_free(batch);
+    if (!t0 || qf_tensor_shape(t0)->rank < 1)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Enqueue op '%s' for queue '%s' must produce a batch (rank >= 1)",
                             s->op->op.name, qf_queue_name(q));
-    }
     int64_t n = qf_tensor_shape(t0)->dims[0];
-    if (n < 0 || (uint64_t)n > UINT32_MAX) { /* rows are counted in 32 bits */
-        qf_element_free(batch);
+    if (n < 0 || (uint64_t)n > UINT32_MAX) /* rows are counted in 32 bits */
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "Enqueue op '%s' for queue '%s' produced a batch of %lld rows; at "
                             "most %u are supported",
                             s->op->op.name, qf_queue_name(q), (long long)n, (unsigned)UINT32_MAX);
-    }
-    qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
-    s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
-    if (!parts || !s->rows) {
-        free(parts);
-        qf_element_free(batch);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
-    }
+    *ret_n = n;
+    return QF_OK;
+}
+
+/* Each component of the batch unstacked: component c of row r goes to
+ * parts[c * n + r]. Parts not made stay NULL. */
+static qf_code unstack_batch(qf_element *batch, int64_t n, qf_tensor **parts)
+{
     qf_code rc = QF_OK;
+    size_t nc = qf_element_size(batch);
     for (size_t c = 0; c < nc && rc == QF_OK; c++) {
         qf_tensor *t = qf_element_take(batch, c);
         if (!t || qf_tensor_shape(t)->rank < 1 || qf_tensor_shape(t)->dims[0] != n) {
             qf_tensor_unref(t);
-            rc = qf_set_error(QF_INVALID_ARGUMENT,
-                              "All input tensors must have the same size in the 0th dimension. "
-                              "Component %zu differs",
-                              c);
-            break;
+            return qf_set_error(QF_INVALID_ARGUMENT,
+                                "All input tensors must have the same size in the 0th dimension. "
+                                "Component %zu differs",
+                                c);
         }
         rc = qf_tensor_unstack(t, parts + c * (size_t)n);
     }
-    qf_element_free(batch);
+    return rc;
+}
+
+/* The rows as elements in s->rows when the unstacking went well (rc),
+ * else every part dropped. */
+static void rows_of_parts(qf__rtask *s, qf_tensor **parts, int64_t n, size_t nc, qf_code rc)
+{
     for (int64_t i = 0; i < n; i++) {
         qf_tensor *row[64];
         qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(*rp));
@@ -448,6 +491,28 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
         if (rp != row)
             free(rp);
     }
+}
+
+/* Split a batch element into row elements. Consumes the batch. */
+static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
+{
+    size_t nc = qf_element_size(batch);
+    int64_t n = 0;
+    qf_code rc = batch_rows(q, batch, s, &n);
+    if (rc != QF_OK) {
+        qf_element_free(batch);
+        return rc;
+    }
+    qf_tensor **parts = calloc((size_t)(n ? n : 1) * nc, sizeof(*parts));
+    s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
+    if (!parts || !s->rows) {
+        free(parts);
+        qf_element_free(batch);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
+    }
+    rc = unstack_batch(batch, n, parts);
+    qf_element_free(batch);
+    rows_of_parts(s, parts, n, nc, rc);
     free(parts);
     s->nrows = rc == QF_OK ? (uint32_t)n : 0;
     s->row_i = 0;

@@ -372,17 +372,64 @@ static char *scoped(const char *scope, const char *name)
     return s;
 }
 
-qf_code qf_queue_runner_from_def(qf_scope *s, const char *text, const char *import_scope,
-                                 qf_queue_runner **ret)
-{
-    if (!s || !text || !ret)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL argument to qf_queue_runner_from_def");
-    char *copy = strdup(text);
-    char *queue_name = NULL, *close_name = NULL, *cancel_name = NULL;
-    char **op_names = NULL;
-    size_t n_ops = 0;
+/* A QueueRunnerDef's fields (its text form), the names already scoped. */
+typedef struct runner_def {
+    char *queue_name, *close_name, *cancel_name;
+    char **op_names;
+    size_t n_ops;
     qf_code codes[QF_CODE_COUNT];
-    size_t n_codes = 0;
+    size_t n_codes;
+} runner_def;
+
+static void runner_def_free(runner_def *d)
+{
+    for (size_t i = 0; i < d->n_ops; i++)
+        free(d->op_names[i]);
+    free(d->op_names);
+    free(d->queue_name);
+    free(d->close_name);
+    free(d->cancel_name);
+}
+
+/* Replace *field by the scoped name. */
+static void set_scoped(char **field, const char *import_scope, const char *val)
+{
+    free(*field);
+    *field = scoped(import_scope, val);
+}
+
+/* One `key: value` line's field into d. An enqueue op that finds no room
+ * is dropped here and reported missing by resolve_ops(). */
+static qf_code def_field(runner_def *d, const char *key, const char *val, const char *import_scope)
+{
+    if (strcmp(key, "queue_name") == 0) {
+        set_scoped(&d->queue_name, import_scope, val);
+    } else if (strcmp(key, "enqueue_op_name") == 0) {
+        char **no = realloc(d->op_names, (d->n_ops + 1) * sizeof(*no));
+        if (no) {
+            d->op_names = no;
+            d->op_names[d->n_ops++] = scoped(import_scope, val);
+        }
+    } else if (strcmp(key, "close_op_name") == 0) {
+        set_scoped(&d->close_name, import_scope, val);
+    } else if (strcmp(key, "cancel_op_name") == 0) {
+        set_scoped(&d->cancel_name, import_scope, val);
+    } else if (strcmp(key, "queue_closed_exception_types") == 0) {
+        int code = atoi(val);
+        if (!qf_code_is_valid(code) || code == QF_OK || d->n_codes == QF_CODE_COUNT)
+            return qf_set_error(QF_INVALID_ARGUMENT, "Bad queue_closed_exception_types %s", val);
+        d->codes[d->n_codes++] = (qf_code)code;
+    } else {
+        return qf_set_error(QF_INVALID_ARGUMENT, "Unknown QueueRunner definition field '%s'", key);
+    }
+    return QF_OK;
+}
+
+/* The definition's text into d (which holds what was parsed, also on
+ * failure). */
+static qf_code parse_def(const char *text, const char *import_scope, runner_def *d)
+{
+    char *copy = strdup(text);
     qf_code rc = QF_OK;
     char *save = NULL;
     for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line && rc == QF_OK;
@@ -390,110 +437,132 @@ qf_code qf_queue_runner_from_def(qf_scope *s, const char *text, const char *impo
         char *key, *val;
         if (!*line)
             continue;
-        if (!parse_line(line, &key, &val)) {
+        if (!parse_line(line, &key, &val))
             rc = qf_set_error(QF_INVALID_ARGUMENT, "Malformed QueueRunner definition line '%s'",
                               line);
-            break;
-        }
-        if (strcmp(key, "queue_name") == 0) {
-            free(queue_name);
-            queue_name = scoped(import_scope, val);
-        } else if (strcmp(key, "enqueue_op_name") == 0) {
-            char **no = realloc(op_names, (n_ops + 1) * sizeof(*no));
-            if (no) {
-                op_names = no;
-                op_names[n_ops++] = scoped(import_scope, val);
-            }
-        } else if (strcmp(key, "close_op_name") == 0) {
-            free(close_name);
-            close_name = scoped(import_scope, val);
-        } else if (strcmp(key, "cancel_op_name") == 0) {
-            free(cancel_name);
-            cancel_name = scoped(import_scope, val);
-        } else if (strcmp(key, "queue_closed_exception_types") == 0) {
-            int code = atoi(val);
-            if (!qf_code_is_valid(code) || code == QF_OK || n_codes == QF_CODE_COUNT)
-                rc = qf_set_error(QF_INVALID_ARGUMENT, "Bad queue_closed_exception_types %s", val);
-            else
-                codes[n_codes++] = (qf_code)code;
-        } else {
-            rc =
-                qf_set_error(QF_INVALID_ARGUMENT, "Unknown QueueRunner definition field '%s'", key);
-        }
+        else
+            rc = def_field(d, key, val, import_scope);
     }
-    if (rc == QF_OK && !queue_name)
+    free(copy);
+    if (rc == QF_OK && !d->queue_name)
         rc = qf_set_error(QF_INVALID_ARGUMENT, "QueueRunner definition has no queue_name");
+    return rc;
+}
 
+/* The scope's queue of that name (the last registered). s->lock held. */
+static qf_code resolve_queue(qf_scope *s, const char *queue_name, qf_queue **ret)
+{
     qf_queue *q = NULL;
-    qf_enqueue_op *ops = calloc(n_ops ? n_ops : 1, sizeof(*ops));
-    qf_queue_runner_options o = {0};
-    qf__lock(&s->lock);
-    for (size_t i = 0; rc == QF_OK && i < s->n_queues; i++)
+    for (size_t i = 0; i < s->n_queues; i++)
         if (strcmp(s->queues[i].name, queue_name) == 0)
             q = s->queues[i].q;
-    if (rc == QF_OK && !q)
-        rc = qf_set_error(QF_NOT_FOUND,
-                          "Queue '%s' of the QueueRunner definition is not "
-                          "registered in the scope",
-                          queue_name);
-    for (size_t i = 0; rc == QF_OK && i < n_ops; i++) {
+    if (!q)
+        return qf_set_error(QF_NOT_FOUND,
+                            "Queue '%s' of the QueueRunner definition is not "
+                            "registered in the scope",
+                            queue_name);
+    *ret = q;
+    return QF_OK;
+}
+
+/* The registered enqueue ops the definition names, into ops. s->lock held. */
+static qf_code resolve_ops(qf_scope *s, const runner_def *d, qf_enqueue_op *ops)
+{
+    for (size_t i = 0; i < d->n_ops; i++) {
+        const char *nm = d->op_names[i];
         bool found = false;
         for (size_t j = 0; j < s->n_ops && !found; j++)
-            if (op_names[i] && strcmp(s->ops[j].name, op_names[i]) == 0) {
+            if (nm && strcmp(s->ops[j].name, nm) == 0) {
                 ops[i] = s->ops[j].op;
                 found = true;
             }
         if (!found)
-            rc = qf_set_error(QF_NOT_FOUND, "Enqueue op '%s' is not registered in the scope",
-                              op_names[i] ? op_names[i] : "");
+            return qf_set_error(QF_NOT_FOUND, "Enqueue op '%s' is not registered in the scope",
+                                nm ? nm : "");
     }
-    /* Close/cancel ops: the queue's defaults by their default names, or
-     * registered actions. */
-    char *def_close = q ? scoped(qf_queue_name(q), "_Close") : NULL;
-    char *def_cancel = q ? scoped(qf_queue_name(q), "_Close_1") : NULL;
-    const char *names[2] = {close_name, cancel_name};
-    for (int k = 0; k < 2 && rc == QF_OK; k++) {
-        const char *nm = names[k];
-        const char *def = k == 0 ? def_close : def_cancel;
-        if (!nm || (def && strcmp(nm, def) == 0))
+    return QF_OK;
+}
+
+/* The close (k == 0) or cancel (k == 1) op named nm into o: nothing for
+ * none or the queue's default name `def`, else a registered action.
+ * s->lock held. */
+static qf_code resolve_action(qf_scope *s, int k, const char *nm, const char *def,
+                              qf_queue_runner_options *o)
+{
+    if (!nm || (def && strcmp(nm, def) == 0))
+        return QF_OK;
+    for (size_t j = 0; j < s->n_actions; j++) {
+        const named_action *a = &s->actions[j];
+        if (strcmp(a->name, nm) != 0)
             continue;
-        bool found = false;
-        for (size_t j = 0; j < s->n_actions && !found; j++)
-            if (strcmp(s->actions[j].name, nm) == 0) {
-                found = true;
-                if (k == 0) {
-                    o.close_op = s->actions[j].fn;
-                    o.close_arg = s->actions[j].arg;
-                    o.close_op_name = nm;
-                } else {
-                    o.cancel_op = s->actions[j].fn;
-                    o.cancel_arg = s->actions[j].arg;
-                    o.cancel_op_name = nm;
-                }
-            }
-        if (!found)
-            rc = qf_set_error(QF_NOT_FOUND, "%s op '%s' is not registered in the scope",
-                              k == 0 ? "Close" : "Cancel", nm);
+        if (k == 0) {
+            o->close_op = a->fn;
+            o->close_arg = a->arg;
+            o->close_op_name = nm;
+        } else {
+            o->cancel_op = a->fn;
+            o->cancel_arg = a->arg;
+            o->cancel_op_name = nm;
+        }
+        return QF_OK;
     }
-    if (rc == QF_OK) {
-        qf_queue_ref(q);
-        o.closed_codes = n_codes ? codes : NULL;
-        o.n_closed_codes = n_codes; /* empty: {OUT_OF_RANGE} (spec 146) */
-    }
-    qf__unlock(&s->lock);
-    if (rc == QF_OK) {
-        rc = qf_queue_runner_new(q, ops, n_ops, &o, ret);
-        qf_queue_unref(q);
-    }
+    return qf_set_error(QF_NOT_FOUND, "%s op '%s' is not registered in the scope",
+                        k == 0 ? "Close" : "Cancel", nm);
+}
+
+/* Close/cancel ops: the queue's defaults by their default names, or
+ * registered actions. s->lock held. */
+static qf_code resolve_actions(qf_scope *s, const runner_def *d, qf_queue *q,
+                               qf_queue_runner_options *o)
+{
+    char *def_close = scoped(qf_queue_name(q), "_Close");
+    char *def_cancel = scoped(qf_queue_name(q), "_Close_1");
+    qf_code rc = resolve_action(s, 0, d->close_name, def_close, o);
+    if (rc == QF_OK)
+        rc = resolve_action(s, 1, d->cancel_name, def_cancel, o);
     free(def_close);
     free(def_cancel);
+    return rc;
+}
+
+/* What the definition names, looked up in the scope: the queue (a
+ * reference in *ret_q), the ops and the close/cancel actions. */
+static qf_code resolve_def(qf_scope *s, const runner_def *d, qf_enqueue_op *ops,
+                           qf_queue_runner_options *o, qf_queue **ret_q)
+{
+    qf_queue *q = NULL;
+    qf__lock(&s->lock);
+    qf_code rc = resolve_queue(s, d->queue_name, &q);
+    if (rc == QF_OK)
+        rc = resolve_ops(s, d, ops);
+    if (rc == QF_OK)
+        rc = resolve_actions(s, d, q, o);
+    if (rc == QF_OK)
+        *ret_q = qf_queue_ref(q);
+    qf__unlock(&s->lock);
+    return rc;
+}
+
+qf_code qf_queue_runner_from_def(qf_scope *s, const char *text, const char *import_scope,
+                                 qf_queue_runner **ret)
+{
+    if (!s || !text || !ret)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL argument to qf_queue_runner_from_def");
+    runner_def d;
+    memset(&d, 0, sizeof(d));
+    qf_code rc = parse_def(text, import_scope, &d);
+    qf_enqueue_op *ops = calloc(d.n_ops ? d.n_ops : 1, sizeof(*ops));
+    qf_queue_runner_options o = {0};
+    qf_queue *q = NULL;
+    if (rc == QF_OK)
+        rc = resolve_def(s, &d, ops, &o, &q);
+    if (rc == QF_OK) {
+        o.closed_codes = d.n_codes ? d.codes : NULL;
+        o.n_closed_codes = d.n_codes; /* empty: {OUT_OF_RANGE} (spec 146) */
+        rc = qf_queue_runner_new(q, ops, d.n_ops, &o, ret);
+        qf_queue_unref(q);
+    }
     free(ops);
-    for (size_t i = 0; i < n_ops; i++)
-        free(op_names[i]);
-    free(op_names);
-    free(queue_name);
-    free(close_name);
-    free(cancel_name);
-    free(copy);
+    runner_def_free(&d);
     return rc;
 }
