@@ -474,23 +474,30 @@ static qf_code unstack_batch(qf_element *batch, int64_t n, qf_tensor **parts)
 }
 
 /* The rows as elements in s->rows when the unstacking went well (rc),
- * else every part dropped. */
-static void rows_of_parts(qf__rtask *s, qf_tensor **parts, int64_t n, size_t nc, qf_code rc)
+ * else every part dropped; returns rc, or QF_RESOURCE_EXHAUSTED when the
+ * row array of a batch of over 64 components cannot be had (then every part
+ * is dropped too, so nothing leaks). qf_element_of() copies the array, so
+ * one serves every row. */
+static qf_code rows_of_parts(qf__rtask *s, qf_tensor **parts, int64_t n, size_t nc, qf_code rc)
 {
+    qf_tensor *row[64];
+    qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(*rp));
+    if (!rp && rc == QF_OK)
+        rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
     for (int64_t i = 0; i < n; i++) {
-        qf_tensor *row[64];
-        qf_tensor **rp = nc <= 64 ? row : malloc(nc * sizeof(*rp));
-        for (size_t c = 0; rp && c < nc; c++)
-            rp[c] = parts[c * (size_t)n + (size_t)i];
-        if (rc == QF_OK && rp) {
-            s->rows[i] = qf_element_of(nc, rp);
-        } else {
-            for (size_t c = 0; rp && c < nc; c++)
-                qf_tensor_unref(rp[c]);
+        for (size_t c = 0; c < nc; c++) {
+            qf_tensor *part = parts[c * (size_t)n + (size_t)i];
+            if (rc == QF_OK)
+                rp[c] = part;
+            else
+                qf_tensor_unref(part);
         }
-        if (rp != row)
-            free(rp);
+        if (rc == QF_OK)
+            s->rows[i] = qf_element_of(nc, rp);
     }
+    if (rp != row)
+        free(rp);
+    return rc;
 }
 
 /* Split a batch element into row elements. Consumes the batch. */
@@ -507,12 +514,14 @@ static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
     s->rows = calloc((size_t)(n ? n : 1), sizeof(*s->rows));
     if (!parts || !s->rows) {
         free(parts);
+        free(s->rows);
+        s->rows = NULL;
         qf_element_free(batch);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory splitting a batch");
     }
     rc = unstack_batch(batch, n, parts);
     qf_element_free(batch);
-    rows_of_parts(s, parts, n, nc, rc);
+    rc = rows_of_parts(s, parts, n, nc, rc);
     free(parts);
     s->nrows = rc == QF_OK ? (uint32_t)n : 0;
     s->row_i = 0;

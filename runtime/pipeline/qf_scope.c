@@ -552,6 +552,8 @@ qf_code qf_queue_runner_from_def(qf_scope *s, const char *text, const char *impo
     memset(&d, 0, sizeof(d));
     qf_code rc = parse_def(text, import_scope, &d);
     qf_enqueue_op *ops = calloc(d.n_ops ? d.n_ops : 1, sizeof(*ops));
+    if (!ops && rc == QF_OK)
+        rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory reading a QueueRunnerDef");
     qf_queue_runner_options o = {0};
     qf_queue *q = NULL;
     if (rc == QF_OK)
