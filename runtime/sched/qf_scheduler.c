@@ -59,7 +59,12 @@
  * steps rather than going through the run queues after every one, as
  * Tokio's coop budget and Go's time slice do. Each poll starts a new
  * budget (run_task). Cheap steps that yield one by one cost a push, a
- * fence and a pop each; the budget bounds how long the others wait.
+ * fence and a pop each, and a runner woken for one free slot used to put,
+ * yield, run again only to find the queue full and park: with a budget of
+ * two it parks on the second put. The budget is kept small because it is
+ * also the most a runner puts per turn while others wait:
+ * test_sched_fair's round of 4 x N elements must reach all N runners (a
+ * budget of 8 left half of 10,000 runners at zero under TSan).
  */
 #include <errno.h>
 #include <sched.h>
@@ -81,7 +86,7 @@
 #define STEAL_BATCH 32
 #define SEARCH_ROUNDS 32
 #define SEARCH_PAUSES 4
-#define COOP_BUDGET 8
+#define COOP_BUDGET 2
 
 static _Thread_local qf__worker *tls_worker;
 static _Thread_local qf_task *tls_task;
