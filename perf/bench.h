@@ -138,6 +138,7 @@ void bench_register_pipeline(void);
 void bench_register_coord(void);
 void bench_register_runners(void);
 void bench_register_task(void);
+void bench_register_task_tput(void);
 void bench_register_kinds(void);
 void bench_register_fair(void);
 void bench_register_nats(void); /* only with QF_HAVE_NATS (bench_nats.c) */

@@ -309,7 +309,7 @@ static char fair_names[N_SIZES][F_N][40];
 static fair_shared fair_sh[N_SIZES][2];
 static fair_case fair_cases[N_SIZES][F_N][2];
 static go_cfg go_runners_cfg[3], go_pingpong_task_cfg;
-static char go_runners_names[3][32];
+static char go_runners_names[3][32], go_runners_task_names[3][32];
 
 static void go_runners_tput(bench_rep *r)
 {
@@ -364,6 +364,23 @@ void bench_register_fair(void)
                      tput_sizes[s]);
             bench_register(&(bench_case){
                 .name = go_runners_names[s],
+                .impl = "go_chan",
+                .unit = BENCH_ITEMS_PER_S,
+                .params = {{.key = "runners", .num = tput_sizes[s]},
+                           {.key = "capacity", .num = CAPACITY},
+                           {.key = "consumer", .str = "1 goroutine, 1 element per receive"},
+                           {.key = "measures",
+                            .str = "elements/s the consumer took in the window"}},
+                .note = "N goroutines sending to one buffered channel (perf/go/qfbench.go)",
+                .run = go_runners_tput,
+                .arg = &go_runners_cfg[s],
+            });
+            /* Go's consumer is a goroutine already: the same program is
+             * the baseline of the task-consumer rows (bench_runners.c). */
+            snprintf(go_runners_task_names[s], sizeof(go_runners_task_names[s]),
+                     "runners.tput.task.%u", tput_sizes[s]);
+            bench_register(&(bench_case){
+                .name = go_runners_task_names[s],
                 .impl = "go_chan",
                 .unit = BENCH_ITEMS_PER_S,
                 .params = {{.key = "runners", .num = tput_sizes[s]},

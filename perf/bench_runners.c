@@ -149,7 +149,77 @@ static void check_qf(qf_code c, const char *what)
         bench_fail("%s: %s: %s", what, qf_code_name(c), qf_last_message());
 }
 
-static void run_qflow(const rb_cfg *cfg, rb_result *out)
+/* The consumer as a task on the runners' own runtime (runners.tput.task.<N>):
+ * the same phases as rb_consume() (every runner's first element, warm-up,
+ * window), kept across polls; it parks only when the queue is empty, as a
+ * goroutine blocks only on an empty channel. */
+typedef struct task_consumer {
+    checker c;
+    qf_queue *q;
+    const rb_cfg *cfg;
+    int phase; /* 0: until all delivered, 1: warm-up, 2: window */
+    uint64_t t0, phase_end, k, n;
+    double tput;
+} task_consumer;
+
+static qf_code consume_task(qf_task *t, void *arg)
+{
+    task_consumer *s = arg;
+    for (;;) {
+        void *v;
+        qf_code rc = qf_queue_poll_dequeue_ptr(s->q, qf_task_waker(t), &v);
+        if (rc == QF_PENDING)
+            return rc;
+        if (rc != QF_OK)
+            bench_fail("runners/%s: qf_queue_poll_dequeue_ptr: %s", s->c.impl, qf_code_name(rc));
+        check_value(&s->c, v);
+        s->n++;
+        if (++s->k % CHECK_EVERY)
+            continue;
+        uint64_t now = bench_now_ns();
+        if (s->phase == 0) {
+            if (s->c.delivered == s->c.runners) {
+                s->phase = 1;
+                s->phase_end = now + s->cfg->warmup_ns;
+            } else if (now - s->t0 > START_LIMIT_NS) {
+                bench_fail("runners/%s: only %u of %u runners delivered an element in %u s",
+                           s->c.impl, s->c.delivered, s->c.runners,
+                           (unsigned)(START_LIMIT_NS / 1000000000u));
+            }
+        } else if (s->phase == 1 && now >= s->phase_end) {
+            s->phase = 2;
+            s->n = 0;
+            s->t0 = now;
+            s->phase_end = now + s->cfg->window_ns;
+        } else if (s->phase == 2 && now >= s->phase_end) {
+            s->tput = (double)s->n / ((double)(now - s->t0) / 1e9);
+            return QF_OK;
+        }
+    }
+}
+
+static void consume_as_task(const rb_cfg *cfg, qf_runtime *rt, qf_queue *q, rb_result *out)
+{
+    task_consumer s = {.c = {.last = calloc(cfg->runners, sizeof(uint32_t)),
+                             .runners = cfg->runners,
+                             .impl = cfg->impl},
+                       .q = q,
+                       .cfg = cfg,
+                       .t0 = bench_now_ns()};
+    if (!s.c.last)
+        bench_fail("out of memory");
+    qf_task *t = NULL;
+    check_qf(qf_task_spawn(rt, consume_task, &s, &(qf_task_options){.name = "consumer"}, &t),
+             "qf_task_spawn");
+    check_qf(qf_task_join(t, QF_FOREVER, NULL), "consumer task");
+    qf_task_unref(t);
+    out->tput = s.tput;
+    int64_t peak = proc_status_bytes("VmHWM");
+    out->rss_growth = peak < 0 || cfg->rss_base < 0 ? NAN : (double)(peak - cfg->rss_base);
+    free(s.c.last);
+}
+
+static void run_qflow_with(const rb_cfg *cfg, rb_result *out, bool consumer_task)
 {
     unsigned n = cfg->runners;
     qf_runtime *rt = NULL;
@@ -175,7 +245,10 @@ static void run_qflow(const rb_cfg *cfg, rb_result *out)
             bench_fail("qf_queue_runner_start started %zu tasks, not 1", started);
     }
 
-    rb_consume(cfg, dequeue_qflow, q, out);
+    if (consumer_task)
+        consume_as_task(cfg, rt, q, out);
+    else
+        rb_consume(cfg, dequeue_qflow, q, out);
 
     uint64_t t0 = bench_now_ns();
     qf_coord_request_stop(coord, NULL);
@@ -193,6 +266,16 @@ static void run_qflow(const rb_cfg *cfg, rb_result *out)
     qf_coord_free(coord);
     free(runners);
     free(prod);
+}
+
+static void run_qflow(const rb_cfg *cfg, rb_result *out)
+{
+    run_qflow_with(cfg, out, false);
+}
+
+static void run_qflow_task_consumer(const rb_cfg *cfg, rb_result *out)
+{
+    run_qflow_with(cfg, out, true);
 }
 
 /* --------------------------------------------------------------- harness */
@@ -312,6 +395,11 @@ static const unsigned sizes[N_SIZES] = {100, 1000, 10000};
 static char names[N_SIZES][N_METRICS][32];
 static rb_shared shared[N_SIZES][N_IMPLS];
 static rb_case cases[N_SIZES][N_METRICS][N_IMPLS];
+/* runners.tput.task.<N>: its own bench name, since a variant of qflow in
+ * the same bench would be judged as one of qflow's baselines. */
+static char task_names[N_SIZES][32];
+static rb_shared task_shared[N_SIZES];
+static rb_case task_cases[N_SIZES];
 
 void bench_register_runners(void)
 {
@@ -348,5 +436,21 @@ void bench_register_runners(void)
                 });
             }
         }
+        task_shared[s] = (rb_shared){.impl = "qflow", .fn = run_qflow_task_consumer, .runners = n};
+        task_cases[s] = (rb_case){.shared = &task_shared[s], .metric = M_TPUT};
+        snprintf(task_names[s], sizeof(task_names[s]), "runners.tput.task.%u", n);
+        bench_register(&(bench_case){
+            .name = task_names[s],
+            .impl = "qflow",
+            .unit = BENCH_ITEMS_PER_S,
+            .params = {{.key = "runners", .num = n},
+                       {.key = "capacity", .num = RB_CAPACITY},
+                       {.key = "consumer", .str = "1 task on the same runtime, 1 element per poll"},
+                       {.key = "measures", .str = metric_what[M_TPUT]}},
+            .note = "N QueueRunners as tasks on a pool of one worker per CPU, the consumer a "
+                    "task beside them; bare pointers, no allocation",
+            .run = run_runners,
+            .arg = &task_cases[s],
+        });
     }
 }

@@ -7,6 +7,8 @@
 //	         one buffered channel (queue.tput.*); prints items_per_s.
 //	pingpong two goroutines bounce a value through two buffered channels
 //	         (queue.pingpong.task); prints p50_ns and p99_ns of a round trip.
+//	spawn    N `go f()` from the main goroutine (task.spawn); prints
+//	         ns_per_task.
 //	runners  N producer goroutines feed one buffered channel, one consumer
 //	         reads for a fixed window (runners.tput.*, runners.fair.*);
 //	         prints items_per_s, per-producer min/median/max, zero count and
@@ -178,12 +180,34 @@ func runners(n, capacity int, window time.Duration, afterFirst bool) {
 	fmt.Printf("all_first_ns %d\n", int64(allFirst))
 }
 
+// spawn: n goroutines started with `go f()` from the main goroutine, each
+// bumping a counter; prints the time from the first `go` until the last
+// has ended, per goroutine.
+func spawn(n int) {
+	var wg sync.WaitGroup
+	var ended atomic.Int64
+	wg.Add(n)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		go func() {
+			ended.Add(1)
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if ended.Load() != int64(n) {
+		fail("spawn: %d of %d goroutines ran", ended.Load(), n)
+	}
+	fmt.Printf("ns_per_task %.1f\n", float64(el.Nanoseconds())/float64(n))
+}
+
 func main() {
-	mode := flag.String("mode", "tput", "tput | pingpong | runners | runners_fair")
+	mode := flag.String("mode", "tput", "tput | pingpong | runners | runners_fair | spawn")
 	p := flag.Int("producers", 1, "producer goroutines (tput, runners)")
 	c := flag.Int("consumers", 1, "consumer goroutines (tput)")
 	capacity := flag.Int("capacity", 1024, "channel buffer")
-	items := flag.Int("items", 1000000, "values in all (tput) or rounds (pingpong)")
+	items := flag.Int("items", 1000000, "values in all (tput), rounds (pingpong) or goroutines (spawn)")
 	window := flag.Duration("window", 2*time.Second, "runners: how long the consumer reads")
 	flag.Parse()
 	switch *mode {
@@ -193,6 +217,8 @@ func main() {
 		pingpong(*items, *capacity)
 	case "runners":
 		runners(*p, *capacity, *window, false)
+	case "spawn":
+		spawn(*items)
 	case "runners_fair":
 		runners(*p, *capacity, *window, true)
 	default:
