@@ -604,7 +604,10 @@ bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
         if (qf__in_task()) {
             /* Sleeping here would hold a worker: a task registers a waker
              * (qf_coord_register_waker) instead. */
-            qf__blocking_in_task_error("qf_coord_wait_for_stop");
+            qf__blocking_in_task_error_instead(
+                "qf_coord_wait_for_stop",
+                "check qf_coord_should_stop(), or register a waker with "
+                "qf_coord_register_waker() (or watch qf_coord_stop_fd()) and park");
             return false;
         }
         if (!(w & SLEEPERS)) {
@@ -1215,11 +1218,16 @@ static void members_put_back(qf_coord *c, qf_coord_member **ms, size_t n_reg)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* What a task does instead of a join (join has no poll form). */
+#define JOIN_INSTEAD                                                                               \
+    "check qf_coord_members_done() (non-blocking) from the task, and join from a thread that "     \
+    "runs no tasks once it is true"
+
 static qf_code join_impl(qf_coord *c, const join_args *a)
 {
     const qf__join_driver *drv = a->drv;
     if (qf__in_task())
-        return qf__blocking_in_task_error(a->what);
+        return qf__blocking_in_task_error_instead(a->what, JOIN_INSTEAD);
     int jfd = -1;
     if (drv) {
         /* One driven join at a time: the join fd has one reader. */
@@ -1460,7 +1468,7 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
         return qf__set_error_static(QF_INVALID_ARGUMENT,
                                     "qf_coord_join: extra_threads is NULL with n_extra > 0");
     if (qf__in_task())
-        return qf__blocking_in_task_error("qf_coord_join");
+        return qf__blocking_in_task_error_instead("qf_coord_join", JOIN_INSTEAD);
     if (!(stop_grace_period_secs >= 0))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",
@@ -1511,4 +1519,27 @@ qf_code qf__coord_join_driven(qf_coord *c, const char *what, bool until, qf_dead
                    .report = ret_report,
                    .drv = drv};
     return join_impl(c, &a);
+}
+
+/* ------------------------------------------------------------------------
+ * Non-blocking members check (for schedulers that must not join from a
+ * task: join has no poll form).
+ */
+
+bool qf_coord_members_done(const qf_coord *c)
+{
+    if (!c) {
+        null_coord("qf_coord_members_done: coordinator (c) is NULL");
+        return false;
+    }
+    qf_coord *cm = (qf_coord *)c;
+    bool done = true;
+    pthread_mutex_lock(&cm->lock);
+    /* A foreign thread's end is known only by joining it, which would reap
+     * it behind join's back: it counts as running until a join. */
+    for (qf_coord_member *m = cm->members_head; m && done; m = m->next)
+        done = m->kind != MEMBER_THREAD_FOREIGN &&
+               atomic_load_explicit(&m->done, memory_order_acquire) != 0;
+    pthread_mutex_unlock(&cm->lock);
+    return done;
 }
