@@ -31,10 +31,10 @@
  *   registered on a first *moves* it (it is withdrawn there first, as by
  *   qf_waker_withdraw(): a wake that list delivers meanwhile goes on to its
  *   next waiter); registering it again on the list it is on keeps the one
- *   registration. So a waker cannot
- *   wait for two things at once: a task that must wake on either of two
- *   events uses two wakers (each with a wake function that makes the task
- *   runnable) and cancels the one that did not fire.
+ *   registration. So a waker cannot wait for two things at once: a task
+ *   that must wake on either of two events uses two wakers (each with a
+ *   wake function that makes the task runnable) and cancels the one that
+ *   did not fire.
  *
  *   Reuse after it fires. Once woken, the waker needs no re-initialisation:
  *   the owner registers it again (directly, or by calling a poll form again
@@ -44,32 +44,21 @@
  *   owner never has to. The wake function itself must not register, cancel
  *   or withdraw the waker it was called for (that would wait for its own
  *   return). A waker may be freed (or its stack frame left) once its state
- *   is IDLE or DONE, or once qf_waitlist_cancel() returned; never while it
- *   is REGISTERED or CLAIMED.
+ *   is IDLE or DONE (qf_waitlist_cancel() returns with it so, unless it is
+ *   registered on another list); never while it is REGISTERED or CLAIMED.
  *
  *   qf_waker_consumed(). A woken waker remembers the list that woke it until
  *   it is registered again, so that qf_waker_withdraw() (used to abandon a
  *   wait, e.g. when a parked task is cancelled) can hand an unused wake on
- *   to the next waiter there. When the poll the wake was for succeeded,
- *   call qf_waker_consumed(w) before a later qf_waker_withdraw(w) could run:
- *   otherwise the withdraw wakes another waiter for nothing (harmless, it
- *   re-checks, but it costs a wake). Registering the waker again (a new
- *   poll) forgets the earlier wake by itself; qf_waitlist_cancel() never
- *   passes a wake on.
- *
- * Synchronization table
- *   register / cancel / wake     any threads concurrently on one list;
- *                                short internal lock (spin, then futex) held
- *                                only while linking/unlinking, never during
- *                                a wake function or a syscall.
- *   qf_waitlist_has_waiters      wait-free, one relaxed load.
- *   qf_waker_wait_until          blocking (thread wakers only).
- *   qf_eventcount_*              prepare/notify wait-free; wait blocking.
- *
- * Bad input: a NULL waker, wait list or event count is refused (calls
- * returning int give QF_INVALID_ARGUMENT, the others a neutral value or
- * nothing) with the error recorded and nothing changed; qf_waitlist_destroy
- * and the async-signal-safe qf_eventcount_notify take NULL quietly.
+ *   to the next waiter there. qflow's own poll forms (queues, serving,
+ *   readers) mark the wake used themselves when the poll succeeds, so a
+ *   scheduler that only passes its wakers to them never calls this. Code
+ *   that drives wait lists itself (qf_waitlist_register, then its own
+ *   re-check) calls qf_waker_consumed(w) when the re-check after a wake
+ *   succeeded; without it a later qf_waker_withdraw(w) wakes another waiter
+ *   for nothing (harmless, every waiter re-checks, but it costs a wake).
+ *   Registering the waker again forgets the earlier wake by itself, and
+ *   qf_waitlist_cancel() never passes a wake on.
  */
 #ifndef QF_WAKER_H
 #define QF_WAKER_H

@@ -1709,7 +1709,7 @@ Test(coordinator, members_done_is_callable_inside_a_task_where_join_is_refused, 
     cr_assert_eq(qf_coord_member_new(c, "m", &m), QF_OK);
     bool was = qf_thread_set_task_runner(true);
     cr_expect(!was);
-    qf_set_error(QF_OK, "");
+    qf_set_error(QF_OK, "(nothing recorded)");
     cr_expect(!qf_coord_members_done(c));
     cr_expect_eq(qf_last_code(), QF_OK, "members_done records nothing: %s", qf_last_message());
     cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_FAILED_PRECONDITION);
