@@ -411,7 +411,9 @@ QF_API bool qf_coord_register_waker(qf_coord *c, qf_waker *w);
 /**
  * qf_coord_cancel_waker() - withdraw a registration (qf_waitlist_cancel()).
  * Returns true when `w` had not been woken (now IDLE); false when it had
- * been woken (on return the coordinator no longer touches it).
+ * been woken (on return the coordinator no longer touches it), and, at
+ * once, when it was not registered here (IDLE, or on another wait list:
+ * QF_INVALID_ARGUMENT recorded, left there).
  * Concurrency: only the owner of `w`. Never sleeps.
  */
 QF_API bool qf_coord_cancel_waker(qf_coord *c, qf_waker *w);

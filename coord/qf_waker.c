@@ -9,6 +9,9 @@
  * unlinks the waker. The CLAIMED state exists so that the waking thread may
  * still touch the waker (call its function, store DONE) after dropping the
  * lock: the owner does not reuse or free the waker until it reads DONE.
+ * Cancel on a list the waker is not on (IDLE, DONE, or on another list)
+ * decides nothing and returns at once; only a CLAIMED waker, whose DONE is
+ * one wake function away, is waited for.
  *
  * For thread wakers the state word itself is the futex the thread sleeps
  * on. The futex wake after the DONE store may reach an address the owner
