@@ -50,13 +50,12 @@
  *   qf_waker_consumed(). A woken waker remembers the list that woke it until
  *   it is registered again, so that qf_waker_withdraw() (used to abandon a
  *   wait, e.g. when a parked task is cancelled) can hand an unused wake on
- *   to the next waiter there. qflow's own poll forms (queues, serving,
- *   readers) mark the wake used themselves when the poll succeeds, so a
- *   scheduler that only passes its wakers to them never calls this. Code
- *   that drives wait lists itself (qf_waitlist_register, then its own
- *   re-check) calls qf_waker_consumed(w) when the re-check after a wake
- *   succeeded; without it a later qf_waker_withdraw(w) wakes another waiter
- *   for nothing (harmless, every waiter re-checks, but it costs a wake).
+ *   to the next waiter there. Call qf_waker_consumed(w) when the poll (or,
+ *   for code driving wait lists itself, the re-check) that followed a wake
+ *   succeeded, if the waker may later be withdrawn rather than registered
+ *   again; without it that withdraw wakes another waiter for nothing
+ *   (harmless, every waiter re-checks, but it costs a wake). It is always
+ *   safe after a successful poll; the queues' poll forms already do it.
  *   Registering the waker again forgets the earlier wake by itself, and
  *   qf_waitlist_cancel() never passes a wake on.
  */
