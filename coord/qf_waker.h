@@ -58,6 +58,21 @@
  *   safe after a successful poll; the queues' poll forms already do it.
  *   Registering the waker again forgets the earlier wake by itself, and
  *   qf_waitlist_cancel() never passes a wake on.
+ *
+ * Synchronization table
+ *   register / cancel / wake     any threads concurrently on one list;
+ *                                short internal lock (spin, then futex) held
+ *                                only while linking/unlinking, never during
+ *                                a wake function or a syscall.
+ *   qf_waitlist_count            wait-free, one relaxed load.
+ *   qf_waker_wait_until          blocking (thread wakers only).
+ *   qf_eventcount_*              prepare/notify wait-free; wait blocking.
+ *   qf_thread_*_task_runner      wait-free; the calling thread's own mark.
+ *
+ * Bad input: a NULL waker, wait list or event count is refused (calls
+ * returning int give QF_INVALID_ARGUMENT, the others a neutral value or
+ * nothing) with the error recorded and nothing changed; qf_waitlist_destroy
+ * and the async-signal-safe qf_eventcount_notify take NULL quietly.
  */
 #ifndef QF_WAKER_H
 #define QF_WAKER_H
