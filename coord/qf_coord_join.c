@@ -551,10 +551,15 @@ static qf_code join_finish(qf_coord *c, const join_args *a, const join_state *js
     return code;
 }
 
+/* What a task does instead of a join (join has no poll form). */
+#define JOIN_INSTEAD                                                                               \
+    "check qf_coord_members_done() (non-blocking) from the task, and join from a thread that "     \
+    "runs no tasks once it is true"
+
 static qf_code join_impl(qf_coord *c, const join_args *a)
 {
     if (qf__in_task())
-        return qf__blocking_in_task_error(a->what);
+        return qf__blocking_in_task_error_instead(a->what, JOIN_INSTEAD);
     join_state js = {.limit = a->until ? a->deadline : QF_FOREVER, .jfd = -1, .drv_rc = QF_OK};
     if (a->drv) {
         qf_code rc = driven_begin(c, a, &js.jfd);
@@ -589,7 +594,7 @@ qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extr
         return qf__set_error_static(QF_INVALID_ARGUMENT,
                                     "qf_coord_join: extra_threads is NULL with n_extra > 0");
     if (qf__in_task())
-        return qf__blocking_in_task_error("qf_coord_join");
+        return qf__blocking_in_task_error_instead("qf_coord_join", JOIN_INSTEAD);
     if (!(stop_grace_period_secs >= 0))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "qf_coord_join: stop_grace_period_secs must be >= 0 (got %g)",

@@ -224,3 +224,23 @@ qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *
     *ret_thread = t;
     return QF_OK;
 }
+
+/* Non-blocking members check, for schedulers that must not join from a
+ * task (join has no poll form). */
+bool qf_coord_members_done(const qf_coord *c)
+{
+    if (!c) {
+        null_coord("qf_coord_members_done: coordinator (c) is NULL");
+        return false;
+    }
+    qf_coord *cm = (qf_coord *)c;
+    bool done = true;
+    pthread_mutex_lock(&cm->lock);
+    /* A foreign thread's end is known only by joining it, which would reap
+     * it behind join's back: it counts as running until a join. */
+    for (qf_coord_member *m = cm->members_head; m && done; m = m->next)
+        done = m->kind != MEMBER_THREAD_FOREIGN &&
+               atomic_load_explicit(&m->done, memory_order_acquire) != 0;
+    pthread_mutex_unlock(&cm->lock);
+    return done;
+}

@@ -174,7 +174,10 @@ bool qf_coord_wait_for_stop(qf_coord *c, qf_deadline deadline)
         if (qf__in_task()) {
             /* Sleeping here would hold a worker: a task registers a waker
              * (qf_coord_register_waker) instead. */
-            qf__blocking_in_task_error("qf_coord_wait_for_stop");
+            qf__blocking_in_task_error_instead(
+                "qf_coord_wait_for_stop",
+                "check qf_coord_should_stop(), or register a waker with "
+                "qf_coord_register_waker() (or watch qf_coord_stop_fd()) and park");
             return false;
         }
         if (!(w & SLEEPERS)) {

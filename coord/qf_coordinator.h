@@ -411,7 +411,9 @@ QF_API bool qf_coord_register_waker(qf_coord *c, qf_waker *w);
 /**
  * qf_coord_cancel_waker() - withdraw a registration (qf_waitlist_cancel()).
  * Returns true when `w` had not been woken (now IDLE); false when it had
- * been woken (on return the coordinator no longer touches it).
+ * been woken (on return the coordinator no longer touches it), and, at
+ * once, when it was not registered here (IDLE, or on another wait list:
+ * QF_INVALID_ARGUMENT recorded, left there).
  * Concurrency: only the owner of `w`. Never sleeps.
  */
 QF_API bool qf_coord_cancel_waker(qf_coord *c, qf_waker *w);
@@ -553,7 +555,9 @@ QF_API void qf_coord_join_report_clear(qf_coord_join_report *r);
  *              or a negative / NaN grace; QF_RESOURCE_EXHAUSTED when out of
  *              memory (nothing waited, members stay registered);
  *              QF_FAILED_PRECONDITION when called from inside a task of a
- *              qflow runtime (it would hold a worker).
+ *              qflow runtime or on a thread marked with
+ *              qf_thread_set_task_runner() (it would hold a worker; the
+ *              message points at qf_coord_members_done()).
  */
 QF_API qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
                              double stop_grace_period_secs, bool ignore_live_threads,
@@ -594,6 +598,33 @@ QF_API qf_code qf_coord_join(qf_coord *c, const pthread_t *extra_threads, size_t
 QF_API qf_code qf_coord_join_until(qf_coord *c, const pthread_t *extra_threads, size_t n_extra,
                                    qf_deadline deadline, bool ignore_live_threads,
                                    qf_coord_join_report *ret_report);
+
+/**
+ * qf_coord_members_done() - whether every registered member has finished,
+ * without waiting: the non-blocking counterpart of join for a scheduler
+ * that must not block (join has no poll form, and refuses inside a task).
+ *
+ * A member counts as finished once qf_coord_member_done() was called for it
+ * (a task member) or its thread ended (qf_coord_thread_create(), or a
+ * thread that registered itself). A pthread registered by another thread
+ * (qf_coord_register_thread() with t != pthread_self()) can be known to
+ * have ended only by joining it, so it counts as running until a join reaps
+ * it. True when nothing is registered. Members a running join has taken
+ * from the registered set are not counted (one join at a time is the
+ * intended use: check this, then join once it is true; the join then
+ * returns without waiting, with the recorded status). A stop does not
+ * change the answer: it is about the members only.
+ *
+ * Blocking:    never sleeps; takes the coordinator's lock briefly (it is
+ *              never held across a wait), so a task may call it. Linear in
+ *              the registered members.
+ * Concurrency: any thread.
+ * Ordering:    acquire: when it returns true, the caller sees everything
+ *              the members did before finishing.
+ * Returns:     true or false as above; false (QF_INVALID_ARGUMENT recorded)
+ *              for a NULL coordinator.
+ */
+QF_API bool qf_coord_members_done(const qf_coord *c);
 
 /* ------------------------------------------------------------------------
  * Internal, for white-box tests only (not exported from libqflow.so).

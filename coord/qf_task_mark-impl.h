@@ -9,10 +9,15 @@
 
 /* Internal: set by a scheduler while a task runs on this thread, so that
  * thread-blocking calls can refuse to block a worker (they return
- * QF_FAILED_PRECONDITION and point at the poll form instead). */
+ * QF_FAILED_PRECONDITION and point at the poll form instead). The public
+ * face of the same mark: qf_thread_set_task_runner() (qf_waker.h). */
 void qf__set_in_task(bool in_task);
 bool qf__in_task(void);
-/* Internal: the error a blocking call returns inside a task. */
+/* Internal: the error a blocking call returns inside a task, for a call
+ * that has a poll form. */
 int qf__blocking_in_task_error(const char *what);
+/* The same for a call with no poll form: `instead` says what a task does
+ * (a sentence fragment, e.g. "check qf_task_done() ..."). */
+int qf__blocking_in_task_error_instead(const char *what, const char *instead);
 
 #endif

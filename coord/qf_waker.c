@@ -9,6 +9,9 @@
  * unlinks the waker. The CLAIMED state exists so that the waking thread may
  * still touch the waker (call its function, store DONE) after dropping the
  * lock: the owner does not reuse or free the waker until it reads DONE.
+ * Cancel on a list the waker is not on (IDLE, DONE, or on another list)
+ * decides nothing and returns at once; only a CLAIMED waker, whose DONE is
+ * one wake function away, is waited for.
  *
  * For thread wakers the state word itself is the futex the thread sleeps
  * on. The futex wake after the DONE store may reach an address the owner
@@ -191,15 +194,38 @@ bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
         return false;
     }
     qf__lock(&wl->qf__lock);
-    if (atomic_load_explicit(&w->qf__state, memory_order_relaxed) == QF_WAKER_REGISTERED) {
+    /* Under this list's lock a wake of this list is either finished with
+     * its unlink-and-claim or not begun: REGISTERED with qf__list == wl is
+     * ours to unlink. */
+    uint32_t st = atomic_load_explicit(&w->qf__state, memory_order_acquire);
+    qf_waitlist *on = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
+    if (st == QF_WAKER_REGISTERED && on == wl) {
         unlink_locked(wl, w);
         atomic_store_explicit(&w->qf__state, QF_WAKER_IDLE, memory_order_relaxed);
         qf__unlock(&wl->qf__lock);
         return true;
     }
     qf__unlock(&wl->qf__lock);
-    wait_until_done(w);
-    return false;
+    switch (st) {
+    case QF_WAKER_REGISTERED:
+        /* On another list (or being unlinked by that list's wake, qf__list
+         * already NULL): unlinking it here would corrupt both lists, and
+         * that list's wake, not this one, decides when it is done. */
+        qf__set_error_static(QF_INVALID_ARGUMENT,
+                             "qf_waitlist_cancel: the waker is registered on another wait list");
+        return false;
+    case QF_WAKER_CLAIMED:
+        /* A wake (of any list) is calling its function: that ends in
+         * DONE within a wake function call. */
+        wait_until_done(w);
+        return false;
+    default:
+        /* DONE: woken earlier (the acquire load above saw the waking
+         * thread's last store). IDLE: never registered, cancelled already,
+         * or a poll that finished at once; nothing will ever make it DONE,
+         * so waiting for DONE here would spin forever. */
+        return false;
+    }
 }
 
 int qf_waitlist_wake(qf_waitlist *wl, int n)
@@ -378,10 +404,31 @@ bool qf__in_task(void)
     return in_task;
 }
 
+bool qf_thread_set_task_runner(bool runs_tasks)
+{
+    bool was = in_task;
+    in_task = runs_tasks;
+    return was;
+}
+
+bool qf_thread_is_task_runner(void)
+{
+    return in_task;
+}
+
 int qf__blocking_in_task_error(const char *what)
 {
     return qf_set_error(QF_FAILED_PRECONDITION,
                         "%s would block a worker thread: it was called from inside a task; "
                         "use the poll form (the task parks instead of the worker)",
                         what);
+}
+
+int qf__blocking_in_task_error_instead(const char *what, const char *instead)
+{
+    return qf_set_error(QF_FAILED_PRECONDITION,
+                        "%s would block a worker thread: it was called from inside a task "
+                        "(or on a thread marked by qf_thread_set_task_runner); it has no poll "
+                        "form: %s",
+                        what, instead);
 }

@@ -24,14 +24,50 @@
  * two ordered by a sequentially consistent operation on each side (the
  * register call ends with a full fence for that reason).
  *
+ * Using a waker (what a custom scheduler needs to know)
+ *
+ *   One wait at a time. A waker has one list link: it is registered on at
+ *   most one wait list. Registering it on a second list while it is still
+ *   registered on a first *moves* it (it is withdrawn there first, as by
+ *   qf_waker_withdraw(): a wake that list delivers meanwhile goes on to its
+ *   next waiter); registering it again on the list it is on keeps the one
+ *   registration. So a waker cannot wait for two things at once: a task
+ *   that must wake on either of two events uses two wakers (each with a
+ *   wake function that makes the task runnable) and cancels the one that
+ *   did not fire.
+ *
+ *   Reuse after it fires. Once woken, the waker needs no re-initialisation:
+ *   the owner registers it again (directly, or by calling a poll form again
+ *   with it). A wake function only makes the task runnable; the task may run
+ *   on another thread and re-register before the waking thread has stored
+ *   DONE: registering a CLAIMED waker waits for that store, briefly, so the
+ *   owner never has to. The wake function itself must not register, cancel
+ *   or withdraw the waker it was called for (that would wait for its own
+ *   return). A waker may be freed (or its stack frame left) once its state
+ *   is IDLE or DONE (qf_waitlist_cancel() returns with it so, unless it is
+ *   registered on another list); never while it is REGISTERED or CLAIMED.
+ *
+ *   qf_waker_consumed(). A woken waker remembers the list that woke it until
+ *   it is registered again, so that qf_waker_withdraw() (used to abandon a
+ *   wait, e.g. when a parked task is cancelled) can hand an unused wake on
+ *   to the next waiter there. Call qf_waker_consumed(w) when the poll (or,
+ *   for code driving wait lists itself, the re-check) that followed a wake
+ *   succeeded, if the waker may later be withdrawn rather than registered
+ *   again; without it that withdraw wakes another waiter for nothing
+ *   (harmless, every waiter re-checks, but it costs a wake). It is always
+ *   safe after a successful poll; the queues' poll forms already do it.
+ *   Registering the waker again forgets the earlier wake by itself, and
+ *   qf_waitlist_cancel() never passes a wake on.
+ *
  * Synchronization table
  *   register / cancel / wake     any threads concurrently on one list;
  *                                short internal lock (spin, then futex) held
  *                                only while linking/unlinking, never during
  *                                a wake function or a syscall.
- *   qf_waitlist_has_waiters      wait-free, one relaxed load.
+ *   qf_waitlist_count            wait-free, one relaxed load.
  *   qf_waker_wait_until          blocking (thread wakers only).
  *   qf_eventcount_*              prepare/notify wait-free; wait blocking.
+ *   qf_thread_*_task_runner      wait-free; the calling thread's own mark.
  *
  * Bad input: a NULL waker, wait list or event count is refused (calls
  * returning int give QF_INVALID_ARGUMENT, the others a neutral value or
@@ -53,9 +89,10 @@ QF_BEGIN_DECLS
 typedef struct qf_waker qf_waker;
 typedef struct qf_waitlist qf_waitlist;
 
-/* A wake function runs on the waking thread, outside every qflow lock. It
- * must not block and must not free the waker; it may re-register it on
- * another list only after returning (the list marks it DONE afterwards). */
+/* A wake function runs on the waking thread, outside every qflow lock, while
+ * the waker is CLAIMED (the list stores DONE after it returns). It must not
+ * block, free the waker, or register, cancel or withdraw it; it makes the
+ * waiting task runnable, and the task re-registers when it polls again. */
 typedef void (*qf_wake_fn)(qf_waker *w);
 
 /* Waker states (qf__state). */
@@ -122,8 +159,10 @@ QF_API int qf_waker_wait(qf_waker *w, qf_deadline deadline)
 QF_API bool qf_waker_withdraw(qf_waker *w);
 
 /** qf_waker_consumed() - the wake `w` received has been used (the poll it
- *  was for succeeded), so withdrawing it later passes nothing on. Owner
- *  only; wait-free. */
+ *  was for succeeded), so withdrawing it later passes nothing on (see
+ *  "Using a waker" above for when to call it). Owner only. Wait-free,
+ *  except that on a CLAIMED waker it first waits, spinning briefly, for the
+ *  wake in progress to store DONE. */
 QF_API void qf_waker_consumed(qf_waker *w);
 
 /* A wait list. Embed it; initialise with qf_waitlist_init(). Pair with
@@ -139,10 +178,16 @@ QF_API void qf_waitlist_init(qf_waitlist *wl);
 QF_API void qf_waitlist_destroy(qf_waitlist *wl);
 
 /**
- * qf_waitlist_register() - append `w` (IDLE) to the list, oldest first.
+ * qf_waitlist_register() - append `w` to the list, oldest first.
  *
+ * `w` is IDLE or DONE (a fired waker is registered again as it is); a
+ * CLAIMED one is first waited for (until DONE); one already registered on
+ * `wl` stays as it is, one registered on another list is moved here (see
+ * "Using a waker" above).
  * Ownership:   the list borrows `w` until it is woken or cancelled.
- * Blocking:    never sleeps; takes the list's short lock.
+ * Blocking:    never sleeps; takes the list's short lock (and the other
+ *              list's, to move `w`).
+ * Concurrency: only the owner of `w`; any threads on one list.
  * Ordering:    ends with a sequentially consistent fence, so the caller's
  *              following re-check of its condition cannot be reordered
  *              before the registration (see the protocol above).
@@ -150,15 +195,25 @@ QF_API void qf_waitlist_destroy(qf_waitlist *wl);
 QF_API void qf_waitlist_register(qf_waitlist *wl, qf_waker *w);
 
 /**
- * qf_waitlist_cancel() - withdraw a registration.
+ * qf_waitlist_cancel() - withdraw a registration of `w` on `wl`.
  *
- * Returns:     true when `w` was still registered and is now IDLE (it was
- *              not woken); false when it had been woken: the call then
- *              waits (spinning briefly) until the waking thread is done with
- *              `w`, so on return `w` may be freed or reused. A waiter that
- *              was woken but no longer needs the wake should pass it on
- *              (wake one other waiter) so nothing is lost.
- * Concurrency: only the owner of `w`. Never sleeps.
+ * Returns:     true when `w` was registered on `wl` and is now IDLE (it was
+ *              not woken). Otherwise false, with `w` left as it is:
+ *              - woken (DONE), or being woken (CLAIMED: the call waits,
+ *                spinning briefly, until the waking thread has stored DONE);
+ *                on return `w` may be freed or reused. A waiter that was
+ *                woken but no longer needs the wake should pass it on (wake
+ *                one other waiter, or use qf_waker_withdraw()) so nothing
+ *                is lost;
+ *              - IDLE (never registered, cancelled already, or the poll
+ *                that registered it finished at once): returns at once;
+ *              - registered on another wait list: returns at once and
+ *                records QF_INVALID_ARGUMENT ("... registered on another
+ *                wait list"); `w` stays registered there (cancel it on that
+ *                list, or use qf_waker_withdraw(), which finds the list).
+ *              qf_waker_state() tells the cases apart after a false.
+ * Blocking:    never sleeps; never waits except for a wake in progress.
+ * Concurrency: only the owner of `w`.
  */
 QF_API bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w);
 
@@ -177,6 +232,40 @@ QF_API int qf_waitlist_wake(qf_waitlist *wl, int n);
  *  Wait-free. Use after a seq_cst operation of your own for a Dekker-style
  *  "is anyone waiting" check. */
 QF_API uint32_t qf_waitlist_count(const qf_waitlist *wl);
+
+/* ---------------------------------------------------------------------
+ * Task-runner threads. qflow's blocking calls (the thread forms of the
+ * queues, qf_coord_join, qf_coord_wait_for_stop, qf_task_join, ...) refuse
+ * to block a thread that runs tasks, since a task waiting there would hold
+ * the thread every other task needs: they return QF_FAILED_PRECONDITION
+ * with a message naming the non-blocking form to use instead. qflow's own
+ * workers carry that mark while they run a task; a custom scheduler sets it
+ * on its threads with qf_thread_set_task_runner() to get the same
+ * protection. */
+
+/**
+ * qf_thread_set_task_runner() - mark (or unmark) the calling thread as one
+ * that runs tasks.
+ *
+ * Set it around each task the scheduler runs (or once for a thread that
+ * does nothing else) and clear it before the thread makes blocking qflow
+ * calls of its own (a final qf_coord_join, for example). The mark belongs
+ * to the calling thread only and starts false on every thread; qflow's
+ * workers set it while a task runs and then put back what was there.
+ *
+ * Returns:     the previous mark, so nested runners can restore it.
+ * Blocking:    never; wait-free (a thread-local store).
+ * Concurrency: any thread, for itself. Async-signal-safe: no.
+ * Errors:      none (records nothing).
+ */
+QF_API bool qf_thread_set_task_runner(bool runs_tasks);
+
+/**
+ * qf_thread_is_task_runner() - whether the calling thread is marked as
+ * running tasks (by qf_thread_set_task_runner(), or because it is a qflow
+ * worker running a task right now). Wait-free; records nothing.
+ */
+QF_API bool qf_thread_is_task_runner(void);
 
 /* ---------------------------------------------------------------------
  * Event count: the classic "prepare / re-check / wait" sleep primitive for

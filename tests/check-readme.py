@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""check-readme.py README HEADER_DIR EXAMPLE - the README tells the truth.
+"""check-readme.py README HEADER_DIR EXAMPLE... - the README tells the truth.
 
 1. Every qf_ name the README shows (in code and in `backticks`) exists in
    the public headers of HEADER_DIR, and no function it shows is
    deprecated there (the API tour uses the current spellings). The list of
    deprecated spellings itself sits between <!-- deprecated --> and
    <!-- /deprecated --> and is exempt.
-2. The README contains EXAMPLE (the embedding example the tests build and
+2. The README contains each EXAMPLE (example programs the tests build and
    run) verbatim, as one fenced code block.
 
 Exit status 0 when both hold; 1 with the offending names otherwise.
@@ -17,14 +17,13 @@ import sys
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
     readme = pathlib.Path(sys.argv[1]).read_text()
     headers = "\n".join(p.read_text() for p in sorted(pathlib.Path(sys.argv[2]).glob("*.h")))
     headers = re.sub(r"/\*.*?\*/", " ", headers, flags=re.S)  # names in comments do not count
     shown_text = re.sub(r"<!-- deprecated -->.*?<!-- /deprecated -->", "", readme, flags=re.S)
-    example = pathlib.Path(sys.argv[3]).read_text()
     problems = []
 
     declared = set(re.findall(r"\bqf_[a-z0-9_]+\b", headers))
@@ -46,13 +45,15 @@ def main():
         return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
     blocks = [norm(b) for b in re.findall(r"```c\n(.*?)```", readme, re.S)]
-    if norm(example) not in blocks:
-        problems.append(f"{sys.argv[3]}: not in the README verbatim (as a ```c block)")
+    for path in sys.argv[3:]:
+        if norm(pathlib.Path(path).read_text()) not in blocks:
+            problems.append(f"{path}: not in the README verbatim (as a ```c block)")
 
     for p in problems:
         print("check-readme:", p, file=sys.stderr)
     if not problems:
-        print(f"check-readme: {len(shown)} qf_ names, all current; the example is in the README")
+        print(f"check-readme: {len(shown)} qf_ names, all current; "
+              f"{len(sys.argv) - 3} example(s) in the README")
     return 1 if problems else 0
 
 

@@ -414,6 +414,26 @@ CASE(qf_waker_consumed)
     REFUSED(qf_waker_consumed(NULL), "waker");
 }
 
+/* No argument to get wrong: the mark is the calling thread's own, and a
+ * marked thread's blocking call refuses instead of sleeping. */
+CASE(qf_thread_set_task_runner)
+{
+    QUIET(cr_expect(!qf_thread_set_task_runner(true)));
+    QUIET(cr_expect(qf_thread_set_task_runner(true), "idempotent"));
+    qf_coord *c = NULL;
+    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
+    clear_last();
+    cr_expect(!qf_coord_wait_for_stop(c, QF_FOREVER), "refused, not asleep");
+    EXPECT_RECORDED(QF_FAILED_PRECONDITION, "qf_thread_set_task_runner");
+    QUIET(cr_expect(qf_thread_set_task_runner(false)));
+    qf_coord_free(c);
+}
+
+CASE(qf_thread_is_task_runner)
+{
+    QUIET(cr_expect(!qf_thread_is_task_runner()));
+}
+
 CASE(qf_waitlist_init)
 {
     REFUSED(qf_waitlist_init(NULL), "wait list");
@@ -447,7 +467,16 @@ CASE(qf_waitlist_cancel)
     NEUTRAL(qf_waitlist_cancel(NULL, &w), false, "wait list");
     cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered");
     NEUTRAL(qf_waitlist_cancel(&wl, NULL), false, "waker");
+    /* Registered on another list: refused at once, left where it is. */
+    qf_waitlist other;
+    qf_waitlist_init(&other);
+    NEUTRAL(qf_waitlist_cancel(&other, &w), false, "another wait list");
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_REGISTERED, "still registered");
+    cr_expect_eq(qf_waitlist_count(&wl), 1);
     cr_expect(qf_waitlist_cancel(&wl, &w));
+    /* IDLE: nothing to withdraw, nothing to wait for; not an error. */
+    QUIET(cr_expect(!qf_waitlist_cancel(&wl, &w)));
+    qf_waitlist_destroy(&other);
     qf_waitlist_destroy(&wl);
 }
 
@@ -575,6 +604,11 @@ CASE(qf_coord_raise_requested_exception)
 CASE(qf_coord_joined)
 {
     NEUTRAL(qf_coord_joined(NULL), false, "coordinator");
+}
+
+CASE(qf_coord_members_done)
+{
+    NEUTRAL(qf_coord_members_done(NULL), false, "coordinator");
 }
 
 CASE(qf_coord_add_stop_action)

@@ -1635,3 +1635,96 @@ Test(coordinator, stop_fd_rejects_bad_arguments, .timeout = 10)
     cr_assert_str_eq(qf_last_message(), "qf_coord_stop_fd: ret_fd is NULL");
     qf_coord_free(c);
 }
+
+/* ------------------------------------------------------------------------
+ * qf_coord_members_done: join's non-blocking counterpart (issue 30).
+ */
+
+static void *wait_on_gate(void *arg)
+{
+    gate_wait(arg);
+    return NULL;
+}
+
+static void *ends_at_once(void *arg)
+{
+    (void)arg;
+    return NULL;
+}
+
+Test(coordinator, members_done_follows_task_members_and_threads, .timeout = 30)
+{
+    qf_coord *c = new_coord();
+    cr_expect(qf_coord_members_done(c), "nothing registered");
+    qf_coord_member *m1, *m2;
+    cr_assert_eq(qf_coord_member_new(c, "m1", &m1), QF_OK);
+    cr_assert_eq(qf_coord_member_new(c, "m2", &m2), QF_OK);
+    cr_expect(!qf_coord_members_done(c));
+    qf_coord_member_done(m1);
+    cr_expect(!qf_coord_members_done(c), "m2 still running");
+    qf_coord_member_done(m2);
+    cr_expect(qf_coord_members_done(c));
+
+    gate g = {0};
+    pthread_t t;
+    cr_assert_eq(qf_coord_thread_create(c, "waiter", wait_on_gate, &g, &t), QF_OK);
+    cr_expect(!qf_coord_members_done(c), "the thread waits on the gate");
+    /* A stop does not finish members. */
+    cr_expect_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    cr_expect(!qf_coord_members_done(c));
+    gate_open(&g);
+    while (!qf_coord_members_done(c)) /* the thread's exit hook; the timeout is the watchdog */
+        sched_yield();
+    /* Every member finished: join does not wait, and reaps the thread. */
+    qf_coord_join_report r = {0};
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 10.0, false, &r), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(r.n_running, 0);
+    cr_expect_eq(r.n_finished, 3);
+    qf_coord_join_report_clear(&r);
+    cr_expect(qf_coord_members_done(c), "join emptied the registered set");
+    qf_coord_free(c);
+}
+
+Test(coordinator, members_done_counts_a_foreign_thread_as_running_until_joined, .timeout = 30)
+{
+    qf_coord *c = new_coord();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, ends_at_once, NULL), 0);
+    cr_assert_eq(qf_coord_register_thread(c, t, "foreign"), QF_OK);
+    /* Its end is known only by joining it: never reported done here, even
+     * after it ended (which join_until with a past deadline then sees). */
+    cr_expect(!qf_coord_members_done(c));
+    qf_code rc;
+    while ((rc = qf_coord_join_until(c, NULL, 0, 0, false, NULL)) == QF_DEADLINE_EXCEEDED)
+        sched_yield();
+    cr_expect_eq(rc, QF_OK, "%s", qf_last_message());
+    cr_expect(qf_coord_members_done(c));
+    qf_coord_free(c);
+}
+
+Test(coordinator, members_done_is_callable_inside_a_task_where_join_is_refused, .timeout = 30)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *m;
+    cr_assert_eq(qf_coord_member_new(c, "m", &m), QF_OK);
+    bool was = qf_thread_set_task_runner(true);
+    cr_expect(!was);
+    qf_set_error(QF_OK, "(nothing recorded)");
+    cr_expect(!qf_coord_members_done(c));
+    cr_expect_eq(qf_last_code(), QF_OK, "members_done records nothing: %s", qf_last_message());
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "qf_coord_members_done") != NULL, "%s", qf_last_message());
+    cr_expect(strstr(qf_last_message(), "use the poll form") == NULL, "join has no poll form: %s",
+              qf_last_message());
+    cr_expect_eq(qf_coord_join_until(c, NULL, 0, QF_FOREVER, false, NULL), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "qf_coord_members_done") != NULL, "%s", qf_last_message());
+    cr_expect(!qf_coord_wait_for_stop(c, QF_FOREVER), "refused, not blocked");
+    cr_expect_eq(qf_last_code(), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "qf_coord_register_waker") != NULL, "%s",
+              qf_last_message());
+    qf_coord_member_done(m);
+    cr_expect(qf_coord_members_done(c));
+    cr_expect(qf_thread_set_task_runner(false));
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_coord_free(c);
+}

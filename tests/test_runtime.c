@@ -441,3 +441,86 @@ Test(runtime, should_yield_grants_a_bounded_budget_per_poll)
     qf_task_unref(t);
     qf_runtime_free(rt);
 }
+
+/* ------------------------------------------------------------------------
+ * The public task-runner mark (qf_thread_set_task_runner, issue 30): a
+ * custom scheduler's thread gets the refusals qflow's workers get.
+ */
+
+typedef struct mark_seen {
+    bool inside;
+} mark_seen;
+
+static qf_code record_mark(qf_task *t, void *arg)
+{
+    (void)t;
+    ((mark_seen *)arg)->inside = qf_thread_is_task_runner();
+    return QF_OK;
+}
+
+Test(runtime, task_runner_mark_is_set_in_tasks_and_restored_after, .timeout = 30)
+{
+    cr_expect(!qf_thread_is_task_runner(), "starts false");
+    /* A runtime of 0 workers runs its tasks on this thread. */
+    qf_runtime *rt = mkrt(0);
+    for (int marked = 0; marked < 2; marked++) {
+        qf_thread_set_task_runner(marked);
+        mark_seen seen = {false};
+        qf_task *t;
+        cr_assert_eq(qf_task_spawn(rt, record_mark, &seen, NULL, &t), QF_OK);
+        while (!qf_task_is_done(t))
+            cr_assert_eq(qf_runtime_try_run_once(rt, NULL), QF_OK);
+        cr_expect(seen.inside, "a qflow task runs marked");
+        cr_expect_eq(qf_thread_is_task_runner(), (bool)marked, "the mark is put back");
+        qf_task_unref(t);
+    }
+    cr_expect(qf_thread_set_task_runner(false), "returns the previous mark");
+    qf_runtime_free(rt);
+}
+
+static void *mark_of_new_thread(void *arg)
+{
+    *(bool *)arg = qf_thread_is_task_runner();
+    return NULL;
+}
+
+Test(runtime, task_runner_mark_makes_blocking_calls_refuse, .timeout = 30)
+{
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(1, "q", 0, NULL, &q), QF_OK);
+    cr_expect(!qf_thread_set_task_runner(true));
+    bool other = true;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, mark_of_new_thread, &other), 0);
+    pthread_join(th, NULL);
+    cr_expect(!other, "the mark is the calling thread's only");
+
+    /* Empty queue: the thread form would sleep; on a marked thread it
+     * refuses and names the poll form instead. */
+    void *p;
+    cr_expect_eq(qf_queue_dequeue_ptr(q, &p), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "poll form") != NULL, "%s", qf_last_message());
+    /* Where nothing would block, marked or not makes no difference. */
+    cr_expect_eq(qf_queue_try_enqueue_ptr(q, (void *)1), QF_OK);
+    cr_expect_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(p, (void *)1);
+
+    qf_runtime *rt = mkrt(1);
+    qf_task *t;
+    mark_seen seen = {false};
+    cr_assert_eq(qf_task_spawn(rt, record_mark, &seen, NULL, &t), QF_OK);
+    qf_code rc = qf_task_join(t, QF_FOREVER, NULL);
+    if (rc != QF_OK) { /* refused unless the task had already finished */
+        cr_expect_eq(rc, QF_FAILED_PRECONDITION);
+        cr_expect(strstr(qf_last_message(), "qf_task_is_done") != NULL, "%s", qf_last_message());
+    }
+    cr_expect_eq(qf_runtime_shutdown(rt, QF_FOREVER), QF_FAILED_PRECONDITION);
+    cr_expect(strstr(qf_last_message(), "runs no tasks") != NULL, "%s", qf_last_message());
+
+    cr_expect(qf_thread_set_task_runner(false));
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    cr_expect(seen.inside);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}

@@ -1,6 +1,7 @@
 /* test_waker.c - wakers, wait lists and event counts. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "qflow.h"
@@ -247,4 +248,161 @@ Test(waker, wait_until_returns_a_code)
     cr_expect_eq(qf_eventcount_wait_until(&evc, t, QF_FOREVER), QF_OK, "notified since the ticket");
     t = qf_eventcount_prepare(&evc);
     cr_expect_eq(qf_eventcount_wait(&evc, t, QF_NO_WAIT), QF_DEADLINE_EXCEEDED, "the old spelling");
+}
+
+/* qf_waitlist_cancel() of a waker that is not on that list returns at once
+ * (it used to wait for a DONE that never came, or unlink the waker from the
+ * wrong list). The timeout is the watchdog for the old spin. */
+Test(waker, cancel_of_a_waker_not_on_the_list_returns_at_once, .timeout = 20)
+{
+    qf_waitlist wl, other;
+    qf_waitlist_init(&wl);
+    qf_waitlist_init(&other);
+    qf_waker idle, x, y;
+    qf_waker_init(&idle, on_wake, NULL);
+    qf_waker_init(&x, on_wake, NULL);
+    qf_waker_init(&y, on_wake, NULL);
+    atomic_store(&woke, 0);
+
+    cr_expect(!qf_waitlist_cancel(&wl, &idle), "IDLE: never registered");
+    cr_expect_eq(qf_waker_state(&idle), QF_WAKER_IDLE);
+    qf_waitlist_register(&wl, &idle);
+    cr_expect(qf_waitlist_cancel(&wl, &idle));
+    cr_expect(!qf_waitlist_cancel(&wl, &idle), "IDLE: cancelled already");
+
+    /* x on wl, y on other: cancelling y on wl leaves both lists whole. */
+    qf_waitlist_register(&wl, &x);
+    qf_waitlist_register(&other, &y);
+    cr_expect(!qf_waitlist_cancel(&wl, &y));
+    cr_expect_eq(qf_last_code(), QF_INVALID_ARGUMENT, "%s", qf_last_message());
+    cr_expect_eq(qf_waker_state(&y), QF_WAKER_REGISTERED);
+    cr_expect_eq(qf_waitlist_count(&wl), 1);
+    cr_expect_eq(qf_waitlist_count(&other), 1);
+    cr_expect_eq(qf_waitlist_wake(&wl, INT32_MAX), 1);
+    cr_expect_eq(qf_waker_state(&x), QF_WAKER_DONE);
+    cr_expect_eq(qf_waitlist_wake(&other, INT32_MAX), 1);
+    cr_expect_eq(qf_waker_state(&y), QF_WAKER_DONE);
+    cr_expect_eq(atomic_load(&woke), 2);
+
+    /* DONE, from this list or another: false at once, and reusable. */
+    cr_expect(!qf_waitlist_cancel(&wl, &x));
+    cr_expect(!qf_waitlist_cancel(&wl, &y));
+    qf_waitlist_register(&wl, &y);
+    cr_expect_eq(qf_waker_state(&y), QF_WAKER_REGISTERED, "a fired waker registers again");
+    cr_expect(qf_waitlist_cancel(&wl, &y));
+    cr_expect_eq(qf_waitlist_count(&wl), 0);
+    qf_waitlist_destroy(&other);
+    qf_waitlist_destroy(&wl);
+}
+
+/* A wake function that holds the waker CLAIMED until told: a cancel must
+ * wait for that wake (it is the owner's wake) and return false only once
+ * the waking thread has stored DONE. */
+static atomic_int in_slow_wake, release_slow_wake;
+static void slow_wake(qf_waker *w)
+{
+    (void)w;
+    atomic_store(&in_slow_wake, 1);
+    while (!atomic_load(&release_slow_wake))
+        sched_yield();
+}
+
+static void *wake_list(void *p)
+{
+    qf_waitlist_wake(p, 1);
+    return NULL;
+}
+
+typedef struct cancel_call {
+    qf_waitlist *wl;
+    qf_waker *w;
+    atomic_int returned;
+    bool result;
+    uint32_t state_after;
+} cancel_call;
+
+static void *cancel_it(void *p)
+{
+    cancel_call *c = p;
+    c->result = qf_waitlist_cancel(c->wl, c->w);
+    c->state_after = qf_waker_state(c->w);
+    atomic_store(&c->returned, 1);
+    return NULL;
+}
+
+Test(waker, cancel_waits_for_a_wake_in_progress, .timeout = 20)
+{
+    /* Cancelling on the list that claimed it, and on another one: both
+     * wait for the wake function (a CLAIMED waker becomes DONE shortly). */
+    for (int other_list = 0; other_list < 2; other_list++) {
+        qf_waitlist wl, other;
+        qf_waitlist_init(&wl);
+        qf_waitlist_init(&other);
+        qf_waker w;
+        qf_waker_init(&w, slow_wake, NULL);
+        atomic_store(&in_slow_wake, 0);
+        atomic_store(&release_slow_wake, 0);
+        qf_waitlist_register(&wl, &w);
+        pthread_t waker_thread, canceller;
+        cr_assert_eq(pthread_create(&waker_thread, NULL, wake_list, &wl), 0);
+        while (!atomic_load(&in_slow_wake))
+            sched_yield();
+        cr_expect_eq(qf_waker_state(&w), QF_WAKER_CLAIMED);
+        cancel_call c = {.wl = other_list ? &other : &wl, .w = &w};
+        atomic_init(&c.returned, 0);
+        cr_assert_eq(pthread_create(&canceller, NULL, cancel_it, &c), 0);
+        /* The wake function cannot return before it is released, so the
+         * cancel can only have returned by now if it did not wait. */
+        for (int i = 0; i < 1000; i++)
+            sched_yield();
+        cr_expect(!atomic_load(&c.returned), "cancel returned while the wake was in progress");
+        atomic_store(&release_slow_wake, 1);
+        pthread_join(canceller, NULL);
+        pthread_join(waker_thread, NULL);
+        cr_expect(!c.result);
+        cr_expect_eq(c.state_after, QF_WAKER_DONE);
+        qf_waitlist_destroy(&other);
+        qf_waitlist_destroy(&wl);
+    }
+}
+
+/* Stress: the owner cancels on the wrong list while the right list's wake
+ * races it. Every cancel returns (watchdog), none touches the other list,
+ * and no wake is lost or doubled. */
+static qf_waitlist stray_wl;
+static atomic_int stray_stop;
+static void *stray_waker(void *p)
+{
+    (void)p;
+    while (!atomic_load(&stray_stop))
+        qf_waitlist_wake(&stray_wl, 1);
+    return NULL;
+}
+
+Test(waker, cancel_on_the_wrong_list_racing_a_wake, .timeout = 60)
+{
+    qf_waitlist wrong;
+    qf_waitlist_init(&wrong);
+    qf_waitlist_init(&stray_wl);
+    atomic_store(&stray_stop, 0);
+    atomic_store(&woke, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, stray_waker, NULL), 0);
+    int withdrawn = 0;
+    for (int i = 0; i < 20000; i++) {
+        qf_waker w;
+        qf_waker_init(&w, on_wake, NULL);
+        qf_waitlist_register(&stray_wl, &w);
+        cr_assert(!qf_waitlist_cancel(&wrong, &w), "round %d", i);
+        if (qf_waitlist_cancel(&stray_wl, &w))
+            withdrawn++;
+        cr_assert_neq(qf_waker_state(&w), QF_WAKER_CLAIMED, "round %d", i);
+        cr_assert_neq(qf_waker_state(&w), QF_WAKER_REGISTERED, "round %d", i);
+        cr_assert_eq(qf_waitlist_count(&wrong), 0, "round %d", i);
+    }
+    atomic_store(&stray_stop, 1);
+    pthread_join(t, NULL);
+    cr_expect_eq(atomic_load(&woke) + withdrawn, 20000, "every registration woken or withdrawn");
+    qf_waitlist_destroy(&stray_wl);
+    qf_waitlist_destroy(&wrong);
 }

@@ -749,7 +749,8 @@ qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline)
     if (!rt)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL runtime");
     if (qf__in_task())
-        return qf__blocking_in_task_error("qf_runtime_shutdown");
+        return qf__blocking_in_task_error_instead(
+            "qf_runtime_shutdown", "shut the runtime down from a thread that runs no tasks");
     qf__lock(&rt->live_lock);
     atomic_store_explicit(&rt->accepting, false, memory_order_relaxed);
     size_t n = 0;

@@ -194,9 +194,12 @@ void qf__task_run(qf__worker *w, qf_task *t)
      * code sees it and cleans up (a runner task must leave() its runner). */
     bool cancel_seen = atomic_load_explicit(&t->cancelled, memory_order_acquire);
     qf__set_current_task(t);
+    /* Put back what was there: the thread may be a custom scheduler's
+     * (qf_thread_set_task_runner) driving a runtime of 0 workers. */
+    bool was_in_task = qf__in_task();
     qf__set_in_task(true);
     qf_code rc = t->fn(t, t->arg);
-    qf__set_in_task(false);
+    qf__set_in_task(was_in_task);
     qf__set_current_task(NULL);
 
     if (rc != QF_PENDING && rc != QF_YIELD && !qf_code_is_valid((int)rc)) {
@@ -307,7 +310,9 @@ qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL task");
     while (!atomic_load_explicit(&t->done, memory_order_acquire)) {
         if (qf__in_task())
-            return qf__blocking_in_task_error("qf_task_join");
+            return qf__blocking_in_task_error_instead(
+                "qf_task_join", "check qf_task_is_done() (non-blocking) from the task, and join "
+                                "from a thread that runs no tasks once it is true");
         if (qf_futex_wait_until(&t->done, 0, deadline) == QF_DEADLINE_EXCEEDED &&
             !atomic_load_explicit(&t->done, memory_order_acquire))
             return qf_set_error(QF_DEADLINE_EXCEEDED, "Task '%s' is still running", t->name);

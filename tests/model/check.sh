@@ -1,5 +1,6 @@
 #!/bin/sh
-# Model-check the wait/wake protocols (the FIFO engine, the worker pool) with spin: every model,
+# Model-check the wait/wake protocols (the FIFO engine, the worker pool, the
+# wait list's cancel) with spin: every model,
 # at the bounds below, must have no invalid end state (nobody asleep for
 # good) and no assertion violation. Exhaustive search; each run takes
 # seconds. A model run with a seeded bug (`seeded`) must fail instead.
@@ -64,4 +65,7 @@ BITSTATE=1 run sched_idle -DNW=2 -DNP=3
 BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2
 seeded sched_idle -DNW=2 -DNP=2 -DCLEAR=0
 seeded sched_idle -DNW=2 -DNP=2 -DHANDOVER=0
+run waker_cancel -DROUNDS=3
+seeded waker_cancel -DROUNDS=2 -DOLD=1
+seeded waker_cancel -DROUNDS=2 -DOLD=2
 exit $status
