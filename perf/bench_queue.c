@@ -151,15 +151,14 @@ static void register_go_tput(const char *name, go_cfg *cfg)
 static void note_absent_peers(void)
 {
 #ifndef QFB_HAVE_MOODYCAMEL
-    bench_skip_peer("moodycamel", "libconcurrentqueue-dev was not found when qflow-bench was "
-                                  "built, or a ThreadSanitizer build");
+    bench_skip_peer("moodycamel", "not built: needs a C++ compiler and libconcurrentqueue-dev, "
+                                  "and no ThreadSanitizer");
 #endif
 #ifndef QFB_HAVE_ATOMIC_QUEUE
-    bench_skip_peer("atomic_queue", "libatomic-queue-dev (atomic_queue/atomic_queue.h) was not "
-                                    "found when qflow-bench was built");
+    bench_skip_peer("atomic_queue", "not built: needs a C++ compiler and libatomic-queue-dev");
 #endif
     if (!bench_go_available())
-        bench_skip_peer("go_chan", "golang-go was not found when qflow-bench was built");
+        bench_skip_peer("go_chan", "not built: needs golang-go (perf/go/qfbench.go)");
 }
 
 void bench_register_queue(void)
