@@ -29,6 +29,37 @@ void bench_register(const bench_case *c)
     cases[ncases++] = *c;
 }
 
+#define MAX_SKIPPED 8
+static struct {
+    const char *impl, *why;
+} skipped[MAX_SKIPPED];
+static size_t nskipped;
+
+void bench_skip_peer(const char *impl, const char *why)
+{
+    for (size_t i = 0; i < nskipped; i++)
+        if (strcmp(skipped[i].impl, impl) == 0)
+            return;
+    if (nskipped == MAX_SKIPPED) {
+        fprintf(stderr, "qflow-bench: more than %d skipped peers\n", MAX_SKIPPED);
+        exit(2);
+    }
+    skipped[nskipped].impl = impl;
+    skipped[nskipped].why = why;
+    nskipped++;
+}
+
+size_t bench_skipped_peers(char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < nskipped && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s (%s)", i ? "; " : "", skipped[i].impl,
+                              skipped[i].why);
+    return nskipped;
+}
+
 size_t bench_case_count(void)
 {
     return ncases;

@@ -112,6 +112,16 @@ typedef struct bench_case {
  */
 void bench_register(const bench_case *c);
 
+/**
+ * bench_skip_peer() - say that the baseline `impl` is absent from this run
+ * and why (its package was not installed when qflow-bench was built, say),
+ * instead of registering its cases. The run prints it on its first lines
+ * and the results file records it (build.skipped_peers), so a table or a
+ * file without that peer's rows is never mistaken for one where it lost.
+ * Once per impl (a repeat is ignored); string literals.
+ */
+void bench_skip_peer(const char *impl, const char *why);
+
 /** bench_now_ns() - CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t bench_now_ns(void);
 

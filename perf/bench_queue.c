@@ -64,11 +64,43 @@ static const bq_impl *const mpmc_impls[] = {&bq_qflow, &bq_mutex_cond, &bq_gasyn
                                             &bq_ck_ring_spin};
 #define N_MPMC (sizeof(mpmc_impls) / sizeof(mpmc_impls[0]))
 
+/* The C++ peers, when their packages were there at build time; NULL ends
+ * the list (loops stop at it: a bound of N_CXX = 0 would be a
+ * -Wtype-limits warning). */
+static const bq_impl *const cxx_impls[] = {
+#ifdef QFB_HAVE_MOODYCAMEL
+    &bq_moodycamel,
+#endif
+#ifdef QFB_HAVE_ATOMIC_QUEUE
+    &bq_atomic_queue,
+#endif
+    NULL,
+};
+#define N_CXX (sizeof(cxx_impls) / sizeof(cxx_impls[0]) - 1)
+
+/* The --quick time budget of a spinning peer's repetition. On a quiet
+ * machine atomic_queue moves its million items in tens of milliseconds; on
+ * a loaded one its threads spin away their time slices while the other
+ * side waits for a CPU, and a repetition would use up the whole default
+ * budget (1 s) for a few tens of thousands of items: a quarter of that
+ * measures the same rate and keeps --quick near its length. */
+#define SPIN_BUDGET_QUICK_S 0.25
+
+static double quick_budget_of(const bq_impl *impl)
+{
+#ifdef QFB_HAVE_ATOMIC_QUEUE
+    if (impl == &bq_atomic_queue)
+        return SPIN_BUDGET_QUICK_S;
+#endif
+    (void)impl;
+    return 0;
+}
+
 #define N_THREAD_CASES 5
-static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + 1];
-static go_cfg go_threads_cfg[N_THREAD_CASES];
-static tput_cfg batch_cfg[3], spsc_cfg[2], i64_cfg, i64_pair_cfg;
-static pingpong_cfg pingpong_cfg_of[2];
+static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + N_CXX];
+static go_cfg go_threads_cfg[N_THREAD_CASES], go_pingpong_cfg;
+static tput_cfg batch_cfg[3], spsc_cfg[2], i64_cfg, i64_pair_cfg, tuple_cfg;
+static pingpong_cfg pingpong_cfg_of[2 + N_CXX];
 static alloc_cfg alloc_cfg_qflow, alloc_cfg_i64;
 
 static const char *capacity_str(const bq_impl *impl)
@@ -114,30 +146,46 @@ static void register_go_tput(const char *name, go_cfg *cfg)
     });
 }
 
+/* Peers whose rows this build cannot have: said on the run's first lines
+ * and in its results file rather than left to be guessed from a table. */
+static void note_absent_peers(void)
+{
+#ifndef QFB_HAVE_MOODYCAMEL
+    bench_skip_peer("moodycamel", "not built: needs a C++ compiler and libconcurrentqueue-dev, "
+                                  "and no ThreadSanitizer");
+#endif
+#ifndef QFB_HAVE_ATOMIC_QUEUE
+    bench_skip_peer("atomic_queue", "not built: needs a C++ compiler and libatomic-queue-dev");
+#endif
+    if (!bench_go_available())
+        bench_skip_peer("go_chan", "not built: needs golang-go (perf/go/qfbench.go)");
+}
+
 void bench_register_queue(void)
 {
+    note_absent_peers();
     static const char *const names[N_THREAD_CASES] = {"queue.tput.p1c1", "queue.tput.p2c2",
                                                       "queue.tput.p4c4", "queue.tput.p8c8",
                                                       "queue.tput.p16c16"};
     static const int threads[N_THREAD_CASES] = {1, 2, 4, 8, 16};
     for (int t = 0; t < N_THREAD_CASES; t++) {
-        const bq_impl *impls[N_MPMC + 1];
+        const bq_impl *impls[N_MPMC + N_CXX];
         size_t n = 0;
         for (size_t i = 0; i < N_MPMC; i++)
             /* The spinning ring collapses once threads outnumber cores: it
              * would only run into its time budget there. */
             if (mpmc_impls[i] != &bq_ck_ring_spin || threads[t] <= 4)
                 impls[n++] = mpmc_impls[i];
-#ifdef QFB_HAVE_MOODYCAMEL
-        impls[n++] = &bq_moodycamel;
-#endif
+        for (const bq_impl *const *x = cxx_impls; *x; x++)
+            impls[n++] = *x;
         for (size_t i = 0; i < n; i++) {
             threads_cfg[t][i] = (tput_cfg){.impl = impls[i],
                                            .producers = threads[t],
                                            .consumers = threads[t],
                                            .batch = 1,
                                            .items_quick = 1 * M,
-                                           .items_full = 5 * M};
+                                           .items_full = 5 * M,
+                                           .budget_quick_s = quick_budget_of(impls[i])};
             register_tput(names[t], &threads_cfg[t][i]);
         }
         if (bench_go_available()) {
@@ -162,6 +210,10 @@ void bench_register_queue(void)
     i64_pair_cfg = i64_cfg;
     i64_pair_cfg.impl = &bq_qflow_i64_pair;
     register_tput("queue.tput.p1c1", &i64_pair_cfg);
+    tuple_cfg = i64_cfg;
+    tuple_cfg.impl = &bq_qflow_tuple;
+    tuple_cfg.items_quick = M / 2; /* its ratio needs no more; keeps --quick short */
+    register_tput("queue.tput.p1c1", &tuple_cfg);
 
     const bq_impl *batch_impls[3] = {&bq_qflow, &bq_mutex_cond, &bq_qflow_i64};
     for (int i = 0; i < 3; i++) {
@@ -186,9 +238,13 @@ void bench_register_queue(void)
         register_tput("queue.tput.spsc", &spsc_cfg[i]);
     }
 
-    const bq_impl *pp_impls[2] = {&bq_qflow, &bq_mutex_cond};
-    for (int i = 0; i < 2; i++) {
-        pingpong_cfg_of[i] = (pingpong_cfg){.impl = pp_impls[i]};
+    const bq_impl *pp_impls[2 + N_CXX] = {&bq_qflow, &bq_mutex_cond};
+    size_t n_pp = 2;
+    for (const bq_impl *const *x = cxx_impls; *x; x++)
+        pp_impls[n_pp++] = *x;
+    for (size_t i = 0; i < n_pp; i++) {
+        pingpong_cfg_of[i] =
+            (pingpong_cfg){.impl = pp_impls[i], .budget_quick_s = quick_budget_of(pp_impls[i])};
         bench_register(&(bench_case){
             .name = "queue.pingpong",
             .impl = pp_impls[i]->name,
@@ -197,8 +253,29 @@ void bench_register_queue(void)
             .params = {{.key = "capacity", .num = QB_CAPACITY},
                        {.key = "flags", .str = "mpmc"},
                        {.key = "measures", .str = "round trip"}},
+            .note = pp_impls[i]->note,
             .run = qb_run_pingpong,
             .arg = &pingpong_cfg_of[i],
+        });
+    }
+    /* The same Go program as queue.pingpong.task/go_chan: goroutines are
+     * what a Go user's two threads of control would be. */
+    if (bench_go_available()) {
+        go_pingpong_cfg = (go_cfg){.mode = "pingpong",
+                                   .capacity = QB_CAPACITY,
+                                   .items_quick = 20000,
+                                   .items_full = 200000};
+        bench_register(&(bench_case){
+            .name = "queue.pingpong",
+            .impl = "go_chan",
+            .unit = BENCH_NS,
+            .outputs = {"queue.pingpong.p50", "queue.pingpong.p99"},
+            .params = {{.key = "capacity", .num = QB_CAPACITY},
+                       {.key = "flags", .str = "mpmc"},
+                       {.key = "measures", .str = "round trip"}},
+            .note = "two goroutines through two buffered channels (perf/go/qfbench.go)",
+            .run = bench_go_pingpong,
+            .arg = &go_pingpong_cfg,
         });
     }
 

@@ -35,10 +35,13 @@ typedef struct tput_cfg {
     unsigned deq_batch;
     /* The kind reorders by design (shuffle, priority): no order warning. */
     bool any_order;
+    /* --quick time budget of a repetition, seconds; 0: the default. */
+    double budget_quick_s;
 } tput_cfg;
 
 typedef struct pingpong_cfg {
     const bq_impl *impl;
+    double budget_quick_s; /* as in tput_cfg */
 } pingpong_cfg;
 
 typedef struct alloc_cfg {

@@ -3,7 +3,10 @@
  * dequeues it. A times each round trip with CLOCK_MONOTONIC after a
  * warm-up; one repetition gives the p50 and p99 of its round trips
  * (nearest rank). Every value is distinct and checked on its way back.
- * The repetition stops early (truncated) after its time budget. */
+ * The repetition stops early (truncated) after its time budget; the
+ * warm-up gets a quarter of it besides (a queue whose threads spin, on a
+ * loaded machine, can take a time slice per round trip: 2000 of them
+ * would be many seconds), and one cut short also marks it truncated. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -49,8 +52,15 @@ static void *ping_main(void *arg)
 {
     pingpong_run *run = arg;
     uint64_t i = 1;
-    for (; i <= WARMUP; i++)
+    uint64_t warm_deadline = bench_now_ns() + run->budget_ns / 4;
+    for (; i <= WARMUP; i++) {
         bounce(run, i);
+        if (bench_now_ns() > warm_deadline) {
+            run->truncated = true;
+            i++;
+            break;
+        }
+    }
     uint64_t deadline = bench_now_ns() + run->budget_ns;
     for (size_t k = 0; k < run->n; k++, i++) {
         uint64_t t0 = bench_now_ns();
@@ -85,7 +95,8 @@ void qb_run_pingpong(bench_rep *r)
     pingpong_run run = {
         .impl = cfg->impl,
         .n = bench_scale(r, 10000, 200000),
-        .budget_ns = bench_budget_ns(r, BUDGET_QUICK_S, BUDGET_FULL_S),
+        .budget_ns = bench_budget_ns(r, cfg->budget_quick_s ? cfg->budget_quick_s : BUDGET_QUICK_S,
+                                     BUDGET_FULL_S),
     };
     run.samples = malloc(run.n * sizeof(*run.samples));
     run.ab = cfg->impl->create(QB_CAPACITY, 0);

@@ -184,7 +184,8 @@ void qb_run_tput(bench_rep *r)
     }
 
     pthread_barrier_wait(&run->start);
-    uint64_t budget = bench_budget_ns(r, BUDGET_QUICK_S, BUDGET_FULL_S);
+    uint64_t budget = bench_budget_ns(r, cfg->budget_quick_s ? cfg->budget_quick_s : BUDGET_QUICK_S,
+                                      BUDGET_FULL_S);
     if (!wait_done(run, bench_now_ns() + budget)) {
         atomic_store(&run->stop, true);
         r->truncated = true;

@@ -53,7 +53,7 @@ void bench_meta_free(bench_meta *m)
 {
     char **strs[] = {&m->host,         &m->cpu,      &m->arch,   &m->kernel,
                      &m->compiler,     &m->mode,     &m->commit, &m->buildtype,
-                     &m->optimization, &m->sanitize, &m->knobs};
+                     &m->optimization, &m->sanitize, &m->knobs,  &m->skipped};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
         free(*strs[i]);
         *strs[i] = NULL;

@@ -36,6 +36,7 @@ typedef struct bench_meta {
     double nproc, memory_bytes;
     char *mode; /* "quick" or "default" */
     char *commit, *buildtype, *optimization, *sanitize, *knobs;
+    char *skipped;   /* absent baselines: "impl (why); ...", or "none" */
     bool has_values; /* results carry per-repetition values */
 } bench_meta;
 
@@ -54,6 +55,9 @@ typedef struct bench_options {
 
 /* Registry (bench.c). */
 size_t bench_case_count(void);
+/* The peers bench_skip_peer() was told of, as "impl (why); impl (why)" in
+ * buf (truncated to len); returns how many. */
+size_t bench_skipped_peers(char *buf, size_t len);
 const bench_case *bench_case_at(size_t i);
 /* The result names of a case (its .outputs, or its .name); returns count. */
 unsigned bench_case_outputs(const bench_case *c, const char *ret_names[BENCH_MAX_OUTPUTS]);

@@ -290,6 +290,8 @@ static void warn_meta(const char *old_path, const bench_meta *o, const bench_met
     w += warn_differ("sanitizers", o->sanitize, n->sanitize, "another build");
     w += warn_differ("test knobs", o->knobs, n->knobs, "a deliberately slowed build");
     w += warn_differ("compiler", o->compiler, n->compiler, "another build");
+    w += warn_differ("skipped peers", o->skipped, n->skipped,
+                     "a qflow row is judged only against baselines both runs have");
     w += warn_differ("kernel", o->kernel, n->kernel, "system calls may cost differently");
     if (o->commit && *o->commit && strcmp(o->commit, n->commit) != 0)
         printf("  comparing commit %s (old) with %s (now)\n", o->commit, n->commit);

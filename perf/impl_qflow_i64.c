@@ -8,7 +8,8 @@
  * the enqueue and the consumer's come from its own caches. Set beside the
  * pointer queue (impl "qflow") in one run, it shows what the element path
  * costs (issue 18: >= 0.5x the pointer queue, no allocation in the steady
- * state). */
+ * state). The two-int64 (qflow_int64x2) and (int64 label, float32 [16]
+ * features) (qflow_tuple) queues below take the general element path. */
 #include <stdint.h>
 
 #include "baseline.h"
@@ -128,6 +129,79 @@ const bq_impl bq_qflow_i64_pair = {
     .destroy = bq_qflow_destroy,
     .enqueue = pair_enqueue,
     .dequeue = i64_dequeue,
+    .enqueue_many = NULL,
+    .dequeue_many = NULL,
+    .close = bq_qflow_close,
+};
+
+/* The shape of a TF1 input pipeline's example: an int64 label (the value)
+ * and a float32 [16] feature row derived from it, which the consumer reads
+ * and checks as a training step would read it. Like the pair, both tensors
+ * and the element cross the cores; the row adds a 64-byte buffer to each. */
+#define TUPLE_FEATURES 16
+
+static bq *tuple_create(size_t capacity, unsigned flags)
+{
+    (void)flags;
+    qf_dtype dt[2] = {QF_INT64, QF_FLOAT32};
+    qf_shape sh[2] = {qf_shape_scalar(), QF_SHAPE(TUPLE_FEATURES)};
+    qf_queue_options o = {
+        .capacity = (int64_t)capacity, .num_components = 2, .dtypes = dt, .shapes = sh};
+    qf_queue *q = NULL;
+    if (qf_fifo_queue_new(&o, &q) != QF_OK)
+        bench_fail("qf_fifo_queue_new: %s", qf_last_message());
+    return (bq *)q;
+}
+
+/* Feature i of the row sent with label v: whole numbers below 2^20, so
+ * float32 holds them exactly and the check can compare with ==. */
+static float tuple_feature(int64_t v, int i)
+{
+    return (float)(((uint32_t)v & 0xffffu) * TUPLE_FEATURES + (uint32_t)i);
+}
+
+static int tuple_enqueue(bq *q, void *p)
+{
+    int64_t v = (int64_t)(uintptr_t)p;
+    qf_shape sh = QF_SHAPE(TUPLE_FEATURES);
+    qf_tensor *t[2] = {qf_tensor_new_i64(v), qf_tensor_new(QF_FLOAT32, &sh)};
+    if (t[1]) {
+        float *f = qf_tensor_data(t[1]);
+        for (int i = 0; i < TUPLE_FEATURES; i++)
+            f[i] = tuple_feature(v, i);
+    }
+    qf_element *e = t[0] && t[1] ? qf_element_of(2, t) : NULL;
+    if (!e)
+        bench_fail("making a (label, features) element: %s", qf_last_message());
+    return bq_qflow_check(qf_queue_enqueue((qf_queue *)q, e), QF_CANCELLED, "qf_queue_enqueue");
+}
+
+static int tuple_dequeue(bq *q, void **ret_p)
+{
+    qf_element *e = NULL;
+    int rc =
+        bq_qflow_check(qf_queue_dequeue((qf_queue *)q, &e), QF_OUT_OF_RANGE, "qf_queue_dequeue");
+    if (rc != 0)
+        return rc;
+    int64_t v = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
+    const float *f = qf_tensor_cdata(qf_element_get(e, 1));
+    for (int i = 0; i < TUPLE_FEATURES; i++)
+        if (f[i] != tuple_feature(v, i))
+            bench_fail("qflow_tuple: label %#llx arrived with feature %d = %g, sent %g",
+                       (unsigned long long)v, i, (double)f[i], (double)tuple_feature(v, i));
+    *ret_p = (void *)(uintptr_t)v;
+    qf_element_free(e);
+    return 0;
+}
+
+const bq_impl bq_qflow_tuple = {
+    .name = "qflow_tuple",
+    .note = "FIFOQueue of (int64 label, float32 [16] features), a TF1 input pipeline's example: "
+            "two tensors and an element per item cross the cores; the consumer checks the row",
+    .create = tuple_create,
+    .destroy = bq_qflow_destroy,
+    .enqueue = tuple_enqueue,
+    .dequeue = tuple_dequeue,
     .enqueue_many = NULL,
     .dequeue_many = NULL,
     .close = bq_qflow_close,

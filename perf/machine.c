@@ -102,6 +102,7 @@ void bench_meta_of_run(const bench_options *o, bench_meta *m)
     } else {
         m->knobs = dup_or_empty("none");
     }
+    m->skipped = dup_or_empty(bench_skipped_peers(buf, sizeof(buf)) ? buf : "none");
     m->has_values = true;
 }
 
@@ -155,5 +156,7 @@ void bench_write_build(json_writer *w, const bench_meta *m)
     jw_string(w, m->sanitize);
     jw_key(w, "test_knobs");
     jw_string(w, m->knobs);
+    jw_key(w, "skipped_peers");
+    jw_string(w, m->skipped);
     jw_end_object(w);
 }

@@ -231,6 +231,9 @@ int main(int argc, char **argv)
         printf("qflow-bench: %s mode, %u reps, %ld CPUs online%s%s\n",
                o.quick ? "quick" : "default", o.reps, sysconf(_SC_NPROCESSORS_ONLN),
                filter_src ? ", filter " : "", filter_src ? filter_src : "");
+        if (strcmp(new_rs.meta.skipped, "none") != 0)
+            printf("qflow-bench: peers absent from this run (their rows are missing): %s\n",
+                   new_rs.meta.skipped);
         if (bench_slowdown() != 1)
             printf("qflow-bench: TEST KNOB: QFLOW_BENCH_SLOWDOWN=%g: qflow's FIFO path does %gx "
                    "the work\n",

@@ -1,7 +1,8 @@
 /* results_json.c - the results file:
  *   {"machine": {host, cpu, nproc, kernel, arch, memory_bytes, compiler,
  *                date, qflow_version, mode, reps},
- *    "build": {commit, buildtype, optimization, sanitize, test_knobs},
+ *    "build": {commit, buildtype, optimization, sanitize, test_knobs,
+ *              skipped_peers: "impl (why); ..." or "none"},
  *    "results": [{"bench", "impl", "unit", "median", "min", "max", "reps",
  *                 "values": [each repetition's raw figure, in run order],
  *                 "truncated": [whether it hit its time budget],
@@ -158,6 +159,7 @@ static void read_meta(const json_value *doc, bench_meta *m)
     m->optimization = dup_member(build, "optimization");
     m->sanitize = dup_member(build, "sanitize");
     m->knobs = dup_member(build, "test_knobs");
+    m->skipped = dup_member(build, "skipped_peers");
 }
 
 /* "values" and "truncated" of a result, when both are there and agree. */
