@@ -77,7 +77,7 @@
  *     after a crash: what was in flight (at most max_in_flight) plus what
  *     the consumer acked in the server's last write interval, about the
  *     consume rate x 100 ms (3,000 at 30,000 messages/s; in the test
- *     608-2,544 of 5,008 handed out came again, each acked in the last
+ *     237-2,544 of 5,008 handed out came again, each acked in the last
  *     ~100 ms before the kill). Nothing the server had written as acked
  *     comes again.
  *   - Synchronous acks would not shrink it. nats-server answers an ack
