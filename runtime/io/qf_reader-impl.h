@@ -41,6 +41,20 @@ static inline uint32_t qf__crc32c(const void *data, size_t n)
     return qf__crc32c_extend(0, data, n);
 }
 
+/* TFRecord's little-endian length and CRC fields. */
+static inline uint64_t qf__load_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t qf__load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* TFRecord's masking: a CRC stored next to data that may itself contain
  * CRCs is rotated and offset so that CRCs of CRCs do not degenerate. */
 #define QF__CRC_MASK_DELTA 0xa282ead8u

@@ -37,19 +37,6 @@
 #define HEADER_BYTES 12
 #define FOOTER_BYTES 4
 
-static uint64_t load_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static qf_code tfrecord_start(qf_reader *r)
 {
     return qf__rbuf_open(&r->rb, r->work);
@@ -78,7 +65,7 @@ static qf_code too_long(qf_reader *r, uint64_t off, uint64_t len)
 static qf_code finish_record(qf_reader *r, qf_record *rec, const char *data, uint64_t len,
                              uint64_t off, bool *produced)
 {
-    if (qf__crc32c_unmask(load_le32((const unsigned char *)data + len)) !=
+    if (qf__crc32c_unmask(qf__load_le32((const unsigned char *)data + len)) !=
         qf__crc32c(data, (size_t)len))
         return corrupted(r, off, "data checksum mismatch");
     if (data != rec->value) {
@@ -116,8 +103,8 @@ static qf_code tfrecord_next(qf_reader *r, qf_record *rec, bool *produced, bool 
         return truncated(r, off);
     }
     const unsigned char *h = (const unsigned char *)rb->buf + rb->pos;
-    uint64_t len = load_le64(h);
-    if (qf__crc32c_unmask(load_le32(h + 8)) != qf__crc32c(h, 8))
+    uint64_t len = qf__load_le64(h);
+    if (qf__crc32c_unmask(qf__load_le32(h + 8)) != qf__crc32c(h, 8))
         return corrupted(r, off, "length checksum mismatch");
     /* A length is believed only within the bound and, for an uncompressed
      * regular file, within what the file holds: never allocated for. */

@@ -32,19 +32,6 @@ struct qf_tfrecord_random_reader {
     size_t cap;
 };
 
-static uint64_t load_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 qf_code qf_tfrecord_random_reader_open(const char *path, const qf_tfrecord_options *opts,
                                        qf_tfrecord_random_reader **ret_rr)
 {
@@ -171,8 +158,8 @@ static qf_code check_header(const qf_tfrecord_random_reader *rr, uint64_t offset
     if (got < HEADER_BYTES)
         return truncated(rr, offset);
     const unsigned char *h = (const unsigned char *)rr->buf;
-    uint64_t len = load_le64(h);
-    if (qf__crc32c_unmask(load_le32(h + 8)) != qf__crc32c(h, 8))
+    uint64_t len = qf__load_le64(h);
+    if (qf__crc32c_unmask(qf__load_le32(h + 8)) != qf__crc32c(h, 8))
         return qf_set_error(QF_DATA_LOSS,
                             "corrupted record at %" PRIu64
                             " in '%s' (length checksum mismatch: %" PRIu64
@@ -237,7 +224,7 @@ qf_code qf_tfrecord_random_reader_read(qf_tfrecord_random_reader *rr, uint64_t o
     if (total > got && (rc = read_rest(rr, offset, got, total)) != QF_OK)
         return rc;
     char *data = rr->buf + HEADER_BYTES;
-    if (qf__crc32c_unmask(load_le32((const unsigned char *)data + len)) !=
+    if (qf__crc32c_unmask(qf__load_le32((const unsigned char *)data + len)) !=
         qf__crc32c(data, (size_t)len))
         return qf_set_error(QF_DATA_LOSS,
                             "corrupted record at %" PRIu64 " in '%s' (data checksum mismatch)",
