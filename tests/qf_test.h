@@ -1,7 +1,7 @@
 /* qf_test.h - helpers the test programs share: runtimes, scopes and
- * Coordinators that fail the test when they cannot be made, and starting and
- * joining a scope's queue runners. The stress suites' shared parts are in
- * qf_test_stress.h.
+ * Coordinators that fail the test when they cannot be made, starting and
+ * joining a scope's queue runners, and taking batches. The stress suites'
+ * shared parts are in qf_test_stress.h.
  *
  * Static functions: each test file includes it once. A file may set, before
  * the include:
@@ -85,6 +85,32 @@ static inline void join_all(started *st)
     qf_tasks_free(st->t, st->n);
     st->t = NULL;
     st->n = 0;
+}
+
+/* ---------------------------------------------------- batches and elements */
+
+/* The next batch; anything else by soon() fails the test. */
+static inline qf_element *next_ok(qf_batcher *b)
+{
+    qf_element *e = NULL;
+    qf_code rc = qf_batcher_next_until(b, soon(), &e);
+    cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
+    return e;
+}
+
+/* The batcher has reached its end (QF_OUT_OF_RANGE, no element). */
+static inline void expect_end(qf_batcher *b)
+{
+    qf_element *e = NULL;
+    qf_code rc = qf_batcher_next_until(b, soon(), &e);
+    cr_expect_eq(rc, QF_OUT_OF_RANGE, "%s: %s", qf_code_name(rc), qf_last_message());
+    cr_expect_null(e);
+}
+
+/* Entry i of component comp, an int64 tensor. */
+static inline int64_t i64_at(const qf_element *e, size_t comp, int64_t i)
+{
+    return ((const int64_t *)qf_tensor_cdata(qf_element_get(e, comp)))[i];
 }
 
 #endif

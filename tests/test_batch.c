@@ -42,11 +42,6 @@ TestSuite(batch, .timeout = 240);
 
 /* ---------------------------------------------------------------- helpers */
 
-static int64_t i64_at(const qf_element *e, size_t comp, int64_t i)
-{
-    return ((const int64_t *)qf_tensor_cdata(qf_element_get(e, comp)))[i];
-}
-
 static const char *str_at(const qf_element *e, size_t comp, int64_t i)
 {
     const char *s = qf_tensor_string(qf_element_get(e, comp), i, NULL);
@@ -57,22 +52,6 @@ static const char *str_at(const qf_element *e, size_t comp, int64_t i)
 static int64_t dim(const qf_element *e, size_t comp, int d)
 {
     return qf_tensor_shape(qf_element_get(e, comp))->dims[d];
-}
-
-static qf_element *next_ok(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
-    return e;
-}
-
-static void expect_end(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_expect_eq(rc, QF_OUT_OF_RANGE, "%s: %s", qf_code_name(rc), qf_last_message());
-    cr_expect_null(e);
 }
 
 /* ------------------------------------------------------------- generators

@@ -26,27 +26,6 @@ TestSuite(batch_sparse, .timeout = 240);
 
 /* ---------------------------------------------------------------- helpers */
 
-static qf_element *next_ok(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
-    return e;
-}
-
-static void expect_end(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_expect_eq(rc, QF_OUT_OF_RANGE, "%s: %s", qf_code_name(rc), qf_last_message());
-    cr_expect_null(e);
-}
-
-static int64_t i64_at(const qf_element *e, size_t comp, int64_t i)
-{
-    return ((const int64_t *)qf_tensor_cdata(qf_element_get(e, comp)))[i];
-}
-
 /* The sparse tensor of component c of a batch (a QF_SPARSE scalar). */
 static qf_sparse *sp_at(const qf_element *e, size_t c)
 {
