@@ -38,6 +38,7 @@
 #include <stdlib.h>
 
 #include "qf_coord_state-impl.h"
+#include "qf_lock-impl.h"
 #include "qf_status-impl.h"
 
 /* A frame per stop action running on this thread (innermost first). */
@@ -66,6 +67,7 @@ static bool running_here(const qf_coord_action *a)
 
 static void action_unlink_locked(qf_coord *c, qf_coord_action *a)
 {
+    QF__ASSERT_MUTEX_HELD(&c->lock);
     if (a->prev)
         a->prev->next = a->next;
     else
@@ -80,6 +82,7 @@ static void action_unlink_locked(qf_coord *c, qf_coord_action *a)
  * released; returns with the mutex held and the action possibly freed. */
 static void run_claimed_locked(qf_coord *c, qf_coord_action *a)
 {
+    QF__ASSERT_MUTEX_HELD(&c->lock);
     struct frame fr = {c, a, tl_frames};
     pthread_mutex_unlock(&c->lock);
     tl_frames = &fr;

@@ -11,6 +11,11 @@
 #include "qf_status.h"
 #include "qf_status-impl.h"
 #include "qf_futex-impl.h"
+#include "qf_lock-impl.h"
+
+#ifndef NDEBUG
+_Thread_local qf__held_locks qf__held;
+#endif
 
 qf_code qf_futex_wait_until(_Atomic uint32_t *word, uint32_t expected, qf_deadline deadline)
 {

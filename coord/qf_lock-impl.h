@@ -4,11 +4,25 @@
  * about to sleep). Three states, after Drepper's "Futexes Are Tricky":
  * 0 free, 1 locked, 2 locked with possible sleepers. Spins briefly first,
  * because the critical sections it guards are a few pointer writes.
+ *
+ * Debug builds (no NDEBUG) also keep, per thread, the lock words the thread
+ * took, so a `*_locked` helper can assert that its caller holds the lock
+ * (QF__ASSERT_HELD). A table per thread rather than an owner field: the
+ * word is part of installed structures (qf_waitlist) whose layout is ABI,
+ * and the release build keeps the word alone. An entry a thread leaves
+ * behind (a lock freed while held) only makes a check pass. Code that takes
+ * the word its own way (the locked engine's engine_lock) reports it with
+ * qf__lock_acquired(). A mutex of pthreads has no owner to read portably:
+ * QF__ASSERT_MUTEX_HELD checks that some thread holds it.
  */
 #ifndef QF_LOCK_IMPL_H
 #define QF_LOCK_IMPL_H
 
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "qf_futex.h"
@@ -22,7 +36,73 @@ static inline void qf__cpu_relax(void)
 #endif
 }
 
-static inline void qf__lock(_Atomic uint32_t *l)
+#ifndef NDEBUG
+/* Deeper than the library nests (a queue's lock inside a wait list's, say).
+ * A thread that ever holds more stops being checked: from then on its
+ * checks give every lock the benefit of the doubt. */
+#define QF__HELD_MAX 16
+
+typedef struct qf__held_locks {
+    const void *at[QF__HELD_MAX];
+    unsigned n;         /* entries of at[] in use */
+    unsigned untracked; /* locks taken while at[] was full */
+} qf__held_locks;
+
+/* Defined once, in qf_futex.c: one table per thread for every translation
+ * unit, since a lock taken in one file is released or checked in another. */
+extern _Thread_local qf__held_locks qf__held;
+
+static inline int qf__held_find(const _Atomic uint32_t *l)
+{
+    for (unsigned i = 0; i < qf__held.n; i++)
+        if (qf__held.at[i] == (const void *)l)
+            return (int)i;
+    return -1;
+}
+
+/* True when this thread holds l (or has held more locks than are tracked). */
+static inline bool qf__lock_held(const _Atomic uint32_t *l)
+{
+    return qf__held_find(l) >= 0 || qf__held.untracked > 0;
+}
+
+#define QF__ASSERT_HELD(l) assert(qf__lock_held(l) && "the caller must hold the lock")
+/* Some thread holds m (trylock of a normal mutex is EBUSY for its owner too). */
+#define QF__ASSERT_MUTEX_HELD(m)                                                                   \
+    assert(pthread_mutex_trylock(m) == EBUSY && "the caller must hold the mutex")
+#else
+#define QF__ASSERT_HELD(l) ((void)0)
+#define QF__ASSERT_MUTEX_HELD(m) ((void)0)
+#endif
+
+/* The calling thread has just taken l (debug builds note it). */
+static inline void qf__lock_acquired(const _Atomic uint32_t *l)
+{
+#ifndef NDEBUG
+    if (qf__held.n < QF__HELD_MAX)
+        qf__held.at[qf__held.n++] = (const void *)l;
+    else
+        qf__held.untracked++;
+#else
+    (void)l;
+#endif
+}
+
+/* The calling thread is about to release l. A lock missing from the table
+ * was taken while it was full, or by code that does not report its locks:
+ * nothing to drop. */
+static inline void qf__lock_releasing(const _Atomic uint32_t *l)
+{
+#ifndef NDEBUG
+    int i = qf__held_find(l);
+    if (i >= 0)
+        qf__held.at[i] = qf__held.at[--qf__held.n];
+#else
+    (void)l;
+#endif
+}
+
+static inline void qf__lock_word(_Atomic uint32_t *l)
 {
     uint32_t c = 0;
     if (atomic_compare_exchange_strong_explicit(l, &c, 1, memory_order_acquire,
@@ -43,8 +123,15 @@ static inline void qf__lock(_Atomic uint32_t *l)
     }
 }
 
+static inline void qf__lock(_Atomic uint32_t *l)
+{
+    qf__lock_word(l);
+    qf__lock_acquired(l);
+}
+
 static inline void qf__unlock(_Atomic uint32_t *l)
 {
+    qf__lock_releasing(l);
     if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
         qf_futex_wake(l, 1);
 }

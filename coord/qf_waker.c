@@ -173,6 +173,7 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
 
 static void unlink_locked(qf_waitlist *wl, qf_waker *w)
 {
+    QF__ASSERT_HELD(&wl->qf__lock);
     if (w->qf__prev)
         w->qf__prev->qf__next = w->qf__next;
     else

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "qf_lock-impl.h"
 #include "qf_queue_metrics-impl.h"
 #include "qf_status-impl.h"
 
@@ -39,6 +40,7 @@ static size_t slot_of(const qf_queue *q, size_t n)
  * allocation just keeps the old table (longer chains, still correct). */
 static void maybe_grow_locked(void)
 {
+    QF__ASSERT_MUTEX_HELD(&live_mu);
     if (nbuckets && nlive < 2 * nbuckets)
         return;
     size_t n = nbuckets ? 2 * nbuckets : 64;

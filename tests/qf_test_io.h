@@ -1,6 +1,6 @@
 /* qf_test_io.h - helpers shared by the record-format tests
- * (test_tfrecord.c, test_reader_kinds.c, test_reader_state.c,
- * test_reader_pipes.c): temp directories, files, work queues, assertions
+ * (test_reader.c, test_tfrecord.c, test_reader_kinds.c,
+ * test_reader_state.c, test_reader_pipes.c): temp directories, files, work queues, assertions
  * that name the call and the last message. Static functions: each test
  * file includes it once. */
 #ifndef QF_TEST_IO_H

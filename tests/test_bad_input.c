@@ -38,6 +38,9 @@
 #include <unistd.h>
 
 #include "qflow.h"
+#define QFT_RT_NAME "bad"
+#define QFT_SOON_S 10
+#include "qf_test.h"
 #ifdef QF_HAVE_NATS
 #include "qf_nats.h"
 #endif
@@ -125,11 +128,6 @@ static const char *current_case;
 /* A sentinel an out-parameter starts with, to see that it stays untouched. */
 #define UNTOUCHED ((void *)0x5a5a5a5a)
 
-__attribute__((unused)) static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(10);
-}
-
 /* Fixtures. */
 static const qf_dtype I64 = QF_INT64;
 
@@ -165,28 +163,6 @@ __attribute__((unused)) static qf_element *mkelem(int64_t v)
 {
     qf_tensor *t = qf_tensor_new_i64(v);
     return qf_element_of(1, &t);
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
-}
-
-__attribute__((unused)) static qf_runtime *mkrt(int workers)
-{
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = workers, .name = "bad"}, &rt),
-                 QF_OK);
-    return rt;
-}
-
-__attribute__((unused)) static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    cr_assert_eq(qf_scope_new(&s), QF_OK);
-    return s;
 }
 
 static void noop_action(void *arg)

@@ -32,68 +32,15 @@
 
 #include "qf_test_park.h"
 #include "qflow.h"
+#define QFT_RT_NAME "batch"
+#include "qf_test.h"
+#include "qf_test_stress.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H /* the in-process TSan runner has no timeouts */
 TestSuite(batch, .timeout = 240);
 #endif
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "batch"};
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
-    return rt;
-}
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    cr_assert_eq(qf_scope_new(&s), QF_OK);
-    return s;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
-}
-
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(20);
-}
-
-typedef struct started {
-    qf_task **t;
-    size_t n;
-} started;
-
-static started start(qf_runtime *rt, qf_coord *c, qf_scope *s)
-{
-    started st = {0};
-    cr_assert_eq(qf_start_queue_runners(rt, c, s, NULL, QF_RUNNER_START, &st.t, &st.n), QF_OK, "%s",
-                 qf_last_message());
-    return st;
-}
-
-static void join_all(started *st)
-{
-    for (size_t i = 0; i < st->n; i++) {
-        qf_task_join(st->t[i], soon(), NULL);
-        cr_assert(qf_task_is_done(st->t[i]), "task '%s' did not finish", qf_task_name(st->t[i]));
-    }
-    qf_tasks_free(st->t, st->n);
-    st->t = NULL;
-    st->n = 0;
-}
-
-static int64_t i64_at(const qf_element *e, size_t comp, int64_t i)
-{
-    return ((const int64_t *)qf_tensor_cdata(qf_element_get(e, comp)))[i];
-}
 
 static const char *str_at(const qf_element *e, size_t comp, int64_t i)
 {
@@ -105,22 +52,6 @@ static const char *str_at(const qf_element *e, size_t comp, int64_t i)
 static int64_t dim(const qf_element *e, size_t comp, int d)
 {
     return qf_tensor_shape(qf_element_get(e, comp))->dims[d];
-}
-
-static qf_element *next_ok(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
-    return e;
-}
-
-static void expect_end(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_expect_eq(rc, QF_OUT_OF_RANGE, "%s: %s", qf_code_name(rc), qf_last_message());
-    cr_expect_null(e);
 }
 
 /* ------------------------------------------------------------- generators
@@ -1677,13 +1608,6 @@ Test(batch, one_reader_cannot_feed_several_tasks)
 
 /* ------------------------------------------------------------- concurrency */
 
-static long stress_scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long k = s ? atol(s) : 1;
-    return k > 1 ? (n / k > 0 ? n / k : 1) : n;
-}
-
 typedef struct taker {
     qf_batcher *b;
     int64_t *seen; /* indexed by value */
@@ -1711,7 +1635,7 @@ Test(batch, four_consumers_and_four_producer_tasks_see_every_example_once)
 {
     /* spec 164 + 166 under contention: 4 enqueue tasks, 4 consumer threads
      * calling next at once; every example arrives exactly once */
-    long n = stress_scale(20000);
+    long n = qft_stress_scale(20000, 1);
     qf_runtime *rt = mkrt(2);
     qf_scope *s = mkscope();
     gen g = {.limit = n, .value = -1};
@@ -1745,7 +1669,7 @@ Test(batch, many_pipelines_share_two_workers)
 {
     /* DESIGN: runners are tasks; many producer -> batch pipelines on two
      * workers all finish, each in order */
-    long pipes = stress_scale(200);
+    long pipes = qft_stress_scale(200, 1);
     qf_runtime *rt = mkrt(2);
     qf_scope *s = mkscope();
     gen *gs = calloc((size_t)pipes, sizeof(*gs));

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "qflow.h"
+#define QFT_RT_NAME "batch_sparse"
+#include "qf_test.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H /* the in-process TSan runner has no timeouts */
 TestSuite(batch_sparse, .timeout = 240);
@@ -23,77 +25,6 @@ TestSuite(batch_sparse, .timeout = 240);
 #define OK(x) cr_assert_eq((x), QF_OK, "%s: %s", #x, qf_last_message())
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "batch_sparse"};
-    qf_runtime *rt = NULL;
-    OK(qf_runtime_new(&o, &rt));
-    return rt;
-}
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    OK(qf_scope_new(&s));
-    return s;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    OK(qf_coord_new(NULL, 0, &c));
-    return c;
-}
-
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(20);
-}
-
-typedef struct started {
-    qf_task **t;
-    size_t n;
-} started;
-
-static started start(qf_runtime *rt, qf_coord *c, qf_scope *s)
-{
-    started st = {0};
-    OK(qf_start_queue_runners(rt, c, s, NULL, QF_RUNNER_START, &st.t, &st.n));
-    return st;
-}
-
-static void join_all(started *st)
-{
-    for (size_t i = 0; i < st->n; i++) {
-        qf_task_join(st->t[i], soon(), NULL);
-        cr_assert(qf_task_is_done(st->t[i]), "task '%s' did not finish", qf_task_name(st->t[i]));
-    }
-    qf_tasks_free(st->t, st->n);
-    st->t = NULL;
-    st->n = 0;
-}
-
-static qf_element *next_ok(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
-    return e;
-}
-
-static void expect_end(qf_batcher *b)
-{
-    qf_element *e = NULL;
-    qf_code rc = qf_batcher_next_until(b, soon(), &e);
-    cr_expect_eq(rc, QF_OUT_OF_RANGE, "%s: %s", qf_code_name(rc), qf_last_message());
-    cr_expect_null(e);
-}
-
-static int64_t i64_at(const qf_element *e, size_t comp, int64_t i)
-{
-    return ((const int64_t *)qf_tensor_cdata(qf_element_get(e, comp)))[i];
-}
 
 /* The sparse tensor of component c of a batch (a QF_SPARSE scalar). */
 static qf_sparse *sp_at(const qf_element *e, size_t c)

@@ -19,60 +19,12 @@
 #include <unistd.h>
 
 #include "qflow.h"
+#define QFT_RT_NAME "deferred"
+#include "qf_test.h"
 
 #define OK(x) cr_assert_eq((x), QF_OK, "%s: %s", #x, qf_last_message())
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "deferred"};
-    qf_runtime *rt = NULL;
-    OK(qf_runtime_new(&o, &rt));
-    return rt;
-}
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    OK(qf_scope_new(&s));
-    return s;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    OK(qf_coord_new(NULL, 0, &c));
-    return c;
-}
-
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(20);
-}
-
-typedef struct started {
-    qf_task **t;
-    size_t n;
-} started;
-
-static started start(qf_runtime *rt, qf_coord *c, qf_scope *s)
-{
-    started st = {0};
-    OK(qf_start_queue_runners(rt, c, s, NULL, QF_RUNNER_START, &st.t, &st.n));
-    return st;
-}
-
-static void join_all(started *st)
-{
-    for (size_t i = 0; i < st->n; i++) {
-        qf_task_join(st->t[i], soon(), NULL);
-        cr_assert(qf_task_is_done(st->t[i]), "task '%s' did not finish", qf_task_name(st->t[i]));
-    }
-    qf_tasks_free(st->t, st->n);
-    st->t = NULL;
-    st->n = 0;
-}
 
 static bool contains(const char *s, const char *sub)
 {

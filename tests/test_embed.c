@@ -23,6 +23,7 @@
 
 #include "qf_test_park.h"
 #include "qflow.h"
+#include "qf_test.h"
 
 #ifndef EMBED_EPOLL
 #define EMBED_EPOLL "embed_epoll"
@@ -34,13 +35,6 @@ static qf_runtime *host_rt(void)
     qf_runtime_options o = {.workers = 0, .name = "host"};
     cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK, "%s", qf_last_message());
     return rt;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
 }
 
 /* 1: thread `tid` sleeps in ppoll(2) (a driven join waiting); 0: not yet;

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
 TestSuite(eod_chains, .timeout = 600);
@@ -56,10 +57,7 @@ static long env_long(const char *name, long dflt)
 
 static long rounds(void)
 {
-    long n = env_long("QF_RELIABILITY_ROUNDS", 1000);
-    long scale = env_long("QF_STRESS_SCALE", 1);
-    n /= scale;
-    return n > 0 ? n : 1;
+    return qft_stress_scale(env_long("QF_RELIABILITY_ROUNDS", 1000), 1);
 }
 
 static double budget_s(void)

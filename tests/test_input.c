@@ -21,60 +21,10 @@
 #include <string.h>
 
 #include "qflow.h"
+#define QFT_RT_NAME "input"
+#include "qf_test.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "input"};
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
-    return rt;
-}
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    cr_assert_eq(qf_scope_new(&s), QF_OK);
-    return s;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
-}
-
-/* Start every runner of the scope; the tasks come back for joining. */
-typedef struct started {
-    qf_task **t;
-    size_t n;
-} started;
-
-static started start(qf_runtime *rt, qf_coord *c, qf_scope *s)
-{
-    started st = {0};
-    cr_assert_eq(qf_start_queue_runners(rt, c, s, NULL, QF_RUNNER_START, &st.t, &st.n), QF_OK, "%s",
-                 qf_last_message());
-    return st;
-}
-
-static void join_all(started *st)
-{
-    for (size_t i = 0; i < st->n; i++) {
-        qf_task_join(st->t[i], qf_deadline_in_s(20), NULL);
-        cr_assert(qf_task_is_done(st->t[i]), "task '%s' did not finish", qf_task_name(st->t[i]));
-    }
-    qf_tasks_free(st->t, st->n);
-    st->t = NULL;
-    st->n = 0;
-}
-
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(20);
-}
 
 static const char *str_at(const qf_element *e, size_t comp, int64_t i)
 {

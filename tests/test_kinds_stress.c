@@ -17,20 +17,13 @@
 #include <string.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #define NP 4
 #define NC 4
 #define SEQ_BITS 40
 /* Short enough that many waits time out (and put held elements back). */
 #define SHORT_NS 50000
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    n = d > 1 ? n / d : n;
-    return n < NP * 64 ? NP * 64 : n;
-}
 
 typedef enum {
     MODE_PLAIN,    /* blocking single calls */
@@ -199,7 +192,7 @@ static void *shuffle_consumer(void *a)
 
 static void run_shuffle(int64_t cap, int64_t min_after, mode m, long total)
 {
-    stress s = {.m = m, .per_producer = scale(total) / NP};
+    stress s = {.m = m, .per_producer = qft_stress_scale(total, NP * 64) / NP};
     qf_dtype dt = QF_PTR;
     qf_shape sh = qf_shape_scalar();
     qf_queue_options o = {.capacity = cap,
@@ -356,7 +349,7 @@ static void *prio_consumer(void *a)
 
 static void run_priority(int64_t cap, mode m, long total)
 {
-    stress s = {.m = m, .per_producer = scale(total) / NP};
+    stress s = {.m = m, .per_producer = qft_stress_scale(total, NP * 64) / NP};
     qf_dtype dt = QF_INT64;
     qf_shape sh = qf_shape_scalar();
     qf_queue_options o = {

@@ -17,16 +17,10 @@
 #include "qflow.h"
 #include "qf_queue_runner.h"
 #include "qf_test_park.h"
+#define QFT_RT_NAME "qr"
+#include "qf_test.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "qr"};
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
-    return rt;
-}
 
 static qf_queue *mkq(const char *name, int64_t cap, qf_dtype dt)
 {
@@ -36,13 +30,6 @@ static qf_queue *mkq(const char *name, int64_t cap, qf_dtype dt)
     qf_queue *q = NULL;
     cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
     return q;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
 }
 
 static qf_element *elem_i64(int64_t v)
@@ -1465,13 +1452,6 @@ Test(queue_runner, shutdown_cancels_parked_runner_tasks)
 }
 
 /* ------------------------------------------- scopes and collections (144-145) */
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    cr_assert_eq(qf_scope_new(&s), QF_OK);
-    return s;
-}
 
 Test(queue_runner, collection_lookup_by_name_scope)
 {

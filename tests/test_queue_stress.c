@@ -12,15 +12,9 @@
 #include <string.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #define MAXT 8
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    return d > 1 ? n / d : n;
-}
 
 typedef struct {
     qf_queue *q;
@@ -92,7 +86,8 @@ static void *consumer(void *a)
 
 static void run(int64_t cap, unsigned flags, int np, int nc, long total, int batch)
 {
-    stress s = {.nprod = np, .ncons = nc, .per_producer = scale(total) / np, .batch = batch};
+    stress s = {
+        .nprod = np, .ncons = nc, .per_producer = qft_stress_scale(total, 0) / np, .batch = batch};
     cr_assert_eq(qf_ptr_queue_new(cap, "stress", flags, NULL, &s.q), QF_OK);
     s.seen = calloc((size_t)np * (size_t)s.per_producer, 1);
     atomic_init(&s.received, 0);
@@ -205,7 +200,7 @@ static void run_pingpong(unsigned flags)
                           .shapes = &sc,
                           .flags = flags,
                           .spin_ns = -1};
-    pingpong p = {.rounds = scale(100000)};
+    pingpong p = {.rounds = qft_stress_scale(100000, 0)};
     o.name = "ping";
     cr_assert_eq(qf_fifo_queue_new(&o, &p.ping), QF_OK);
     o.name = "pong";
@@ -268,7 +263,7 @@ static void *take_one(void *a)
 
 Test(queue_stress, held_element_is_not_behind_end_of_data, .timeout = 300)
 {
-    long runs = scale(4000);
+    long runs = qft_stress_scale(4000, 0);
     for (long i = 0; i < runs; i++) {
         hold_race h = {.go = 0};
         cr_assert_eq(qf_ptr_queue_new(4, "h", 0, NULL, &h.q), QF_OK);

@@ -16,15 +16,13 @@
 
 #include "qf_reader-impl.h" /* white-box: qf__crc32c */
 #include "qf_test_io.h"
+#define QFT_RT_NAME "pipes"
+#define QFT_SOON_S 60
+#include "qf_test.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
 TestSuite(reader_pipes, .timeout = 240);
 #endif
-
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(60);
-}
 
 static const char *make_fifo(const tdir *d, const char *name)
 {
@@ -259,14 +257,6 @@ static void *fifo_writer(void *p)
     }
     close(fd);
     return NULL;
-}
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "pipes"};
-    qf_runtime *rt = NULL;
-    OK(qf_runtime_new(&o, &rt));
-    return rt;
 }
 
 Test(reader_pipes, a_pipeline_reads_every_line_of_a_fifo_without_holding_a_worker)

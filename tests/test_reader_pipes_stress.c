@@ -17,17 +17,10 @@
 #include <stdatomic.h>
 
 #include "qf_test_io.h"
+#include "qf_test_stress.h"
 
 #define FIFOS 16
 #define READERS 8
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    long r = d > 1 ? n / d : n;
-    return r > 0 ? r : 1;
-}
 
 typedef struct round_ctx {
     const char *fifo[FIFOS];
@@ -84,7 +77,7 @@ static void *write_fifo(void *p)
 
 static void run_round(const tdir *d, int round, bool stop, unsigned seed)
 {
-    round_ctx rc = {.lines = scale(400), .seed = seed};
+    round_ctx rc = {.lines = qft_stress_scale(400, 1), .seed = seed};
     atomic_init(&rc.stopped, false);
     for (int i = 0; i < FIFOS; i++) {
         char name[32];
@@ -176,7 +169,7 @@ Test(reader_pipes_stress, many_readers_on_trickling_fifos_with_random_stops, .ti
     signal(SIGPIPE, SIG_IGN);
     tdir d;
     tdir_make(&d);
-    long rounds = scale(40) < 4 ? 4 : scale(40);
+    long rounds = qft_stress_scale(40, 1) < 4 ? 4 : qft_stress_scale(40, 1);
     for (long r = 0; r < rounds; r++)
         run_round(&d, (int)r, r % 2 == 1, 7919u * (unsigned)(r + 1));
     tdir_remove(&d);

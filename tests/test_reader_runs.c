@@ -45,6 +45,9 @@
 #include <unistd.h>
 
 #include "qflow.h"
+#define QFT_RT_NAME "runs"
+#define QFT_SOON_S 60
+#include "qf_test.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H /* the in-process TSan runner has no timeouts */
 TestSuite(reader_runs, .timeout = 240);
@@ -57,58 +60,6 @@ TestSuite(reader_runs, .timeout = 240);
     } while (0)
 
 /* ---------------------------------------------------------------- helpers */
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "runs"};
-    qf_runtime *rt = NULL;
-    OK(qf_runtime_new(&o, &rt));
-    return rt;
-}
-
-static qf_scope *mkscope(void)
-{
-    qf_scope *s = NULL;
-    OK(qf_scope_new(&s));
-    return s;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    OK(qf_coord_new(NULL, 0, &c));
-    return c;
-}
-
-/* Only a broken run reaches it (sanitizer builds are slow, hence 60 s). */
-static qf_deadline soon(void)
-{
-    return qf_deadline_in_s(60);
-}
-
-typedef struct started {
-    qf_task **t;
-    size_t n;
-} started;
-
-static started start(qf_runtime *rt, qf_coord *c, qf_scope *s)
-{
-    started st = {0};
-    cr_assert_eq(qf_start_queue_runners(rt, c, s, NULL, QF_RUNNER_START, &st.t, &st.n), QF_OK, "%s",
-                 qf_last_message());
-    return st;
-}
-
-static void join_all(started *st)
-{
-    for (size_t i = 0; i < st->n; i++) {
-        qf_task_join(st->t[i], soon(), NULL);
-        cr_assert(qf_task_is_done(st->t[i]), "task '%s' did not finish", qf_task_name(st->t[i]));
-    }
-    qf_tasks_free(st->t, st->n);
-    st->t = NULL;
-    st->n = 0;
-}
 
 /* Yield until the queue holds `want` elements (state, not time, orders the
  * test; the deadline only bounds a broken run). */

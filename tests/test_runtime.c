@@ -10,14 +10,7 @@
 
 #include "qflow.h"
 #include "qf_test_park.h"
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "test"};
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
-    return rt;
-}
+#include "qf_test.h"
 
 static qf_code ok_task(qf_task *t, void *arg)
 {

@@ -21,13 +21,7 @@
 
 #include "qflow.h"
 #include "qf_queue_runner.h"
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    return d > 1 ? n / d : n;
-}
+#include "qf_test_stress.h"
 
 typedef struct {
     qf_queue *q;
@@ -161,7 +155,7 @@ Test(runtime_stress, ten_thousand_runners_deliver_every_element_once, .timeout =
     /* the issue's scale test: 10,000 runners x 100 elements through one
      * queue of capacity 1,000 on 2 workers */
     fixture f;
-    setup(&f, scale(10000), 100, 1000);
+    setup(&f, qft_stress_scale(10000, 0), 100, 1000);
     start(&f);
     long errors = 0;
     long got = consume(&f, LONG_MAX, &errors);
@@ -195,10 +189,10 @@ Test(runtime_stress, ten_thousand_parked_runners_stop_and_join, .timeout = 300)
      * queue when the stop comes; the cancel ops end them all and join
      * returns without laggards */
     fixture f;
-    setup(&f, scale(10000), -1, 100);
+    setup(&f, qft_stress_scale(10000, 0), -1, 100);
     start(&f);
     long errors = 0;
-    long want = scale(200000);
+    long want = qft_stress_scale(200000, 0);
     long got = consume(&f, want, &errors);
     cr_expect_geq(got, want);
     cr_expect_eq(errors, 0, "duplicates or reorderings");
@@ -375,7 +369,7 @@ static bool ws_wakes_reached(ws_round *r)
 
 Test(runtime_stress, outside_wakes_run_while_long_tasks_hold_workers, .timeout = 300)
 {
-    long rounds = scale(400);
+    long rounds = qft_stress_scale(400, 0);
     if (rounds < 4)
         rounds = 4;
     int64_t budget_end = qf_now_ns() + 20 * 1000000000LL;

@@ -15,14 +15,7 @@
 
 #include "qf_queue-impl.h" /* white-box: the spin budget */
 #include "qflow.h"
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    n = d > 1 ? n / d : n;
-    return n > 0 ? n : 1;
-}
+#include "qf_test_stress.h"
 
 /* ------------------------------------------------ every runner delivers */
 
@@ -103,17 +96,17 @@ static void every_runner_delivers(unsigned n, int workers, double limit_s)
 
 Test(sched_fair, ten_thousand_runners_all_deliver, .timeout = 300)
 {
-    every_runner_delivers((unsigned)scale(10000), 2, 60);
+    every_runner_delivers((unsigned)qft_stress_scale(10000, 1), 2, 60);
 }
 
 Test(sched_fair, runners_on_one_worker_all_deliver, .timeout = 300)
 {
-    every_runner_delivers((unsigned)scale(2000), 1, 60);
+    every_runner_delivers((unsigned)qft_stress_scale(2000, 1), 1, 60);
 }
 
 Test(sched_fair, runners_on_four_workers_all_deliver, .timeout = 300)
 {
-    every_runner_delivers((unsigned)scale(2000), 4, 60);
+    every_runner_delivers((unsigned)qft_stress_scale(2000, 1), 4, 60);
 }
 
 /* ------------------------------------------ a woken task runs next, here */

@@ -17,21 +17,8 @@
 
 #include "qflow.h"
 #include "qf_queue_runner.h"
-
-static qf_runtime *mkrt(int workers)
-{
-    qf_runtime_options o = {.workers = workers, .name = "seeds"};
-    qf_runtime *rt = NULL;
-    cr_assert_eq(qf_runtime_new(&o, &rt), QF_OK);
-    return rt;
-}
-
-static qf_coord *mkcoord(void)
-{
-    qf_coord *c = NULL;
-    cr_assert_eq(qf_coord_new(NULL, 0, &c), QF_OK);
-    return c;
-}
+#define QFT_RT_NAME "seeds"
+#include "qf_test.h"
 
 static qf_queue *mkq(const char *name, int64_t cap, qf_dtype dt)
 {

@@ -27,18 +27,11 @@
 #include <unistd.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #define NP 12
 #define NEXEC 2
 #define ROUND_LIMIT_S 90
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    n = d > 1 ? n / d : n;
-    return n > 0 ? n : 1;
-}
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -196,40 +189,23 @@ static void *drain_at_random(void *a)
     return NULL;
 }
 
-typedef struct watchdog {
-    round *r;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} watchdog;
-
-static void *watch(void *a)
+/* What a round that does not end in ROUND_LIMIT_S stood at (the watchdog
+ * then aborts). */
+static void report_hang(void *a)
 {
-    watchdog *wd = a;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ROUND_LIMIT_S;
-    pthread_mutex_lock(&wd->mu);
-    while (!wd->done)
-        if (pthread_cond_timedwait(&wd->cv, &wd->mu, &ts) != 0 && !wd->done) {
-            round *r = wd->r;
-            qf_serve_stats st;
-            qf_serve_get_stats(r->s, &st);
-            fprintf(stderr,
-                    "HANG: %d/%d producers done, submitted %ld, depth %lld, in flight %llu, "
-                    "draining %d, batches %ld; %d/%d thread executors done, task done %d, "
-                    "drain done %d\n",
-                    atomic_load(&r->producers_done), NP, atomic_load(&r->submitted),
-                    (long long)st.depth, (unsigned long long)st.counts.in_flight,
-                    qf_serve_is_draining(r->s), atomic_load(&r->batches),
-                    atomic_load(&r->execs_done), NEXEC, r->task ? qf_task_is_done(r->task) : -1,
-                    atomic_load(&r->drain_done));
-            if (getenv("SERVE_HANG_PAUSE"))
-                sleep(120);
-            abort();
-        }
-    pthread_mutex_unlock(&wd->mu);
-    return NULL;
+    round *r = a;
+    qf_serve_stats st;
+    qf_serve_get_stats(r->s, &st);
+    fprintf(stderr,
+            "HANG: %d/%d producers done, submitted %ld, depth %lld, in flight %llu, "
+            "draining %d, batches %ld; %d/%d thread executors done, task done %d, "
+            "drain done %d\n",
+            atomic_load(&r->producers_done), NP, atomic_load(&r->submitted), (long long)st.depth,
+            (unsigned long long)st.counts.in_flight, qf_serve_is_draining(r->s),
+            atomic_load(&r->batches), atomic_load(&r->execs_done), NEXEC,
+            r->task ? qf_task_is_done(r->task) : -1, atomic_load(&r->drain_done));
+    if (getenv("SERVE_HANG_PAUSE"))
+        sleep(120);
 }
 
 static void one_round(uint64_t seed, qf_runtime *rt)
@@ -262,11 +238,9 @@ static void one_round(uint64_t seed, qf_runtime *rt)
     atomic_store(&r->drain_at, (long)((x >> 28) % (uint64_t)(total + 1)));
     drainer d = {.r = r, .grace_ns = (int64_t)((x >> 40) % 3000000)};
 
-    watchdog wd = {.r = r, .done = false};
-    pthread_mutex_init(&wd.mu, NULL);
-    pthread_cond_init(&wd.cv, NULL);
-    pthread_t wt, ex[NEXEC], pt[NP], dt;
-    pthread_create(&wt, NULL, watch, &wd);
+    qft_watchdog wd;
+    pthread_t ex[NEXEC], pt[NP], dt;
+    qft_watchdog_start(&wd, ROUND_LIMIT_S, report_hang, r);
     qf_task *task = NULL;
     cr_assert_eq(qf_serve_spawn(r->s, rt, model, r, NULL, &task), QF_OK);
     r->task = task;
@@ -287,11 +261,7 @@ static void one_round(uint64_t seed, qf_runtime *rt)
     qf_task_unref(task);
     qf_serve_report rep;
     cr_expect_eq(qf_serve_drain(r->s, QF_FOREVER, &rep), QF_OK);
-    pthread_mutex_lock(&wd.mu);
-    wd.done = true;
-    pthread_cond_signal(&wd.cv);
-    pthread_mutex_unlock(&wd.mu);
-    pthread_join(wt, NULL);
+    qft_watchdog_stop(&wd);
 
     cr_expect_eq(atomic_load(&r->errors), 0, "seed %llu: %s", (unsigned long long)r->seed, r->what);
     cr_expect_eq(atomic_load(&r->bad_submits), 0);
@@ -338,7 +308,7 @@ Test(serve_stress, exactly_once_with_random_drains)
 {
     qf_runtime *rt;
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "stress"}, &rt), QF_OK);
-    long rounds = scale(40);
+    long rounds = qft_stress_scale(40, 1);
     uint64_t seed = (uint64_t)qf_now_ns() | 1;
     for (long i = 0; i < rounds; i++)
         one_round(seed + (uint64_t)i * 7919, rt);

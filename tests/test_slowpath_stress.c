@@ -27,19 +27,12 @@
 #include <time.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #define MAXP 16
 #define MAXC 16
 #define ROUND_LIMIT_S 60
 #define SEQ_BITS 40
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    n = d > 1 ? n / d : n;
-    return n > 0 ? n : 1;
-}
 
 /* xorshift64*: per-thread random choices without a shared state. */
 static uint64_t rnd(uint64_t *s)
@@ -283,35 +276,17 @@ static void *sampler(void *a)
     return NULL;
 }
 
-/* The watchdog: a round that does not end in time is a hang. */
-typedef struct {
-    round *r;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} watchdog;
-
-static void *watch(void *a)
+/* What a round that does not end in ROUND_LIMIT_S stood at (the watchdog
+ * then aborts). */
+static void report_hang(void *a)
 {
-    watchdog *wd = a;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ROUND_LIMIT_S;
-    pthread_mutex_lock(&wd->mu);
-    while (!wd->done)
-        if (pthread_cond_timedwait(&wd->cv, &wd->mu, &ts) != 0 && !wd->done) {
-            round *r = wd->r;
-            fprintf(stderr,
-                    "HANG: kind %d cap %lld %dP%dC cancel %d: %d/%d producers and %d/%d consumers "
-                    "done, delivered %ld, size %lld, closed %d\n",
-                    r->k, (long long)r->cap, r->np, r->nc, r->cancel,
-                    atomic_load(&r->producers_done), r->np, atomic_load(&r->consumers_done), r->nc,
-                    atomic_load(&r->delivered), (long long)qf_queue_size(r->q),
-                    qf_queue_is_closed(r->q));
-            abort();
-        }
-    pthread_mutex_unlock(&wd->mu);
-    return NULL;
+    round *r = a;
+    fprintf(stderr,
+            "HANG: kind %d cap %lld %dP%dC cancel %d: %d/%d producers and %d/%d consumers "
+            "done, delivered %ld, size %lld, closed %d\n",
+            r->k, (long long)r->cap, r->np, r->nc, r->cancel, atomic_load(&r->producers_done),
+            r->np, atomic_load(&r->consumers_done), r->nc, atomic_load(&r->delivered),
+            (long long)qf_queue_size(r->q), qf_queue_is_closed(r->q));
 }
 
 static qf_queue *make_queue(kind k, int64_t cap)
@@ -378,12 +353,10 @@ static void run_round(kind k, int64_t cap, int np, int nc, long per_producer, ui
     }
     r->cancel = rnd(&s) % 2;
 
-    watchdog wd = {.r = r, .done = false};
-    pthread_mutex_init(&wd.mu, NULL);
-    pthread_cond_init(&wd.cv, NULL);
-    pthread_t wt, pt[MAXP], ct[MAXC], cl, sm;
+    qft_watchdog wd;
+    pthread_t pt[MAXP], ct[MAXC], cl, sm;
     worker pw[MAXP], cw[MAXC];
-    pthread_create(&wt, NULL, watch, &wd);
+    qft_watchdog_start(&wd, ROUND_LIMIT_S, report_hang, r);
     pthread_create(&sm, NULL, sampler, r);
     for (int i = 0; i < nc; i++) {
         cw[i] = (worker){r, i, rnd(&s) | 1};
@@ -401,11 +374,7 @@ static void run_round(kind k, int64_t cap, int np, int nc, long per_producer, ui
         pthread_join(ct[i], NULL);
     atomic_store(&r->over, true);
     pthread_join(sm, NULL);
-    pthread_mutex_lock(&wd.mu);
-    wd.done = true;
-    pthread_cond_signal(&wd.cv);
-    pthread_mutex_unlock(&wd.mu);
-    pthread_join(wt, NULL);
+    qft_watchdog_stop(&wd);
 
     cr_assert_eq(atomic_load(&r->errors), 0, "kind %d cap %lld: %s", k, (long long)cap, r->what);
     for (size_t i = 0; i < (size_t)total; i++) {
@@ -425,7 +394,7 @@ static void run_round(kind k, int64_t cap, int np, int nc, long per_producer, ui
 
 static void run_kind(kind k, int np, int nc)
 {
-    long rounds = scale(120);
+    long rounds = qft_stress_scale(120, 1);
     for (long i = 0; i < rounds; i++) {
         int64_t cap = (int64_t[]){1, 2, 3, 4, 16, 64}[i % 6];
         run_round(k, cap, np, nc, 300, (uint64_t)i + 1);

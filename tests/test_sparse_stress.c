@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "qflow.h"
+#include "qf_test_stress.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
 TestSuite(sparse_stress, .timeout = 600);
@@ -31,14 +32,6 @@ TestSuite(sparse_stress, .timeout = 600);
 #define NCONS 16
 #define BATCH 7
 #define SEQ_BITS 32
-
-static long scale(long n)
-{
-    const char *s = getenv("QF_STRESS_SCALE");
-    long d = s ? atol(s) : 1;
-    n = d > 1 ? n / d : n;
-    return n < 50 ? 50 : n;
-}
 
 static qf_deadline patience(void)
 {
@@ -165,7 +158,7 @@ static void *consume_poller(void *arg)
  * taken. */
 static void round_trip(long stop_after, unsigned seed)
 {
-    run r = {.per_src = scale(2000)};
+    run r = {.per_src = qft_stress_scale(2000, 50)};
     atomic_init(&r.received, 0);
     atomic_init(&r.batches, 0);
     atomic_init(&r.errors, 0);

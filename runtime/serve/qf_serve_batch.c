@@ -72,6 +72,7 @@ void qf__serve_wake_all(qf_serve *s)
 
 void qf__serve_cancel_locked(qf_serve *s, qf_serve_request **cancelled)
 {
+    QF__ASSERT_HELD(&s->lock);
     uint64_t n = 0;
     for (size_t i = 0; i < s->npending; i++, n++)
         push(cancelled, s->pending[i]);
@@ -242,6 +243,7 @@ static qf_deadline close_time(const qf_serve *s, int64_t early)
  * when drained; QF_PENDING with f->need and f->wake_at. */
 static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, size_t *ret_n, form *f)
 {
+    QF__ASSERT_HELD(&s->lock);
     /* Learn how late a consumer armed for a close time gets here. */
     if (s->armed_at != QF_FOREVER && now >= s->armed_at) {
         int64_t sample = now - s->armed_at;
