@@ -102,14 +102,23 @@ static inline void qf__lock_releasing(const _Atomic uint32_t *l)
 #endif
 }
 
-static inline void qf__lock_word(_Atomic uint32_t *l)
+/* Take the lock word: a CAS, then `spin` pauses of polling before sleeping
+ * on the futex (state 2: held with possible sleepers). With `backoff`, the
+ * poll interval doubles up to 32 pauses: for locks whose critical sections
+ * are short and hot (a queue engine's), where polling after every pause
+ * keeps pulling the lock's cache line away from the holder, which then
+ * stalls on its own release. */
+static inline void qf__lock_word_spin(_Atomic uint32_t *l, int spin, bool backoff)
 {
     uint32_t c = 0;
     if (atomic_compare_exchange_strong_explicit(l, &c, 1, memory_order_acquire,
                                                 memory_order_relaxed))
         return;
-    for (int i = 0; i < 128; i++) {
-        qf__cpu_relax();
+    for (int spent = 0, d = 1; spent < spin; spent += d) {
+        for (int k = 0; k < d; k++)
+            qf__cpu_relax();
+        if (backoff && d < 32)
+            d *= 2;
         c = 0;
         if (atomic_load_explicit(l, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_weak_explicit(l, &c, 1, memory_order_acquire,
@@ -121,6 +130,11 @@ static inline void qf__lock_word(_Atomic uint32_t *l)
         qf_futex_wait_until(l, 2, QF_FOREVER);
         c = atomic_exchange_explicit(l, 2, memory_order_acquire);
     }
+}
+
+static inline void qf__lock_word(_Atomic uint32_t *l)
+{
+    qf__lock_word_spin(l, 128, false);
 }
 
 static inline void qf__lock(_Atomic uint32_t *l)

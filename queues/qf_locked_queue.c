@@ -81,7 +81,7 @@ static inline qf__locked *locked(const qf_queue *q)
     return (qf__locked *)q->impl;
 }
 
-/* The engine lock: qf__lock()'s three-state futex mutex (0 free, 1 held,
+/* The engine lock: coord's qf__lock() (three-state futex mutex: 0 free, 1 held,
  * 2 held with possible sleepers), but its spin backs off. A critical
  * section here is ~100 ns; a waiter that reads the lock word after every
  * pause keeps taking the lock's cache line from the holder, which then
@@ -92,31 +92,11 @@ static inline qf__locked *locked(const qf_queue *q)
  * shuffle.tput.p4c4 went from 2.5 M to 5 M items/s, p1c1 from 2.8 M to
  * 6.5 M. */
 #define LOCK_SPIN_PAUSES 128
-#define LOCK_BACKOFF_MAX 32
 
 static inline void engine_lock(qf__locked *L)
 {
-    _Atomic uint32_t *l = &L->lock;
-    uint32_t c = 0;
-    if (atomic_compare_exchange_strong_explicit(l, &c, 1, memory_order_acquire,
-                                                memory_order_relaxed))
-        return;
-    for (int spent = 0, d = 1; spent < LOCK_SPIN_PAUSES; spent += d) {
-        for (int k = 0; k < d; k++)
-            qf__cpu_relax();
-        if (d < LOCK_BACKOFF_MAX)
-            d *= 2;
-        c = 0;
-        if (atomic_load_explicit(l, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_weak_explicit(l, &c, 1, memory_order_acquire,
-                                                  memory_order_relaxed))
-            return;
-    }
-    c = atomic_exchange_explicit(l, 2, memory_order_acquire);
-    while (c != 0) {
-        qf_futex_wait_until(l, 2, QF_FOREVER);
-        c = atomic_exchange_explicit(l, 2, memory_order_acquire);
-    }
+    qf__lock_word_spin(&L->lock, LOCK_SPIN_PAUSES, true);
+    qf__lock_acquired(&L->lock);
 }
 
 static inline void engine_unlock(qf__locked *L)
@@ -226,6 +206,7 @@ static void oom_abort(const char *what)
 
 static size_t floor_now(const qf__locked *L)
 {
+    QF__ASSERT_HELD(&L->lock);
     /* After close the min_after_dequeue limit no longer applies (spec 67). */
     return L->closed ? 0 : L->floor_open;
 }
@@ -238,6 +219,7 @@ static void publish(qf__locked *L)
 /* k elements were added: whom to wake. */
 static void note_added(qf__locked *L, size_t k, wakes *wk)
 {
+    QF__ASSERT_HELD(&L->lock);
     publish(L);
     if (L->deq_flag) {
         if (qf_waitlist_count(&L->q->deq_waiters) == 0) {
@@ -260,6 +242,7 @@ static void note_added(qf__locked *L, size_t k, wakes *wk)
 /* k elements were removed: whom to wake. */
 static void note_removed(qf__locked *L, size_t k, wakes *wk)
 {
+    QF__ASSERT_HELD(&L->lock);
     publish(L);
     if (L->enq_flag) {
         if (qf_waitlist_count(&L->q->enq_waiters) == 0) {
