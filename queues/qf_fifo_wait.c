@@ -216,16 +216,39 @@ void qf__fifo_wake_consumers(qf_queue *q, size_t k)
 
 /* Tell a request's owner its final state. After the store the owner may
  * return (a thread) or reuse the ticket (a task): read what is needed
- * first. A request that owned a pending count drops it here. */
+ * first. A request that owned a pending count drops it here.
+ *
+ * A task's waker lives in the task, which may end as soon as it sees the
+ * final state (a cancelled runner waits for it in qf__queue_put_abandon),
+ * so the wake after the store could reach a freed task. The waker is held
+ * CLAIMED from before the store until its wake function has run, as a wait
+ * list holds a waker it wakes: the task's end (qf_waker_withdraw) and its
+ * next use of the ticket (put_ticket_settle() in qf_queue.c) wait for
+ * DONE. While its ticket is out the task's waker is normally on no list;
+ * one a task's own poll op left registered somewhere is not taken over
+ * (that list owns its state), and is woken as before. */
 static void finish_request(qf_queue *q, qf__put_req *r, uint32_t final)
 {
     qf_waker *wk = r->waker;
     bool pending = r->owns_pending;
+    bool held = false;
+    if (wk) {
+        uint32_t ws = atomic_load_explicit(&wk->qf__state, memory_order_relaxed);
+        held = (ws == QF_WAKER_IDLE || ws == QF_WAKER_DONE) &&
+               atomic_compare_exchange_strong_explicit(&wk->qf__state, &ws, QF_WAKER_CLAIMED,
+                                                       memory_order_relaxed, memory_order_relaxed);
+    }
     atomic_store_explicit(&r->state, final, memory_order_release);
-    if (wk)
+#ifdef QF_RACE_WIDENING
+    sched_yield(); /* room for a task owner to see the state and end */
+#endif
+    if (wk) {
         wk->wake(wk);
-    else
+        if (held)
+            atomic_store_explicit(&wk->qf__state, QF_WAKER_DONE, memory_order_release);
+    } else {
         qf_futex_wake(&r->state, 1);
+    }
     if (pending)
         qf__fifo_drop_pending(q);
 }

@@ -7,10 +7,12 @@
  * allocated at all.
  */
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qf_fifo-impl.h"
+#include "qf_lock-impl.h"
 #include "qf_queue-impl.h"
 #include "qf_queue_metrics-impl.h"
 #include "qf_queue_trusted-impl.h"
@@ -1215,6 +1217,22 @@ qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline deadline, 
 /* One slot in line (qf_queue_put-impl.h). The FIFO engine only. */
 static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk);
 
+/* The consumer or closer that gave a task's request its final state may
+ * still be waking the task through the request's waker (finish_request()
+ * in qf_fifo_wait.c holds it CLAIMED until then): wait that out before the
+ * ticket and the waker are used again. A wake function call: spin, then
+ * yield. */
+static void put_ticket_settle(const qf__put_ticket *tk)
+{
+    qf_waker *wk = tk->req.waker;
+    for (unsigned i = 0; wk && qf_waker_state(wk) == QF_WAKER_CLAIMED; i++) {
+        if (i < 1000)
+            qf__cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
 /* A single-producer queue's producer side stays claimed while a ticket is
  * in line: consumers put its slot in for it, as the single producer. */
 static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk)
@@ -1224,6 +1242,7 @@ static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_tick
         uint32_t st = atomic_load_explicit(&tk->req.state, memory_order_acquire);
         if (st == QF__REQ_WAITING)
             return QF_PENDING; /* still in line: a wake for something else */
+        put_ticket_settle(tk);
         tk->active = false;
         if (sp)
             qf__fifo_sp_release(q);
@@ -1303,6 +1322,8 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
     while (!mine &&
            (st = atomic_load_explicit(&tk->req.state, memory_order_acquire)) == QF__REQ_WAITING)
         qf__cpu_relax();
+    if (!mine)
+        put_ticket_settle(tk);
     if (q->single_producer)
         qf__fifo_sp_release(q);
     return mine || st != QF__REQ_DONE;

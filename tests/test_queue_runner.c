@@ -2097,3 +2097,52 @@ Test(queue_runner, produce_ptr_op_checks_its_queue_and_releases_what_it_holds)
     qf_queue_unref(q);
     cr_expect_eq(atomic_load(&dtor_calls), 2, "and the queued one with the queue");
 }
+
+/* A consumer that finishes a runner task's enqueue in line (its ticket)
+ * stores the final state and then wakes the task through the task's own
+ * waker. A task that sees the state first (here: cancelled by a shutdown,
+ * it takes its ticket back and waits for that state) may end, and without
+ * a Coordinator nothing else holds it: the wake must not touch a freed
+ * task. Rounds of: a runner on a full queue of capacity 1, a thread
+ * dequeuing, a shutdown meanwhile. */
+typedef struct {
+    qf_queue *q;
+    atomic_int stop;
+    long got;
+} ticket_consumer;
+
+static void *ticket_consume(void *arg)
+{
+    ticket_consumer *c = arg;
+    while (!atomic_load(&c->stop)) {
+        void *p;
+        if (qf_queue_dequeue_ptr_until(c->q, qf_deadline_in_ns(1000000), &p) == QF_OK)
+            c->got++;
+    }
+    return NULL;
+}
+
+Test(queue_runner, ticket_finished_while_its_task_ends_is_not_touched_after, .timeout = 120)
+{
+    for (int round = 0; round < 50; round++) {
+        qf_runtime *rt = mkrt(2);
+        qf_queue *q = NULL;
+        cr_assert_eq(qf_ptr_queue_new(1, "tq", 0, NULL, &q), QF_OK);
+        ptr_counter pc = {.limit = -1};
+        qf_enqueue_op op = {
+            .name = "ptrs", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_ptr, .arg = &pc};
+        qf_queue_runner *r = mkrunner(q, &op, 1, NULL);
+        cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, NULL, NULL), QF_OK);
+        ticket_consumer c = {.q = q};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, ticket_consume, &c), 0);
+        while (atomic_load(&pc.next) < 100)
+            sched_yield();
+        cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(30)), QF_OK);
+        atomic_store(&c.stop, 1);
+        pthread_join(th, NULL);
+        qf_runtime_free(rt);
+        cr_expect_eq(qf_queue_runner_free(r), QF_OK);
+        qf_queue_unref(q);
+    }
+}

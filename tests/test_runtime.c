@@ -517,3 +517,34 @@ Test(runtime, task_runner_mark_makes_blocking_calls_refuse, .timeout = 30)
     qf_runtime_free(rt);
     qf_queue_unref(q);
 }
+
+/* A detached task can run and be freed by a worker as soon as it is in the
+ * global run queue, so a thread that spawns or wakes one must not read it
+ * after queueing it. qf__schedule() read the task's runtime back for the
+ * wake-up after the push: a use-after-free, which ASan reports here on
+ * every run with -Drace_widening=true (it widens that window). In a plain
+ * build the read usually finds the old value, but glibc's free() clears
+ * that word when the freed task starts a free chunk of 1 KiB or more: the
+ * likely cause of qflow-bench's one SIGSEGV in 15 runs of task.spawn and
+ * queue.tput.tasks (both spawn detached tasks from the main thread). Both
+ * ways in from a thread: spawn, and a wake of a suspended task whose
+ * handle is already released. The shutdown's deadline bounds a broken run. */
+Test(runtime, detached_tasks_spawned_or_woken_from_a_thread_are_not_read_after_queueing,
+     .timeout = 120)
+{
+    enum { N = 20000 };
+    qf_runtime *rt = mkrt(2);
+    atomic_int n = 0;
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(qf_task_spawn(rt, ok_task, &n, NULL, NULL), QF_OK);
+    qf_task_options o = {.name = "woken", .suspended = true};
+    for (int i = 0; i < N; i++) {
+        qf_task *t;
+        cr_assert_eq(qf_task_spawn(rt, ok_task, &n, &o, &t), QF_OK);
+        qf_task_unref(t); /* detached: only its parked state keeps it alive */
+        qf_task_wake(t);
+    }
+    cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(60)), QF_OK);
+    cr_expect_eq(atomic_load(&n), 2 * N, "every task ran once");
+    qf_runtime_free(rt);
+}

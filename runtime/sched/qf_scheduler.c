@@ -183,15 +183,21 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
 void qf__schedule(qf_task *t)
 {
     qf__worker *w = tls_worker;
-    if (w && w->rt == t->rt) {
+    /* Read before the push: from then on a worker may run t, and a
+     * detached t may end and be freed before this call returns. */
+    qf_runtime *rt = t->rt;
+    if (w && w->rt == rt) {
         qf_task *prev = w->next_slot;
         w->next_slot = t;
         if (prev)
             qf__push_local(w, prev);
         return;
     }
-    qf__gq_push_chain(&t->rt->global, t, t, 1);
-    signal_work(t->rt);
+    qf__gq_push_chain(&rt->global, t, t, 1);
+#ifdef QF_RACE_WIDENING
+    sched_yield(); /* room for a worker to run t to its end here */
+#endif
+    signal_work(rt);
 }
 
 static qf_task *pop_local(qf__worker *w)
