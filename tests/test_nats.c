@@ -385,8 +385,17 @@ Test(nats, stop_drains_acks_before_join, .fini = down)
     cr_assert_eq(st.acked, (uint64_t)K);
     qft_pipe_stop(&p, NULL);
 
-    /* the next consumer of the durable gets exactly the other 300 */
+    /* The next consumer of the durable gets the other 300. None of the 200
+     * acked before the stop comes again (the drain's guarantee); a message
+     * given back comes at least once (qf_nats.h: given back and redelivered).
+     * It can come twice: JetStream takes an ack by stream sequence, so a
+     * negative ack the stopped consumer sends for a delivery that reached it
+     * after its stop (a pull request of its still open at the server) can
+     * land after the message went to this consumer, and the server delivers
+     * it once more. Counted, not failed (seen once in 2 of ~20 loaded runs). */
     qft_pipe_start(&p, F.n, (qf_nats_consumer_options){.stream = "DRN", .durable = "d"}, 20);
+    int again = 0;
+    uint64_t handed = 0;
     while (got < N) {
         qf_element *b = NULL;
         if (qft_pipe_next(&p, 0.05, &b) != QF_OK)
@@ -394,14 +403,22 @@ Test(nats, stop_drains_acks_before_join, .fini = down)
         qf_tensor *keys = qf_element_get(b, 0);
         for (int64_t r = 0; r < qf_tensor_num_elements(keys); r++) {
             long seq = strtol(qf_tensor_string(keys, r, NULL) + 4, NULL, 10);
-            cr_assert_not(seen[seq], "seq %ld delivered again after its ack", seq);
-            seen[seq] = 1;
+            cr_assert(seq >= 1 && seq <= N, "seq %ld", seq);
+            cr_assert_neq(seen[seq], 1, "seq %ld delivered again after its ack", seq);
+            handed++;
+            if (seen[seq] == 2) {
+                again++;
+                continue;
+            }
+            seen[seq] = 2;
             got++;
         }
         qf_element_free(b);
     }
     cr_assert_eq(qft_pipe_stop(&p, &st), QF_OK, "%s", qft_join_msg);
-    cr_assert_eq(st.acked, (uint64_t)(N - K));
+    cr_assert_eq(st.acked, handed, "every message handed out after the restart is acked");
+    if (again)
+        cr_log_info("stop_drains_acks_before_join: %d given-back message(s) came twice", again);
     free(seen);
 }
 
