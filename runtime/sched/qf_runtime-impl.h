@@ -74,9 +74,6 @@ typedef struct qf__worker {
     pthread_t thread;
     qf_task *next_slot; /* owner only */
     unsigned next_streak;
-    /* qf_task_should_yield() answers left before the running poll's turn
-     * is up (qf_scheduler.c, "Budget"); owner only. */
-    unsigned coop;
     unsigned tick;
     uint64_t rng;
     /* SPMC: the owner pushes, anyone pops. The queue layer's ring

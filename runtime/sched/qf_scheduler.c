@@ -52,19 +52,6 @@
  * costs at most one extra wake-up later, never a lost one. The protocol,
  * with the clear, the hand-over and long tasks, is model-checked in
  * tests/model/sched_idle.pml.
- *
- * Budget. qf_task_should_yield() says yes only once the running poll has
- * asked COOP_BUDGET times (and others wait): a task that can go on working
- * (a runner whose queue has room) keeps its worker for a bounded run of
- * steps rather than going through the run queues after every one, as
- * Tokio's coop budget and Go's time slice do. Each poll starts a new
- * budget (run_task). Cheap steps that yield one by one cost a push, a
- * fence and a pop each, and a runner woken for one free slot used to put,
- * yield, run again only to find the queue full and park: with a budget of
- * two it parks on the second put. The budget is kept small because it is
- * also the most a runner puts per turn while others wait:
- * test_sched_fair's round of 4 x N elements must reach all N runners (a
- * budget of 8 left half of 10,000 runners at zero under TSan).
  */
 #include <errno.h>
 #include <sched.h>
@@ -86,7 +73,6 @@
 #define STEAL_BATCH 32
 #define SEARCH_ROUNDS 32
 #define SEARCH_PAUSES 4
-#define COOP_BUDGET 2
 
 static _Thread_local qf__worker *tls_worker;
 static _Thread_local qf_task *tls_task;
@@ -447,18 +433,7 @@ bool qf_task_should_yield(const qf_task *t)
     qf__worker *w = tls_worker;
     if (!w || w->rt != t->rt)
         return false;
-    if (w->coop > 1) {
-        w->coop--;
-        return false;
-    }
     return w->next_slot != NULL || other_work(w);
-}
-
-/* One poll of `t` with a fresh budget (see "Budget" at the top). */
-static void run_task(qf__worker *w, qf_task *t)
-{
-    w->coop = COOP_BUDGET;
-    qf__task_run(w, t);
 }
 
 /* What this worker has at hand (no stealing). */
@@ -585,7 +560,7 @@ static void *worker_main(void *arg)
         if (t) {
             found_work(rt, woken, last_searcher);
             woken = false;
-            run_task(w, t);
+            qf__task_run(w, t);
         } else {
             idle_wait(rt, QF_FOREVER);
             woken = true;
@@ -738,7 +713,7 @@ int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline)
         atomic_store_explicit(&rt->efd_armed, 1, memory_order_seq_cst);
         qf_task *t;
         while ((t = find_local(w)) != NULL) {
-            run_task(w, t);
+            qf__task_run(w, t);
             ran++;
         }
         if (ran > 0 || deadline == QF_NO_WAIT || round == 1)
