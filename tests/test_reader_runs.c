@@ -1554,7 +1554,7 @@ Test(reader_runs, spec_164_poller_with_a_thread_waker)
         qf_element *e = NULL;
         cr_expect_eq(qf_batcher_poll_next(poller, &w, &e), QF_PENDING, "nothing runs yet");
         pipe_start(&p);
-        long pendings = 0, total = 0, batches = 0;
+        long total = 0, batches = 0;
         bool short_seen = false;
         for (;;) {
             if (qf_waker_state(&w) != QF_WAKER_IDLE) {
@@ -1564,10 +1564,8 @@ Test(reader_runs, spec_164_poller_with_a_thread_waker)
             }
             e = NULL;
             qf_code rc = qf_batcher_poll_next(poller, &w, &e);
-            if (rc == QF_PENDING) {
-                pendings++;
+            if (rc == QF_PENDING)
                 continue;
-            }
             if (rc == QF_OUT_OF_RANGE)
                 break;
             cr_assert_eq(rc, QF_OK, "%s: %s", qf_code_name(rc), qf_last_message());
@@ -1580,7 +1578,11 @@ Test(reader_runs, spec_164_poller_with_a_thread_waker)
         }
         cr_expect_eq(total, model_expected(&m));
         cr_expect_gt(batches, 1);
-        cr_expect_gt(pendings, 0);
+        /* The park and the wake are checked by the first poll (QF_PENDING
+         * before the pipeline runs) and the first turn of the loop, which
+         * waits for that wake. How often a later poll finds nothing
+         * depends on the speeds of reader and consumer (under TSan the
+         * readers can stay ahead all along), so it is not counted. */
         qf_batcher_poller_free(poller);
         pipe_finish(&p);
         model_verify(&m);
