@@ -2,7 +2,7 @@
 """Independent writer of the record-file fixtures in tests/data/.
 
 Written from the documented TFRecord format only, with its own bitwise
-CRC-32C and Python's zlib/gzip modules, so that tests/test_tfrecord.c checks
+CRC-32C and Python's zlib/gzip modules, so that tests/io/test_tfrecord.c checks
 qflow's reader, iterator and writer against files qflow did not make.
 Deterministic (gzip mtime 0): re-running it reproduces the same bytes.
 
@@ -36,7 +36,7 @@ def record(data):
 def records():
     """Record i: "rec-<i>:" then i*37 bytes (i*31 + j) & 0xff; then an
     empty record and one of 70000 bytes (larger than small test buffers).
-    tests/test_tfrecord.c makes the same list."""
+    tests/io/test_tfrecord.c makes the same list."""
     out = []
     for i in range(10):
         out.append(b"rec-%d:" % i + bytes((i * 31 + j) & 0xFF for j in range(i * 37)))
