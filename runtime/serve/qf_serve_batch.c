@@ -122,8 +122,9 @@ static uint64_t pull_level(qf_serve *s, uint32_t l, int64_t now, form *f)
             dst[keep++] = r;
         }
         s->npending += keep;
-        if (got < room)
-            return expired; /* the ring had no more */
+        /* A short bulk dequeue does not prove the level empty (a bulk take
+         * may stop at the ring's wrap or at a give-back): only a failed
+         * take does. A drain relies on it to hand out full batches. */
     }
 }
 
