@@ -18,6 +18,7 @@ static void (*const groups[])(void) = {
     bench_register_queue,   bench_register_pipeline, bench_register_coord,
     bench_register_runners, bench_register_task,     bench_register_task_tput,
     bench_register_kinds,   bench_register_fair,     bench_register_serve,
+    bench_register_serve_adaptive, /* issue 30 */
 #ifdef QF_HAVE_NATS
     bench_register_nats,
 #endif

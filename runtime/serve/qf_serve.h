@@ -327,9 +327,12 @@ typedef struct qf_serve_options {
      * size, t(b) = a + c*b (exponentially forgetting least squares); every
      * window (>= 50 ms and >= 200 completions, or 1 s) the p99 of the window
      * drives an AIMD step with a dead band, as Clipper does: above 0.8 x
-     * target the delay is halved and the size cap cut by 10%; below 0.6 x
-     * target the delay grows by target/40 and the cap by one. The fit bounds
-     * both at every step: the cap to the largest b with t(b) <= target/3, the
+     * target the delay is halved (and the size cap cut by 10% when t(cap)
+     * is over half the target); below 0.6 x target the delay grows
+     * by target/40 and the cap by one. The fit bounds both at every step:
+     * the cap to the largest b with t(b) <= target/2, but never below what
+     * keeps the model under 50% busy at the measured arrival rate (nor
+     * below max_batch_size while more than two batches are queued); the
      * delay to target - 2 t(cap) - target/10 (a request may wait for the
      * batch in service and then ride its own). qf_serve_get_policy_stats()
      * shows what it chose. */

@@ -9,7 +9,9 @@
  *     size: into exponentially forgetting least-squares sums (factor 0.99
  *     per batch, a memory of about a hundred batches), giving the fit
  *     t(b) = a + c*b;
- *   - the completions per second of the window: the load.
+ *   - the admissions per second of the window (the load) and the depth at
+ *     its end (a backlog of more than two batches sets the cap back to
+ *     max_batch_size: only big batches drain it).
  *
  * What is decided, once a window is over (>= 50 ms and >= 200
  * completions, or 1 s whatever the count), by the consumer that forms the
@@ -18,16 +20,21 @@
  *
  *   AIMD with a dead band (Clipper's additive increase, multiplicative
  *   decrease, applied to both knobs):
- *     p99 > 0.8 x target   delay /= 2, cap_aimd *= 0.9   (back off fast)
+ *     p99 > 0.8 x target   delay /= 2, and cap_aimd *= 0.9 when the model
+ *                          time at the cap is over half the target
+ *                          and no backlog of a batch is queued (back off
+ *                          fast)
  *     p99 < 0.6 x target   delay += target/40, cap_aimd += 1  (probe)
  *     otherwise            hold
  *   then bounds from the fit, so one window's step never needs a violation
  *   to find the limit:
- *     cap   <= the largest b with t(b) <= target/3 (a batch in the model
+ *     cap   <= the largest b with t(b) <= target/2 (a batch in the model
  *              leaves room for the queueing before it);
  *     cap   >= the smallest b whose per-request model time keeps the model
- *              under 80% busy at the measured load, a*load / (0.8 - c*load):
- *              a cap below that would make the queue grow without bound,
+ *              under 50% busy at the arrival rate, a*load / (0.5 - c*load):
+ *              a cap below that would make the queue grow without bound
+ *              (half, not all: the fit is noisy on a loaded machine, and a
+ *              cap cut on noise costs throughput, which costs latency),
  *              so it wins over the cap from the target (when the two cross
  *              the model cannot meet the target at that load at all);
  *     delay <= target - 2 t(cap) - target/10: a request may wait for the
@@ -43,6 +50,7 @@
  * the measured p99 has room.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +80,7 @@ struct qf__serve_adapt {
     _Alignas(64) int64_t window_start;
     double delay;
     double cap_aimd;
+    uint64_t admitted; /* n_admitted at the window's start: the load */
 
     /* For qf_serve_get_policy_stats(). */
     _Atomic int64_t st_delay;
@@ -98,6 +107,7 @@ qf_code qf__serve_adapt_init(qf_serve *s, const qf_serve_options *o)
     ad->window_start = qf_now_ns();
     ad->delay = 0;
     ad->cap_aimd = (double)s->max_batch;
+    ad->admitted = 0;
     atomic_init(&ad->st_delay, 0);
     atomic_init(&ad->st_cap, s->max_batch);
     atomic_init(&ad->st_p99, 0);
@@ -185,30 +195,44 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
     qf__unlock(&ad->lock);
     ad->window_start = now;
     double target = (double)ad->target;
-    double load = (double)count * 1e9 / (double)span; /* completions per s */
+    /* The load is what arrives, not what completes: when the model falls
+     * behind, completions measure the model, and a cap sized from them
+     * would keep it behind. */
+    uint64_t adm = atomic_load_explicit(&s->n_admitted, memory_order_relaxed);
+    double load = (double)(adm - ad->admitted) * 1e9 / (double)span; /* per s */
+    ad->admitted = adm;
+    int64_t depth = (int64_t)(atomic_load_explicit(&s->adm, memory_order_relaxed) & QF__ADM_DEPTH);
 
     if (count) {
         if ((double)p99 > 0.8 * target) {
             ad->delay /= 2;
-            ad->cap_aimd *= 0.9;
+            /* A smaller batch only helps when its model time is a large
+             * part of the target (Clipper's case); when the latency comes
+             * from queueing, smaller batches would only queue more. */
+            if (fitted && a + c * floor(ad->cap_aimd) > target / 2 && depth < (int64_t)ad->cap_aimd)
+                ad->cap_aimd *= 0.9;
         } else if ((double)p99 < 0.6 * target) {
             ad->delay += target / 40;
             ad->cap_aimd += 1;
         }
     }
     double max_cap = (double)ad->max_cap;
+    /* A backlog of more than two full batches: drain it in the largest
+     * batches allowed. */
+    if (depth > 2 * (int64_t)floor(ad->cap_aimd))
+        ad->cap_aimd = max_cap;
     if (ad->cap_aimd > max_cap)
         ad->cap_aimd = max_cap;
     if (ad->cap_aimd < 1)
         ad->cap_aimd = 1;
     double cap = floor(ad->cap_aimd);
     if (fitted) {
-        double fit_cap = c > 0 ? floor((target / 3 - a) / c) : (a <= target / 3 ? max_cap : 1);
+        double fit_cap = c > 0 ? floor((target / 2 - a) / c) : (a <= target / 2 ? max_cap : 1);
         if (cap > fit_cap)
             cap = fit_cap;
         /* Seconds of model time per second at this load, per request, must
          * stay below 0.8: a/b + c <= 0.8/load. */
-        double room = 0.8 - c * 1e-9 * load;
+        double room = 0.5 - c * 1e-9 * load;
         double floor_cap = room > 0 ? ceil(a * 1e-9 * load / room) : max_cap;
         if (cap < floor_cap)
             cap = floor_cap;
@@ -234,6 +258,10 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
     atomic_store_explicit(&ad->st_p99, p99, memory_order_relaxed);
     atomic_store_explicit(&ad->st_model, (int64_t)t_cap, memory_order_relaxed);
     atomic_fetch_add_explicit(&ad->st_windows, 1, memory_order_relaxed);
+    if (getenv("QF_ADAPT_DEBUG"))
+        fprintf(stderr, "adapt: p99 %lld count %llu load %.0f depth %lld a %.0f c %.0f cap %zu delay %lld\n",
+                (long long)p99, (unsigned long long)count, load, (long long)depth, a, c, s->cap,
+                (long long)s->delay_ns);
 }
 
 void qf__serve_adapt_stats(const qf_serve *s, qf_serve_policy_stats *st)
