@@ -50,7 +50,6 @@
  * the measured p99 has room.
  */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,10 +257,6 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
     atomic_store_explicit(&ad->st_p99, p99, memory_order_relaxed);
     atomic_store_explicit(&ad->st_model, (int64_t)t_cap, memory_order_relaxed);
     atomic_fetch_add_explicit(&ad->st_windows, 1, memory_order_relaxed);
-    if (getenv("QF_ADAPT_DEBUG"))
-        fprintf(stderr, "adapt: p99 %lld count %llu load %.0f depth %lld a %.0f c %.0f cap %zu delay %lld\n",
-                (long long)p99, (unsigned long long)count, load, (long long)depth, a, c, s->cap,
-                (long long)s->delay_ns);
 }
 
 void qf__serve_adapt_stats(const qf_serve *s, qf_serve_policy_stats *st)
