@@ -328,8 +328,10 @@ typedef struct qf_serve_options {
      * window (>= 50 ms and >= 200 completions, or 1 s) the p99 of the window
      * drives an AIMD step with a dead band, as Clipper does: above 0.8 x
      * target the delay is halved (and the size cap cut by 10% when t(cap)
-     * is over half the target); below 0.6 x target the delay grows
-     * by target/40 and the cap by one. The fit bounds both at every step:
+     * is over half the target); below 0.6 x target the cap grows by one
+     * and the delay by target/40 when the model was busy over half the
+     * window (otherwise it shrinks by as much: an idle model gains nothing
+     * from bigger batches). The fit bounds both at every step:
      * the cap to the largest b with t(b) <= target/2, but never below what
      * keeps the model under 50% busy at the measured arrival rate (nor
      * below max_batch_size while more than two batches are queued); the

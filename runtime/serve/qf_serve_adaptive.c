@@ -24,7 +24,10 @@
  *                          time at the cap is over half the target
  *                          and no backlog of a batch is queued (back off
  *                          fast)
- *     p99 < 0.6 x target   delay += target/40, cap_aimd += 1  (probe)
+ *     p99 < 0.6 x target   cap_aimd += 1, and delay += target/40 when the
+ *                          model was busy more than half the window (bigger
+ *                          batches only pay when the model is the
+ *                          bottleneck), delay -= target/40 otherwise
  *     otherwise            hold
  *   then bounds from the fit, so one window's step never needs a violation
  *   to find the limit:
@@ -47,7 +50,9 @@
  * heavy load batches fill while the model runs (natural batching) and the
  * cap is what bounds the model time. The controller starts at delay 0 and
  * the full cap, which is safe at any load, and grows the delay only while
- * the measured p99 has room.
+ * the measured p99 has room and the model is busy more than half the time
+ * (at light load the best delay is none: a batch of one costs the model
+ * little, and every microsecond of delay is added to every request).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -74,6 +79,7 @@ struct qf__serve_adapt {
     double w, sx, sy, sxx, sxy;
     uint64_t hist[AD_BUCKETS + 1];
     uint64_t count;
+    double busy; /* model time in the window, ns */
 
     /* The controller, under the batcher's consumer mutex. */
     _Alignas(64) int64_t window_start;
@@ -144,6 +150,7 @@ void qf__serve_adapt_record(qf_serve *s, qf_serve_request *const *reqs, size_t n
         ad->hist[b > AD_BUCKETS ? AD_BUCKETS : b]++;
     }
     ad->count += n;
+    ad->busy += mt;
     qf__unlock(&ad->lock);
 }
 
@@ -176,6 +183,8 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
     int64_t p99 = count ? window_p99(ad) : 0;
     memset(ad->hist, 0, sizeof(ad->hist));
     ad->count = 0;
+    double util = ad->busy / (double)span; /* the model's busy fraction */
+    ad->busy = 0;
     double a = 0, c = 0;
     bool fitted = ad->w > 0;
     if (fitted) {
@@ -211,7 +220,13 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
             if (fitted && a + c * floor(ad->cap_aimd) > target / 2 && depth < (int64_t)ad->cap_aimd)
                 ad->cap_aimd *= 0.9;
         } else if ((double)p99 < 0.6 * target) {
-            ad->delay += target / 40;
+            /* Waiting longer buys bigger batches, which only pay when the
+             * model is the bottleneck; an idle model gains nothing from
+             * them, so the delay walks back down instead. */
+            if (util > 0.5)
+                ad->delay += target / 40;
+            else
+                ad->delay -= target / 40;
             ad->cap_aimd += 1;
         }
     }
