@@ -8,13 +8,15 @@
  *   - the model time of the batch (hand-out to completion) against its
  *     size: into exponentially forgetting least-squares sums (factor 0.99
  *     per batch, a memory of about a hundred batches), giving the fit
- *     t(b) = a + c*b;
+ *     t(b) = a + c*b; a sample over four times the last fit counts as four
+ *     times it (a preempted executor must not tilt the slope);
  *   - the admissions per second of the window (the load) and the depth at
  *     its end (a backlog of more than two batches sets the cap back to
  *     max_batch_size: only big batches drain it).
  *
  * What is decided, once a window is over (>= 50 ms and >= 200
- * completions, or 1 s whatever the count), by the consumer that forms the
+ * completions, or 1 s whatever the count; the first window, which holds
+ * the start, is not judged), by the consumer that forms the
  * next batch (under the consumer mutex, so delay and cap change between
  * batches, never inside a decision):
  *
@@ -79,13 +81,15 @@ struct qf__serve_adapt {
     double w, sx, sy, sxx, sxy;
     uint64_t hist[AD_BUCKETS + 1];
     uint64_t count;
-    double busy; /* model time in the window, ns */
+    double busy;   /* model time in the window, ns */
+    double fa, fc; /* the last fit, to clip outliers; fc < 0: none yet */
 
     /* The controller, under the batcher's consumer mutex. */
     _Alignas(64) int64_t window_start;
     double delay;
     double cap_aimd;
     uint64_t admitted; /* n_admitted at the window's start: the load */
+    bool warmed;       /* the first window was skipped */
 
     /* For qf_serve_get_policy_stats(). */
     _Atomic int64_t st_delay;
@@ -113,6 +117,8 @@ qf_code qf__serve_adapt_init(qf_serve *s, const qf_serve_options *o)
     ad->delay = 0;
     ad->cap_aimd = (double)s->max_batch;
     ad->admitted = 0;
+    ad->warmed = false;
+    ad->fc = -1;
     atomic_init(&ad->st_delay, 0);
     atomic_init(&ad->st_cap, s->max_batch);
     atomic_init(&ad->st_p99, 0);
@@ -139,6 +145,11 @@ void qf__serve_adapt_record(qf_serve *s, qf_serve_request *const *reqs, size_t n
     double mt = (double)(now - reqs[0]->qf__hand_ns);
     qf__lock(&ad->lock);
     double x = (double)n;
+    /* A batch whose executor was preempted (a loaded machine) can take ten
+     * times its model time; one such sample would tilt the slope for a
+     * hundred batches. Past four times the fit, it counts as four times. */
+    if (ad->fc >= 0 && mt > 4 * (ad->fa + ad->fc * x) + 1000)
+        mt = 4 * (ad->fa + ad->fc * x) + 1000;
     ad->w = ad->w * AD_FORGET + 1;
     ad->sx = ad->sx * AD_FORGET + x;
     ad->sy = ad->sy * AD_FORGET + mt;
@@ -199,9 +210,19 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now)
         a = my - c * mx;
         if (a < 0)
             a = 0;
+        ad->fa = a;
+        ad->fc = c;
     }
     qf__unlock(&ad->lock);
     ad->window_start = now;
+    if (atomic_load_explicit(&ad->st_windows, memory_order_relaxed) == 0 && ad->delay == 0 &&
+        ad->admitted == 0 && !ad->warmed) {
+        /* The first window holds the start (threads waking for the first
+         * time, pages touched for the first time): it is not judged. */
+        ad->warmed = true;
+        ad->admitted = atomic_load_explicit(&s->n_admitted, memory_order_relaxed);
+        return;
+    }
     double target = (double)ad->target;
     /* The load is what arrives, not what completes: when the model falls
      * behind, completions measure the model, and a cap sized from them
