@@ -153,5 +153,6 @@ void bench_register_kinds(void);
 void bench_register_fair(void);
 void bench_register_nats(void); /* only with QF_HAVE_NATS (bench_nats.c) */
 void bench_register_serve(void);
+void bench_register_serve_adaptive(void); /* issue 30 */
 
 #endif

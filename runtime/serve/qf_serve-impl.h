@@ -114,6 +114,26 @@ struct qf_serve {
     _Atomic uint64_t size_hist[QF_SERVE_SIZE_BUCKETS];
     _Atomic uint64_t size_max;
 
+    /* per-priority policy, cost batching, adaptive delay (issue 30):
+     * qf_serve_policy.c, qf_serve_adaptive.c. `cap` and `delay_ns` above
+     * are the batch size cap and delay in force: the adaptive controller
+     * moves them under `lock`; otherwise cap is max_batch. */
+    size_t cap;
+    struct qf__serve_level *lvl; /* per level; NULL: no level policy */
+    bool staged;                 /* formation goes through the staged lists (below) */
+    qf_serve_cost_fn cost_fn;
+    void *cost_arg;
+    uint64_t budget;               /* 0: no cost budget */
+    uint64_t pending_cost;         /* summed cost of pending[], under lock */
+    bool cost_blocked;             /* the last pull stopped at a request that did not fit */
+    struct qf__serve_timer *timer; /* NULL: no level timeout */
+    struct qf__serve_adapt *ad;    /* NULL: adaptive mode off */
+    _Atomic uint64_t n_level_rejected;
+    _Atomic uint64_t n_timed_out;
+    _Atomic uint64_t n_demoted;
+    _Atomic uint64_t n_cost_refused;
+    _Atomic uint64_t n_cost_closed;
+
     /* Registry of live batchers (qf_serve_metrics.c). */
     qf_serve *reg_prev, *reg_next;
 };
@@ -137,6 +157,58 @@ void qf__serve_register(qf_serve *s);
 void qf__serve_unregister(qf_serve *s);
 size_t qf__serve_delay_bucket(int64_t ns);
 size_t qf__serve_size_bucket(uint64_t n);
+
+/* per-priority policy, cost batching, adaptive delay (issue 30) */
+
+/* One level's policy and its staged list: requests moved out of the
+ * level's ring (in ring order) by a consumer or the timer, under `lock`,
+ * so the timer can look at the oldest and formation can stop at a request
+ * that does not fit the cost budget. `ready` still counts staged requests. */
+struct qf__serve_level {
+    int64_t limit;      /* 0: none */
+    int64_t timeout_ns; /* 0: none */
+    qf_serve_timeout_action action;
+    qf_code code;
+    _Atomic int64_t depth; /* admitted at this level, not handed out/answered */
+    qf_serve_request *head, *tail;
+};
+
+/* qf_serve_policy.c */
+qf_code qf__serve_policy_check(const qf_serve_options *o, const char *name);
+qf_code qf__serve_policy_init(qf_serve *s, const qf_serve_options *o);
+/* Starts the timer thread (last step of qf_serve_new()). */
+qf_code qf__serve_policy_start(qf_serve *s);
+/* Joins the timer (first step of qf_serve_free()). */
+void qf__serve_policy_stop(qf_serve *s);
+void qf__serve_policy_destroy(qf_serve *s);
+/* Submit: the cost check and the level reservation, before admission.
+ * QF_OK, or the code to return (refused: answered for RESOURCE_EXHAUSTED;
+ * not for INVALID_ARGUMENT). */
+qf_code qf__serve_policy_admit(qf_serve *s, qf_serve_request *req, int64_t now);
+/* enter(): the request's level timeout counts from now. */
+void qf__serve_policy_enter(qf_serve *s, qf_serve_request *req, int64_t now);
+/* A request left its level (handed out, answered, dropped, refused). */
+static inline void qf__serve_level_leave(qf_serve *s, const qf_serve_request *r)
+{
+    if (s->lvl)
+        atomic_fetch_sub_explicit(&s->lvl[r->qf__level].depth, 1, memory_order_relaxed);
+}
+/* Under lock: move level l's staged and ring requests into pending, up to
+ * the cap and the cost budget; expired ones are linked onto *expired.
+ * Returns how many expired. */
+uint64_t qf__serve_pull_staged(qf_serve *s, uint32_t l, int64_t now, qf_serve_request **expired);
+/* Under lock: link every staged request onto *out; returns how many. */
+uint64_t qf__serve_unstage_all_locked(qf_serve *s, qf_serve_request **out);
+
+/* qf_serve_adaptive.c */
+qf_code qf__serve_adapt_init(qf_serve *s, const qf_serve_options *o);
+void qf__serve_adapt_destroy(qf_serve *s);
+/* Under lock, at each formation: judge a window that is over, set
+ * s->delay_ns and s->cap. */
+void qf__serve_adapt_tick(qf_serve *s, int64_t now);
+/* qf_serve_complete(): feed the batch's latencies and model time. */
+void qf__serve_adapt_record(qf_serve *s, qf_serve_request *const *reqs, size_t n);
+void qf__serve_adapt_stats(const qf_serve *s, qf_serve_policy_stats *st);
 
 static inline void qf__serve_add(_Atomic uint64_t *c, uint64_t n)
 {

@@ -70,11 +70,13 @@ static qf_code check_options(const qf_serve_options *o)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "batcher '%s': drain_grace_ns %lld must be >= 0 (0: the default)", nm,
                             (long long)o->drain_grace_ns);
-    return QF_OK;
+    return qf__serve_policy_check(o, nm); /* issue 30: levels, cost, adaptive */
 }
 
 static void destroy(qf_serve *s)
 {
+    qf__serve_policy_destroy(s);
+    qf__serve_adapt_destroy(s);
     if (s->q)
         for (uint32_t l = 0; l < s->levels; l++)
             qf_queue_unref(s->q[l]);
@@ -150,6 +152,13 @@ qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s)
     qf_eventcount_init(&s->quiet);
     atomic_init(&s->lock, 0);
     atomic_init(&s->delay_max, 0);
+    /* per-priority policy, cost batching, adaptive delay (issue 30) */
+    if ((rc = qf__serve_policy_init(s, opts)) != QF_OK ||
+        (rc = qf__serve_adapt_init(s, opts)) != QF_OK ||
+        (rc = qf__serve_policy_start(s)) != QF_OK) {
+        destroy(s);
+        return rc;
+    }
     if (s->coord) {
         rc = qf_coord_add_stop_action(s->coord, on_stop, s, &s->stop_action);
         if (rc != QF_OK) {
@@ -172,6 +181,7 @@ void qf_serve_free(qf_serve *s)
     /* Stop actions first: after this none can begin a drain on s. */
     if (s->stop_action)
         qf_coord_remove_stop_action(s->coord, s->stop_action);
+    qf__serve_policy_stop(s); /* the level timer (issue 30) */
     qf_serve_drain(s, QF_NO_WAIT, NULL);
     qf__serve_unregister(s);
     qf_waitlist_destroy(&s->consumers);
@@ -251,6 +261,8 @@ static qf_code enter(qf_serve *s, qf_serve_request *req, int64_t now)
 {
     req->qf__admit_ns = now;
     req->qf__next = NULL;
+    if (s->lvl) /* a level timeout counts from admission (issue 30) */
+        qf__serve_policy_enter(s, req, now);
     atomic_store_explicit(&req->qf__state, QF__REQ_QUEUED, memory_order_relaxed);
     qf__serve_add(&s->n_admitted, 1);
     /* Release through the ring: the consumer sees the fields above and
@@ -279,6 +291,7 @@ static qf_serve_request *take_victim(qf_serve *s, uint32_t prio)
         void *p;
         if (qf_queue_try_dequeue_ptr(s->q[l], &p) == QF_OK) {
             atomic_fetch_sub_explicit(&s->ready, 1, memory_order_relaxed);
+            qf__serve_level_leave(s, p);
             return p;
         }
     }
@@ -291,6 +304,8 @@ static bool room_or_drain(qf_serve *s)
     uint64_t a = atomic_load_explicit(&s->adm, memory_order_seq_cst);
     return (a & QF__ADM_DRAIN) || (int64_t)(a & QF__ADM_DEPTH) < s->bound;
 }
+
+static qf_code admit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw, int64_t now);
 
 static qf_code submit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw)
 {
@@ -308,6 +323,20 @@ static qf_code submit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw
                             "batcher '%s': request already submitted and not yet answered",
                             s->name);
     int64_t now = qf_now_ns();
+    /* per-priority policy, cost batching (issue 30): the cost check and the
+     * level's place, given back unless the request entered. */
+    uint32_t level = req->priority;
+    qf_code rc = qf__serve_policy_admit(s, req, now);
+    if (rc != QF_OK)
+        return rc;
+    rc = admit(s, req, mode, pw, now);
+    if (rc != QF_OK && s->lvl)
+        atomic_fetch_sub_explicit(&s->lvl[level].depth, 1, memory_order_relaxed);
+    return rc;
+}
+
+static qf_code admit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw, int64_t now)
+{
     bool woken = false;
     for (;;) {
         bool expired = req->deadline != QF_FOREVER && now >= req->deadline;

@@ -132,6 +132,11 @@ struct qf_serve_request {
     QF_ATOMIC(uint32_t) qf__state;
     QF_ATOMIC(int32_t) qf__status;
     qf_waitlist qf__waiters;
+    /* per-priority policy, cost batching, adaptive delay (issue 30) */
+    uint64_t qf__cost;   /* its cost (cost_fn), taken at submit */
+    int64_t qf__due_ns;  /* its level's timeout, absolute; INT64_MAX: none */
+    int64_t qf__hand_ns; /* when it was handed out */
+    uint32_t qf__level;  /* the level it is queued at (demotion moves it) */
 };
 
 /**
@@ -219,6 +224,47 @@ typedef enum qf_serve_close_reason {
 } qf_serve_close_reason;
 #define QF_SERVE_CLOSE_REASONS 4
 
+/* per-priority policy, cost batching, adaptive delay (issue 30) */
+
+/* What a level's timeout does to a request still queued when it fires. */
+typedef enum qf_serve_timeout_action {
+    /* Answer it with the level's timeout_code (QF_DEADLINE_EXCEEDED by
+     * default); it never reaches the model. */
+    QF_SERVE_TIMEOUT_REJECT = 0,
+    /* Move it to the next less urgent level (level + 1), behind what that
+     * level holds, with that level's timeout starting afresh; from the last
+     * level, or into a level at its queue limit, it is rejected instead. */
+    QF_SERVE_TIMEOUT_DEMOTE = 1,
+} qf_serve_timeout_action;
+
+/* The policy of one priority level (qf_serve_options.level_policy). All
+ * zero: no limit of its own, no timeout. */
+typedef struct qf_serve_level_policy {
+    /* Most requests queued at this level (admitted, not yet handed out or
+     * answered); 0: no limit of its own (max_queued still bounds the sum).
+     * A submit beyond it is refused with QF_RESOURCE_EXHAUSTED (answered),
+     * whatever the admission policy: a full level never blocks and never
+     * drops another request. */
+    int64_t max_queued;
+    /* Queue timeout of every request of the level, counted from when it
+     * entered the level (its admission, or its demotion into it), in ns;
+     * 0: none. It is separate from the request's own deadline, which still
+     * answers QF_DEADLINE_EXCEEDED. A timer acts on it while the model is
+     * busy, within the timer's wake-up lateness (tens of microseconds on an
+     * idle machine); a request handed out before the timer acted is not
+     * timed out. */
+    int64_t timeout_ns;
+    qf_serve_timeout_action on_timeout;
+    /* The answer of a rejected request: 0 selects QF_DEADLINE_EXCEEDED;
+     * otherwise a canonical code other than QF_OK. */
+    qf_code timeout_code;
+} qf_serve_level_policy;
+
+/* The cost of a request (qf_serve_options.cost_fn): tokens, pixels, bytes.
+ * Called once per submit, on the submitting thread, before admission; it
+ * must not block and must not call the batcher. */
+typedef uint64_t (*qf_serve_cost_fn)(void *arg, const qf_serve_request *req);
+
 /* Everything a batcher is made from. Zero-initialise, then fill in. */
 typedef struct qf_serve_options {
     /* Names the batcher in messages and metrics ("batcher" label). NULL:
@@ -253,6 +299,46 @@ typedef struct qf_serve_options {
     /* Grace of that drain in ns: 0 selects QF_SERVE_DEFAULT_DRAIN_GRACE_NS;
      * negative is invalid. */
     int64_t drain_grace_ns;
+    /* per-priority policy, cost batching, adaptive delay (issue 30) */
+    /* Optional: priority_levels entries (level 0 first), copied; NULL: no
+     * per-level limits or timeouts. With a timeout on any level the batcher
+     * runs a timer thread of its own (qf_serve_new() starts it,
+     * qf_serve_free() joins it). */
+    const qf_serve_level_policy *level_policy;
+    /* Optional batching by cost: with cost_fn set and max_batch_cost > 0, a
+     * batch also closes (as full) when the next request in line would take
+     * its summed cost past max_batch_cost; max_batch_size still bounds the
+     * count. A request whose cost alone exceeds max_batch_cost is refused at
+     * submit with QF_INVALID_ARGUMENT (nothing happened, no answer: it can
+     * never be served). Levels are still taken most urgent first, each in
+     * order: a request that does not fit ends the batch, no smaller one
+     * behind it jumps ahead. cost_fn without a budget (or a budget without
+     * cost_fn) is invalid. */
+    qf_serve_cost_fn cost_fn;
+    void *cost_arg;
+    uint64_t max_batch_cost;
+    /* Adaptive mode: > 0 turns it on. The batcher then chooses the batching
+     * delay (0 .. min(max_queue_delay_ns, target), max_queue_delay_ns 0
+     * meaning the target) and the batch size cap (1 .. max_batch_size) on
+     * its own, to keep the p99 of the latency from admission to completion
+     * (qf_serve_complete()) under this target in ns, while batching as much
+     * as that allows. The algorithm (qf_serve_adaptive.c): completions feed
+     * a windowed latency histogram and a fit of model time against batch
+     * size, t(b) = a + c*b (exponentially forgetting least squares); every
+     * window (>= 50 ms and >= 200 completions, or 1 s) the p99 of the window
+     * drives an AIMD step with a dead band, as Clipper does: above 0.8 x
+     * target the delay is halved (and the size cap cut by 10% when t(cap)
+     * is over half the target); below 0.6 x target the cap grows by one
+     * and the delay by target/40 when the model was busy over half the
+     * window (otherwise it shrinks by as much: an idle model gains nothing
+     * from bigger batches). The fit bounds both at every step:
+     * the cap to the largest b with t(b) <= target/2, but never below what
+     * keeps the model under 50% busy at the measured arrival rate (nor
+     * below max_batch_size while more than two batches are queued); the
+     * delay to target - 2 t(cap) - target/10 (a request may wait for the
+     * batch in service and then ride its own). qf_serve_get_policy_stats()
+     * shows what it chose. */
+    int64_t p99_target_ns;
 } qf_serve_options;
 
 /**
@@ -567,6 +653,41 @@ QF_API uint64_t qf_serve_size_bucket_bound(size_t i);
  * Returns: QF_OK; QF_INVALID_ARGUMENT for NULL arguments (untouched).
  */
 QF_API qf_code qf_serve_get_stats(const qf_serve *s, qf_serve_stats *ret_stats);
+
+/* per-priority policy, cost batching, adaptive delay (issue 30) */
+
+/* What the policies did, and what adaptive mode chose. qf_serve_new() also
+ * refuses (QF_INVALID_ARGUMENT, naming the field and level) a level policy
+ * with max_queued or timeout_ns < 0, an unknown on_timeout, a timeout_code
+ * of QF_OK or not canonical; cost_fn without max_batch_cost or the
+ * reverse; p99_target_ns < 0. */
+typedef struct qf_serve_policy_stats {
+    uint64_t level_rejected;                  /* refused at a level's queue limit (also in
+                                                 counts.rejected) */
+    uint64_t timed_out;                       /* rejected by a level timeout (also in
+                                                 counts.expired, whatever code answered them) */
+    uint64_t demoted;                         /* moved down a level by a timeout */
+    uint64_t cost_refused;                    /* refused at submit: cost above the budget */
+    uint64_t cost_closed;                     /* batches closed by the cost budget */
+    int64_t level_depth[QF_SERVE_MAX_LEVELS]; /* queued per level now */
+    /* Adaptive mode (zeros when off): the delay and size cap in force, the
+     * p99 of the last window, the fit's model time for one batch at the cap,
+     * and how many windows the controller has judged. */
+    int64_t adaptive_delay_ns;
+    uint64_t adaptive_max_batch;
+    int64_t adaptive_p99_ns;
+    int64_t adaptive_model_ns;
+    uint64_t adaptive_windows;
+} qf_serve_policy_stats;
+
+/**
+ * qf_serve_get_policy_stats() - fill *ret_stats with what the per-level
+ * policies, the cost budget and the adaptive controller did.
+ * Blocking:    never (relaxed atomic loads).  Concurrency: any thread; the
+ *              fields are each read atomically, the set not at one instant.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments (untouched).
+ */
+QF_API qf_code qf_serve_get_policy_stats(const qf_serve *s, qf_serve_policy_stats *ret_stats);
 
 /**
  * qf_serve_metrics_write() - write every live batcher's and every live

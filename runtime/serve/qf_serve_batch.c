@@ -74,16 +74,21 @@ void qf__serve_cancel_locked(qf_serve *s, qf_serve_request **cancelled)
 {
     QF__ASSERT_HELD(&s->lock);
     uint64_t n = 0;
-    for (size_t i = 0; i < s->npending; i++, n++)
+    for (size_t i = 0; i < s->npending; i++, n++) {
+        qf__serve_level_leave(s, s->pending[i]);
         push(cancelled, s->pending[i]);
+    }
     s->npending = 0;
+    n += qf__serve_unstage_all_locked(s, cancelled); /* issue 30 */
     void *buf[64];
     for (uint32_t l = 0; l < s->levels; l++) {
         size_t got;
         while (qf_queue_try_dequeue_bulk_ptr(s->q[l], 1, 64, buf, &got) == QF_OK) {
             atomic_fetch_sub_explicit(&s->ready, (int64_t)got, memory_order_relaxed);
-            for (size_t i = 0; i < got; i++, n++)
+            for (size_t i = 0; i < got; i++, n++) {
+                qf__serve_level_leave(s, buf[i]);
                 push(cancelled, buf[i]);
+            }
         }
     }
     qf__serve_add(&s->n_cancelled, n);
@@ -99,9 +104,11 @@ static bool past(const qf_serve_request *r, int64_t now)
  * Returns the number of expired requests found (linked onto f->expired). */
 static uint64_t pull_level(qf_serve *s, uint32_t l, int64_t now, form *f)
 {
+    if (s->staged) /* level timeouts or a cost budget (issue 30) */
+        return qf__serve_pull_staged(s, l, now, &f->expired);
     uint64_t expired = 0;
     for (;;) {
-        size_t room = s->max_batch - s->npending;
+        size_t room = s->npending < s->cap ? s->cap - s->npending : 0;
         if (room == 0)
             return expired;
         size_t got = 0;
@@ -113,6 +120,7 @@ static uint64_t pull_level(qf_serve *s, uint32_t l, int64_t now, form *f)
         for (size_t i = 0; i < got; i++) {
             qf_serve_request *r = dst[i];
             if (past(r, now)) {
+                qf__serve_level_leave(s, r);
                 push(&f->expired, r);
                 expired++;
                 continue;
@@ -144,10 +152,11 @@ static uint32_t starved_level(const qf_serve *s)
 static void pull(qf_serve *s, int64_t now, form *f)
 {
     uint64_t expired = 0;
+    s->cost_blocked = false;
     uint32_t first = s->max_bypass ? starved_level(s) : UINT32_MAX;
     if (first != UINT32_MAX)
         expired += pull_level(s, first, now, f);
-    for (uint32_t l = 0; l < s->levels && s->npending < s->max_batch; l++)
+    for (uint32_t l = 0; l < s->levels && s->npending < s->cap && !s->cost_blocked; l++)
         if (l != first)
             expired += pull_level(s, l, now, f);
     if (expired) {
@@ -172,7 +181,11 @@ static void hand_out(qf_serve *s, size_t k, qf_serve_close_reason why, int64_t n
         if (d > max)
             max = d;
         qf__serve_add(&s->delay_hist[qf__serve_delay_bucket(d)], 1);
-        levels_in |= (uint64_t)1 << r->priority;
+        levels_in |= (uint64_t)1 << r->qf__level;
+        /* issue 30: the level's place, the cost, the model's start */
+        qf__serve_level_leave(s, r);
+        s->pending_cost -= r->qf__cost;
+        r->qf__hand_ns = now;
     }
     size_t rest = s->npending - k;
     memmove(s->pending, s->pending + k, rest * sizeof(*s->pending));
@@ -224,8 +237,8 @@ static size_t target_size(const qf_serve *s, size_t n)
 {
     for (size_t i = 0; i < s->npref; i++)
         if (s->pref[i] > n)
-            return s->pref[i];
-    return s->max_batch;
+            return s->pref[i] < s->cap ? s->pref[i] : s->cap;
+    return s->cap;
 }
 
 /* When the open batch closes by its delay: its oldest request's admission
@@ -245,6 +258,8 @@ static qf_deadline close_time(const qf_serve *s, int64_t early)
 static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, size_t *ret_n, form *f)
 {
     QF__ASSERT_HELD(&s->lock);
+    if (s->ad) /* adaptive mode (issue 30): sets delay_ns and cap */
+        qf__serve_adapt_tick(s, now);
     /* Learn how late a consumer armed for a close time gets here. */
     if (s->armed_at != QF_FOREVER && now >= s->armed_at) {
         int64_t sample = now - s->armed_at;
@@ -285,8 +300,12 @@ static qf_code form_locked(qf_serve *s, int64_t now, qf_serve_request **out, siz
         qf_deadline close_at = close_time(s, early);
         size_t k = n;
         qf_serve_close_reason why;
-        if (n == s->max_batch) {
+        if (n >= s->cap || s->cost_blocked) {
             why = QF_SERVE_CLOSE_FULL;
+            if (n > s->cap) /* the adaptive cap came down */
+                k = s->cap;
+            else if (n < s->cap)
+                qf__serve_add(&s->n_cost_closed, 1);
         } else if (draining) {
             why = QF_SERVE_CLOSE_DRAIN;
         } else if (close_at != QF_FOREVER && now >= close_at) {
@@ -467,6 +486,8 @@ qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, 
             return rc;
         }
     }
+    if (s->ad) /* before the answers: a callback may free its request */
+        qf__serve_adapt_record(s, reqs, n);
     for (size_t i = 0; i < n; i++)
         qf__serve_answer(reqs[i], status);
     qf__serve_add(status == QF_OK ? &s->n_ok : &s->n_error, n);

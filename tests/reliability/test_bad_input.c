@@ -4494,6 +4494,17 @@ CASE(qf_serve_get_stats)
     qf_serve_free(s);
 }
 
+/* per-priority policy, cost batching, adaptive delay (issue 30) */
+CASE(qf_serve_get_policy_stats)
+{
+    qf_serve_policy_stats st = {.demoted = 77};
+    INVALID(qf_serve_get_policy_stats(NULL, &st), "batcher");
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_get_policy_stats(s, NULL), "ret_stats");
+    cr_expect_eq(st.demoted, 77);
+    qf_serve_free(s);
+}
+
 CASE(qf_serve_metrics_write)
 {
     INVALID(qf_serve_metrics_write(NULL), "file");

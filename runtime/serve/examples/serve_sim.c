@@ -42,6 +42,7 @@ typedef struct config {
     bool task_executor;
     bool metrics;
     double grace_s;
+    double p99_target_us; /* issue 30: adaptive mode; 0 off */
 } config;
 
 #define MAX_SAMPLES (4u << 20)
@@ -183,7 +184,9 @@ static void usage(FILE *f)
             "  --policy P          reject | block | drop-oldest (default reject)\n"
             "  --executor E        task (on a worker pool) | thread (default task)\n"
             "  --grace S           drain grace on stop, seconds (default 2)\n"
-            "  --metrics           print the Prometheus metrics at the end\n");
+            "  --metrics           print the Prometheus metrics at the end\n"
+            "  --p99-target-us T   adaptive mode: the batcher picks delay and batch size\n"
+            "                      for this p99 (admission to completion); 0 off (default)\n");
 }
 
 static int parse(int argc, char **argv, config *c)
@@ -215,6 +218,7 @@ static int parse(int argc, char **argv, config *c)
                                          {"executor", required_argument, NULL, 'e'},
                                          {"grace", required_argument, NULL, 'g'},
                                          {"metrics", no_argument, NULL, 'm'},
+                                         {"p99-target-us", required_argument, NULL, 'T'},
                                          {"help", no_argument, NULL, 'H'},
                                          {NULL, 0, NULL, 0}};
     int o;
@@ -255,6 +259,9 @@ static int parse(int argc, char **argv, config *c)
             break;
         case 'g':
             c->grace_s = v;
+            break;
+        case 'T':
+            c->p99_target_us = v;
             break;
         case 'm':
             c->metrics = true;
@@ -334,6 +341,13 @@ static void print_results(sim *s, double elapsed, const qf_serve_report *rep, qf
            "; in flight %" PRIu64 "\n",
            drc == QF_OK ? "clean" : qf_code_name(drc), rep->admitted, rep->batched, rep->expired,
            rep->dropped, rep->cancelled, rep->queued, rep->rejected, rep->in_flight);
+    qf_serve_policy_stats pst; /* issue 30 */
+    if (s->cfg.p99_target_us > 0 && qf_serve_get_policy_stats(s->serve, &pst) == QF_OK)
+        printf("adaptive    delay %.1f us  max batch %" PRIu64 "  last window p99 %.1f us  model "
+               "%.1f us/batch  windows %" PRIu64 "\n",
+               (double)pst.adaptive_delay_ns / 1e3, pst.adaptive_max_batch,
+               (double)pst.adaptive_p99_ns / 1e3, (double)pst.adaptive_model_ns / 1e3,
+               pst.adaptive_windows);
     if (s->cfg.metrics)
         qf_serve_metrics_write(stdout);
     fflush(stdout);
@@ -358,7 +372,8 @@ int main(int argc, char **argv)
                           .max_queued = c->max_queued,
                           .admission = c->policy,
                           .coord = s->coord,
-                          .drain_grace_ns = (int64_t)(c->grace_s * 1e9) + 1};
+                          .drain_grace_ns = (int64_t)(c->grace_s * 1e9) + 1,
+                          .p99_target_ns = (int64_t)(c->p99_target_us * 1e3)};
     if (qf_serve_new(&o, &s->serve) != QF_OK) {
         fprintf(stderr, "qflow-serve-sim: %s\n", qf_last_message());
         return 2;
