@@ -542,6 +542,13 @@ Test(serve_fd, openmetrics_text_passes_a_strict_parser)
               "%s", buf);
     char out[16384];
     int rc = parse_with_python(buf, om_parser, out, sizeof(out));
+    if (rc != 0 && (strstr(out, "No module named") || strstr(out, "not found"))) {
+        free(buf);
+        qf_serve_free(s);
+        cr_skip_test("the parser is not installed (Debian: apt-get install "
+                     "python3-prometheus-client): %s",
+                     out);
+    }
     cr_assert_eq(rc, 0,
                  "OpenMetrics parser refused the text (python3-prometheus-client "
                  "installed?):\n%s\n--- text:\n%s",
