@@ -294,6 +294,8 @@ QF_API qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s);
  * Needs quiescence: no executor runs on it any more (qf_serve_run()
  * returned, a spawned task finished), no call on it is in progress or will
  * be made, and no handed-out batch is still waiting for qf_serve_complete().
+ * Requests posted (qf_serve_post_complete()) and not collected are
+ * answered here, on this thread; the completion fd is closed.
  * Blocking:    only for a stop action of the batcher running on another
  *              thread, and for metrics writers reading it.
  */
@@ -388,7 +390,8 @@ QF_API bool qf_serve_cancel_poll(qf_serve *s, qf_waker *w);
  * Concurrency: any number of consumers; formation is serialised.
  * Ordering:    acquire: what submitters wrote before submit is visible.
  * Returns:     QF_OK; QF_OUT_OF_RANGE once drained (draining and nothing
- *              left: the consumer's clean end, as for a closed queue);
+ *              left: the consumer's clean end, as for a closed queue; after
+ *              qf_serve_end_input() its message says the input ended);
  *              QF_DEADLINE_EXCEEDED; QF_UNAVAILABLE (try);
  *              QF_INVALID_ARGUMENT for NULL arguments;
  *              QF_FAILED_PRECONDITION. Outputs untouched on failure.
@@ -595,8 +598,13 @@ QF_API qf_code qf_serve_get_stats(const qf_serve *s, qf_serve_stats *ret_stats);
  *   qflow_serve_queue_depth{batcher}              gauge: requests queued
  *   qflow_serve_in_flight{batcher}                gauge: batched requests
  *       not yet completed
- *   qflow_serve_queue_delay_seconds{batcher}      histogram: admission to
- *       hand-off
+ *   qflow_serve_queue_delay_seconds{batcher,priority}  histogram: admission
+ *       to hand-off, per level, buckets as configured (issue 30; it had no
+ *       priority label before)
+ *   qflow_serve_model_seconds{batcher,priority}   histogram: hand-off to
+ *       complete or post
+ *   qflow_serve_latency_seconds{batcher,priority} histogram: admission to
+ *       the answer of requests the model ran
  *   qflow_serve_batch_size{batcher}               histogram: requests per
  *       batch
  *   qflow_queue_size{queue,kind}, qflow_queue_capacity{queue,kind},
