@@ -506,7 +506,8 @@ static char *fill_for_metrics(qf_serve **ret)
                                                   .num_latency_buckets = 4},
                               &s),
                  QF_OK);
-    int answered = 0;
+    static int answered; /* the callbacks run until qf_serve_free() */
+    answered = 0;
     static loopreq q[6];
     for (int i = 0; i < 6; i++) {
         qf_serve_request_init(&q[i].req, &q[i], QF_FOREVER, (uint32_t)i % 2, on_answer, &answered);
