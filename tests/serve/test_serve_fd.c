@@ -570,3 +570,157 @@ Test(serve_fd, openmetrics_text_passes_a_strict_parser)
     qf_serve_free(s);
     cr_expect_eq(qf_serve_metrics_write_openmetrics(NULL), QF_INVALID_ARGUMENT);
 }
+
+/* ------------------------------------------------------------ stress */
+
+typedef struct sreq {
+    qf_serve_request req;
+    atomic_int answers;
+    atomic_int status;
+} sreq;
+
+static void on_sanswer(qf_serve_request *r, qf_code st, void *arg)
+{
+    (void)arg;
+    sreq *q = (sreq *)r;
+    atomic_store(&q->status, (int)st);
+    atomic_fetch_add(&q->answers, 1);
+}
+
+typedef struct sworld {
+    qf_serve *s;
+    sreq *q;
+    int per, submitters;
+    atomic_int *refused_fp; /* FAILED_PRECONDITION: never answered */
+    atomic_int models_done;
+} sworld;
+
+typedef struct ssub {
+    sworld *w;
+    int first;
+} ssub;
+
+static void *stress_submit(void *a)
+{
+    ssub *p = a;
+    for (int i = 0; i < p->w->per; i++) {
+        sreq *q = &p->w->q[p->first + i];
+        qf_code rc = qf_serve_try_submit(p->w->s, &q->req);
+        if (rc == QF_FAILED_PRECONDITION)
+            atomic_fetch_add(p->w->refused_fp, 1);
+        else
+            cr_assert(rc == QF_OK || rc == QF_UNAVAILABLE, "submit: %d %s", rc, qf_last_message());
+    }
+    return NULL;
+}
+
+static void *stress_model(void *a)
+{
+    sworld *w = a;
+    qf_serve_request *b[8];
+    size_t n;
+    unsigned seed = (unsigned)(uintptr_t)&n;
+    while (qf_serve_next_batch(w->s, b, &n) == QF_OK) {
+        if (rand_r(&seed) % 4 == 0)
+            sched_yield(); /* a slower batch now and then */
+        cr_assert_eq(qf_serve_post_complete(w->s, b, n, rand_r(&seed) % 8 ? QF_OK : QF_INTERNAL),
+                     QF_OK);
+    }
+    atomic_fetch_add(&w->models_done, 1);
+    return NULL;
+}
+
+/* Submitters, two model threads posting and an epoll loop collecting, while
+ * the input ends or a drain with a random deadline (0 to 2 ms) begins at a
+ * random point: every request is answered exactly once (or refused
+ * unanswered after the end of input), the counts add up, nothing stays in
+ * flight. Bounded: 40 rounds, a 10 s watchdog on every wait. */
+Test(serve_fd, stress_posts_collects_and_random_drains, .timeout = 120)
+{
+    unsigned seed = 12345;
+    uint64_t batched = 0, cancelled = 0;
+    for (int round = 0; round < 40; round++) {
+        enum { SUBS = 2, PER = 1500, MODELS = 2 };
+        qf_serve *s;
+        cr_assert_eq(qf_serve_new(&(qf_serve_options){.max_batch_size = 8,
+                                                      .max_queue_delay_ns = 100000,
+                                                      .max_queued = 4096},
+                                  &s),
+                     QF_OK);
+        atomic_int refused_fp = 0;
+        sworld w = {.s = s, .per = PER, .submitters = SUBS, .refused_fp = &refused_fp};
+        w.q = calloc(SUBS * PER, sizeof(sreq));
+        for (int i = 0; i < SUBS * PER; i++)
+            qf_serve_request_init(&w.q[i].req, NULL, QF_FOREVER, 0, on_sanswer, NULL);
+        int fd;
+        cr_assert_eq(qf_serve_completion_fd(s, &fd), QF_OK);
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN | (round % 2 ? EPOLLET : 0)};
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+        pthread_t mt[MODELS], st[SUBS];
+        ssub subs[SUBS];
+        for (int i = 0; i < MODELS; i++)
+            pthread_create(&mt[i], NULL, stress_model, &w);
+        for (int i = 0; i < SUBS; i++) {
+            subs[i] = (ssub){&w, i * PER};
+            pthread_create(&st[i], NULL, stress_submit, &subs[i]);
+        }
+        /* The end comes after a random number of admissions. */
+        uint64_t at = (uint64_t)(rand_r(&seed) % (SUBS * PER));
+        int how = rand_r(&seed) % 3;
+        bool ended = false;
+        qf_deadline watchdog = qf_deadline_in_s(WATCHDOG_MS / 1000);
+        while (atomic_load(&w.models_done) < MODELS) {
+            cr_assert(qf_now_ns() < watchdog, "round %d: models still running after %d ms", round,
+                      WATCHDOG_MS);
+            qf_serve_stats sst;
+            qf_serve_get_stats(s, &sst);
+            if (!ended && sst.counts.admitted + sst.counts.rejected >= at) {
+                ended = true;
+                if (how == 0)
+                    qf_serve_end_input(s);
+                else
+                    qf_serve_begin_drain(s, qf_deadline_in_ns(how == 1 ? 0 : 2000000));
+            }
+            struct epoll_event got;
+            /* Short waits: the models' end is not an fd event. */
+            int r = epoll_wait(ep, &got, 1, 1);
+            cr_assert(r >= 0);
+            if (r == 1)
+                qf_serve_collect(s, (size_t)(round % 3) * 4, NULL);
+        }
+        for (int i = 0; i < SUBS; i++)
+            pthread_join(st[i], NULL);
+        for (int i = 0; i < MODELS; i++)
+            pthread_join(mt[i], NULL);
+        /* Submits after the models ended may still be queued: a drain with
+         * no grace answers them; then collect what was posted last. */
+        qf_serve_report rep;
+        qf_serve_begin_drain(s, QF_NO_WAIT);
+        size_t n;
+        do
+            cr_assert_eq(qf_serve_collect(s, 0, &n), QF_OK);
+        while (n);
+        cr_assert_eq(qf_serve_drain(s, qf_deadline_in_s(10), &rep), QF_OK, "%s", qf_last_message());
+        int answered = 0, unanswered = 0;
+        for (int i = 0; i < SUBS * PER; i++) {
+            int a = atomic_load(&w.q[i].answers);
+            cr_assert(a <= 1, "round %d: request %d answered %d times", round, i, a);
+            answered += a;
+            unanswered += a == 0;
+        }
+        cr_assert_eq(unanswered, atomic_load(&refused_fp), "round %d", round);
+        cr_assert_eq(rep.admitted, rep.batched + rep.expired + rep.dropped + rep.cancelled);
+        cr_assert_eq(rep.in_flight, 0);
+        cr_assert_eq(rep.queued, 0);
+        cr_assert_eq((uint64_t)answered, rep.admitted + rep.rejected, "round %d", round);
+        batched += rep.batched;
+        cancelled += rep.cancelled;
+        close(ep);
+        qf_serve_free(s);
+        free(w.q);
+    }
+    cr_expect_gt(batched, 1000, "the rounds ran the model");
+    printf("stress: %llu batched, %llu cancelled in 40 rounds\n", (unsigned long long)batched,
+           (unsigned long long)cancelled);
+}
