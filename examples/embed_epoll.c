@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <qflow/qflow.h>
@@ -71,9 +73,14 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     int stop_fd, ep = epoll_create1(EPOLL_CLOEXEC);
+    /* Task timers wake the loop through a timerfd set to the runtime's next
+     * deadline, to the nanosecond: an epoll_wait timeout in whole
+     * milliseconds, rounded up, would make every timed task up to 1 ms late. */
+    int timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     CHECK(qf_coord_stop_fd(coord, &stop_fd)); /* readable once a stop is requested */
     watch(ep, qf_runtime_fd(rt));             /* readable when a task is runnable */
     watch(ep, stop_fd);                       /* ... and the program's own sockets */
+    watch(ep, timer_fd);
     printf("ready\n");
     fflush(stdout);
 
@@ -88,13 +95,24 @@ int main(int argc, char **argv)
         }
         if (rc == QF_OUT_OF_RANGE) /* input ended and the queue is drained */
             break;
-        int ms = -1; /* sleep until an fd is readable or a task's timer is due */
+        /* Sleep until an fd is readable or a task's timer is due: qflow's
+         * deadlines are CLOCK_MONOTONIC nanoseconds, as the timerfd's. An
+         * all-zero time disarms it (no timer pending). */
         qf_deadline next = qf_runtime_next_deadline(rt);
+        struct itimerspec at = {{0, 0}, {0, 0}};
         if (next != QF_FOREVER)
-            ms = next <= qf_now_ns() ? 0 : (int)((next - qf_now_ns()) / 1000000 + 1);
+            at.it_value = (struct timespec){next / 1000000000, next % 1000000000};
+        if (next != QF_FOREVER && next <= 0)
+            at.it_value.tv_nsec = 1; /* due already: fire at once */
+        timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &at, NULL);
         struct epoll_event ev[4];
-        if (epoll_wait(ep, ev, 4, ms) < 0 && errno != EINTR)
+        int n = epoll_wait(ep, ev, 4, -1);
+        if (n < 0 && errno != EINTR)
             exit(1);
+        uint64_t ticks; /* settime resets it too; read to keep it quiet */
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.fd == timer_fd && read(timer_fd, &ticks, sizeof(ticks)) < 0)
+                ticks = 0;
     }
     bool by_signal = qf_coord_should_stop(coord);
     /* Stop the runner (its cancel op closes the queue) and run its task to
@@ -106,6 +124,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "join: %s\n", qf_last_message());
     printf("%s: handled %ju requests, sum %ju\n", by_signal ? "stopped" : "done",
            (uintmax_t)handled, (uintmax_t)sum);
+    close(timer_fd);
     close(ep);
     qf_queue_runner_free(runner);
     qf_queue_unref(requests);

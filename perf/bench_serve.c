@@ -36,6 +36,7 @@ typedef struct sv_case {
     const sv_impl *impl;
     double rate;
     bool expired_only; /* serve.expired: report expired ppm */
+    bool answer;       /* serve.answer: submit to the completion, not hand-off */
 } sv_case;
 
 typedef struct sv_run {
@@ -149,7 +150,7 @@ static void run_serve(bench_rep *r)
         if (it->status == 0) {
             ok++;
             if (it->t_submit >= run.t0 + SV_WARM_NS)
-                lat[m++] = it->t_handoff - it->t_submit;
+                lat[m++] = (c->answer ? it->t_answer : it->t_handoff) - it->t_submit;
         } else if (it->status == 4) {
             exp++;
         } else {
@@ -173,7 +174,7 @@ static void run_serve(bench_rep *r)
 
 #define SV_CASE(impl_, rate_, exp_)                                                                \
     {                                                                                              \
-        &impl_, rate_, exp_                                                                        \
+        &impl_, rate_, exp_, false                                                                 \
     }
 static const sv_case cases[] = {
     SV_CASE(sv_qflow, 1000, false),  SV_CASE(sv_mutex_cond, 1000, false),
@@ -214,6 +215,47 @@ void bench_register_serve(void)
             bc.note = c->impl == &sv_qflow ? "qf_serve, thread executor (qf_serve_run)"
                                            : "one mutex + condvar, same policy";
         }
+        bench_register(&bc);
+    }
+    /* Issue 30: the model on a thread of its own, completions through the
+     * batcher's fd to an epoll loop thread. serve.latency.<rate>/qflow_fd is
+     * comparable with the rows above; serve.answer.<rate> measures submit to
+     * the completion callback, against qflow's thread executor (the callback
+     * on the model thread). */
+    static const sv_case fd_cases[] = {
+        {&sv_qflow_fd, 1000, false, false},  {&sv_qflow_fd, 10000, false, false},
+        {&sv_qflow_fd, 50000, false, false}, {&sv_qflow, 1000, false, true},
+        {&sv_qflow_fd, 1000, false, true},   {&sv_qflow, 10000, false, true},
+        {&sv_qflow_fd, 10000, false, true},  {&sv_qflow, 50000, false, true},
+        {&sv_qflow_fd, 50000, false, true},
+    };
+    static const char *const answer_names[][3] = {
+        {"serve.answer.1k", "serve.answer.1k.p50", "serve.answer.1k.p99"},
+        {"serve.answer.10k", "serve.answer.10k.p50", "serve.answer.10k.p99"},
+        {"serve.answer.50k", "serve.answer.50k.p50", "serve.answer.50k.p99"},
+    };
+    for (size_t i = 0; i < sizeof(fd_cases) / sizeof(fd_cases[0]); i++) {
+        const sv_case *c = &fd_cases[i];
+        int k = c->rate == 1000 ? 0 : c->rate == 10000 ? 1 : 2;
+        const char *const *nm = c->answer ? answer_names[k] : names[k];
+        bench_case bc = {
+            .name = nm[0],
+            .impl = c->impl->name,
+            .unit = BENCH_NS,
+            .outputs = {nm[1], nm[2]},
+            .params = {{.key = "rate", .num = c->rate},
+                       {.key = "max_batch", .num = SV_MAX_BATCH},
+                       {.key = "max_delay_us", .num = SV_DELAY_NS / 1000},
+                       {.key = "model", .str = "100us+2us/item"},
+                       {.key = "measures",
+                        .str = c->answer ? "submit to completion callback"
+                                         : "submit to batch hand-off"}},
+            .run = run_serve,
+            .arg = (void *)c,
+            .note = c->impl == &sv_qflow_fd
+                        ? "qf_serve, model thread posts, epoll loop thread collects (fd)"
+                        : "qf_serve, thread executor (qf_serve_run), callback on its thread",
+        };
         bench_register(&bc);
     }
 }

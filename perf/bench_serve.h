@@ -28,7 +28,8 @@ typedef struct sv_item {
     int64_t t_submit;     /* submit call start */
     int64_t t_handoff;    /* the model received its batch */
     int64_t deadline;
-    int status; /* -1 until answered */
+    int status;       /* -1 until answered */
+    int64_t t_answer; /* its completion ran (serve.answer rows) */
 } sv_item;
 
 typedef void (*sv_model_fn)(void *arg, sv_item *const *items, size_t n);
@@ -45,5 +46,6 @@ typedef struct sv_impl {
 
 extern const sv_impl sv_qflow;      /* bench_serve_qflow.c */
 extern const sv_impl sv_mutex_cond; /* baseline_serve_mutex.c */
+extern const sv_impl sv_qflow_fd;   /* bench_serve_fd.c: model thread, completion fd */
 
 #endif

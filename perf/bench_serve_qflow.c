@@ -25,6 +25,7 @@ static void *q_create(size_t max_batch, int64_t delay_ns)
 static void on_done(qf_serve_request *req, qf_code st, void *arg)
 {
     (void)arg;
+    ((sv_item *)req)->t_answer = (int64_t)bench_now_ns();
     ((sv_item *)req)->status = (int)st;
 }
 

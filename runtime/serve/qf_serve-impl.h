@@ -56,6 +56,23 @@
 #define QF__REQ_HANDED 16u     /* handed out in a batch, not yet completed */
 #define QF__REQ_COMPLETING 32u /* claimed by a qf_serve_complete() */
 
+/* completion fd, end of input, metrics (issue 30) */
+/* A time histogram per level (qf_serve_hist.c): nb bounds, then +Inf. */
+typedef struct qf__serve_hist {
+    size_t nb;
+    int64_t *bounds;          /* nb, increasing */
+    _Atomic uint64_t *counts; /* levels * (nb + 1) */
+    _Atomic int64_t *sums;    /* levels */
+} qf__serve_hist;
+
+/* The completion channel (qf_serve_fd.c). */
+typedef struct qf__serve_fdc {
+    _Atomic(qf_serve_request *) posted; /* a stack of posted requests */
+    _Atomic int fd;                     /* -1 until qf_serve_completion_fd() */
+    _Atomic uint32_t lock;              /* collectors; fd creation */
+    qf_serve_request *head, *tail;      /* taken, in post order, not answered yet */
+} qf__serve_fdc;
+
 struct qf_serve {
     /* Read-only after creation. */
     char *name;
@@ -136,6 +153,11 @@ struct qf_serve {
 
     /* Registry of live batchers (qf_serve_metrics.c). */
     qf_serve *reg_prev, *reg_next;
+
+    /* completion fd, end of input, metrics (issue 30) */
+    qf__serve_hist hist[QF_SERVE_HIST_KINDS];
+    _Alignas(64) qf__serve_fdc fdc;
+    _Atomic bool input_ended; /* set before the drain flag it implies */
 };
 
 /* qf_serve_request.c: answer a request (exactly once per submission). */
@@ -209,6 +231,25 @@ void qf__serve_adapt_tick(qf_serve *s, int64_t now);
 /* qf_serve_complete(): feed the batch's latencies and model time. */
 void qf__serve_adapt_record(qf_serve *s, qf_serve_request *const *reqs, size_t n);
 void qf__serve_adapt_stats(const qf_serve *s, qf_serve_policy_stats *st);
+/* completion fd, end of input, metrics (issue 30) */
+/* qf_serve_hist.c */
+qf_code qf__serve_hist_init(qf_serve *s, const qf_serve_options *o);
+void qf__serve_hist_free(qf_serve *s);
+void qf__serve_hist_add(qf_serve *s, qf_serve_hist_kind k, uint32_t level, int64_t ns);
+/* The queue delay of a handed-out request travels in qf__status until
+ * the request is answered (the status is stored only then). */
+void qf__serve_put_delay(qf_serve_request *r, int64_t ns);
+int64_t qf__serve_get_delay(const qf_serve_request *r);
+void qf__serve_write_hists(FILE *f, qf_serve *head, bool openmetrics);
+/* qf_serve_batch.c: the two halves of qf_serve_complete(). */
+qf_code qf__serve_claim_batch(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status,
+                              const char *fn);
+void qf__serve_model_done(qf_serve *s, qf_serve_request *const *reqs, size_t n, int64_t now);
+void qf__serve_settle(qf_serve *s, qf_serve_request *r, qf_code status, int64_t now);
+void qf__serve_settled(qf_serve *s, uint64_t ok, uint64_t err);
+/* qf_serve_fd.c */
+void qf__serve_fdc_init(qf_serve *s);
+void qf__serve_fdc_free(qf_serve *s);
 
 static inline void qf__serve_add(_Atomic uint64_t *c, uint64_t n)
 {

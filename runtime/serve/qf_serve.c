@@ -85,6 +85,7 @@ static void destroy(qf_serve *s)
     free(s->bypass);
     free(s->pref);
     free(s->name);
+    qf__serve_hist_free(s);
     free(s);
 }
 
@@ -121,6 +122,13 @@ qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s)
     s->q = calloc(s->levels, sizeof(*s->q));
     if (!s->name || !s->pending || !s->bypass || !s->q)
         goto oom;
+    qf__serve_fdc_init(s);
+    atomic_init(&s->input_ended, false);
+    rc = qf__serve_hist_init(s, opts); /* checks the bucket options too */
+    if (rc != QF_OK) {
+        destroy(s);
+        return rc;
+    }
     if (opts->num_preferred) {
         s->pref = malloc(opts->num_preferred * sizeof(size_t));
         if (!s->pref)
@@ -182,6 +190,7 @@ void qf_serve_free(qf_serve *s)
     if (s->stop_action)
         qf_coord_remove_stop_action(s->coord, s->stop_action);
     qf__serve_policy_stop(s); /* the level timer (issue 30) */
+    qf__serve_fdc_free(s); /* answers posts nobody collected */
     qf_serve_drain(s, QF_NO_WAIT, NULL);
     qf__serve_unregister(s);
     qf_waitlist_destroy(&s->consumers);
@@ -363,6 +372,11 @@ static qf_code admit(qf_serve *s, qf_serve_request *req, int mode, qf_waker *pw,
         }
         if (pw && qf_waker_state(pw) == QF_WAKER_REGISTERED)
             qf_waitlist_cancel(&s->producers, pw);
+        if (a == ADM_DRAINING && atomic_load_explicit(&s->input_ended, memory_order_seq_cst))
+            return qf_set_error(QF_FAILED_PRECONDITION,
+                                "batcher '%s': input ended (qf_serve_end_input): no request is "
+                                "accepted after it; the request was not submitted",
+                                s->name);
         if (a == ADM_DRAINING)
             return refuse(s, req, QF_UNAVAILABLE, "draining, not admitting");
         if (s->policy == QF_SERVE_DROP_OLDEST) {

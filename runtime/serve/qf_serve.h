@@ -339,6 +339,20 @@ typedef struct qf_serve_options {
      * batch in service and then ride its own). qf_serve_get_policy_stats()
      * shows what it chose. */
     int64_t p99_target_ns;
+    /* completion fd, end of input, metrics (issue 30) */
+    /* Bucket upper bounds in ns (each > 0, strictly increasing, at most
+     * QF_SERVE_MAX_TIME_BUCKETS; a +Inf bucket is added) of the time
+     * histograms kept per priority level: queue delay (admission to
+     * hand-off), model time (hand-off to completion) and end-to-end latency
+     * (admission to the answer of a request the model ran). NULL with 0:
+     * the default, 10 us to 10 s in 1-2.5-5 steps (the bounds of
+     * qf_serve_delay_bucket_bound_ns()). Copied. */
+    const int64_t *delay_buckets_ns;
+    size_t num_delay_buckets;
+    const int64_t *model_buckets_ns;
+    size_t num_model_buckets;
+    const int64_t *latency_buckets_ns;
+    size_t num_latency_buckets;
 } qf_serve_options;
 
 /**
@@ -366,6 +380,8 @@ QF_API qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s);
  * Needs quiescence: no executor runs on it any more (qf_serve_run()
  * returned, a spawned task finished), no call on it is in progress or will
  * be made, and no handed-out batch is still waiting for qf_serve_complete().
+ * Requests posted (qf_serve_post_complete()) and not collected are
+ * answered here, on this thread; the completion fd is closed.
  * Blocking:    only for a stop action of the batcher running on another
  *              thread, and for metrics writers reading it.
  */
@@ -460,7 +476,8 @@ QF_API bool qf_serve_cancel_poll(qf_serve *s, qf_waker *w);
  * Concurrency: any number of consumers; formation is serialised.
  * Ordering:    acquire: what submitters wrote before submit is visible.
  * Returns:     QF_OK; QF_OUT_OF_RANGE once drained (draining and nothing
- *              left: the consumer's clean end, as for a closed queue);
+ *              left: the consumer's clean end, as for a closed queue; after
+ *              qf_serve_end_input() its message says the input ended);
  *              QF_DEADLINE_EXCEEDED; QF_UNAVAILABLE (try);
  *              QF_INVALID_ARGUMENT for NULL arguments;
  *              QF_FAILED_PRECONDITION. Outputs untouched on failure.
@@ -702,8 +719,13 @@ QF_API qf_code qf_serve_get_policy_stats(const qf_serve *s, qf_serve_policy_stat
  *   qflow_serve_queue_depth{batcher}              gauge: requests queued
  *   qflow_serve_in_flight{batcher}                gauge: batched requests
  *       not yet completed
- *   qflow_serve_queue_delay_seconds{batcher}      histogram: admission to
- *       hand-off
+ *   qflow_serve_queue_delay_seconds{batcher,priority}  histogram: admission
+ *       to hand-off, per level, buckets as configured (issue 30; it had no
+ *       priority label before)
+ *   qflow_serve_model_seconds{batcher,priority}   histogram: hand-off to
+ *       complete or post
+ *   qflow_serve_latency_seconds{batcher,priority} histogram: admission to
+ *       the answer of requests the model ran
  *   qflow_serve_batch_size{batcher}               histogram: requests per
  *       batch
  *   qflow_queue_size{queue,kind}, qflow_queue_capacity{queue,kind},
@@ -732,6 +754,152 @@ QF_API qf_code qf_serve_metrics_write(FILE *f);
  *              ret_len is optional.
  */
 QF_API qf_code qf_serve_metrics_text(char **ret_text, size_t *ret_len);
+
+/* ------------------------------------------------------------------------
+ * completion fd, end of input, metrics (issue 30)
+ * ------------------------------------------------------------------------ */
+
+/**
+ * qf_serve_end_input() - the producers' end of input: no request is
+ * accepted from now on, and what is queued is served. Consumers hand out
+ * what is queued at once (the partial batch does not wait for its delay:
+ * it closes as a drain's does, counted under reason "drain") and, once
+ * every admitted request is handed out or answered, next_batch and its
+ * forms return QF_OUT_OF_RANGE with a message saying the input ended;
+ * qf_serve_run() and a spawned executor then finish with QF_OK. Nothing is
+ * cancelled: unlike a drain there is no deadline (a later drain may still
+ * set one).
+ *
+ * A submit after it is refused with QF_FAILED_PRECONDITION, its message
+ * naming the end of input; as for the other refusals that are not answers
+ * (QF_INVALID_ARGUMENT), nothing happened: the request is not answered and
+ * stays the caller's. A submit racing with the call is either admitted
+ * (and served) or refused so. qf_serve_is_draining() is true after it.
+ *
+ * Blocking:    never (wakes consumers and blocked submitters). Not
+ *              async-signal-safe.
+ * Concurrency: any thread, any number of times (idempotent).
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL batcher.
+ */
+QF_API qf_code qf_serve_end_input(qf_serve *s);
+
+/**
+ * qf_serve_completion_fd() - a file descriptor an event loop watches for
+ * completions that model threads post with qf_serve_post_complete().
+ *
+ * The pattern: the loop submits requests (qf_serve_try_submit()); model
+ * threads of their own take batches (qf_serve_next_batch()), run them and
+ * post the result, which only queues it and makes the fd readable; the
+ * loop, woken by the fd, calls qf_serve_collect(), which answers the posted
+ * requests on the loop's thread (their callbacks run there, where the
+ * loop's sockets are).
+ *
+ * What a wake means: readable (EPOLLIN/POLLIN) says posts may be waiting;
+ * the loop then calls qf_serve_collect(). A wake may be spurious (collect
+ * answers nothing). Readiness is level-triggered in effect: the fd is an
+ * eventfd that collect reads (resets) before it takes the posts, and that a
+ * post writes when it finds nothing uncollected, so the fd is readable
+ * whenever posts wait uncollected. A collect that leaves posts behind (its
+ * `max`) writes it again, so an edge-triggered watch (EPOLLET) sees a new
+ * edge too: after each wake, one collect is enough and none is lost.
+ *
+ * Ownership:   the batcher owns the fd: do not read, write or close it;
+ *              it is closed by qf_serve_free() (take it out of the epoll
+ *              set first). The same fd is returned by every call.
+ * Blocking:    never (creates the eventfd on the first call).
+ * Concurrency: any thread.
+ * Returns:     QF_OK with *ret_fd; QF_INVALID_ARGUMENT for NULL arguments;
+ *              QF_RESOURCE_EXHAUSTED when no eventfd can be made (errno in
+ *              the message). *ret_fd untouched on failure.
+ */
+QF_API qf_code qf_serve_completion_fd(qf_serve *s, int *ret_fd);
+
+/**
+ * qf_serve_post_complete() - qf_serve_complete() in two halves, for a
+ * model on threads of its own: this half, on the model's thread, checks and
+ * claims the requests exactly as qf_serve_complete() does (all or nothing,
+ * the same refusals) and records their model time, then queues them for
+ * qf_serve_collect() and makes the completion fd readable; the requests
+ * are answered by the collect, on the collecting thread.
+ *
+ * Posted requests stay in flight until collected (a drain waits for them;
+ * qf_serve_free() answers any still uncollected). Posting needs no
+ * completion fd: qf_serve_collect() also works polled.
+ * Ownership:   as qf_serve_complete(); the requests' qf__next links carry
+ *              them until collected.
+ * Blocking:    never (a write(2) to the eventfd at most once per batch).
+ * Concurrency: any number of posting threads.
+ * Progress:    lock-free (a CAS per request, one to queue the batch).
+ * Ordering:    release: what the model wrote before posting is visible to
+ *              each request's waiter or callback after the collect.
+ * Returns:     as qf_serve_complete().
+ */
+QF_API qf_code qf_serve_post_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n,
+                                      qf_code status);
+
+/**
+ * qf_serve_collect() - answer requests posted by qf_serve_post_complete(),
+ * in the order they were posted (per posting thread), at most `max` of
+ * them (0: all there are). Resets the completion fd first; when it leaves
+ * posts behind, it makes the fd readable again.
+ *
+ * Blocking:    never, apart from the completion callbacks it runs (on this
+ *              thread; they may submit, post and collect again).
+ * Concurrency: any thread; concurrent collects each answer different
+ *              requests (a short futex mutex orders who takes what, never
+ *              held while a callback runs).
+ * Returns:     QF_OK with *ret_n requests answered (0 on a spurious wake;
+ *              ret_n is optional); QF_INVALID_ARGUMENT for a NULL batcher.
+ */
+QF_API qf_code qf_serve_collect(qf_serve *s, size_t max, size_t *ret_n);
+
+/* The time histograms kept per priority level. */
+typedef enum qf_serve_hist_kind {
+    QF_SERVE_HIST_QUEUE_DELAY = 0, /* admission to hand-off */
+    QF_SERVE_HIST_MODEL_TIME = 1,  /* hand-off to complete (or post) */
+    QF_SERVE_HIST_LATENCY = 2,     /* admission to the answer, model-run requests */
+} qf_serve_hist_kind;
+#define QF_SERVE_HIST_KINDS 3
+#define QF_SERVE_MAX_TIME_BUCKETS 64
+/* qf_serve_get_histogram(): every level summed. */
+#define QF_SERVE_ALL_LEVELS UINT32_MAX
+
+/* A snapshot of one time histogram (each bucket read atomically, the set
+ * not at one instant: count is the sum of the counts read). */
+typedef struct qf_serve_histogram {
+    size_t num_buckets;                               /* the +Inf bucket included */
+    int64_t bounds_ns[QF_SERVE_MAX_TIME_BUCKETS + 1]; /* last: INT64_MAX (+Inf) */
+    uint64_t counts[QF_SERVE_MAX_TIME_BUCKETS + 1];   /* per bucket, not cumulative */
+    uint64_t count;
+    int64_t sum_ns;
+} qf_serve_histogram;
+
+/**
+ * qf_serve_get_histogram() - one time histogram of a level (or every
+ * level summed: QF_SERVE_ALL_LEVELS), with the batcher's bucket bounds.
+ * Blocking:    never (relaxed atomic loads).  Concurrency: any thread.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments, an unknown
+ *              kind or a level out of range (*ret_hist untouched).
+ */
+QF_API qf_code qf_serve_get_histogram(const qf_serve *s, qf_serve_hist_kind kind, uint32_t level,
+                                      qf_serve_histogram *ret_hist);
+
+/**
+ * qf_serve_metrics_write_openmetrics() - the metrics of
+ * qf_serve_metrics_write() in the OpenMetrics 1.0 text format
+ * (Content-Type application/openmetrics-text; version=1.0.0): counter
+ * families named without their _total suffix, the time histograms with
+ * their unit (seconds) declared, ending with "# EOF". Both formats carry
+ * the per-level time histograms:
+ *
+ *   qflow_serve_queue_delay_seconds{batcher,priority}
+ *   qflow_serve_model_seconds{batcher,priority}
+ *   qflow_serve_latency_seconds{batcher,priority}
+ *
+ * (priority is the level, "0" the most urgent; buckets as configured).
+ * Blocking, concurrency, returns: as qf_serve_metrics_write().
+ */
+QF_API qf_code qf_serve_metrics_write_openmetrics(FILE *f);
 
 QF_END_DECLS
 

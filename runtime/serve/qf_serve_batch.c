@@ -181,6 +181,8 @@ static void hand_out(qf_serve *s, size_t k, qf_serve_close_reason why, int64_t n
         if (d > max)
             max = d;
         qf__serve_add(&s->delay_hist[qf__serve_delay_bucket(d)], 1);
+        qf__serve_hist_add(s, QF_SERVE_HIST_QUEUE_DELAY, r->priority, d);
+        qf__serve_put_delay(r, d); /* the hand-off time, for the model time */
         levels_in |= (uint64_t)1 << r->qf__level;
         /* issue 30: the level's place, the cost, the model's start */
         qf__serve_level_leave(s, r);
@@ -362,6 +364,11 @@ static qf_code next_batch(qf_serve *s, int mode, qf_deadline deadline, qf_waker 
                 *ret_n = n;
                 return QF_OK;
             }
+            if (atomic_load_explicit(&s->input_ended, memory_order_relaxed))
+                return qf_set_error(QF_OUT_OF_RANGE,
+                                    "batcher '%s': input ended (qf_serve_end_input) and "
+                                    "everything admitted was handed out",
+                                    s->name);
             return qf_set_error(QF_OUT_OF_RANGE, "batcher '%s' is drained", s->name);
         }
         if (mode == NEXT_TRY)
@@ -456,11 +463,11 @@ static void unclaim(qf_serve_request *r)
         ;
 }
 
-qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status)
+qf_code qf__serve_claim_batch(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status,
+                              const char *fn)
 {
     if (!s || (!reqs && n > 0))
-        return qf_set_error(QF_INVALID_ARGUMENT, "qf_serve_complete: NULL %s",
-                            s ? "requests" : "batcher");
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: NULL %s", fn, s ? "requests" : "batcher");
     if (!qf_code_is_valid((int)status))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "batcher '%s': completion status %d is not a canonical code", s->name,
@@ -486,13 +493,52 @@ qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, 
             return rc;
         }
     }
+    return QF_OK;
+}
+
+/* Claimed requests: the model is done with them (model time). */
+void qf__serve_model_done(qf_serve *s, qf_serve_request *const *reqs, size_t n, int64_t now)
+{
     if (s->ad) /* before the answers: a callback may free its request */
         qf__serve_adapt_record(s, reqs, n);
-    for (size_t i = 0; i < n; i++)
-        qf__serve_answer(reqs[i], status);
-    qf__serve_add(status == QF_OK ? &s->n_ok : &s->n_error, n);
-    atomic_fetch_sub_explicit(&s->in_flight, n, memory_order_seq_cst);
+    for (size_t i = 0; i < n; i++) {
+        const qf_serve_request *r = reqs[i];
+        qf__serve_hist_add(s, QF_SERVE_HIST_MODEL_TIME, r->priority,
+                           now - r->qf__admit_ns - qf__serve_get_delay(r));
+    }
+}
+
+/* Answer one claimed request (its end-to-end latency first: the answer
+ * may free it). */
+void qf__serve_settle(qf_serve *s, qf_serve_request *r, qf_code status, int64_t now)
+{
+    qf__serve_hist_add(s, QF_SERVE_HIST_LATENCY, r->priority, now - r->qf__admit_ns);
+    qf__serve_answer(r, status);
+}
+
+/* After answering claimed requests: counts, in flight, drains. */
+void qf__serve_settled(qf_serve *s, uint64_t ok, uint64_t err)
+{
+    if (ok + err == 0)
+        return;
+    if (ok)
+        qf__serve_add(&s->n_ok, ok);
+    if (err)
+        qf__serve_add(&s->n_error, err);
+    atomic_fetch_sub_explicit(&s->in_flight, ok + err, memory_order_seq_cst);
     if (atomic_load_explicit(&s->adm, memory_order_seq_cst) & QF__ADM_DRAIN)
         qf_eventcount_notify(&s->quiet, true);
+}
+
+qf_code qf_serve_complete(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status)
+{
+    qf_code rc = qf__serve_claim_batch(s, reqs, n, status, "qf_serve_complete");
+    if (rc != QF_OK)
+        return rc;
+    int64_t now = n ? qf_now_ns() : 0;
+    qf__serve_model_done(s, reqs, n, now);
+    for (size_t i = 0; i < n; i++)
+        qf__serve_settle(s, reqs[i], status, now);
+    qf__serve_settled(s, status == QF_OK ? n : 0, status == QF_OK ? 0 : n);
     return QF_OK;
 }

@@ -136,6 +136,18 @@ static void family(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter family: OpenMetrics names the family without the _total its
+ * samples carry. */
+static void counter_family(FILE *f, const char *name, const char *help, bool om)
+{
+    if (!om) {
+        family(f, name, "counter", help);
+        return;
+    }
+    int base = (int)(strlen(name) - strlen("_total"));
+    fprintf(f, "# HELP %.*s %s\n# TYPE %.*s counter\n", base, name, help, base, name);
+}
+
 static void sample_start(FILE *f, const char *name, const char *suffix, const qf_serve *s)
 {
     fprintf(f, "%s%s{batcher=\"", name, suffix);
@@ -150,14 +162,14 @@ static void counter(FILE *f, const char *name, const qf_serve *s, const char *ke
     fprintf(f, ",%s=\"%s\"} %" PRIu64 "\n", key, val, v);
 }
 
-static void write_batchers(FILE *f)
+static void write_batchers(FILE *f, bool om)
 {
     static const char *const reasons[QF_SERVE_CLOSE_REASONS] = {"full", "delay", "preferred",
                                                                 "drain"};
     const char *n;
 
     n = "qflow_serve_requests_total";
-    family(f, n, "counter", "Requests seen by a serving batcher, by outcome.");
+    counter_family(f, n, "Requests seen by a serving batcher, by outcome.", om);
     for (qf_serve *s = reg_head; s; s = s->reg_next) {
         qf_serve_stats st;
         qf_serve_get_stats(s, &st);
@@ -171,7 +183,7 @@ static void write_batchers(FILE *f)
         counter(f, n, s, "outcome", "completed_error", st.completed_error);
     }
     n = "qflow_serve_batches_total";
-    family(f, n, "counter", "Batches handed to the model, by why they closed.");
+    counter_family(f, n, "Batches handed to the model, by why they closed.", om);
     for (qf_serve *s = reg_head; s; s = s->reg_next)
         for (int r = 0; r < QF_SERVE_CLOSE_REASONS; r++)
             counter(f, n, s, "reason", reasons[r], ld(&s->n_batches[r]));
@@ -188,25 +200,7 @@ static void write_batchers(FILE *f)
         fprintf(f, "} %" PRIu64 "\n", ld(&s->in_flight));
     }
 
-    n = "qflow_serve_queue_delay_seconds";
-    family(f, n, "histogram", "Time from admission to batch hand-off.");
-    for (qf_serve *s = reg_head; s; s = s->reg_next) {
-        qf_serve_stats st;
-        qf_serve_get_stats(s, &st);
-        uint64_t cum = 0;
-        for (size_t i = 0; i < QF_SERVE_DELAY_BUCKETS; i++) {
-            cum += st.delay_buckets[i];
-            sample_start(f, n, "_bucket", s);
-            if (i < QF_SERVE_DELAY_BUCKETS - 1)
-                fprintf(f, ",le=\"%g\"} %" PRIu64 "\n", (double)delay_bounds[i] / 1e9, cum);
-            else
-                fprintf(f, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
-        }
-        sample_start(f, n, "_sum", s);
-        fprintf(f, "} %.9f\n", (double)st.delay_sum_ns / 1e9);
-        sample_start(f, n, "_count", s);
-        fprintf(f, "} %" PRIu64 "\n", cum);
-    }
+    qf__serve_write_hists(f, reg_head, om);
 
     n = "qflow_serve_batch_size";
     family(f, n, "histogram", "Requests per batch handed to the model.");
@@ -266,17 +260,29 @@ static void write_queues(FILE *f)
     qf_queue_foreach_live(queue_sample, &(qwrite){f, 2});
 }
 
-qf_code qf_serve_metrics_write(FILE *f)
+static qf_code write_all(FILE *f, bool om, const char *fn)
 {
     if (!f)
-        return qf_set_error(QF_INVALID_ARGUMENT, "qf_serve_metrics_write: NULL file");
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s: NULL file", fn);
     pthread_mutex_lock(&reg_mu);
-    write_batchers(f);
+    write_batchers(f, om);
     pthread_mutex_unlock(&reg_mu);
     write_queues(f);
+    if (om)
+        fputs("# EOF\n", f);
     if (fflush(f) != 0 || ferror(f))
-        return qf_set_error(QF_INTERNAL, "qf_serve_metrics_write: writing failed");
+        return qf_set_error(QF_INTERNAL, "%s: writing failed", fn);
     return QF_OK;
+}
+
+qf_code qf_serve_metrics_write(FILE *f)
+{
+    return write_all(f, false, "qf_serve_metrics_write");
+}
+
+qf_code qf_serve_metrics_write_openmetrics(FILE *f)
+{
+    return write_all(f, true, "qf_serve_metrics_write_openmetrics");
 }
 
 qf_code qf_serve_metrics_text(char **ret_text, size_t *ret_len)

@@ -4517,6 +4517,76 @@ CASE(qf_serve_metrics_text)
     cr_expect_eq(len, 77);
 }
 
+/* completion fd, end of input, metrics (issue 30) */
+CASE(qf_serve_end_input)
+{
+    INVALID(qf_serve_end_input(NULL), "batcher");
+    qf_serve *s = mkserve();
+    cr_expect_eq(qf_serve_end_input(s), QF_OK);
+    qf_serve_request r;
+    qf_serve_request_init(&r, NULL, QF_FOREVER, 0, NULL, NULL);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_submit(s, &r), "input ended");
+    qf_code st;
+    INVALID(qf_serve_request_try_wait(&r, &st), "never submitted");
+    qf_serve_free(s);
+}
+CASE(qf_serve_completion_fd)
+{
+    int fd = 77;
+    INVALID(qf_serve_completion_fd(NULL, &fd), "batcher");
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_completion_fd(s, NULL), "ret_fd");
+    cr_expect_eq(fd, 77);
+    qf_serve_free(s);
+}
+CASE(qf_serve_post_complete)
+{
+    qf_serve *s = mkserve();
+    qf_serve_request r;
+    submitted(s, &r);
+    qf_serve_request *reqs[4];
+    size_t n = 0;
+    INVALID(qf_serve_post_complete(NULL, reqs, 1, QF_OK), "batcher");
+    INVALID(qf_serve_post_complete(s, NULL, 1, QF_OK), "requests");
+    qf_serve_request *queued[1] = {&r};
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_post_complete(s, queued, 1, QF_OK), "in flight");
+    cr_assert_eq(qf_serve_next_batch_until(s, soon(), reqs, &n), QF_OK, "%s", qf_last_message());
+    INVALID(qf_serve_post_complete(s, reqs, n, (qf_code)12345), "canonical");
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_post_complete(s, reqs, 3, QF_OK), "in flight");
+    cr_expect_eq(qf_serve_post_complete(s, reqs, n, QF_OK), QF_OK);
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_serve_post_complete(s, reqs, n, QF_OK),
+                "being completed");
+    qf_serve_free(s); /* answers the uncollected post */
+    qf_code st = (qf_code)99;
+    cr_expect_eq(qf_serve_request_try_wait(&r, &st), QF_OK);
+    cr_expect_eq(st, QF_OK);
+}
+CASE(qf_serve_collect)
+{
+    size_t n = 77;
+    INVALID(qf_serve_collect(NULL, 0, &n), "batcher");
+    cr_expect_eq(n, 77);
+    qf_serve *s = mkserve();
+    cr_expect_eq(qf_serve_collect(s, 0, NULL), QF_OK, "ret_n is optional");
+    qf_serve_free(s);
+}
+CASE(qf_serve_get_histogram)
+{
+    qf_serve_histogram h = {.count = 77};
+    INVALID(qf_serve_get_histogram(NULL, QF_SERVE_HIST_LATENCY, 0, &h), "batcher");
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_get_histogram(s, QF_SERVE_HIST_LATENCY, 0, NULL), "ret_hist");
+    INVALID(qf_serve_get_histogram(s, (qf_serve_hist_kind)-1, 0, &h), "kind");
+    INVALID(qf_serve_get_histogram(s, (qf_serve_hist_kind)QF_SERVE_HIST_KINDS, 0, &h), "kind");
+    INVALID(qf_serve_get_histogram(s, QF_SERVE_HIST_MODEL_TIME, 1, &h), "level");
+    cr_expect_eq(h.count, 77);
+    qf_serve_free(s);
+}
+CASE(qf_serve_metrics_write_openmetrics)
+{
+    INVALID(qf_serve_metrics_write_openmetrics(NULL), "file");
+}
+
 /* ============================================================ qf_nats.h
  *
  * Only with libnats (the bridge is optional). Without a server: what a

@@ -792,8 +792,8 @@ Test(serve, prometheus_text_is_well_formed)
     cr_expect(strstr(text, ",outcome=\"batched\"} 4\n") != NULL);
     cr_expect(strstr(text, "qflow_serve_queue_depth{batcher=\"m\\\"x\\\\y\"} 1\n") != NULL);
     cr_expect(strstr(text, "qflow_serve_batch_size_count{batcher=\"m\\\"x\\\\y\"} 1\n") != NULL);
-    cr_expect(strstr(text, "qflow_serve_queue_delay_seconds_count{batcher=\"m\\\"x\\\\y\"} 4\n") !=
-              NULL);
+    cr_expect(strstr(text, "qflow_serve_queue_delay_seconds_count{batcher=\"m\\\"x\\\\y\","
+                           "priority=\"0\"} 4\n") != NULL);
     cr_expect(
         strstr(text, "qflow_queue_size{queue=\"m\\\"x\\\\y/level0\",kind=\"FIFOQueue\"} 1\n") !=
         NULL);
@@ -818,7 +818,7 @@ Test(serve, prometheus_text_is_well_formed)
         cr_expect_eq(regexec(&re, line, 0, NULL, 0), 0, "malformed: %s", line);
         if (strstr(line, "_bucket{") && strstr(line, "m\\\"x")) {
             double v = strtod(strrchr(line, ' ') + 1, NULL);
-            if (strstr(line, "le=\"1e-05\"") || strstr(line, "le=\"1\""))
+            if (strstr(line, "le=\"0.00001\"") || strstr(line, "le=\"1\""))
                 prev = -1; /* a new series starts */
             cr_expect_geq(v, prev, "buckets decrease: %s", line);
             prev = v;
