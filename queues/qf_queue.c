@@ -592,6 +592,11 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
     return rc;
 }
 
+void qf__queue_rows_without_keys(qf_queue *q)
+{
+    q->rows_no_keys = true;
+}
+
 void qf__queue_use_symmetric_fences(qf_queue *q)
 {
     if (q->ops == &qf__fifo_ops)
@@ -861,6 +866,10 @@ static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bo
         /* Rows live only in queues of (key, value) strings (qf_strblock-impl.h). */
         if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING)
             rc = qf__stack_rows_borrowed(slots, n, &t);
+        else if (c == 0 && q->rows_no_keys && q->ncomp == 2 && qf__rows_all(slots, n))
+            rc = (t = qf_tensor_new(QF_STRING, &(qf_shape){.rank = 1, .dims = {(int64_t)n}}))
+                     ? QF_OK
+                     : qf_last_code(); /* empty strings: qf_tensor_new() zeroes them */
         if (rc == QF_OK)
             *ret_took = true;
         else if (rc == QF_UNIMPLEMENTED)
