@@ -93,7 +93,8 @@ bool bench_filter_matches(const regex_t *filter, const char *bench, const char *
 
 bool bench_unit_higher_is_better(const char *unit)
 {
-    return strcmp(unit, BENCH_ITEMS_PER_S) == 0 || strcmp(unit, BENCH_ITEMS) == 0;
+    return strcmp(unit, BENCH_ITEMS_PER_S) == 0 || strcmp(unit, BENCH_MB_PER_S) == 0 ||
+           strcmp(unit, BENCH_ITEMS) == 0;
 }
 
 uint64_t bench_now_ns(void)

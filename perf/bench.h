@@ -8,7 +8,7 @@
  * rows are shown next to each baseline of the same bench with the ratio.
  *
  * Units decide what "better" means (--compare, ratios):
- *     BENCH_ITEMS_PER_S, BENCH_ITEMS    higher is better
+ *     BENCH_ITEMS_PER_S, BENCH_MB_PER_S, BENCH_ITEMS    higher is better
  *     BENCH_NS, BENCH_BYTES, BENCH_ALLOCS_PER_ITEM, BENCH_RATIO, BENCH_COUNT
  *                          lower is better
  *
@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #define BENCH_ITEMS_PER_S "items/s"
+#define BENCH_MB_PER_S "MB/s" /* payload bytes / 10^6 per second: higher is better */
 #define BENCH_NS "ns"
 #define BENCH_BYTES "bytes"
 #define BENCH_ALLOCS_PER_ITEM "allocs/item"
@@ -145,6 +146,7 @@ static inline uint64_t bench_budget_ns(const bench_rep *r, double quick_s, doubl
 /* Groups: one bench_register_<group>() per bench_<group>.c. */
 void bench_register_queue(void);
 void bench_register_pipeline(void);
+void bench_register_pipeline_tfrecord(void);
 void bench_register_coord(void);
 void bench_register_runners(void);
 void bench_register_task(void);

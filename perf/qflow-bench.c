@@ -15,9 +15,10 @@
 
 /* Every group of benchmarks; add yours here (see bench.h). */
 static void (*const groups[])(void) = {
-    bench_register_queue,          bench_register_pipeline, bench_register_coord,
-    bench_register_runners,        bench_register_task,     bench_register_task_tput,
-    bench_register_kinds,          bench_register_fair,     bench_register_serve,
+    bench_register_queue,          bench_register_pipeline, bench_register_pipeline_tfrecord,
+    bench_register_coord,          bench_register_runners,  bench_register_task,
+    bench_register_task_tput,      bench_register_kinds,    bench_register_fair,
+    bench_register_serve,
 #ifdef QF_HAVE_NATS
     bench_register_nats,
 #endif

@@ -18,7 +18,7 @@ void bench_format_value(char *buf, size_t len, double v, const char *unit)
             i++;
         }
         snprintf(buf, len, i ? "%.3g %s" : "%.0f", v, si[i]);
-    } else if (strcmp(unit, BENCH_NS) == 0) {
+    } else if (strcmp(unit, BENCH_NS) == 0 || strcmp(unit, BENCH_MB_PER_S) == 0) {
         snprintf(buf, len, "%.0f", v);
     } else {
         snprintf(buf, len, "%.3g", v);

@@ -19,6 +19,8 @@ def fmt(v, unit):
         if v >= 1e6:
             return f"{v / 1e6:.2f} M/s"
         return f"{v / 1e3:.0f} k/s"
+    if unit == "MB/s":
+        return f"{v:.0f} MB/s"
     if unit == "ns":
         if v >= 1e6:
             return f"{v / 1e6:.1f} ms"

@@ -90,6 +90,7 @@ struct qf_queue {
     bool unbounded_cap; /* same, read by the engine */
     bool spill;         /* the ring is smaller than the capacity: overflow list */
     bool inline_mode;   /* slots hold values, not qf_element pointers */
+    bool rows_no_keys;  /* qf__queue_rows_without_keys() */
     bool single_producer, single_consumer;
     size_t ncomp;
     qf_dtype *dtypes;

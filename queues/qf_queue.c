@@ -592,6 +592,11 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
     return rc;
 }
 
+void qf__queue_rows_without_keys(qf_queue *q)
+{
+    q->rows_no_keys = true;
+}
+
 void qf__queue_use_symmetric_fences(qf_queue *q)
 {
     if (q->ops == &qf__fifo_ops)
@@ -846,6 +851,19 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
     return rc;
 }
 
+/* Keys of a batch of n rows of a queue that makes none
+ * (qf__queue_rows_without_keys()): n empty strings, which destroying the
+ * tensor need not look at one by one. */
+static qf_code empty_keys(size_t n, qf_tensor **ret)
+{
+    qf_tensor *t = qf_tensor_new(QF_STRING, &(qf_shape){.rank = 1, .dims = {(int64_t)n}});
+    if (!t)
+        return qf_last_code();
+    t->all_borrowed = true; /* no string of its own: nothing to free */
+    *ret = t;
+    return QF_OK;
+}
+
 /* The common case of build_batch(): every component of every element is a
  * scalar (a record's key and value, a label): fill the batch tensors
  * straight from the elements. False (b untouched) when some component is
@@ -859,11 +877,13 @@ static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bo
         qf_tensor *t = NULL;
         qf_code rc = QF_UNIMPLEMENTED;
         /* Rows live only in queues of (key, value) strings (qf_strblock-impl.h). */
-        if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING)
+        if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING) {
             rc = qf__stack_rows_borrowed(slots, n, &t);
-        if (rc == QF_OK)
-            *ret_took = true;
-        else if (rc == QF_UNIMPLEMENTED)
+            *ret_took = rc == QF_OK;
+        } else if (c == 0 && q->rows_no_keys && q->ncomp == 2 && n > 0 && qf__rows_all(slots, n)) {
+            rc = empty_keys(n, &t); /* takes nothing: the values take the rows */
+        }
+        if (rc == QF_UNIMPLEMENTED)
             rc = qf__stack_scalars(slots, n, c, q->dtypes[c], &t);
         if (rc != QF_OK) {
             for (size_t j = 0; j < c; j++)

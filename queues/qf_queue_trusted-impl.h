@@ -15,6 +15,14 @@
  * else can use the queue; no effect on other kinds. */
 void qf__queue_use_symmetric_fences(qf_queue *q);
 
+/* Batches of q made only of rows of string-block runs (a reader's records)
+ * get n empty strings as their keys instead of the "<file>:<n>" strings,
+ * which cost a copy of ~20-30 bytes per record to make: for a consumer that
+ * never reads the keys (qflow-lines without --keys). Batches with any
+ * other element, and single dequeues, keep their keys. Only before anyone
+ * else can use the queue. */
+void qf__queue_rows_without_keys(qf_queue *q);
+
 /* qf_queue_poll_enqueue() minus the per-element validation, for n slots at
  * once (elements or rows of string-block runs, each one example; *ret_done
  * of them went in, whatever the code). Only for slots known to match the

@@ -31,6 +31,7 @@
 #ifndef QF_RUN_IMPL_H
 #define QF_RUN_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,11 +39,34 @@
 #include "qf_tensor.h"
 
 /* The most rows one call hands out (callers keep them on the stack). */
-#define QF__ROWS_MAX 64
+#define QF__ROWS_MAX 256
 /* Blocks are aligned to this; a block has fewer than QF__STRBLOCK_ALIGN / 2 rows. */
 #define QF__STRBLOCK_ALIGN 16384
 
 typedef struct qf__strblock qf__strblock;
+typedef struct qf__strblock_pool qf__strblock_pool;
+
+/* The layout, here only so that a filler's loop can add rows inline
+ * (qf__strblock_add_row()); everything else goes through qf_strblock.c. */
+typedef struct qf__block_row {
+    uint32_t off; /* of the value in the buffer */
+    uint32_t len; /* value length; the NUL follows */
+    uint64_t line;
+} qf__block_row;
+
+struct qf__strblock {
+    _Atomic uint32_t live; /* see the top of qf_strblock.c */
+    uint32_t rows_cap;
+    uint32_t n; /* rows added since the last reuse */
+    uint32_t prefix_len;
+    size_t prefix_cap;
+    char *prefix;
+    char *buf;
+    size_t cap;
+    qf__strblock_pool *pool; /* NULL: freed when retired */
+    qf__strblock *next;      /* in a pool's stack or spare list */
+    qf__block_row rows[];
+};
 
 /* A filler's pool of blocks (one owner thread at a time): blocks it gets from
  * the pool go back to it when retired, so a filler reuses a few warm
@@ -51,7 +75,6 @@ typedef struct qf__strblock qf__strblock;
  * qf__strblock_has_prefix()); NULL with RESOURCE_EXHAUSTED recorded.
  * qf__strblock_pool_close(): the owner is done (its blocks still out stay valid
  * and are freed when retired). */
-typedef struct qf__strblock_pool qf__strblock_pool;
 qf__strblock_pool *qf__strblock_pool_new(size_t data_cap);
 qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p);
 void qf__strblock_pool_close(qf__strblock_pool *p);
@@ -75,7 +98,43 @@ bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t l
 /* Add a row for buf[off..off+len) with line number `line` and write its
  * NUL at buf[off+len] (off + len < capacity; len < 2^31; the caller has
  * checked qf__strblock_rows_left()). Returns its slot, handed out at once. */
-void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line);
+static inline void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line)
+{
+    uint32_t i = r->n++;
+    r->rows[i] = (qf__block_row){(uint32_t)off, (uint32_t)len, line};
+    r->buf[off + len] = '\0';
+    return (void *)((uintptr_t)r + 2 * (uintptr_t)i + 1);
+}
+
+/* Many rows in a loop, as qf__strblock_add_row() adds them: the writer is a
+ * local copy of what the loop changes (each row's NUL is stored through a
+ * char pointer, which the compiler must assume may change any field it
+ * reads through a pointer, so a loop over the block's own fields reloads
+ * them every row). begin, add as often as rows_left allows, end. */
+typedef struct qf__row_writer {
+    qf__strblock *blk;
+    qf__block_row *rows;
+    char *buf;
+    uint32_t n;
+} qf__row_writer;
+
+static inline qf__row_writer qf__row_writer_begin(qf__strblock *r)
+{
+    return (qf__row_writer){r, r->rows, r->buf, r->n};
+}
+
+static inline void *qf__row_writer_add(qf__row_writer *w, size_t off, size_t len, uint64_t line)
+{
+    uint32_t i = w->n++;
+    w->rows[i] = (qf__block_row){(uint32_t)off, (uint32_t)len, line};
+    w->buf[off + len] = '\0';
+    return (void *)((uintptr_t)w->blk + 2 * (uintptr_t)i + 1);
+}
+
+static inline void qf__row_writer_end(const qf__row_writer *w)
+{
+    w->blk->n = w->n;
+}
 /* The filler lets go of its block; freed now if no row is out. */
 void qf__strblock_drop(qf__strblock *r);
 
@@ -118,7 +177,7 @@ void qf__rows_values(void *const *slots, size_t n, qf_string *dst);
 /* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when
  * every slot is a row, true with the bytes component c of them takes in a
  * string arena (each non-empty string and its NUL; for keys an upper bound,
- * counting 20 digits each); false otherwise.
+ * counting 20 digits each, and 16 bytes of slack); false otherwise.
  * qf__rows_string_copy(): write them: dst[i] for slot i, bytes from `arena`
  * on; returns the end of what it wrote. */
 bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes);

@@ -23,11 +23,7 @@
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
-typedef struct block_row {
-    uint32_t off; /* of the value in the buffer */
-    uint32_t len; /* value length; the NUL follows */
-    uint64_t line;
-} block_row;
+typedef qf__block_row block_row;
 
 /* Blocks retired by consumers go back to their filler's pool instead of to
  * malloc: a block is a few hundred KiB, which malloc maps and unmaps each
@@ -44,22 +40,12 @@ struct qf__strblock_pool {
 };
 
 /* Blocks a filler keeps beyond the one it is filling: enough for the blocks
- * whose last rows are still in a queue to come back while it reads. */
-#define POOL_SPARE 2
-
-struct qf__strblock {
-    _Atomic uint32_t live; /* see the top of the file */
-    uint32_t rows_cap;
-    uint32_t n; /* rows added since the last reuse */
-    uint32_t prefix_len;
-    size_t prefix_cap;
-    char *prefix;
-    char *buf;
-    size_t cap;
-    qf__strblock_pool *pool; /* NULL: freed when retired */
-    qf__strblock *next;      /* in a pool's stack or spare list */
-    block_row rows[];
-};
+ * whose last rows are still in a queue to come back while it reads. A
+ * batch queue of 16 batches of 1024 lines (qflow-lines' default) holds
+ * about four blocks of 256 KiB of text; with 2 kept, the rest went back to
+ * malloc, which unmaps blocks that large, and every fresh one cost ~100
+ * page faults (issue 29: 6-11k faults reading 200 MiB, 1k with 8). */
+#define POOL_SPARE 8
 
 _Static_assert(QF__ROWS_MAX < QF__STRBLOCK_ALIGN / 2, "a call's rows fit in one block");
 
@@ -272,14 +258,6 @@ bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t l
            (sep < 0 || r->prefix[len] == (char)sep);
 }
 
-void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line)
-{
-    uint32_t i = r->n++;
-    r->rows[i] = (block_row){(uint32_t)off, (uint32_t)len, line};
-    r->buf[off + len] = '\0';
-    return (void *)((uintptr_t)r + 2 * (uintptr_t)i + 1);
-}
-
 void qf__strblock_drop(qf__strblock *r)
 {
     if (r)
@@ -418,7 +396,9 @@ bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_b
             total += k * (r->prefix_len + 20 + 1); /* prefixes are < 4 GiB */
             i += k;
         }
-        *ret_bytes = total;
+        /* qf__rows_string_copy() copies keys 16 bytes at a time: the last
+         * one may write up to 15 bytes past its NUL. */
+        *ret_bytes = total + 16;
         return true;
     }
     for (size_t i = 0; i < n; i++) {
@@ -453,7 +433,9 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
      * the key is kept whole in kb (the block's prefix, then the number) and
      * its number counted up from the last one's rather than formatted each
      * time: one copy per key. A prefix too long for kb takes two. */
-    char kb[512];
+    /* Keys lying whole in kb are copied 16 bytes at a time, reading up to
+     * 15 bytes past the key: zeroed, and room for that after the 512. */
+    char kb[512 + 16] = {0};
     const qf__strblock *kr = NULL; /* whose prefix is in kb */
     char *digits = kb;
     size_t nd = 0;
@@ -463,7 +445,7 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
         const qf__strblock *r = block_of(slots[i], &row);
         size_t len;
         if (c == 0) {
-            bool whole = (size_t)r->prefix_len + QF__ROW_DIGITS <= sizeof(kb);
+            bool whole = (size_t)r->prefix_len + QF__ROW_DIGITS <= 512;
             if (r != kr) {
                 kr = r;
                 nd = 0; /* format afresh */
@@ -481,7 +463,11 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
             last = row->line;
             len = r->prefix_len + nd;
             if (whole) {
-                memcpy(arena, kb, len);
+                /* Keys are tens of bytes: a few 16-byte moves beat a call
+                 * to memcpy per key (the arena has the room: see
+                 * qf__rows_string_bytes()). */
+                for (size_t o = 0; o < len; o += 16)
+                    memcpy(arena + o, kb + o, 16);
             } else {
                 memcpy(arena, r->prefix, r->prefix_len);
                 memcpy(arena + r->prefix_len, digits, nd);

@@ -45,8 +45,9 @@ struct qf_tensor {
      * slots whose values string i borrows while s[i].data still points at
      * them; released when the tensor is destroyed. */
     void **held;
-    /* No string was replaced since the tensor borrowed them all: destroying
-     * it frees none. */
+    /* No string was replaced since the tensor borrowed them all, or since
+     * a batch of rows wrote them all into its arena: destroying it frees
+     * none. */
     bool all_borrowed;
     /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
      * malloc()). */

@@ -292,7 +292,19 @@ static bool is_sole_owner(const qf_tensor *t)
 /* Validates dt and shape and allocates a zero-filled tensor (empty strings,
  * NULL pointers) with `arena` bytes of string storage (QF_STRING only). NULL
  * with the error recorded on failure. */
+static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
+                                   size_t arena, bool zero_buf);
+
 static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor, size_t arena)
+{
+    return tensor_alloc_buf(dt, shape, dtor, arena, true);
+}
+
+/* tensor_alloc(), and with zero_buf false the buffer left unwritten: for a
+ * caller that writes every entry itself (a batch of rows: a batch of 1024
+ * lines would otherwise clear 16 KiB per component only to overwrite it). */
+static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
+                                   size_t arena, bool zero_buf)
 {
     char sh[SHAPE_TEXT];
     if (!qf_dtype_is_valid(dt)) {
@@ -328,7 +340,7 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
-    memset(t, 0, sizeof(qf_tensor) + nbytes);
+    memset(t, 0, sizeof(qf_tensor) + (zero_buf ? nbytes : 0));
     t->block_class = cls;
     atomic_init(&t->refs, 1);
     t->dtype = dt;
@@ -1077,7 +1089,7 @@ qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
     qf_shape sh = qf_shape_make(1, (const int64_t[]){(int64_t)n});
     /* The held slots go where the arena would be: tensor_alloc() sizes it
      * and leaves it unwritten. */
-    qf_tensor *out = tensor_alloc(QF_STRING, &sh, NULL, n * sizeof(void *));
+    qf_tensor *out = tensor_alloc_buf(QF_STRING, &sh, NULL, n * sizeof(void *), false);
     if (!out)
         return qf_last_code();
     out->held = (void **)(out->buf + out->nbytes);
@@ -1098,12 +1110,15 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
     size_t arena = 0;
     if (dt == QF_STRING && c <= 1 && qf__rows_string_bytes(slots, n, c, &arena)) {
         /* Rows of string blocks only: the common case of a text pipeline. */
-        qf_tensor *out = tensor_alloc(dt, &sh, NULL, arena);
+        qf_tensor *out = tensor_alloc_buf(dt, &sh, NULL, arena, false);
         if (!out)
             return qf_last_code();
         char *a = (char *)out->buf + out->nbytes;
         char *end = qf__rows_string_copy(slots, n, c, (qf_string *)out->buf, a);
         out->arena_used = (size_t)(end - a);
+        /* Every string is in the arena: destroying it frees none (and need
+         * not look at each). */
+        out->all_borrowed = true;
         *ret_batch = out;
         return QF_OK;
     }

@@ -407,3 +407,20 @@ qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok)
     uint64_t left = off;
     return qf__rbuf_skip(rb, &left, ret_ok);
 }
+
+qf_code qf__reader_rows_ready(qf_reader *r)
+{
+    qf__rbuf *rb = &r->rb;
+    bool prefix_ok = qf__strblock_has_prefix(rb->blk, r->work, r->work_len, ':');
+    if (prefix_ok && qf__strblock_rows_left(rb->blk) > 0)
+        return QF_OK;
+    if (!qf__strblock_in_use(rb->blk)) {
+        qf__strblock_reuse(rb->blk);
+    } else {
+        qf_code rc = qf__rbuf_renew(rb); /* the new run has no prefix */
+        if (rc != QF_OK)
+            return rc;
+        prefix_ok = false;
+    }
+    return prefix_ok ? QF_OK : qf__strblock_set_prefix(rb->blk, r->work, r->work_len, ':');
+}

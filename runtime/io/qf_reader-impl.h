@@ -205,6 +205,12 @@ qf_code qf__rbuf_raw_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got);
 /* read(2) from the file itself, with the FIFO and shrinking-file rules. */
 qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got);
 
+/* For next_rows(): make the reader's run ready for rows of the current
+ * file: its key prefix is the file name and ':' (a run whose rows are out
+ * keeps its own: the reader moves to a fresh one, carrying buf[pos..lim)),
+ * and its table has room for at least one row. RESOURCE_EXHAUSTED on OOM. */
+qf_code qf__reader_rows_ready(qf_reader *r);
+
 static inline uint64_t qf__rbuf_offset(const qf__rbuf *rb)
 {
     return rb->base + rb->pos;

@@ -203,26 +203,6 @@ static qf_code text_next(qf_reader *r, qf_record *rec, bool *produced, bool *at_
     return QF_OK;
 }
 
-/* Make the run ready for rows of the current file: its key prefix is the
- * file name (a run whose rows are out keeps its own: take a fresh one), and
- * its table has room. */
-static qf_code rows_ready(qf_reader *r)
-{
-    qf__rbuf *rb = &r->rb;
-    bool prefix_ok = qf__strblock_has_prefix(rb->blk, r->work, r->work_len, ':');
-    if (prefix_ok && qf__strblock_rows_left(rb->blk) > 0)
-        return QF_OK;
-    if (!qf__strblock_in_use(rb->blk)) {
-        qf__strblock_reuse(rb->blk);
-    } else {
-        qf_code rc = qf__rbuf_renew(rb); /* the new run has no prefix */
-        if (rc != QF_OK)
-            return rc;
-        prefix_ok = false;
-    }
-    return prefix_ok ? QF_OK : qf__strblock_set_prefix(rb->blk, r->work, r->work_len, ':');
-}
-
 static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
 {
     qf__rbuf *rb = &r->rb;
@@ -233,7 +213,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
     }
     if (!rb->blk || r->skip_left > 0 || r->carry_len > 0)
         return QF_OK; /* next() does it: no run, headers, or a long line under way */
-    qf_code rc = rows_ready(r);
+    qf_code rc = qf__reader_rows_ready(r);
     if (rc != QF_OK)
         return rc;
     if (max > QF__ROWS_MAX)
@@ -243,17 +223,23 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         max = left;
     size_t n = 0, pos = rb->pos;
     for (;;) {
+        /* Locals only in the loop: see qf__row_writer. */
+        const char *buf = rb->buf;
+        uint64_t index = r->index;
+        qf__row_writer w = qf__row_writer_begin(rb->blk);
         nl_scan sc;
-        nl_init(&sc, rb->buf, pos, rb->lim);
+        nl_init(&sc, buf, pos, rb->lim);
         while (n < max) {
             size_t at = nl_next(&sc);
             if (at == SIZE_MAX)
                 break;
             size_t l = at - pos;
-            size_t l_out = l && rb->buf[at - 1] == '\r' ? l - 1 : l;
-            out[n++] = qf__strblock_add_row(rb->blk, pos, l_out, ++r->index);
+            size_t l_out = l && buf[at - 1] == '\r' ? l - 1 : l;
+            out[n++] = qf__row_writer_add(&w, pos, l_out, ++index);
             pos = at + 1;
         }
+        qf__row_writer_end(&w);
+        r->index = index;
         rb->pos = pos;
         /* Nothing whole in the buffer: read on, into this run while no row
          * of it is out, else into a fresh one that takes the partial line
@@ -265,7 +251,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
             break;
         if ((rc = qf__rbuf_fill(rb)) != QF_OK)
             return rc;
-        if ((rc = rows_ready(r)) != QF_OK)
+        if ((rc = qf__reader_rows_ready(r)) != QF_OK)
             return rc;
         pos = rb->pos;
         left = qf__strblock_rows_left(rb->blk);

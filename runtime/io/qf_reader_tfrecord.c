@@ -147,6 +147,90 @@ data:
     return finish_record(r, rec, r->carry, r->tf_len, r->tf_off, produced);
 }
 
+/* Whether the record at buf[pos..lim) is whole in the buffer with both
+ * checksums right: then *ret_len is its data length. Anything else (too
+ * short, a bad length or checksum, over max_record_bytes) is false, and
+ * next() reads it and reports what is wrong with the offset in the file. */
+static bool whole_record(const qf_reader *r, const unsigned char *h, size_t avail,
+                         uint64_t *ret_len)
+{
+    if (avail < HEADER_BYTES + FOOTER_BYTES)
+        return false;
+    uint64_t len = qf__load_le64(h);
+    if (len > avail - HEADER_BYTES - FOOTER_BYTES || len > r->max_record_bytes ||
+        qf__crc32c_unmask(qf__load_le32(h + 8)) != qf__crc32c(h, 8))
+        return false;
+    const unsigned char *d = h + HEADER_BYTES;
+    if (qf__crc32c_unmask(qf__load_le32(d + len)) != qf__crc32c(d, (size_t)len))
+        return false;
+    *ret_len = len;
+    return true;
+}
+
+/* The bytes the record at buf[pos..lim) needs in the buffer to be whole,
+ * as far as its header tells (a header not all there yet: the least
+ * record); 0 when the header is there and wrong, which next() reports. */
+static size_t record_need(const qf_reader *r, const unsigned char *h, size_t avail)
+{
+    if (avail < HEADER_BYTES)
+        return HEADER_BYTES + FOOTER_BYTES;
+    uint64_t len = qf__load_le64(h);
+    if (qf__crc32c_unmask(qf__load_le32(h + 8)) != qf__crc32c(h, 8) || len > r->max_record_bytes ||
+        len > SIZE_MAX / 2)
+        return 0;
+    return (size_t)len + HEADER_BYTES + FOOTER_BYTES;
+}
+
+/* Pipelines (see qf_reader_text.c's text_next_rows): each record lying
+ * whole in the buffer, both checksums checked there, becomes a row whose
+ * value is its data in place; the NUL after the value overwrites the first
+ * byte of the data checksum, already checked. Keys are "<file>:<offset of
+ * the record>", as next() makes them. A record that is not whole goes to
+ * next() (it copies), except when the call has no record yet: then the
+ * buffer is refilled first (a record crossing the end of the buffer is
+ * cut out of the next run), unless the record is longer than the buffer,
+ * or damaged, which next() reads or reports. A record being read from a
+ * pipe into the carry (tf_stage 1) is next()'s to finish. */
+static qf_code tfrecord_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
+{
+    qf__rbuf *rb = &r->rb;
+    (void)at_end; /* the end is next()'s to find: it tells a clean end from a torn one */
+    *made = 0;
+    if (!rb->blk || r->tf_stage != 0)
+        return QF_OK;
+    qf_code rc = qf__reader_rows_ready(r);
+    if (rc != QF_OK)
+        return rc;
+    if (max > QF__ROWS_MAX)
+        max = QF__ROWS_MAX;
+    size_t n = 0;
+    for (;;) {
+        size_t left = qf__strblock_rows_left(rb->blk);
+        size_t lim = max < left ? max : left;
+        size_t pos = rb->pos;
+        const unsigned char *b = (const unsigned char *)rb->buf;
+        uint64_t len;
+        while (n < lim && whole_record(r, b + pos, rb->lim - pos, &len)) {
+            out[n++] =
+                qf__strblock_add_row(rb->blk, pos + HEADER_BYTES, (size_t)len, rb->base + pos);
+            pos += HEADER_BYTES + (size_t)len + FOOTER_BYTES;
+        }
+        rb->pos = pos;
+        if (n > 0 || !r->rows_may_wait || rb->eof)
+            break;
+        size_t avail = rb->lim - pos;
+        size_t need = record_need(r, b + pos, avail);
+        if (need == 0 || need <= avail || need > rb->cap)
+            break; /* damaged, or longer than the buffer: next() */
+        if ((rc = qf__rbuf_fill(rb)) != QF_OK)
+            return rc;
+        if ((rc = qf__reader_rows_ready(r)) != QF_OK)
+            return rc;
+    }
+    *made = n;
+    return QF_OK;
+}
+
 static void tfrecord_finish(qf_reader *r)
 {
     qf__rbuf_close(&r->rb);
@@ -159,4 +243,5 @@ const qf__reader_ops qf__tfrecord_reader_ops = {
     .start = tfrecord_start,
     .next = tfrecord_next,
     .finish = tfrecord_finish,
+    .next_rows = tfrecord_next_rows,
 };

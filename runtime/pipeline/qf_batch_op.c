@@ -318,7 +318,7 @@ static qf_code take_rows(bop *o, qf_element *e)
 }
 
 /* Runs of up to this many examples per pull (see bop.runs). */
-#define RUN_ROWS 64
+#define RUN_ROWS 256
 
 /* The run path: a reader's records, as the rows of one run
  * (queues/tensor/qf_strblock-impl.h), all offered to the queue at once; the run's rest

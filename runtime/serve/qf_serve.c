@@ -190,7 +190,7 @@ void qf_serve_free(qf_serve *s)
     if (s->stop_action)
         qf_coord_remove_stop_action(s->coord, s->stop_action);
     qf__serve_policy_stop(s); /* the level timer (issue 30) */
-    qf__serve_fdc_free(s); /* answers posts nobody collected */
+    qf__serve_fdc_free(s);    /* answers posts nobody collected */
     qf_serve_drain(s, QF_NO_WAIT, NULL);
     qf__serve_unregister(s);
     qf_waitlist_destroy(&s->consumers);

@@ -66,6 +66,7 @@
 #include "lines_stdin.h"
 #include "qf_batch.h"
 #include "qf_input.h"
+#include "qf_queue_trusted-impl.h" /* a tool of the tree: it may (README, layers) */
 #include "qflow.h"
 
 #define PROG "qflow-lines"
@@ -739,6 +740,11 @@ static int build(app *a)
                  : qf_batch_join(a->scope, srcs, n_srcs, o->batch_size, &bo, &a->batcher);
     if (rc != QF_OK)
         return fail_qf(o->shuffle ? "shuffle_batch" : "batch");
+    /* Without --keys nothing reads a batch's keys: the readers' batches
+     * need not make them (a copy of "<file>:<n>" per line). Before anything
+     * runs: the stdin thread and the runners start below. */
+    if (!o->keys)
+        qf__queue_rows_without_keys(qf_batcher_queue(a->batcher));
     if (o->use_stdin &&
         lines_stdin_run(&a->in, o->have_seed ? NULL : qf_batcher_queue(a->batcher)) != QF_OK)
         return fail_qf("standard input");

@@ -2,13 +2,14 @@
  * batch queues (commits 83d8f56 and 09dfff0).
  *
  * A TextLineReader feeding qf_batch() / qf_shuffle_batch() no longer makes
- * one element per line: it hands runs of up to 64 whole lines of its read
+ * one element per line: it hands runs of up to 256 whole lines of its read
  * buffer to the batch queue as row slots (queues/tensor/qf_strblock-impl.h), which
  * leave the queue as batches built straight from the rows, or as
  * materialized (key, value) elements wherever a single element leaves
  * (dequeue, try_dequeue, poll_dequeue, padded batches). Lines crossing the
  * end of the read buffer, and lines beyond a run's 64 KiB, take the
- * single-record path; other reader kinds always do. These tests drive all
+ * single-record path; other reader kinds but TFRecordReader
+ * (test_tfrecord_runs.c) always do. These tests drive all
  * of it from the public API and compare every record with what the test
  * wrote (spec 183-198 for records and keys, 161-182 for batching):
  *
