@@ -179,13 +179,19 @@ static void cache_key_init(void)
     cache_key_ok = pthread_key_create(&cache_key, cache_flush) == 0;
 }
 
-void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
+uint8_t qf__block_class(size_t bytes)
 {
     size_t k = bytes == 0 ? 1 : (bytes + QF__BLOCK_GRAIN - 1) / QF__BLOCK_GRAIN;
 #ifdef QF_BLOCKCACHE_OFF
     k = QF__BLOCK_CLASSES + 1;
 #endif
-    if (k > QF__BLOCK_CLASSES) {
+    return k > QF__BLOCK_CLASSES ? 0 : (uint8_t)k;
+}
+
+void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
+{
+    size_t k = qf__block_class(bytes);
+    if (k == 0) {
         *ret_class = 0;
         return malloc(bytes);
     }

@@ -77,6 +77,16 @@ struct qf_element {
  * RESOURCE_EXHAUSTED recorded when out of memory. */
 qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v);
 
+/* A tensor of numeric or bool dtype dt (not QF_STRING, QF_PTR or
+ * QF_SPARSE), of the fully defined `shape` (dims past its rank 0), n
+ * elements and nbytes bytes (the caller computed both), its buffer a copy
+ * of data[0..nbytes) or, with data NULL, left for the caller to fill:
+ * built without the checks and the zeroing qf_tensor_new() makes (the
+ * packed queues' dequeues make one per component). NULL with
+ * RESOURCE_EXHAUSTED recorded when out of memory. */
+qf_tensor *qf__tensor_new_dense(qf_dtype dt, const qf_shape *shape, int64_t n, size_t nbytes,
+                                const void *data);
+
 /* One object (k objects) of the block is gone; the last frees the block.
  * Any thread. */
 void qf__home_release(qf__home *h);

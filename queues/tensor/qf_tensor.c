@@ -472,6 +472,33 @@ qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v)
     return new_scalar(dt, v, qf_dtype_size(dt));
 }
 
+qf_tensor *qf__tensor_new_dense(qf_dtype dt, const qf_shape *shape, int64_t n, size_t nbytes,
+                                const void *data)
+{
+    uint8_t cls;
+    qf_tensor *t = qf__block_alloc(sizeof(qf_tensor) + nbytes, &cls);
+    if (!t) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a tensor of type %s",
+                     qf_dtype_name(dt));
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->dtype = dt;
+    t->dtor = NULL;
+    t->n = n;
+    t->nbytes = nbytes;
+    t->arena_cap = 0;
+    t->arena_used = 0;
+    t->home = NULL;
+    t->held = NULL;
+    t->all_borrowed = false;
+    t->block_class = cls;
+    t->shape = *shape; /* the caller's dims past its rank are 0 */
+    if (data && nbytes > 0)
+        memcpy(t->buf, data, nbytes);
+    return t;
+}
+
 qf_tensor *qf_tensor_new_bool(bool v)
 {
     return new_scalar(QF_BOOL, &v, sizeof v);
