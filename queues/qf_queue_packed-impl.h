@@ -28,21 +28,18 @@
 #include <stdint.h>
 
 #include "qf_queue-impl.h"
+#include "qf_tensor-impl.h"
 
 #define QF__PACKED_MAX_BYTES 512
 #define QF__PACKED_MAX_COMPONENTS 16
 
-typedef struct qf__packed_comp {
-    size_t off;     /* of its values in a slot's block */
-    size_t nbytes;  /* its values' bytes */
-    int64_t n;      /* its number of values */
-    qf_shape shape; /* the queue's shape, dims past its rank 0 */
-} qf__packed_comp;
-
 typedef struct qf__packed {
-    size_t bytes; /* a slot's block */
-    uint8_t cls;  /* its qf__block_alloc() class */
-    qf__packed_comp comp[];
+    size_t bytes;      /* a slot's block */
+    uint8_t cls;       /* its qf__block_alloc() class */
+    size_t home_bytes; /* a dequeued element's home block (qf__dense_layout()) */
+    /* Each component: where its values lie in a slot (off), its tensor in
+     * a dequeued element's home block, its shape with dims past its rank 0. */
+    qf__dense_comp comp[];
 } qf__packed;
 
 /* At creation, after the dtypes and shapes are copied: sets q->packed
@@ -58,9 +55,9 @@ void *qf__packed_pack(const qf_queue *q, const qf_element *e);
  * RESOURCE_EXHAUSTED (recorded, nothing allocated) when out of memory. */
 qf_code qf__packed_pack_rows(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
                              void **ret_slots);
-/* The element of a slot (tensors and element from the calling thread's
- * caches), which frees the slot. NULL when out of memory: the slot is
- * kept. */
+/* The element of a slot, which frees the slot: the element and its tensors
+ * in one home block from the calling thread's cache (qf__element_of_dense()). NULL when out of
+ * memory: the slot is kept. */
 qf_element *qf__packed_unpack(const qf_queue *q, void *slot);
 /* Component batches of slots[0..n) into b's components (b has q->ncomp
  * empty ones). On QF_OK the slots are freed; on RESOURCE_EXHAUSTED they

@@ -39,14 +39,15 @@ bool qf__packed_init(qf_queue *q)
         if (off > QF__PACKED_MAX_BYTES)
             return true;
     }
-    qf__packed *p = malloc(sizeof(qf__packed) + q->ncomp * sizeof(qf__packed_comp));
+    qf__packed *p = malloc(sizeof(qf__packed) + q->ncomp * sizeof(qf__dense_comp));
     if (!p)
         return false;
     off = 0;
     for (size_t c = 0; c < q->ncomp; c++) {
-        qf__packed_comp *pc = &p->comp[c];
+        qf__dense_comp *pc = &p->comp[c];
         const qf_shape *sh = &q->shapes[c];
         off = (off + 7) & ~(size_t)7;
+        pc->dtype = q->dtypes[c];
         pc->off = off;
         pc->n = qf_shape_num_elements(sh);
         pc->nbytes = (size_t)pc->n * qf_dtype_size(q->dtypes[c]);
@@ -58,6 +59,7 @@ bool qf__packed_init(qf_queue *q)
     }
     p->bytes = off;
     p->cls = qf__block_class(off);
+    p->home_bytes = qf__dense_layout(q->ncomp, p->comp);
     q->packed = p;
     return true;
 }
@@ -111,18 +113,7 @@ qf_code qf__packed_pack_rows(const qf_queue *q, const qf_element *b, int64_t fro
 qf_element *qf__packed_unpack(const qf_queue *q, void *slot)
 {
     const qf__packed *p = q->packed;
-    const char *s = slot;
-    qf_tensor *ts[QF__PACKED_MAX_COMPONENTS];
-    for (size_t c = 0; c < q->ncomp; c++) {
-        const qf__packed_comp *pc = &p->comp[c];
-        ts[c] = qf__tensor_new_dense(q->dtypes[c], &pc->shape, pc->n, pc->nbytes, s + pc->off);
-        if (!ts[c]) {
-            for (size_t j = 0; j < c; j++)
-                qf_tensor_unref(ts[j]);
-            return NULL;
-        }
-    }
-    qf_element *e = qf_element_of(q->ncomp, ts); /* frees the tensors when it fails */
+    qf_element *e = qf__element_of_dense(q->ncomp, p->comp, p->home_bytes, slot);
     if (!e)
         return NULL;
     if (q->names && qf_element_set_names(e, (const char *const *)q->names) != QF_OK) {
@@ -137,7 +128,7 @@ qf_code qf__packed_batch(const qf_queue *q, void *const *slots, size_t n, qf_ele
 {
     const qf__packed *p = q->packed;
     for (size_t c = 0; c < q->ncomp; c++) {
-        const qf__packed_comp *pc = &p->comp[c];
+        const qf__dense_comp *pc = &p->comp[c];
         qf_shape sh = qf_shape_prepend((int64_t)n, &pc->shape);
         qf_tensor *t =
             qf__tensor_new_dense(q->dtypes[c], &sh, (int64_t)n * pc->n, n * pc->nbytes, NULL);
@@ -158,7 +149,7 @@ void qf__packed_keep_rows(const qf_queue *q, qf_element *b, int64_t from, int64_
 {
     const qf__packed *p = q->packed;
     for (size_t c = 0; c < q->ncomp; c++) {
-        const qf__packed_comp *pc = &p->comp[c];
+        const qf__dense_comp *pc = &p->comp[c];
         qf_shape sh = qf_shape_prepend(rows - from, &pc->shape);
         qf_tensor *t = qf__tensor_new_dense(q->dtypes[c], &sh, (rows - from) * pc->n,
                                             (size_t)(rows - from) * pc->nbytes,

@@ -401,7 +401,7 @@ void qf__home_release_n(qf__home *h, uint32_t k)
 #else
     atomic_thread_fence(memory_order_acquire);
 #endif
-    free(h);
+    qf__block_free(h, h->block_class);
 }
 
 qf_tensor *qf_tensor_new(qf_dtype dt, const qf_shape *shape)
