@@ -52,6 +52,29 @@ static void *number_slot(const void *src, size_t sz)
     return (void *)u;
 }
 
+/* n numbers of sz bytes from src as slot values. On this layout
+ * (inline_dtype()) 8-byte numbers are the slots' bytes already: one copy. */
+static void number_slots(void **slots, const void *src, size_t n, size_t sz)
+{
+    if (sz == sizeof(void *)) {
+        memcpy(slots, src, n * sz);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        slots[i] = number_slot((const char *)src + i * sz, sz);
+}
+
+/* The reverse: the low sz bytes of each of n slot values into dst. */
+static void slot_numbers(void *dst, void *const *slots, size_t n, size_t sz)
+{
+    if (sz == sizeof(void *)) {
+        memcpy(dst, slots, n * sz);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)dst + i * sz, &slots[i], sz);
+}
+
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -668,20 +691,19 @@ static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
         for (int64_t i = 0; i < rows; i++)
             slots[i] = qf_tensor_ptr(t, i);
     } else {
-        size_t sz = qf_dtype_size(q->dtypes[0]);
-        for (int64_t i = 0; i < rows; i++)
-            slots[i] = number_slot((const char *)qf_tensor_cdata(t) + i * sz, sz);
+        number_slots(slots, t->buf, (size_t)rows, qf_dtype_size(q->dtypes[0]));
     }
     size_t done = 0;
     qf_code rc = engine_put(q, slots, (size_t)rows, w, &done);
     if (slots != small)
         free(slots);
+    bool ptrs = q->dtypes[0] == QF_PTR;
     if (rc == QF_OK) {
-        for (int64_t i = 0; i < rows; i++)
+        for (int64_t i = 0; ptrs && i < rows; i++)
             disown_inline_ptr(q, t, i);
         qf_element_free(batch);
     } else if (done > 0) {
-        for (size_t i = 0; i < done; i++)
+        for (size_t i = 0; ptrs && i < done; i++)
             disown_inline_ptr(q, t, (int64_t)i);
         qf_tensor *rest = inline_remainder(q, t, (int64_t)done, rows);
         if (rest)
@@ -938,9 +960,9 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
                 qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
         } else {
             size_t sz = qf_dtype_size(q->dtypes[0]);
-            t = qf_tensor_new(q->dtypes[0], &sh);
-            for (size_t i = 0; t && i < n; i++)
-                memcpy((char *)qf_tensor_data(t) + i * sz, &slots[i], sz);
+            t = qf__tensor_new_dense(q->dtypes[0], &sh, (int64_t)n, n * sz, NULL);
+            if (t)
+                slot_numbers(t->buf, slots, n, sz);
         }
         if (!t) {
             qf_element_free(b);

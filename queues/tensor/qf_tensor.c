@@ -328,13 +328,19 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
-    memset(t, 0, sizeof(qf_tensor) + nbytes);
+    /* Field by field, and only the buffer zeroed: the typed element path
+     * makes one of these per item. */
+    memset(t->buf, 0, nbytes);
     t->block_class = cls;
     atomic_init(&t->refs, 1);
     t->dtype = dt;
     t->dtor = dt == QF_PTR ? dtor : NULL;
     t->n = n;
     t->nbytes = nbytes;
+    t->home = NULL;
+    t->held = NULL;
+    t->all_borrowed = false;
+    t->arena_used = 0;
     t->arena_cap = dt == QF_STRING ? arena : 0;
     t->shape = *shape;
     for (int i = shape->rank; i < QF_MAX_RANK; i++)
