@@ -9,7 +9,9 @@
  * pointer queue (impl "qflow") in one run, it shows what the element path
  * costs (issue 18: >= 0.5x the pointer queue, no allocation in the steady
  * state). The two-int64 (qflow_int64x2) and (int64 label, float32 [16]
- * features) (qflow_tuple) queues below take the general element path. */
+ * features) (qflow_tuple) queues below are packed (issue 27): each slot holds a
+ * block of the values, the producer's tensors and element are freed on its
+ * thread and the consumer's made in one block from its own cache. */
 #include <stdint.h>
 
 #include "baseline.h"
@@ -96,9 +98,9 @@ const bq_impl bq_qflow_i64 = {
     .close = bq_qflow_close,
 };
 
-/* The general element path: two int64 scalar components (the value and
- * its negation), which no queue stores in its slots, so both tensors and
- * the element travel from the producer's core to the consumer's. */
+/* Two int64 scalar components (the value and its negation): a packed
+ * queue, so one block of 16 bytes of values travels from the producer's
+ * core to the consumer's, not the element and its two tensors. */
 static bq *pair_create(size_t capacity, unsigned flags)
 {
     (void)flags;
@@ -124,7 +126,8 @@ static int pair_enqueue(bq *q, void *p)
 
 const bq_impl bq_qflow_i64_pair = {
     .name = "qflow_int64x2",
-    .note = "FIFOQueue of two int64 scalars: two tensors and an element per item cross the cores",
+    .note = "FIFOQueue of two int64 scalars, a tensor pair and an element per item on each side; "
+            "packed: one block of values per item crosses the cores",
     .create = pair_create,
     .destroy = bq_qflow_destroy,
     .enqueue = pair_enqueue,
@@ -136,8 +139,8 @@ const bq_impl bq_qflow_i64_pair = {
 
 /* The shape of a TF1 input pipeline's example: an int64 label (the value)
  * and a float32 [16] feature row derived from it, which the consumer reads
- * and checks as a training step would read it. Like the pair, both tensors
- * and the element cross the cores; the row adds a 64-byte buffer to each. */
+ * and checks as a training step would read it. Packed like the pair: a block
+ * of 72 bytes of values crosses the cores per item. */
 #define TUPLE_FEATURES 16
 
 static bq *tuple_create(size_t capacity, unsigned flags)
@@ -196,8 +199,8 @@ static int tuple_dequeue(bq *q, void **ret_p)
 
 const bq_impl bq_qflow_tuple = {
     .name = "qflow_tuple",
-    .note = "FIFOQueue of (int64 label, float32 [16] features), a TF1 input pipeline's example: "
-            "two tensors and an element per item cross the cores; the consumer checks the row",
+    .note = "FIFOQueue of (int64 label, float32 [16] features), a TF1 input pipeline's example, "
+            "packed: one block of values per item crosses the cores; the consumer checks the row",
     .create = tuple_create,
     .destroy = bq_qflow_destroy,
     .enqueue = tuple_enqueue,

@@ -91,6 +91,9 @@ struct qf_queue {
     bool spill;         /* the ring is smaller than the capacity: overflow list */
     bool inline_mode;   /* slots hold values, not qf_element pointers */
     bool rows_no_keys;  /* qf__queue_rows_without_keys() */
+    /* NULL, or slots are blocks of the components' values, not elements
+     * (qf_queue_packed-impl.h). */
+    struct qf__packed *packed;
     bool single_producer, single_consumer;
     size_t ncomp;
     qf_dtype *dtypes;

@@ -14,6 +14,7 @@
 #include "qf_fifo-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_queue-impl.h"
+#include "qf_queue_packed-impl.h"
 #include "qf_queue_metrics-impl.h"
 #include "qf_queue_trusted-impl.h"
 #include "qf_status-impl.h"
@@ -51,6 +52,29 @@ static void *number_slot(const void *src, size_t sz)
     return (void *)u;
 }
 
+/* n numbers of sz bytes from src as slot values. On this layout
+ * (inline_dtype()) 8-byte numbers are the slots' bytes already: one copy. */
+static void number_slots(void **slots, const void *src, size_t n, size_t sz)
+{
+    if (sz == sizeof(void *)) {
+        memcpy(slots, src, n * sz);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        slots[i] = number_slot((const char *)src + i * sz, sz);
+}
+
+/* The reverse: the low sz bytes of each of n slot values into dst. */
+static void slot_numbers(void *dst, void *const *slots, size_t n, size_t sz)
+{
+    if (sz == sizeof(void *)) {
+        memcpy(dst, slots, n * sz);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)dst + i * sz, &slots[i], sz);
+}
+
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -70,6 +94,7 @@ static void queue_destroy_fields(qf_queue *q)
     free(q->name);
     free(q->dtypes);
     free(q->shapes);
+    qf__packed_destroy(q);
     free(q->ring.buf);
     qf__deque_free(&q->stash);
     qf__deque_free(&q->overflow);
@@ -209,7 +234,7 @@ static bool copy_components(qf_queue *q, const qf_queue_options *o, const char *
      * so inline mode is safe for it too. */
     q->inline_mode =
         q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 && inline_dtype(q->dtypes[0]);
-    return true;
+    return qf__packed_init(q);
 }
 
 /* The ring and the wait lists. False when out of memory. */
@@ -313,7 +338,9 @@ qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags, qf_
 
 static void release_slot(qf_queue *q, void *slot)
 {
-    if (!q->inline_mode)
+    if (q->packed)
+        qf__packed_free(q, &slot, 1);
+    else if (!q->inline_mode)
         qf__slot_free(slot);
     else if (q->dtypes[0] == QF_PTR && q->ptr_dtor && slot)
         q->ptr_dtor(slot);
@@ -546,6 +573,18 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
         if (rc != QF_OK)
             return rc;
     }
+    if (q->packed) {
+        /* The values go; the element and its tensors stay on this thread. */
+        void *slot = qf__packed_pack(q, elem);
+        if (!slot)
+            return QF_RESOURCE_EXHAUSTED;
+        rc = engine_put(q, &slot, 1, w, NULL);
+        if (rc == QF_OK)
+            qf_element_free(elem);
+        else
+            qf__packed_free(q, &slot, 1);
+        return rc;
+    }
     if (!q->inline_mode)
         return engine_put(q, (void *const *)&elem, 1, w, NULL);
     void *v = inline_bits(q, qf_element_get(elem, 0));
@@ -657,25 +696,51 @@ static qf_code enqueue_many_inline(qf_queue *q, qf_element *batch, int64_t rows,
         for (int64_t i = 0; i < rows; i++)
             slots[i] = qf_tensor_ptr(t, i);
     } else {
-        size_t sz = qf_dtype_size(q->dtypes[0]);
-        for (int64_t i = 0; i < rows; i++)
-            slots[i] = number_slot((const char *)qf_tensor_cdata(t) + i * sz, sz);
+        number_slots(slots, t->buf, (size_t)rows, qf_dtype_size(q->dtypes[0]));
     }
     size_t done = 0;
     qf_code rc = engine_put(q, slots, (size_t)rows, w, &done);
     if (slots != small)
         free(slots);
+    bool ptrs = q->dtypes[0] == QF_PTR;
     if (rc == QF_OK) {
-        for (int64_t i = 0; i < rows; i++)
+        for (int64_t i = 0; ptrs && i < rows; i++)
             disown_inline_ptr(q, t, i);
         qf_element_free(batch);
     } else if (done > 0) {
-        for (size_t i = 0; i < done; i++)
+        for (size_t i = 0; ptrs && i < done; i++)
             disown_inline_ptr(q, t, (int64_t)i);
         qf_tensor *rest = inline_remainder(q, t, (int64_t)done, rows);
         if (rest)
             qf_element_set(batch, 0, rest);
     }
+    *ret_done = done;
+    return rc;
+}
+
+/* The rows of a packed queue's batch go as slots of values; what did not
+ * go in stays in the caller's batch. */
+static qf_code enqueue_many_packed(qf_queue *q, qf_element *batch, int64_t rows, const qf__wait *w,
+                                   size_t *ret_done)
+{
+    void *small[64];
+    void **slots = rows <= 64 ? small : malloc((size_t)rows * sizeof(void *));
+    if (!slots)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
+    qf_code rc = qf__packed_pack_rows(q, batch, 0, (size_t)rows, slots);
+    size_t done = 0;
+    if (rc == QF_OK) {
+        rc = engine_put(q, slots, (size_t)rows, w, &done);
+        if (rc == QF_OK) {
+            qf_element_free(batch);
+        } else {
+            qf__packed_free(q, slots + done, (size_t)rows - done);
+            if (done > 0)
+                qf__packed_keep_rows(q, batch, (int64_t)done, rows);
+        }
+    }
+    if (slots != small)
+        free(slots);
     *ret_done = done;
     return rc;
 }
@@ -762,6 +827,8 @@ static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, s
     }
     if (q->inline_mode) {
         rc = enqueue_many_inline(q, batch, rows, w, &done);
+    } else if (q->packed) {
+        rc = enqueue_many_packed(q, batch, rows, w, &done);
     } else {
         qf_element **els = malloc((size_t)rows * sizeof(qf_element *));
         if (!els)
@@ -808,7 +875,9 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
     qf_code rc = engine_take(q, 1, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
-    qf_element *e = q->inline_mode ? inline_element(q, slot) : qf__slot_element(slot);
+    qf_element *e = q->packed        ? qf__packed_unpack(q, slot)
+                    : q->inline_mode ? inline_element(q, slot)
+                                     : qf__slot_element(slot);
     if (!e) {
         /* Give the value back (to the front) rather than lose it. */
         give_back(q, &slot, 1);
@@ -911,15 +980,20 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
                 qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
         } else {
             size_t sz = qf_dtype_size(q->dtypes[0]);
-            t = qf_tensor_new(q->dtypes[0], &sh);
-            for (size_t i = 0; t && i < n; i++)
-                memcpy((char *)qf_tensor_data(t) + i * sz, &slots[i], sz);
+            t = qf__tensor_new_dense(q->dtypes[0], &sh, (int64_t)n, n * sz, NULL);
+            if (t)
+                slot_numbers(t->buf, slots, n, sz);
         }
         if (!t) {
             qf_element_free(b);
             return QF_RESOURCE_EXHAUSTED;
         }
         qf_element_set(b, 0, t);
+    } else if (q->packed) {
+        if (qf__packed_batch(q, slots, n, b) != QF_OK) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
     } else if (!q->padded && stack_scalars(q, slots, n, b, &took)) {
         if (!took)
             qf__slots_free(slots, n);
@@ -1318,7 +1392,7 @@ qf_code qf__queue_poll_put_ptr(qf_queue *q, void *p, qf_waker *wk, qf__put_ticke
 
 qf_code qf__queue_poll_put_elem(qf_queue *q, qf_element *e, qf_waker *wk, qf__put_ticket *tk)
 {
-    if (!tk || !wk || !q || !e || q->ops != &qf__fifo_ops || q->inline_mode)
+    if (!tk || !wk || !q || !e || q->ops != &qf__fifo_ops || q->inline_mode || q->packed)
         return qf_queue_poll_enqueue(q, e, wk);
     if (!tk->active && !qf__element_plainly_fits(q, e)) {
         qf_code rc = qf__validate_element(q, e);

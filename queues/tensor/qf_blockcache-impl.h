@@ -27,6 +27,10 @@
  * wait-free but for malloc(). */
 void *qf__block_alloc(size_t bytes, uint8_t *ret_class);
 
+/* The class qf__block_alloc(bytes) reports (0: such blocks come from
+ * malloc()), so that an owner of many blocks of one size keeps it once. */
+uint8_t qf__block_class(size_t bytes);
+
 /* Give back a block from qf__block_alloc() with its class (NULL: nothing).
  * Any thread, not only the one that allocated it. */
 void qf__block_free(void *p, uint8_t cls);

@@ -179,28 +179,57 @@ static void cache_key_init(void)
     cache_key_ok = pthread_key_create(&cache_key, cache_flush) == 0;
 }
 
-void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
+/* An allocation from an empty list of class k: a chain from the shared
+ * level, else malloc(). Out of line, as spill_list(). */
+__attribute__((noinline, cold)) static void *refill_alloc(block_list *l, size_t k)
+{
+    if (!take_chain((int)k - 1, l))
+        return malloc(k * QF__BLOCK_GRAIN);
+    free_block *b = l->head;
+    l->head = b->next;
+    l->n--;
+    return b;
+}
+
+uint8_t qf__block_class(size_t bytes)
 {
     size_t k = bytes == 0 ? 1 : (bytes + QF__BLOCK_GRAIN - 1) / QF__BLOCK_GRAIN;
 #ifdef QF_BLOCKCACHE_OFF
     k = QF__BLOCK_CLASSES + 1;
 #endif
-    if (k > QF__BLOCK_CLASSES) {
+    return k > QF__BLOCK_CLASSES ? 0 : (uint8_t)k;
+}
+
+void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
+{
+    size_t k = qf__block_class(bytes);
+    if (k == 0) {
         *ret_class = 0;
         return malloc(bytes);
     }
     block_list *l = &tls_cache.lists[k - 1];
     free_block *b = l->head;
-    if (!b && take_chain((int)k - 1, l))
-        b = l->head;
-    if (b) {
-        l->head = b->next;
-        l->n--;
-    } else {
-        b = malloc(k * QF__BLOCK_GRAIN);
-    }
     *ret_class = (uint8_t)k;
+    if (!b)
+        return refill_alloc(l, k);
+    l->head = b->next;
+    l->n--;
     return b;
+}
+
+static void spill_list(block_list *l, uint8_t cls);
+
+/* A thread's first free: its lists are handed on at its exit. False when
+ * that cannot be arranged (the thread then caches nothing). */
+__attribute__((noinline, cold)) static bool cache_register(thread_cache *c)
+{
+    pthread_once(&cache_key_once, cache_key_init);
+    if (!cache_key_ok || pthread_setspecific(cache_key, c) != 0) {
+        c->state = CACHE_DEAD;
+        return false;
+    }
+    c->state = CACHE_LIVE;
+    return true;
 }
 
 void qf__block_free(void *p, uint8_t cls)
@@ -212,22 +241,23 @@ void qf__block_free(void *p, uint8_t cls)
         free(p);
         return;
     }
-    if (c->state == CACHE_FRESH) {
-        pthread_once(&cache_key_once, cache_key_init);
-        if (!cache_key_ok || pthread_setspecific(cache_key, c) != 0) {
-            c->state = CACHE_DEAD; /* cannot clean up at exit: do not cache */
-            free(p);
-            return;
-        }
-        c->state = CACHE_LIVE;
+    if (c->state == CACHE_FRESH && !cache_register(c)) {
+        free(p);
+        return;
     }
     block_list *l = &c->lists[cls - 1];
     free_block *b = p;
     b->next = l->head;
     l->head = b;
-    if (++l->n < QF__BLOCK_KEEP)
-        return;
-    /* Full: the BATCH most recently freed go to the shared level. */
+    if (++l->n >= QF__BLOCK_KEEP)
+        spill_list(l, cls);
+}
+
+/* A thread's list is full: the BATCH most recently freed go to the shared
+ * level. Out of line, so that the common free stays a push with no frame. */
+__attribute__((noinline, cold)) static void spill_list(block_list *l, uint8_t cls)
+{
+    free_block *b = l->head;
     free_block *last = b;
     for (int i = 1; i < BATCH; i++)
         last = last->next;

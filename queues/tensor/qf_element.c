@@ -120,12 +120,63 @@ qf_element *qf__element_of_two_strings(const char *s0, size_t len0, const char *
     }
     qf__home *h = (qf__home *)mem;
     atomic_init(&h->live, 3); /* the element and its two tensors */
+    h->block_class = 0;       /* malloc()'s */
     qf_element *e = (qf_element *)(mem + off_e);
     e->n = 2;
     e->names = NULL;
     e->home = h;
     e->comps[0] = qf__string_scalar_place(mem + off_t0, s0, len0, h);
     e->comps[1] = qf__string_scalar_place(mem + off_t1, s1, len1, h);
+    return e;
+}
+
+size_t qf__dense_layout(size_t n, qf__dense_comp *comps)
+{
+    size_t off =
+        round_up(sizeof(qf__home)) + round_up(sizeof(qf_element) + n * sizeof(qf_tensor *));
+    for (size_t c = 0; c < n; c++) {
+        comps[c].home_off = off;
+        off += round_up(sizeof(qf_tensor) + comps[c].nbytes);
+    }
+    return off;
+}
+
+qf_element *qf__element_of_dense(size_t n, const qf__dense_comp *comps, size_t home_bytes,
+                                 const void *values)
+{
+    uint8_t cls;
+    char *mem = qf__block_alloc(home_bytes, &cls);
+    if (!mem) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating an element of %zu bytes",
+                     home_bytes);
+        return NULL;
+    }
+    qf__home *h = (qf__home *)mem;
+    atomic_init(&h->live, (uint32_t)n + 1);
+    h->block_class = cls;
+    qf_element *e = (qf_element *)(mem + round_up(sizeof(qf__home)));
+    e->n = n;
+    e->names = NULL;
+    e->home = h;
+    e->block_class = 0;
+    for (size_t c = 0; c < n; c++) {
+        const qf__dense_comp *dc = &comps[c];
+        qf_tensor *t = (qf_tensor *)(mem + dc->home_off);
+        atomic_init(&t->refs, 1);
+        t->dtype = dc->dtype;
+        t->dtor = NULL;
+        t->n = dc->n;
+        t->nbytes = dc->nbytes;
+        t->home = h;
+        t->held = NULL;
+        t->all_borrowed = false;
+        t->block_class = 0;
+        t->arena_cap = 0;
+        t->arena_used = 0;
+        t->shape = dc->shape;
+        memcpy(t->buf, (const char *)values + dc->off, dc->nbytes);
+        e->comps[c] = t;
+    }
     return e;
 }
 

@@ -25,6 +25,7 @@
  * qf_tensor.c and qf_element.c write them. */
 typedef struct qf__home {
     _Atomic uint32_t live; /* objects in the block not yet destroyed */
+    uint8_t block_class;   /* qf__block_alloc()'s class of the block (0: malloc()) */
 } qf__home;
 
 struct qf_tensor {
@@ -78,6 +79,16 @@ struct qf_element {
  * RESOURCE_EXHAUSTED recorded when out of memory. */
 qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v);
 
+/* A tensor of numeric or bool dtype dt (not QF_STRING, QF_PTR or
+ * QF_SPARSE), of the fully defined `shape` (dims past its rank 0), n
+ * elements and nbytes bytes (the caller computed both), its buffer a copy
+ * of data[0..nbytes) or, with data NULL, left for the caller to fill:
+ * built without the checks and the zeroing qf_tensor_new() makes (the
+ * packed queues' dequeues make one per component). NULL with
+ * RESOURCE_EXHAUSTED recorded when out of memory. */
+qf_tensor *qf__tensor_new_dense(qf_dtype dt, const qf_shape *shape, int64_t n, size_t nbytes,
+                                const void *data);
+
 /* One object (k objects) of the block is gone; the last frees the block.
  * Any thread. */
 void qf__home_release(qf__home *h);
@@ -97,6 +108,32 @@ size_t qf__string_scalar_size(size_t len);
  * `mem` (qf__string_scalar_size(len) bytes, aligned for max_align_t) inside
  * block `home`; destroying it releases one object of `home`. */
 qf_tensor *qf__string_scalar_place(void *mem, const char *s, size_t len, qf__home *home);
+
+/* One component of an element built from packed values
+ * (qf__element_of_dense()): a numeric or bool dtype (not QF_STRING, QF_PTR
+ * or QF_SPARSE), a fully defined shape (dims past its rank 0) of n values
+ * taking nbytes, found at `off` in the packed values; home_off is its
+ * tensor's place in the element's home block (qf__dense_layout()). */
+typedef struct qf__dense_comp {
+    qf_dtype dtype;
+    int64_t n;
+    size_t nbytes;
+    size_t off;
+    size_t home_off;
+    qf_shape shape;
+} qf__dense_comp;
+
+/* Places the tensors of an element of comps[0..n) in one home block: sets
+ * each home_off and returns the block's size. */
+size_t qf__dense_layout(size_t n, qf__dense_comp *comps);
+
+/* An element of n dense tensors holding copies of their values from
+ * `values` (at each comp's off), the element and its tensors in one home
+ * block of home_bytes (qf__dense_layout()) from the calling thread's block
+ * cache: one allocation and, when the element is freed with its tensors,
+ * one release. NULL with RESOURCE_EXHAUSTED recorded when out of memory. */
+qf_element *qf__element_of_dense(size_t n, const qf__dense_comp *comps, size_t home_bytes,
+                                 const void *values);
 
 /* A two-component element of scalar strings (a record's key and value) in
  * one home block. NULL with RESOURCE_EXHAUSTED recorded on failure. */

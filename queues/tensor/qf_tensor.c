@@ -340,13 +340,21 @@ static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dt
                      qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
         return NULL;
     }
-    memset(t, 0, sizeof(qf_tensor) + (zero_buf ? nbytes : 0));
+    /* Field by field, and the buffer zeroed only when asked: the typed
+     * element path makes one of these per item, and a batch's string table
+     * is written before it is read. */
+    if (zero_buf)
+        memset(t->buf, 0, nbytes);
     t->block_class = cls;
     atomic_init(&t->refs, 1);
     t->dtype = dt;
     t->dtor = dt == QF_PTR ? dtor : NULL;
     t->n = n;
     t->nbytes = nbytes;
+    t->home = NULL;
+    t->held = NULL;
+    t->all_borrowed = false;
+    t->arena_used = 0;
     t->arena_cap = dt == QF_STRING ? arena : 0;
     t->shape = *shape;
     for (int i = shape->rank; i < QF_MAX_RANK; i++)
@@ -413,7 +421,7 @@ void qf__home_release_n(qf__home *h, uint32_t k)
 #else
     atomic_thread_fence(memory_order_acquire);
 #endif
-    free(h);
+    qf__block_free(h, h->block_class);
 }
 
 qf_tensor *qf_tensor_new(qf_dtype dt, const qf_shape *shape)
@@ -482,6 +490,33 @@ static inline qf_tensor *new_scalar(qf_dtype dt, const void *v, size_t sz)
 qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v)
 {
     return new_scalar(dt, v, qf_dtype_size(dt));
+}
+
+qf_tensor *qf__tensor_new_dense(qf_dtype dt, const qf_shape *shape, int64_t n, size_t nbytes,
+                                const void *data)
+{
+    uint8_t cls;
+    qf_tensor *t = qf__block_alloc(sizeof(qf_tensor) + nbytes, &cls);
+    if (!t) {
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a tensor of type %s",
+                     qf_dtype_name(dt));
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->dtype = dt;
+    t->dtor = NULL;
+    t->n = n;
+    t->nbytes = nbytes;
+    t->arena_cap = 0;
+    t->arena_used = 0;
+    t->home = NULL;
+    t->held = NULL;
+    t->all_borrowed = false;
+    t->block_class = cls;
+    t->shape = *shape; /* the caller's dims past its rank are 0 */
+    if (data && nbytes > 0)
+        memcpy(t->buf, data, nbytes);
+    return t;
 }
 
 qf_tensor *qf_tensor_new_bool(bool v)

@@ -1,0 +1,167 @@
+/* qf_queue_packed.c - slots of packed values (qf_queue_packed-impl.h).
+ *
+ * A slot is a block of the block cache (qf_blockcache-impl.h), the
+ * components' values one after another at 8-byte offsets. The producer
+ * allocates it from its own thread's lists and the consumer frees it into
+ * its own, from where chains of them go back to the producer: one block per
+ * element travels, where the element and each tensor did before. */
+#include "qf_queue_packed-impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_blockcache-impl.h"
+#include "qf_status.h"
+#include "qf_tensor-impl.h"
+
+static bool packable_dtype(qf_dtype dt)
+{
+    return qf_dtype_is_valid(dt) && dt != QF_STRING && dt != QF_PTR && dt != QF_SPARSE;
+}
+
+bool qf__packed_init(qf_queue *q)
+{
+    q->packed = NULL;
+    if (q->ops != &qf__fifo_ops || q->padded || q->inline_mode || !q->shapes ||
+        q->ncomp > QF__PACKED_MAX_COMPONENTS)
+        return true;
+    size_t off = 0;
+    for (size_t c = 0; c < q->ncomp; c++) {
+        const qf_shape *sh = &q->shapes[c];
+        if (!packable_dtype(q->dtypes[c]) || !qf_shape_is_fully_defined(sh) ||
+            sh->rank >= QF_MAX_RANK)
+            return true;
+        int64_t n = qf_shape_num_elements(sh);
+        if (n < 0 || (uint64_t)n > QF__PACKED_MAX_BYTES)
+            return true;
+        off = (off + 7) & ~(size_t)7;
+        off += (size_t)n * qf_dtype_size(q->dtypes[c]);
+        if (off > QF__PACKED_MAX_BYTES)
+            return true;
+    }
+    qf__packed *p = malloc(sizeof(qf__packed) + q->ncomp * sizeof(qf__dense_comp));
+    if (!p)
+        return false;
+    off = 0;
+    for (size_t c = 0; c < q->ncomp; c++) {
+        qf__dense_comp *pc = &p->comp[c];
+        const qf_shape *sh = &q->shapes[c];
+        off = (off + 7) & ~(size_t)7;
+        pc->dtype = q->dtypes[c];
+        pc->off = off;
+        pc->n = qf_shape_num_elements(sh);
+        pc->nbytes = (size_t)pc->n * qf_dtype_size(q->dtypes[c]);
+        memset(&pc->shape, 0, sizeof(pc->shape));
+        pc->shape.rank = sh->rank;
+        for (int d = 0; d < sh->rank; d++)
+            pc->shape.dims[d] = sh->dims[d];
+        off += pc->nbytes;
+    }
+    p->bytes = off;
+    p->cls = qf__block_class(off);
+    p->home_bytes = qf__dense_layout(q->ncomp, p->comp);
+    q->packed = p;
+    return true;
+}
+
+void qf__packed_destroy(qf_queue *q)
+{
+    free(q->packed);
+    q->packed = NULL;
+}
+
+static void *slot_alloc(const qf__packed *p)
+{
+    uint8_t cls;
+    void *s = qf__block_alloc(p->bytes, &cls);
+    if (!s)
+        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a queue slot of %zu bytes",
+                     p->bytes);
+    return s;
+}
+
+void *qf__packed_pack(const qf_queue *q, const qf_element *e)
+{
+    const qf__packed *p = q->packed;
+    char *s = slot_alloc(p);
+    if (!s)
+        return NULL;
+    for (size_t c = 0; c < q->ncomp; c++)
+        memcpy(s + p->comp[c].off, e->comps[c]->buf, p->comp[c].nbytes);
+    return s;
+}
+
+qf_code qf__packed_pack_rows(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
+                             void **ret_slots)
+{
+    const qf__packed *p = q->packed;
+    for (size_t i = 0; i < n; i++) {
+        char *s = slot_alloc(p);
+        if (!s) {
+            qf__packed_free(q, ret_slots, i);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        for (size_t c = 0; c < q->ncomp; c++) {
+            size_t nb = p->comp[c].nbytes;
+            memcpy(s + p->comp[c].off, b->comps[c]->buf + ((size_t)from + i) * nb, nb);
+        }
+        ret_slots[i] = s;
+    }
+    return QF_OK;
+}
+
+qf_element *qf__packed_unpack(const qf_queue *q, void *slot)
+{
+    const qf__packed *p = q->packed;
+    qf_element *e = qf__element_of_dense(q->ncomp, p->comp, p->home_bytes, slot);
+    if (!e)
+        return NULL;
+    if (q->names && qf_element_set_names(e, (const char *const *)q->names) != QF_OK) {
+        qf_element_free(e);
+        return NULL;
+    }
+    qf__block_free(slot, p->cls);
+    return e;
+}
+
+qf_code qf__packed_batch(const qf_queue *q, void *const *slots, size_t n, qf_element *b)
+{
+    const qf__packed *p = q->packed;
+    for (size_t c = 0; c < q->ncomp; c++) {
+        const qf__dense_comp *pc = &p->comp[c];
+        qf_shape sh = qf_shape_prepend((int64_t)n, &pc->shape);
+        qf_tensor *t =
+            qf__tensor_new_dense(q->dtypes[c], &sh, (int64_t)n * pc->n, n * pc->nbytes, NULL);
+        if (!t) {
+            for (size_t j = 0; j < c; j++)
+                qf_element_set(b, j, NULL);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        for (size_t i = 0; i < n; i++)
+            memcpy(t->buf + i * pc->nbytes, (const char *)slots[i] + pc->off, pc->nbytes);
+        b->comps[c] = t;
+    }
+    qf__packed_free(q, slots, n);
+    return QF_OK;
+}
+
+void qf__packed_keep_rows(const qf_queue *q, qf_element *b, int64_t from, int64_t rows)
+{
+    const qf__packed *p = q->packed;
+    for (size_t c = 0; c < q->ncomp; c++) {
+        const qf__dense_comp *pc = &p->comp[c];
+        qf_shape sh = qf_shape_prepend(rows - from, &pc->shape);
+        qf_tensor *t = qf__tensor_new_dense(q->dtypes[c], &sh, (rows - from) * pc->n,
+                                            (size_t)(rows - from) * pc->nbytes,
+                                            b->comps[c]->buf + (size_t)from * pc->nbytes);
+        if (t)
+            qf_element_set(b, c, t);
+    }
+}
+
+void qf__packed_free(const qf_queue *q, void *const *slots, size_t n)
+{
+    uint8_t cls = q->packed->cls;
+    for (size_t i = 0; i < n; i++)
+        qf__block_free(slots[i], cls);
+}
