@@ -3,7 +3,8 @@
  * baseline, and optionally writes JSON, compares with an earlier run
  * (compare.c: a regression gate) and draws charts. Exit status: 0; 1 when
  * --compare judged a qflow result worse; 2 on a usage error, a --filter
- * that matches nothing, or a failed check. */
+ * that matches nothing, or a failed check; 3 when --compare could judge
+ * too few rows. */
 #include <getopt.h>
 #include <regex.h>
 #include <stdio.h>
@@ -43,11 +44,18 @@ static void usage(FILE *f)
                "  --budget-scale F   multiply every repetition's time budget by F (1..1000):\n"
                "                     on a loaded machine, so that no repetition is cut short\n"
                "                     (a cut one is never judged by --compare)\n"
+               "  --fixed-budget     never run a repetition cut by its time budget again (by\n"
+               "                     default it runs again with 4x, then 16x, the budget)\n"
+               "  --report DIR       with --compare: DIR/index.html, a self-contained page with\n"
+               "                     every row's old and new repetitions side by side\n"
+               "  --min-judged PCT   with --compare: exit 3 when fewer than PCT of the qflow\n"
+               "                     rows could be judged (default 80%%)\n"
                "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
                "                     --compare: compare two files, e.g. a CI's artifacts)\n"
                "  --help             this text\n"
                "Exit status: 0; 1 --compare found a qflow result worse; 2 usage error, a\n"
-               "--filter that matches nothing, or a failed check.\n"
+               "--filter that matches nothing, or a failed check; 3 --compare could judge too\n"
+               "few rows (--min-judged).\n"
                "Test knob: QFLOW_BENCH_SLOWDOWN=F in the environment makes every qflow queue\n"
                "operation of the benchmarks take F times as long (to test the gate; recorded in\n"
                "the JSON and warned about).\n");
@@ -103,6 +111,9 @@ int main(int argc, char **argv)
         OPT_LIST,
         OPT_FROM,
         OPT_BUDGET_SCALE,
+        OPT_FIXED_BUDGET,
+        OPT_REPORT,
+        OPT_MIN_JUDGED,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -116,13 +127,17 @@ int main(int argc, char **argv)
         {"list", no_argument, NULL, OPT_LIST},
         {"from", required_argument, NULL, OPT_FROM},
         {"budget-scale", required_argument, NULL, OPT_BUDGET_SCALE},
+        {"fixed-budget", no_argument, NULL, OPT_FIXED_BUDGET},
+        {"report", required_argument, NULL, OPT_REPORT},
+        {"min-judged", required_argument, NULL, OPT_MIN_JUDGED},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    bench_options o = {.quick = false, .reps = 5, .filter = NULL, .budget_scale = 1};
+    bench_options o = {
+        .quick = false, .reps = 5, .filter = NULL, .budget_scale = 1, .grow_budget = true};
     const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL,
-               *from_path = NULL;
-    double threshold = 10;
+               *from_path = NULL, *report_dir = NULL;
+    double threshold = 10, min_judged = 80;
     bool list = false;
     regex_t filter;
 
@@ -170,6 +185,19 @@ int main(int argc, char **argv)
             o.budget_scale = f;
             break;
         }
+        case OPT_FIXED_BUDGET:
+            o.grow_budget = false;
+            break;
+        case OPT_REPORT:
+            report_dir = optarg;
+            break;
+        case OPT_MIN_JUDGED:
+            min_judged = parse_threshold(optarg);
+            if (min_judged > 100) {
+                fprintf(stderr, "qflow-bench: bad --min-judged '%s' (0..100%%)\n", optarg);
+                return 2;
+            }
+            break;
         case OPT_LIST:
             list = true;
             break;
@@ -180,6 +208,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (report_dir && !compare_path) {
+        fprintf(stderr, "qflow-bench: --report needs --compare OLD.json\n");
+        return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "qflow-bench: unexpected argument '%s'\n", argv[optind]);
@@ -263,9 +295,26 @@ int main(int argc, char **argv)
     }
     if (plot_dir && bench_plot(plot_dir, &new_rs) != 0)
         status = 2;
-    if (compare_path && bench_compare(compare_path, &old_rs, &new_rs, threshold, o.filter) > 0 &&
-        status == 0)
-        status = 1;
+    if (compare_path) {
+        bench_cmp_summary sum;
+        bench_compare(compare_path, &old_rs, &new_rs, threshold, o.filter, &sum);
+        if (report_dir) {
+            if (bench_html_report(report_dir, compare_path, &old_rs, &new_rs, threshold, &sum) != 0)
+                status = 2;
+            else
+                printf("report: %s/index.html\n", report_dir);
+        }
+        if (sum.worse > 0 && status == 0)
+            status = 1;
+        /* A gate that could judge little must not pass as if it had
+         * judged everything. */
+        if (status == 0 && sum.rows > 0 && sum.judged * 100.0 < min_judged * sum.rows) {
+            printf("  FAILED: only %d of %d qflow rows could be judged (--min-judged %g%%)\n",
+                   sum.judged, sum.rows, min_judged);
+            status = 3;
+        }
+        bench_cmp_summary_free(&sum);
+    }
 
     bench_results_free(&old_rs);
     bench_results_free(&new_rs);
