@@ -454,6 +454,17 @@ static bool is_qflow_variant(const char *impl)
     return strncmp(impl, "qflow", 5) == 0;
 }
 
+/* Repetitions of a pair left out because either side hit its time budget
+ * (the rest of what ratios() leaves out are figures that are missing or a
+ * baseline's 0, which no budget would fix). */
+static unsigned cut_pair(const bench_result *q, const bench_result *b)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; q->truncated && i < q->nvalues; i++)
+        n += q->truncated[i] || (b && b->truncated && i < b->nvalues && b->truncated[i]);
+    return n;
+}
+
 static unsigned cut_reps(const bench_result *r)
 {
     unsigned n = 0;
@@ -524,7 +535,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             if (!ob)
                 continue;
             unsigned nx = ratios(oq, ob, x), ny = ratios(q, b, y);
-            unsigned cut_o = oq->nvalues - nx, cut_n = q->nvalues - ny;
+            unsigned cut_o = cut_pair(oq, ob), cut_n = cut_pair(q, b);
             cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
             unsigned need = reps_needed(x, nx, y, ny, hib, t);
@@ -561,10 +572,13 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         }
         if (*variants)
             printf("  %-22s (%s: qflow's own variants, do not vote)\n", q->bench, variants);
-        if (!any_baseline) {
-            /* No baseline (queue.alloc): the raw figures themselves. */
+        if (!any_baseline || (n_pairs == 0 && cut == 0)) {
+            /* No baseline (queue.alloc), or too few ratios though nothing
+             * was cut, because a baseline's figure is 0 in some or all
+             * repetitions (runners.fair.*.zero, serve.expired: nothing
+             * starved, nothing expired): the raw figures themselves. */
             unsigned nx = figures(oq, x), ny = figures(q, y);
-            unsigned cut_o = oq->nvalues - nx, cut_n = q->nvalues - ny;
+            unsigned cut_o = cut_pair(oq, NULL), cut_n = cut_pair(q, NULL);
             cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
             unsigned need = reps_needed(x, nx, y, ny, hib, t);
