@@ -38,6 +38,16 @@ static const char *go_bin(char *looked, size_t len)
             snprintf(found, sizeof(found), "%s", QFB_GO_INSTALLED);
         else
             snprintf(found, sizeof(found), "%s/%s", self, QFB_GO_INSTALLED);
+        /* Named without "bin/..", as a user would look for it. */
+        char *base = strrchr(found, '/'), dir[4096 - 64];
+        *base = '\0';
+        if (realpath(found, dir)) {
+            char name[256];
+            snprintf(name, sizeof(name), "%s", base + 1);
+            snprintf(found, sizeof(found), "%s/%s", dir, name);
+        } else {
+            *base = '/';
+        }
         snprintf(looked, len, "%s", found);
         if (access(found, X_OK) == 0)
             return found;

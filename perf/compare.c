@@ -465,6 +465,14 @@ static unsigned cut_pair(const bench_result *q, const bench_result *b)
     return n;
 }
 
+static bool all_zero(const bench_result *r)
+{
+    for (unsigned i = 0; r->values && i < r->nvalues; i++)
+        if (r->values[i] != 0)
+            return false;
+    return r->values != NULL;
+}
+
 static unsigned cut_reps(const bench_result *r)
 {
     unsigned n = 0;
@@ -518,7 +526,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         bool hib = bench_unit_higher_is_better(q->unit);
         int n_pairs = 0, n_worse = 0, n_better = 0, n_same = 0;
         unsigned cut = 0, need_max = 0, have_min = 0;
-        bool any_baseline = false;
+        bool any_baseline = false, all_baselines_zero = true;
         size_t first_pair = ret->npairs;
         char variants[160] = "";
         for (size_t k = 0; k < new_rs->n; k++) {
@@ -536,6 +544,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
                 continue;
             unsigned nx = ratios(oq, ob, x), ny = ratios(q, b, y);
             unsigned cut_o = cut_pair(oq, ob), cut_n = cut_pair(q, b);
+            all_baselines_zero &= all_zero(ob) && all_zero(b);
             cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
             unsigned need = reps_needed(x, nx, y, ny, hib, t);
@@ -572,11 +581,13 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         }
         if (*variants)
             printf("  %-22s (%s: qflow's own variants, do not vote)\n", q->bench, variants);
-        if (!any_baseline || (n_pairs == 0 && cut == 0)) {
-            /* No baseline (queue.alloc), or too few ratios though nothing
-             * was cut, because a baseline's figure is 0 in some or all
-             * repetitions (runners.fair.*.zero, serve.expired: nothing
-             * starved, nothing expired): the raw figures themselves. */
+        if (!any_baseline || (n_pairs == 0 && cut == 0 && all_baselines_zero)) {
+            /* No baseline (queue.alloc), or no ratio at all because every
+             * baseline's figure is 0 in every repetition of both runs
+             * (runners.fair.*.zero: nothing starved): the raw figures
+             * themselves. Only then: an absolute figure moves with the
+             * machine's load (serve.expired counts did, 3x, between two
+             * runs of one binary), a ratio much less. */
             unsigned nx = figures(oq, x), ny = figures(q, y);
             unsigned cut_o = cut_pair(oq, NULL), cut_n = cut_pair(q, NULL);
             cut += cut_o + cut_n;

@@ -50,6 +50,8 @@ static void usage(FILE *f)
                "                     every row's old and new repetitions side by side\n"
                "  --min-judged PCT   with --compare: exit 3 when fewer than PCT of the qflow\n"
                "                     rows could be judged (default 80%%)\n"
+               "  --no-confirm       with --compare: fail on the first look (by default the\n"
+               "                     WORSE rows run again, and fail only when WORSE again)\n"
                "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
                "                     --compare: compare two files, e.g. a CI's artifacts)\n"
                "  --help             this text\n"
@@ -87,6 +89,73 @@ static size_t list_cases(const regex_t *filter)
     return listed;
 }
 
+/* Appends `s` to buf as a regex matching it literally. */
+static void append_escaped(char *buf, size_t len, const char *s)
+{
+    size_t n = strlen(buf);
+    for (; *s && n + 3 < len; s++) {
+        if (strchr(".[]()*+?{}|^$\\", *s))
+            buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = '\0';
+}
+
+/* The rows judged WORSE run again, each bench with all of its cases (the
+ * same repetitions, interleaved as before), and are compared with the old
+ * run once more; returns how many are WORSE both times. On a shared
+ * machine a burst of someone else's load can sit on one bench for a whole
+ * round of repetitions and move qflow's ratio beyond the threshold; it is
+ * unlikely to do so twice. A slower qflow is slower both times. */
+static int confirm_worse(const bench_options *o, const char *compare_path,
+                         const bench_results *old_rs, const bench_cmp_summary *sum,
+                         double threshold)
+{
+    char re[8192] = "^(";
+    int n = 0;
+    for (size_t i = 0; i < sum->npairs; i++) {
+        const bench_cmp_pair *p = &sum->pairs[i];
+        if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
+            (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
+            continue;
+        if (n++)
+            strcat(re, "|");
+        append_escaped(re, sizeof(re) - 8, p->bench);
+    }
+    strcat(re, ")/");
+    regex_t cre;
+    if (n == 0 || regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0)
+        return sum->worse;
+    bench_options co = *o;
+    co.filter = &cre;
+    bench_results again = {0};
+    printf("\n== confirming: %d WORSE row(s) run again (filter '%s')\n", n, re);
+    fflush(stdout);
+    bench_meta_of_run(&co, &again.meta);
+    bench_run_all(&co, &again);
+    bench_cmp_summary csum;
+    bench_compare(compare_path, old_rs, &again, threshold, &cre, &csum);
+    int confirmed = 0;
+    for (size_t i = 0; i < sum->npairs; i++) {
+        const bench_cmp_pair *p = &sum->pairs[i];
+        if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
+            (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
+            continue;
+        bool again_worse = false;
+        for (size_t k = 0; k < csum.npairs; k++)
+            again_worse |= strcmp(csum.pairs[k].bench, p->bench) == 0 &&
+                           strncmp(csum.pairs[k].row_verdict, "WORSE", 5) == 0;
+        printf("  %-22s WORSE, then %s\n", p->bench,
+               again_worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
+        confirmed += again_worse;
+    }
+    printf("  confirmed: %d of %d WORSE rows\n", confirmed, n);
+    bench_cmp_summary_free(&csum);
+    bench_results_free(&again);
+    regfree(&cre);
+    return confirmed;
+}
+
 static double parse_threshold(const char *s)
 {
     char *end;
@@ -114,6 +183,7 @@ int main(int argc, char **argv)
         OPT_FIXED_BUDGET,
         OPT_REPORT,
         OPT_MIN_JUDGED,
+        OPT_NO_CONFIRM,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -130,6 +200,7 @@ int main(int argc, char **argv)
         {"fixed-budget", no_argument, NULL, OPT_FIXED_BUDGET},
         {"report", required_argument, NULL, OPT_REPORT},
         {"min-judged", required_argument, NULL, OPT_MIN_JUDGED},
+        {"no-confirm", no_argument, NULL, OPT_NO_CONFIRM},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -138,7 +209,7 @@ int main(int argc, char **argv)
     const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL,
                *from_path = NULL, *report_dir = NULL;
     double threshold = 10, min_judged = 80;
-    bool list = false;
+    bool list = false, confirm = true;
     regex_t filter;
 
     int opt;
@@ -197,6 +268,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "qflow-bench: bad --min-judged '%s' (0..100%%)\n", optarg);
                 return 2;
             }
+            break;
+        case OPT_NO_CONFIRM:
+            confirm = false;
             break;
         case OPT_LIST:
             list = true;
@@ -304,7 +378,10 @@ int main(int argc, char **argv)
             else
                 printf("report: %s/index.html\n", report_dir);
         }
-        if (sum.worse > 0 && status == 0)
+        int worse = sum.worse;
+        if (worse > 0 && confirm && !from_path)
+            worse = confirm_worse(&o, compare_path, &old_rs, &sum, threshold);
+        if (worse > 0 && status == 0)
             status = 1;
         /* A gate that could judge little must not pass as if it had
          * judged everything. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_compare.py QFLOW_BENCH - the verdicts of `qflow-bench --compare`.
 
-Runs no benchmark: it writes results files with made-up repetitions
+Runs (almost) no benchmark: it writes results files with made-up repetitions
 (seeded, so every run sees the same numbers), compares them with
 `qflow-bench --from NEW.json --compare OLD.json`, and checks the exit
 status and the verdicts: a real drop is WORSE, noise is inconclusive,
@@ -10,7 +10,9 @@ out (a row left with too few is "not judged", and too few judged rows exit
 3), qflow's own variants never vote, each row says the repetitions its
 noise needs, a drop against one baseline only is not a failure, too few
 repetitions cannot fail, files from other machines or modes warn, old files
-without repetitions cannot fail, and a filter that matches nothing exits 2.
+without repetitions cannot fail, a filter that matches nothing exits 2, and
+(one real run of a sub-second bench) a WORSE row of a live run runs again
+and fails only when it is WORSE again.
 perf/gate-test.sh does the same with real runs of a real and a slowed qflow.
 """
 import json
@@ -217,6 +219,33 @@ def main():
                   for r in pair(rng, 10e6, 4e6, 0.05)]
         compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 3,
                 ["has no per-repetition figures", "NOT JUDGED"], ["=> WORSE"])
+
+        # A live run: a WORSE row runs again and fails only when WORSE
+        # again (coord.should_stop: under a second). The old file is this
+        # run with qflow's figures made 1000x better (its ns per call swing 40x
+        # on a loaded machine), so both looks are worse.
+        real = os.path.join(tmp, "real.json")
+        p = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--json", real],
+                           capture_output=True, text=True)
+        doc = json.load(open(real))
+        for r in doc["results"]:
+            if r["impl"] == "qflow":
+                r["values"] = [v / 1000 for v in r["values"]]
+                r["median"] /= 1000
+        better_old = os.path.join(tmp, "better-old.json")
+        json.dump(doc, open(better_old, "w"))
+        for args, want_rc, want in (([], 1, ["== confirming: 1 WORSE row(s) run again",
+                                             "WORSE again: confirmed", "confirmed: 1 of 1"]),
+                                    (["--no-confirm"], 1, ["=> WORSE"])):
+            q = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--compare",
+                                better_old, *args], capture_output=True, text=True)
+            name = "live_worse_is_confirmed" + (" --no-confirm" if args else "")
+            ok = q.returncode == want_rc and all(w in q.stdout for w in want)
+            ok &= ("confirming" in q.stdout) == (not args)
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {q.returncode} (want {want_rc})")
+            if not ok:
+                failures.append(name)
+                print(p.stdout + q.stdout + q.stderr)
 
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],
