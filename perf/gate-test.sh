@@ -44,7 +44,7 @@ if [ "${GATE_FULL:-0}" = 1 ]; then
 else
     runs=${GATE_RUNS:-2}
     slow_runs=${GATE_SLOW_RUNS:-1}
-    slow_filter=${GATE_SLOW_FILTER-^queue\.}
+    slow_filter=${GATE_SLOW_FILTER-'^queue\.'}
 fi
 factors=${GATE_FACTORS:-1.3 3.5}
 # The factors a miss of fails the test. On this 2-core machine at load 20-70
