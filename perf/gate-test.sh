@@ -9,7 +9,8 @@
 #   - for each factor in GATE_FACTORS (1.3 and 3.5), GATE_SLOW_RUNS runs of
 #     a slowed qflow (QFLOW_BENCH_SLOWDOWN: its FIFO path does that many
 #     times the work, perf/impl_qflow.c) are compared with run1 as they run:
-#     each must exit 1 (a row WORSE, and WORSE again when it runs again);
+#     each must exit 1 (a row WORSE, and WORSE again when it runs again)
+#     for the factors in GATE_REQUIRE (below); the others are reported;
 #   - the load: one `yes` per CPU online for the whole test (GATE_LOAD=0:
 #     none), so the gate is tested on a machine busier than a CI's.
 #
