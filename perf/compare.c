@@ -540,11 +540,13 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             }
             any_baseline = true;
             const bench_result *ob = bench_results_find(old_rs, b->bench, b->impl);
+            /* A baseline the old run lacks is no reason to judge absolute
+             * figures: the row is then not judged. */
+            all_baselines_zero &= ob && all_zero(ob) && all_zero(b);
             if (!ob)
                 continue;
             unsigned nx = ratios(oq, ob, x), ny = ratios(q, b, y);
             unsigned cut_o = cut_pair(oq, ob), cut_n = cut_pair(q, b);
-            all_baselines_zero &= all_zero(ob) && all_zero(b);
             cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
             unsigned need = reps_needed(x, nx, y, ny, hib, t);

@@ -220,6 +220,11 @@ def main():
         compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 3,
                 ["has no per-repetition figures", "NOT JUDGED"], ["=> WORSE"])
 
+        # A baseline the old run lacks (a peer not installed then): the row
+        # is not judged, its absolute figures are not compared instead.
+        compare(tmp, "baseline_missing_in_old_is_not_judged", old[:1],
+                pair(rng, 5e6, 4e6, 0.05), 3, ["NOT JUDGED"], ["=> WORSE", "(own figures)"])
+
         # A live run: a WORSE row runs again and fails only when WORSE
         # again (coord.should_stop: under a second). The old file is this
         # run with qflow's figures made 1000x better (its ns per call swing 40x
