@@ -3,7 +3,9 @@
  * The Go program runs a whole repetition itself; these functions start it
  * as a child process with the case's parameters, read its "key value"
  * lines and store the figures. Built only when meson found `go`
- * (QFB_GO_BIN is then the program's path); bench_go_available() says so. */
+ * (QFB_GO_BIN is then the build tree's program, QFB_GO_INSTALLED the
+ * installed one's path from bindir); bench_go_available() says whether it
+ * is there, bench_go_missing() why not. */
 #ifndef BENCH_BASELINE_GO_H
 #define BENCH_BASELINE_GO_H
 
@@ -21,6 +23,9 @@ typedef struct go_cfg {
 } go_cfg;
 
 bool bench_go_available(void);
+/* NULL when the program is there; else why not, naming the paths tried
+ * (static storage). */
+const char *bench_go_missing(void);
 
 /* Run the Go program once with `cfg`; for each name in keys[0..n), store
  * its value in out[i] (bench_fail() if the program fails or a key is

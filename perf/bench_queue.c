@@ -158,7 +158,7 @@ static void note_absent_peers(void)
     bench_skip_peer("atomic_queue", "not built: needs a C++ compiler and libatomic-queue-dev");
 #endif
     if (!bench_go_available())
-        bench_skip_peer("go_chan", "not built: needs golang-go (perf/go/qfbench.go)");
+        bench_skip_peer("go_chan", bench_go_missing());
 }
 
 void bench_register_queue(void)

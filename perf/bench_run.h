@@ -19,6 +19,7 @@ typedef struct bench_result {
     double median, min, max;
     unsigned reps;
     unsigned truncated_reps; /* repetitions that hit a time budget */
+    unsigned regrown_reps;   /* repetitions run again with a larger budget */
     const bench_case *bc;    /* params and note; NULL when read from a file */
     /* Each repetition's raw figure, in run order, and whether it hit its
      * time budget (owned; NULL when read from a file that lacks them).
@@ -50,6 +51,7 @@ typedef struct bench_options {
     bool quick;
     unsigned reps;
     double budget_scale;   /* --budget-scale (1: as each bench says) */
+    bool grow_budget;      /* run a cut repetition again with a 4x, then 16x, budget */
     const regex_t *filter; /* NULL: everything */
 } bench_options;
 
@@ -103,11 +105,43 @@ struct json_writer;
 void bench_write_machine(struct json_writer *w, const bench_options *o, const bench_meta *m);
 void bench_write_build(struct json_writer *w, const bench_meta *m);
 
+/* One pair of a comparison: a qflow row against one baseline (or its own
+ * figures), what the report draws. Arrays and strings owned. */
+typedef struct bench_cmp_pair {
+    char *bench, *against; /* against: a baseline's impl, or "(own figures)" */
+    char *unit;            /* "ratio" (qflow / baseline), or the row's unit */
+    bool higher_better;
+    double *old_v, *new_v; /* the usable repetitions of each run */
+    unsigned n_old, n_new;
+    unsigned cut_old, cut_new; /* repetitions left out: cut by a time budget */
+    double est, lo, hi;        /* new / old: Hodges-Lehmann estimate, 95% interval */
+    double p_worse;
+    unsigned need; /* repetitions per run the threshold needs at this noise */
+    char verdict[64], row_verdict[96];
+} bench_cmp_pair;
+
+typedef struct bench_cmp_summary {
+    int rows, judged, worse, better, same, unsure;
+    bench_cmp_pair *pairs;
+    size_t npairs, cap;
+} bench_cmp_summary;
+
 /* --compare (compare.c): warns when the runs differ in machine, mode or
- * build, prints the table (old results outside `filter` are left out);
- * returns the number of qflow results judged worse (see compare.c). */
-int bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
-                  double threshold_pct, const regex_t *filter);
+ * build, prints the table (old results outside `filter` are left out) and
+ * fills `ret` (free with bench_cmp_summary_free): rows compared, judged
+ * (at least one baseline, or its own figures, with enough whole
+ * repetitions on both sides), and the verdicts (see compare.c). */
+void bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
+                   double threshold_pct, const regex_t *filter, bench_cmp_summary *ret);
+void bench_cmp_summary_free(bench_cmp_summary *s);
+
+/* --report DIR (html_report.c): DIR/index.html, one self-contained page
+ * (inline SVG and CSS, no script, nothing fetched) with every pair's old
+ * and new repetitions side by side, the ratio with its interval and the
+ * verdicts. Returns 0, or -1 with a message on stderr. */
+int bench_html_report(const char *dir, const char *old_path, const bench_results *old_rs,
+                      const bench_results *new_rs, double threshold_pct,
+                      const bench_cmp_summary *s);
 
 /* --plot (plot.c): returns 0 when the charts were written or gnuplot is
  * absent (a note is printed), -1 on error. */

@@ -305,10 +305,188 @@ static void warn_meta(const char *old_path, const bench_meta *o, const bench_met
         printf("  (warnings do not change the verdicts)\n");
 }
 
+/* ------------------------------------------------ noise, interval, reps */
+
+static double mad_sd(const double *v, unsigned n, double med)
+{
+    double *d = malloc((n ? n : 1) * sizeof(double));
+    if (!d) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (unsigned i = 0; i < n; i++)
+        d[i] = fabs(v[i] - med);
+    double m = n ? median(d, n) : 0;
+    free(d);
+    return 1.4826 * m; /* the SD of a normal sample with this MAD */
+}
+
+static bool all_positive(const double *v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!(v[i] > 0))
+            return false;
+    return true;
+}
+
+/* The repetitions per run a rank test needs, at the noise measured in x
+ * and y, to call "worse" (p < ALPHA) with 90% power when the figure really
+ * moved by twice the threshold: the normal approximation of the U test
+ * (the t test's sample size over its efficiency 3/pi) on the logarithms,
+ * with the robust (MAD) spread of both runs pooled. Never under 5, the
+ * least that can reach ALPHA at all. */
+static unsigned reps_needed(const double *x, unsigned nx, const double *y, unsigned ny,
+                            bool higher_better, double t)
+{
+    if (nx < 2 || ny < 2 || !all_positive(x, nx) || !all_positive(y, ny) || t <= 0 || t >= 0.5)
+        return 0;
+    double *lx = malloc(nx * sizeof(double)), *ly = malloc(ny * sizeof(double));
+    if (!lx || !ly) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (unsigned i = 0; i < nx; i++)
+        lx[i] = log(x[i]);
+    for (unsigned i = 0; i < ny; i++)
+        ly[i] = log(y[i]);
+    double sx = mad_sd(lx, nx, median(lx, nx)), sy = mad_sd(ly, ny, median(ly, ny));
+    free(lx);
+    free(ly);
+    double var = (sx * sx * (nx - 1) + sy * sy * (ny - 1)) / (nx + ny - 2);
+    /* The margin between the threshold and a change of twice it. */
+    double delta = higher_better ? log((1 - t) / (1 - 2 * t)) : log((1 + 2 * t) / (1 + t));
+    const double z = 2.3263 + 1.2816; /* one-sided alpha 0.01, power 0.9 */
+    double n = 2 * z * z * var / (delta * delta) * (3.14159265358979 / 3);
+    if (!(n < 999))
+        return 999;
+    return n < 5 ? 5 : (unsigned)ceil(n);
+}
+
+/* new / old as a Hodges-Lehmann estimate (the median of every y_j / x_i)
+ * with its distribution-free 95% interval (the ranks the U distribution
+ * gives). NAN when a figure is not positive. */
+static void ratio_interval(const double *x, unsigned nx, const double *y, unsigned ny, double *est,
+                           double *lo, double *hi)
+{
+    *est = *lo = *hi = NAN;
+    if (nx == 0 || ny == 0 || !all_positive(x, nx) || !all_positive(y, ny))
+        return;
+    size_t mn = (size_t)nx * ny;
+    double *d = malloc(mn * sizeof(double));
+    if (!d) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (unsigned i = 0; i < nx; i++)
+        for (unsigned j = 0; j < ny; j++)
+            d[(size_t)i * ny + j] = log(y[j]) - log(x[i]);
+    qsort(d, mn, sizeof(double), cmp_double);
+    *est = exp(mn % 2 ? d[mn / 2] : (d[mn / 2 - 1] + d[mn / 2]) / 2);
+    /* c: the largest count with P(U <= c - 1) <= 2.5%; the interval runs
+     * from the c-th smallest difference to the c-th largest. */
+    size_t c = 0;
+    while (c < mn / 2 && u_cdf(nx, ny, (double)c) <= 0.025)
+        c++;
+    if (c == 0) {
+        *lo = exp(d[0]);
+        *hi = exp(d[mn - 1]);
+    } else {
+        *lo = exp(d[c - 1]);
+        *hi = exp(d[mn - c]);
+    }
+    free(d);
+}
+
+static void pair_add(bench_cmp_summary *s, const char *bench, const char *against, const char *unit,
+                     bool hib, const double *x, unsigned nx, const double *y, unsigned ny,
+                     unsigned cut_old, unsigned cut_new, const judged *j, unsigned need)
+{
+    if (s->npairs == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 32;
+        s->pairs = realloc(s->pairs, s->cap * sizeof(*s->pairs));
+        if (!s->pairs) {
+            perror("qflow-bench");
+            exit(2);
+        }
+    }
+    bench_cmp_pair *p = &s->pairs[s->npairs++];
+    memset(p, 0, sizeof(*p));
+    p->bench = strdup(bench);
+    p->against = strdup(against);
+    p->unit = strdup(unit);
+    p->old_v = malloc((nx ? nx : 1) * sizeof(double));
+    p->new_v = malloc((ny ? ny : 1) * sizeof(double));
+    if (!p->bench || !p->against || !p->unit || !p->old_v || !p->new_v) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    memcpy(p->old_v, x, nx * sizeof(double));
+    memcpy(p->new_v, y, ny * sizeof(double));
+    p->n_old = nx;
+    p->n_new = ny;
+    p->cut_old = cut_old;
+    p->cut_new = cut_new;
+    p->higher_better = hib;
+    p->p_worse = j->p_worse;
+    p->need = need;
+    ratio_interval(x, nx, y, ny, &p->est, &p->lo, &p->hi);
+    snprintf(p->verdict, sizeof(p->verdict), "%s", verdict_word(j->v));
+}
+
+void bench_cmp_summary_free(bench_cmp_summary *s)
+{
+    for (size_t i = 0; i < s->npairs; i++) {
+        free(s->pairs[i].bench);
+        free(s->pairs[i].against);
+        free(s->pairs[i].unit);
+        free(s->pairs[i].old_v);
+        free(s->pairs[i].new_v);
+    }
+    free(s->pairs);
+    memset(s, 0, sizeof(*s));
+}
+
+/* A variant of qflow (qflow_int64, qflow_tuple, ...) runs qflow's code: a
+ * slower qflow makes it slower too, so as a baseline it would hide the
+ * very change the gate looks for. It never votes. */
+static bool is_qflow_variant(const char *impl)
+{
+    return strncmp(impl, "qflow", 5) == 0;
+}
+
+/* Repetitions of a pair left out because either side hit its time budget
+ * (the rest of what ratios() leaves out are figures that are missing or a
+ * baseline's 0, which no budget would fix). */
+static unsigned cut_pair(const bench_result *q, const bench_result *b)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; q->truncated && i < q->nvalues; i++)
+        n += q->truncated[i] || (b && b->truncated && i < b->nvalues && b->truncated[i]);
+    return n;
+}
+
+static bool all_zero(const bench_result *r)
+{
+    for (unsigned i = 0; r->values && i < r->nvalues; i++)
+        if (r->values[i] != 0)
+            return false;
+    return r->values != NULL;
+}
+
+static unsigned cut_reps(const bench_result *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; r->truncated && i < r->nvalues; i++)
+        n += r->truncated[i];
+    return n;
+}
+
 /* --------------------------------------------------------------- compare */
 
-int bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
-                  double threshold_pct, const regex_t *filter)
+#define ROW_FMT "  %-22s %-16s %9s %9s %8s %8s %7s %5s  %s\n"
+
+void bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
+                   double threshold_pct, const regex_t *filter, bench_cmp_summary *ret)
 {
     double t = threshold_pct / 100;
     unsigned cap = max_reps(old_rs, new_rs);
@@ -317,16 +495,18 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
         perror("qflow-bench");
         exit(2);
     }
-    int worse = 0, same = 0, better = 0, unsure = 0;
+    memset(ret, 0, sizeof(*ret));
 
     printf("\n== compare with %s (threshold %g%%, one-sided Mann-Whitney U, alpha %g)\n", old_path,
            threshold_pct, ALPHA);
     printf("  qflow is judged by its ratio to each baseline of the same run, repetition by\n"
-           "  repetition; repetitions cut by a time budget are left out. WORSE only when worse\n"
-           "  against every baseline; only WORSE fails.\n");
+           "  repetition; qflow's own variants (qflow_*) are not baselines; repetitions cut by a\n"
+           "  time budget are left out (counted in 'cut'). WORSE only when worse against every\n"
+           "  baseline; only WORSE fails. 'need': repetitions per run that catch a change of\n"
+           "  twice the threshold at this row's noise (90%% of the time).\n");
     warn_meta(old_path, &old_rs->meta, &new_rs->meta);
-    printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", "bench", "qflow against", "old", "new",
-           "change", "p(worse)", "reps", "verdict");
+    printf(ROW_FMT, "bench", "qflow against", "old", "new", "change", "p(worse)", "reps", "need",
+           "verdict");
 
     for (size_t i = 0; i < new_rs->n; i++) {
         const bench_result *q = &new_rs->v[i];
@@ -334,31 +514,44 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             continue;
         const bench_result *oq = bench_results_find(old_rs, q->bench, "qflow");
         if (!oq) {
-            printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, "", "-", "-", "-", "-",
-                   "-", "new");
+            printf(ROW_FMT, q->bench, "", "-", "-", "-", "-", "-", "-", "new");
             continue;
         }
+        ret->rows++;
         if (strcmp(oq->unit, q->unit) != 0) {
-            printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, "", "-", "-", "-", "-",
-                   "-", "unit changed: not judged");
-            unsure++;
+            printf(ROW_FMT, q->bench, "", "-", "-", "-", "-", "-", "-", "unit changed: not judged");
+            ret->unsure++;
             continue;
         }
         bool hib = bench_unit_higher_is_better(q->unit);
         int n_pairs = 0, n_worse = 0, n_better = 0, n_same = 0;
-        bool any_baseline = false;
+        unsigned cut = 0, need_max = 0, have_min = 0;
+        bool any_baseline = false, all_baselines_zero = true;
+        size_t first_pair = ret->npairs;
+        char variants[160] = "";
         for (size_t k = 0; k < new_rs->n; k++) {
             const bench_result *b = &new_rs->v[k];
             if (b == q || strcmp(b->bench, q->bench) != 0)
                 continue;
+            if (is_qflow_variant(b->impl)) {
+                size_t l = strlen(variants);
+                snprintf(variants + l, sizeof(variants) - l, "%s%s", l ? ", " : "", b->impl);
+                continue;
+            }
             any_baseline = true;
             const bench_result *ob = bench_results_find(old_rs, b->bench, b->impl);
+            /* A baseline the old run lacks is no reason to judge absolute
+             * figures: the row is then not judged. */
+            all_baselines_zero &= ob && all_zero(ob) && all_zero(b);
             if (!ob)
                 continue;
             unsigned nx = ratios(oq, ob, x), ny = ratios(q, b, y);
+            unsigned cut_o = cut_pair(oq, ob), cut_n = cut_pair(q, b);
+            cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
-            char against[40], ov[24], nv[24], chg[16], pw[16], reps[16];
-            snprintf(against, sizeof(against), "%s", b->impl);
+            unsigned need = reps_needed(x, nx, y, ny, hib, t);
+            pair_add(ret, q->bench, b->impl, "ratio", hib, x, nx, y, ny, cut_o, cut_n, &j, need);
+            char ov[24], nv[24], chg[16], pw[16], reps[24], nd[16];
             if (j.v == V_NO_DATA) {
                 snprintf(ov, sizeof(ov), "-");
                 snprintf(nv, sizeof(nv), "-");
@@ -369,20 +562,42 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             fmt_change(chg, sizeof(chg), &j);
             fmt_p(pw, sizeof(pw), j.p_worse);
             snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
-            printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, against, ov, nv, chg, pw,
-                   reps, verdict_word(j.v));
+            snprintf(nd, sizeof(nd), need ? "%u" : "-", need);
+            char vw[64];
+            if ((j.v == V_FEW || j.v == V_NO_DATA) && cut_o + cut_n)
+                snprintf(vw, sizeof(vw), "not judged: %u+%u reps cut by the time budget", cut_o,
+                         cut_n);
+            else
+                snprintf(vw, sizeof(vw), "%s", verdict_word(j.v));
+            snprintf(ret->pairs[ret->npairs - 1].verdict, sizeof(ret->pairs[0].verdict), "%s", vw);
+            printf(ROW_FMT, q->bench, b->impl, ov, nv, chg, pw, reps, nd, vw);
             if (j.v == V_NO_DATA || j.v == V_FEW)
                 continue; /* cannot be compared with: does not vote */
             n_pairs++;
             n_worse += j.v == V_WORSE;
             n_better += j.v == V_BETTER;
             n_same += j.v == V_SAME;
+            need_max = need > need_max ? need : need_max;
+            unsigned have = nx < ny ? nx : ny;
+            have_min = have_min == 0 || have < have_min ? have : have_min;
         }
-        if (!any_baseline) {
-            /* No baseline (queue.alloc): the raw figures themselves. */
+        if (*variants)
+            printf("  %-22s (%s: qflow's own variants, do not vote)\n", q->bench, variants);
+        if (!any_baseline || (n_pairs == 0 && cut == 0 && all_baselines_zero)) {
+            /* No baseline (queue.alloc), or no ratio at all because every
+             * baseline's figure is 0 in every repetition of both runs
+             * (runners.fair.*.zero: nothing starved): the raw figures
+             * themselves. Only then: an absolute figure moves with the
+             * machine's load (serve.expired counts did, 3x, between two
+             * runs of one binary), a ratio much less. */
             unsigned nx = figures(oq, x), ny = figures(q, y);
+            unsigned cut_o = cut_pair(oq, NULL), cut_n = cut_pair(q, NULL);
+            cut += cut_o + cut_n;
             judged j = judge(x, nx, y, ny, hib, t);
-            char ov[24], nv[24], chg[16], pw[16], reps[16];
+            unsigned need = reps_needed(x, nx, y, ny, hib, t);
+            pair_add(ret, q->bench, "(own figures)", q->unit, hib, x, nx, y, ny, cut_o, cut_n, &j,
+                     need);
+            char ov[24], nv[24], chg[16], pw[16], reps[16], nd[16];
             bench_format_value(ov, sizeof(ov), j.old_med, q->unit);
             bench_format_value(nv, sizeof(nv), j.new_med, q->unit);
             if (j.v == V_NO_DATA)
@@ -390,36 +605,57 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             fmt_change(chg, sizeof(chg), &j);
             fmt_p(pw, sizeof(pw), j.p_worse);
             snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
-            printf("  %-22s %-18s %10s %10s %8s %8s %7s  %s\n", q->bench, "(own figures)", ov, nv,
-                   chg, pw, reps, verdict_word(j.v));
+            snprintf(nd, sizeof(nd), need ? "%u" : "-", need);
+            printf(ROW_FMT, q->bench, "(own figures)", ov, nv, chg, pw, reps, nd,
+                   verdict_word(j.v));
             if (j.v != V_NO_DATA && j.v != V_FEW) {
                 n_pairs = 1;
                 n_worse = j.v == V_WORSE;
                 n_better = j.v == V_BETTER;
                 n_same = j.v == V_SAME;
+                need_max = need;
+                have_min = nx < ny ? nx : ny;
             }
         }
-        const char *overall;
+        char overall[96];
         if (n_pairs == 0) {
-            overall = "inconclusive: nothing to compare with (too few usable repetitions)";
-            unsure++;
-        } else if (n_worse == n_pairs) {
-            overall = "WORSE";
-            worse++;
-        } else if (n_better == n_pairs) {
-            overall = "better";
-            better++;
-        } else if (n_worse > 0) {
-            overall = "inconclusive: worse against some baselines only";
-            unsure++;
-        } else if (n_same + n_better == n_pairs) {
-            overall = "same";
-            same++;
+            if (cut)
+                snprintf(overall, sizeof(overall),
+                         "NOT JUDGED: %u repetitions cut by the time budget", cut);
+            else
+                snprintf(overall, sizeof(overall),
+                         "NOT JUDGED: too few usable repetitions (or no baseline in both runs)");
+            ret->unsure++;
         } else {
-            overall = "inconclusive";
-            unsure++;
+            ret->judged++;
+            const char *w;
+            if (n_worse == n_pairs) {
+                w = "WORSE";
+                ret->worse++;
+            } else if (n_better == n_pairs) {
+                w = "better";
+                ret->better++;
+            } else if (n_worse > 0) {
+                w = "inconclusive: worse against some baselines only";
+                ret->unsure++;
+            } else if (n_same + n_better == n_pairs) {
+                w = "same";
+                ret->same++;
+            } else {
+                w = "inconclusive";
+                ret->unsure++;
+            }
+            if (need_max == 0)
+                snprintf(overall, sizeof(overall), "%s", w);
+            else if (need_max > have_min)
+                snprintf(overall, sizeof(overall), "%s (needs %u reps, had %u)", w, need_max,
+                         have_min);
+            else
+                snprintf(overall, sizeof(overall), "%s (needs %u reps)", w, need_max);
         }
         printf("  %-22s => %s\n", q->bench, overall);
+        for (size_t k = first_pair; k < ret->npairs; k++)
+            snprintf(ret->pairs[k].row_verdict, sizeof(ret->pairs[k].row_verdict), "%s", overall);
     }
 
     /* Baselines' own figures: a slower machine shows here, not in qflow's
@@ -435,7 +671,8 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
         bench_format_value(nv, sizeof(nv), b->median, b->unit);
         if (ob->median != 0 && isfinite(ob->median) && isfinite(b->median))
             snprintf(chg, sizeof(chg), "%+.1f%%", (b->median - ob->median) / ob->median * 100);
-        printf("    %-22s %-16s %10s %10s %8s\n", b->bench, b->impl, ov, nv, chg);
+        printf("    %-22s %-16s %10s %10s %8s%s\n", b->bench, b->impl, ov, nv, chg,
+               cut_reps(b) ? " (cut by the time budget)" : "");
     }
     for (size_t i = 0; i < old_rs->n; i++) {
         const bench_result *o = &old_rs->v[i];
@@ -444,12 +681,12 @@ int bench_compare(const char *old_path, const bench_results *old_rs, const bench
             continue;
         printf("    %-22s %-16s not run this time\n", o->bench, o->impl);
     }
-    printf("  qflow rows: %d same, %d better, %d inconclusive, %d WORSE (threshold %g%%)\n", same,
-           better, unsure, worse, threshold_pct);
-    if (unsure)
-        printf("  inconclusive rows are not failures: more --reps, or a quieter machine, decide "
-               "them\n");
+    printf("  qflow rows: %d same, %d better, %d inconclusive or not judged, %d WORSE; %d of %d "
+           "judged (threshold %g%%)\n",
+           ret->same, ret->better, ret->unsure, ret->worse, ret->judged, ret->rows, threshold_pct);
+    if (ret->unsure)
+        printf("  inconclusive rows are not failures: more --reps (see 'need'), or a quieter "
+               "machine, decide them\n");
     free(x);
     free(y);
-    return worse;
 }

@@ -35,6 +35,10 @@ static void write_params(json_writer *w, const bench_result *r)
         jw_key(w, "truncated_reps");
         jw_number(w, r->truncated_reps);
     }
+    if (r->regrown_reps) {
+        jw_key(w, "regrown_reps");
+        jw_number(w, r->regrown_reps);
+    }
     jw_end_object(w);
 }
 

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """test_compare.py QFLOW_BENCH - the verdicts of `qflow-bench --compare`.
 
-Runs no benchmark: it writes results files with made-up repetitions
+Runs (almost) no benchmark: it writes results files with made-up repetitions
 (seeded, so every run sees the same numbers), compares them with
 `qflow-bench --from NEW.json --compare OLD.json`, and checks the exit
 status and the verdicts: a real drop is WORSE, noise is inconclusive,
 a change under the threshold is the same, truncated repetitions are left
-out, a drop against one baseline only is not a failure, too few
+out (a row left with too few is "not judged", and too few judged rows exit
+3), qflow's own variants never vote, each row says the repetitions its
+noise needs, a drop against one baseline only is not a failure, too few
 repetitions cannot fail, files from other machines or modes warn, old files
-without repetitions cannot fail, and a filter that matches nothing exits 2.
+without repetitions cannot fail, a filter that matches nothing exits 2, and
+(one real run of a sub-second bench) a WORSE row of a live run runs again
+and fails only when it is WORSE again.
 perf/gate-test.sh does the same with real runs of a real and a slowed qflow.
 """
 import json
@@ -112,8 +116,10 @@ def main():
         # Repetitions cut by a time budget are never judged.
         cut = pair(rng, 5e6, 4e6, 0.05)
         cut[0]["truncated"] = [True] * 9
-        compare(tmp, "truncated_reps_are_left_out", old, cut, 0,
-                ["inconclusive (no repetitions)", "nothing to compare with"], ["=> WORSE"])
+        compare(tmp, "truncated_reps_are_left_out", old, cut, 3,
+                ["not judged: 0+9 reps cut by the time budget",
+                 "NOT JUDGED: 9 repetitions cut by the time budget",
+                 "only 0 of 1 qflow rows could be judged"], ["=> WORSE"])
         partly = pair(rng, 10e6, 4e6, 0.05)
         partly[0]["values"][:4] = [1e6] * 4  # four slow reps, cut short
         partly[0]["truncated"][:4] = [True] * 4
@@ -148,11 +154,43 @@ def main():
             result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9),
                    truncated=[True] * 7 + [False] * 2)]
         compare(tmp, "a_baseline_with_few_reps_does_not_vote", few_old, few_new, 1,
-                ["inconclusive (too few reps)", "=> WORSE"])
+                ["not judged: 0+7 reps cut by the time budget", "=> WORSE"])
 
-        # Three repetitions cannot reach alpha 0.01: never worse.
+        # Three repetitions cannot reach alpha 0.01: never worse, and the
+        # row is not judged, which fails the run (exit 3) unless allowed.
         compare(tmp, "too_few_reps", pair(rng, 10e6, 4e6, 0.01, n=3),
-                pair(rng, 5e6, 4e6, 0.01, n=3), 0, ["inconclusive (too few reps)"], ["=> WORSE"])
+                pair(rng, 5e6, 4e6, 0.01, n=3), 3, ["inconclusive (too few reps)", "NOT JUDGED"],
+                ["=> WORSE"])
+        compare(tmp, "too_few_reps_allowed", pair(rng, 10e6, 4e6, 0.01, n=3),
+                pair(rng, 5e6, 4e6, 0.01, n=3), 0, ["NOT JUDGED"], ["=> WORSE"],
+                args=("--min-judged", "0%"))
+
+        # qflow's own variants slow down with it: they never vote. qflow and
+        # qflow_int64 both 2x slower, mutex_cond unchanged: WORSE (were the
+        # variant a baseline, qflow would be "the same" against it).
+        var_old = old + [result("queue.tput.p1c1", "qflow_int64", noisy(rng, 5e6, 0.05, 9))]
+        var_new = pair(rng, 5e6, 4e6, 0.05) + [
+            result("queue.tput.p1c1", "qflow_int64", noisy(rng, 2.5e6, 0.05, 9))]
+        compare(tmp, "self_baselines_do_not_vote", var_old, var_new, 1,
+                ["qflow_int64: qflow's own variants, do not vote", "=> WORSE"],
+                ["worse against some baselines only"])
+
+        # The repetitions the threshold needs, from the noise: quiet rows
+        # need the least (5), noisy ones more, and the row says so.
+        compare(tmp, "need_quiet", pair(rng, 10e6, 4e6, 0.01), pair(rng, 10e6, 4e6, 0.01), 0,
+                ["=> same (needs 5 reps)"])
+        compare(tmp, "need_noisy", pair(rng, 10e6, 4e6, 0.3), pair(rng, 10e6, 4e6, 0.3), 0,
+                ["reps, had 9)"])
+
+        # Too few rows judged: one row of two cut entirely is 50%, under the
+        # default 80%: exit 3; --min-judged 50% lets it pass.
+        two_old = old + pair(rng, 1e6, 1e6, 0.05, bench="queue.tput.p4c4")
+        two_new = pair(rng, 10e6, 4e6, 0.05) + pair(rng, 1e6, 1e6, 0.05, bench="queue.tput.p4c4")
+        two_new[2]["truncated"] = [True] * 9
+        compare(tmp, "too_few_rows_judged", two_old, two_new, 3,
+                ["1 of 2 judged", "only 1 of 2 qflow rows could be judged"])
+        compare(tmp, "min_judged_lowered", two_old, two_new, 0, ["1 of 2 judged"],
+                args=("--min-judged", "50%"))
 
         # Lower is better (ns): qflow's latency doubled against the baseline.
         lat_old = pair(rng, 400, 9000, 0.05, bench="queue.pingpong.p50")
@@ -179,8 +217,40 @@ def main():
         # A file of an earlier qflow-bench (medians only): warned, never worse.
         legacy = [{k: v for k, v in r.items() if k not in ("values", "truncated")}
                   for r in pair(rng, 10e6, 4e6, 0.05)]
-        compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 0,
-                ["has no per-repetition figures", "nothing to compare with"], ["=> WORSE"])
+        compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 3,
+                ["has no per-repetition figures", "NOT JUDGED"], ["=> WORSE"])
+
+        # A baseline the old run lacks (a peer not installed then): the row
+        # is not judged, its absolute figures are not compared instead.
+        compare(tmp, "baseline_missing_in_old_is_not_judged", old[:1],
+                pair(rng, 5e6, 4e6, 0.05), 3, ["NOT JUDGED"], ["=> WORSE", "(own figures)"])
+
+        # A live run: a WORSE row runs again and fails only when WORSE
+        # again (coord.should_stop: under a second). The old file is this
+        # run with qflow's figures made 1000x better (its ns per call swing 40x
+        # on a loaded machine), so both looks are worse.
+        real = os.path.join(tmp, "real.json")
+        p = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--json", real],
+                           capture_output=True, text=True)
+        doc = json.load(open(real))
+        for r in doc["results"]:
+            if r["impl"] == "qflow":
+                r["values"] = [v / 1000 for v in r["values"]]
+                r["median"] /= 1000
+        better_old = os.path.join(tmp, "better-old.json")
+        json.dump(doc, open(better_old, "w"))
+        for args, want_rc, want in (([], 1, ["== confirming: 1 WORSE row(s) run again",
+                                             "WORSE again: confirmed", "confirmed: 1 of 1"]),
+                                    (["--no-confirm"], 1, ["=> WORSE"])):
+            q = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--compare",
+                                better_old, *args], capture_output=True, text=True)
+            name = "live_worse_is_confirmed" + (" --no-confirm" if args else "")
+            ok = q.returncode == want_rc and all(w in q.stdout for w in want)
+            ok &= ("confirming" in q.stdout) == (not args)
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {q.returncode} (want {want_rc})")
+            if not ok:
+                failures.append(name)
+                print(p.stdout + q.stdout + q.stderr)
 
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],

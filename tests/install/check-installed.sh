@@ -11,6 +11,9 @@
 #   - compiles tests/install/deprecated.c and checks that every replaced
 #     call is flagged as deprecated, naming its replacement, and that
 #     QF_NO_DEPRECATION_WARNINGS silences them;
+#   - checks the installed programs: qflow-bench (running its Go baseline
+#     from the installed path, naming it when missing), qflow-serve-sim,
+#     qflow-lines;
 #   - checks the README against the installed headers
 #     (tests/check-readme.py).
 # Exit status 0 when all of it holds. Used by .ci/run; takes about a
@@ -117,6 +120,35 @@ done
 # shellcheck disable=SC2086
 $cc -std=c11 -Werror -DQF_NO_DEPRECATION_WARNINGS -c "$here/deprecated.c" $cflags \
     -o "$work/deprecated.o" || fail "QF_NO_DEPRECATION_WARNINGS does not silence them"
+
+step "installed programs: qflow-bench with its Go baseline, qflow-serve-sim, qflow-lines"
+for exe in qflow-bench qflow-serve-sim qflow-lines; do
+    [ -x "$prefix/bin/$exe" ] || fail "no $prefix/bin/$exe"
+done
+"$prefix/bin/qflow-bench" --list >/dev/null || fail "the installed qflow-bench --list"
+if [ -x "$work/build/perf/qfbench-go" ]; then
+    gobin=$(find "$prefix" -name qfbench-go -type f | head -1)
+    [ -n "$gobin" ] || fail "qfbench-go (the Go baseline) is not installed"
+    # Found by its installed path (relative to qflow-bench), not the build
+    # tree's: the build tree's copy is moved away while it runs.
+    mv "$work/build/perf/qfbench-go" "$work/build/perf/qfbench-go.away"
+    "$prefix/bin/qflow-bench" --quick --filter 'queue.tput.p1c1/(qflow|go_chan)$' --reps 1 \
+        --json "$work/bench-go.json" >"$work/bench-go.log" 2>&1
+    rc=$?
+    grep -q 'go_chan ' "$work/bench-go.log" || rc=1
+    # A missing baseline program is named in the output and the results file.
+    mv "$gobin" "$gobin.away"
+    "$prefix/bin/qflow-bench" --quick --filter 'queue.tput.p1c1/qflow$' --reps 1 \
+        --json "$work/bench-nogo.json" >"$work/bench-nogo.log" 2>&1 || rc=1
+    mv "$gobin.away" "$gobin"
+    mv "$work/build/perf/qfbench-go.away" "$work/build/perf/qfbench-go"
+    [ $rc -eq 0 ] || { cat "$work/bench-go.log" "$work/bench-nogo.log"; fail "installed qflow-bench and go_chan"; }
+    grep -q "go_chan (its program qfbench-go is missing: not at $gobin" "$work/bench-nogo.log" ||
+        { cat "$work/bench-nogo.log"; fail "a missing Go baseline is not named in the output"; }
+    grep -q '"skipped_peers": *"[^"]*go_chan (its program qfbench-go is missing' \
+        "$work/bench-nogo.json" || fail "a missing Go baseline is not named in the JSON"
+fi
+"$prefix/bin/qflow-serve-sim" --help >/dev/null 2>&1 || fail "the installed qflow-serve-sim --help"
 
 step "README: every qf_ call it shows is installed and not deprecated"
 python3 "$src/tests/check-readme.py" "$src/README.md" "$prefix/include/qflow" \
