@@ -29,9 +29,9 @@
 
 QF_BEGIN_DECLS
 
-#define QF_VERSION_STRING "0.1.0"
+#define QF_VERSION_STRING "0.2.0"
 
-/** qf_version() - the library version ("0.1.0"). Static string; any thread. */
+/** qf_version() - the library version ("0.2.0"). Static string; any thread. */
 QF_API const char *qf_version(void);
 
 QF_END_DECLS
