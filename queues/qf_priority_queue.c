@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qf_locked_queue-impl.h"
+#include "qf_locked-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_status.h"
 

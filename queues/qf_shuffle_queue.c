@@ -31,7 +31,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "qf_locked_queue-impl.h"
+#include "qf_locked-impl.h"
 #include "qf_status.h"
 
 typedef struct shuffle_queue {

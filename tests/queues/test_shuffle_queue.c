@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qf_locked_queue-impl.h"
+#include "qf_locked-impl.h"
 #include "qflow.h"
 
 /* ------------------------------------------------------------- helpers */

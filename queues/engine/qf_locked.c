@@ -63,7 +63,7 @@
 #include <unistd.h>
 
 #include "qf_lock-impl.h"
-#include "qf_locked_queue-impl.h"
+#include "qf_locked-impl.h"
 #include "qf_spin-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
