@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qf_locked-impl.h"
+#include "qf_locked_queue-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_status.h"
 
@@ -138,18 +138,18 @@ static qf_code prio_put(qf_queue *q, void *const *slots, size_t n, const qf__wai
             }
         }
     }
-    return qf__locked_put(q, slots, n, w, ret_done);
+    return qf__locked_queue_put(q, slots, n, w, ret_done);
 }
 
 static const qf__queue_ops prio_ops = {
     .put = prio_put,
-    .take = qf__locked_take,
-    .size = qf__locked_size,
-    .close = qf__locked_close,
-    .cancel_poll = qf__locked_cancel_poll,
-    .drain_all = qf__locked_drain_all,
-    .give_back = qf__locked_give_back,
-    .destroy = qf__locked_destroy,
+    .take = qf__locked_queue_take,
+    .size = qf__locked_queue_size,
+    .close = qf__locked_queue_close,
+    .cancel_poll = qf__locked_queue_cancel_poll,
+    .drain_all = qf__locked_queue_drain_all,
+    .give_back = qf__locked_queue_give_back,
+    .destroy = qf__locked_queue_destroy,
 };
 
 /* ---------------------------------------------------------- constructor */
@@ -223,8 +223,7 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
         return QF_OK;
     }
     /* The ring qf__queue_new() sized for the capacity is never used. */
-    free(q->ring.buf);
-    q->ring.buf = NULL;
+    qf__fifo_free_ring(&q->fifo);
 
     prio_queue *p = aligned_alloc(64, (sizeof(prio_queue) + 63) & ~(size_t)63);
     if (!p) {
@@ -232,7 +231,7 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     }
     memset(p, 0, sizeof(*p));
-    rc = qf__locked_init(q, &p->L, q->inline_mode ? &heap_storage_inline : &heap_storage, 0);
+    rc = qf__locked_queue_init(q, &p->L, q->inline_mode ? &heap_storage_inline : &heap_storage, 0);
     q->impl = p;
     if (rc != QF_OK) {
         qf_queue_unref(q);

@@ -1,5 +1,7 @@
-/* qf_locked_queue-impl.h - internal: the locked engine behind the
- * RandomShuffleQueue and the PriorityQueue.
+/* qf_locked-impl.h - internal: the locked engine behind the
+ * RandomShuffleQueue and the PriorityQueue (qf_locked.c). It sees coord/
+ * and the engine primitives only, never the queue API; the queue API's
+ * operations table for it is queues/qf_locked_queue.c.
  *
  * A ring cannot remove a random element or keep elements sorted, so these
  * two kinds keep their elements in a kind-specific structure (an array for
@@ -29,15 +31,16 @@
  * to release the lock. No allocation, no system call, no fence; a sleeping
  * partner costs one qf_waitlist_wake() after the lock is released.
  */
-#ifndef QF_LOCKED_QUEUE_IMPL_H
-#define QF_LOCKED_QUEUE_IMPL_H
+#ifndef QF_LOCKED_IMPL_H
+#define QF_LOCKED_IMPL_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qf_queue-impl.h"
+#include "qf_engine-impl.h"
+#include "qf_status.h"
 #include "qf_waker.h"
 
 typedef struct qf__locked qf__locked;
@@ -66,6 +69,18 @@ typedef struct qf__locked_storage {
     void *(*slot_at)(const qf__locked *L, size_t i);
 } qf__locked_storage;
 
+/* What the queue asks of its engine (qf__locked_init()). */
+typedef struct qf__locked_config {
+    const char *kind_name; /* the queue's kind and name, for messages; */
+    const char *name;      /* they must outlive the engine */
+    int64_t capacity;      /* INT32_MAX when unbounded */
+    size_t floor_open;     /* min_after_dequeue (0 for kinds without one) */
+    int64_t spin_ns;       /* spin before sleeping at most */
+    /* Where a close publishes QF__CLOSED and QF__CANCELLED for readers
+     * outside the lock (the queue's state word, qf_engine-impl.h). */
+    _Atomic uint64_t *state_word;
+} qf__locked_config;
+
 /* The engine state. A kind embeds it as the FIRST member of the struct that
  * q->impl points to (so q->impl is also a qf__locked *), and allocates that
  * struct with 64-byte alignment. */
@@ -73,10 +88,11 @@ struct qf__locked {
     _Alignas(64) _Atomic uint32_t lock;
     /* --- read-only after qf__locked_init() --- */
     _Alignas(64) const qf__locked_storage *st;
-    qf_queue *q;
-    size_t cap;        /* the queue's capacity */
-    size_t floor_open; /* while open, takes leave this many behind */
-    int64_t spin_ns;   /* spin before sleeping at most (0 on a single CPU) */
+    const char *kind_name, *name; /* for messages */
+    _Atomic uint64_t *state_word; /* the close bits go here too */
+    size_t cap;                   /* the queue's capacity */
+    size_t floor_open;            /* while open, takes leave this many behind */
+    int64_t spin_ns;              /* spin before sleeping at most (0 on a single CPU) */
     /* --- guarded by lock. A line apart from the lock word, so that a
      * waiter reading the lock word does not take away the line the holder
      * is writing --- */
@@ -101,48 +117,41 @@ struct qf__locked {
     _Alignas(64) _Atomic int64_t size_pub;
     /* --- spin budget now, adapted to how often spinning pays --- */
     _Alignas(64) _Atomic int32_t spin_dyn;
-    /* Whole-batch takes of more than one element wait here, apart from
-     * single takes, so that a put wakes them only once enough are present. */
-    _Alignas(64) qf_waitlist many_waiters;
+    /* Consumers (single takes, and every shuffle take) and producer tasks
+     * (poll forms) waiting. Whole-batch takes of more than one element wait
+     * on many_waiters, apart from single takes, so that a put wakes them
+     * only once enough are present. */
+    _Alignas(64) qf_waitlist deq_waiters;
+    qf_waitlist enq_waiters;
+    qf_waitlist many_waiters;
 };
 
 /**
- * qf__locked_init() - set up the engine of `q` (q->impl must already point
- * to the struct embedding L). Allocates storage for min(capacity, 65536)
- * entries up front; beyond that storage grows geometrically. `floor_open`
- * is min_after_dequeue (0 for kinds without one).
+ * qf__locked_init() - set up the engine L (zeroed memory). Allocates
+ * storage for min(capacity, 65536) entries up front; beyond that storage
+ * grows geometrically.
  * Returns QF_OK or QF_RESOURCE_EXHAUSTED (error set).
  */
-qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st,
-                        size_t floor_open);
+qf_code qf__locked_init(qf__locked *L, const qf__locked_storage *st, const qf__locked_config *c);
 
-/* The qf__queue_ops entries (q->impl is the qf__locked). A kind may wrap
- * put (the priority queue checks its priorities first). destroy frees the
- * storage and q->impl itself. */
-qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+/* The queue operations (queues/qf_locked_queue.c calls them with the
+ * queue's engine). A kind may check more before put (the priority queue
+ * checks its priorities). destroy frees the storage (not L). */
+qf_code qf__locked_put(qf__locked *L, void *const *slots, size_t n, const qf__wait *w,
                        size_t *ret_done);
-qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+qf_code qf__locked_take(qf__locked *L, size_t min, size_t max, bool up_to, const qf__wait *w,
                         void **ret_slots, size_t *ret_n);
-int64_t qf__locked_size(const qf_queue *q);
-qf_code qf__locked_close(qf_queue *q, bool cancel);
-bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w);
+int64_t qf__locked_size(const qf__locked *L);
+qf_code qf__locked_close(qf__locked *L, bool cancel);
+bool qf__locked_cancel_poll(qf__locked *L, qf_waker *w);
 /* Return slots a consumer took but cannot deliver, whatever the capacity
  * and the close state; they keep their ordering keys. */
-void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n);
-void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
-void qf__locked_destroy(qf_queue *q);
+void qf__locked_give_back(qf__locked *L, void *const *slots, size_t n);
+void qf__locked_drain_all(qf__locked *L, qf__release_fn release, void *ctx);
+void qf__locked_destroy(qf__locked *L);
 
 /* Producers waiting for room now: threads in line with rows left, plus
  * registered tasks (tests: a blocked enqueue has got as far as waiting). */
-size_t qf__locked_producers_waiting(qf_queue *q);
-
-/* ---------------------------------------------------- RandomShuffleQueue */
-
-/**
- * qf__philox4x32_10() - the Philox4x32-10 block function (Salmon et al.,
- * "Parallel random numbers: as easy as 1, 2, 3", SC 2011): encrypts the
- * 128-bit counter `ctr` under the 64-bit key `key` into `out`. Pure.
- */
-void qf__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+size_t qf__locked_producers_waiting(qf__locked *L);
 
 #endif

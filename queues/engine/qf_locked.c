@@ -1,6 +1,9 @@
 /* qf_locked_queue.c - the locked engine: RandomShuffleQueue and
  * PriorityQueue storage behind one futex mutex, with the FIFO engine's
- * waiting, close and cancel rules (qf_fifo_queue.c).
+ * waiting, close and cancel rules (qf_fifo.c). It works on a qf__locked
+ * that the kind embeds in its storage (queues/qf_shuffle_queue.c,
+ * qf_priority_queue.c; the operations table is queues/qf_locked_queue.c)
+ * and sees coord/ and the engine primitives only.
  *
  * Implementation notes.
  *
@@ -64,6 +67,7 @@
 
 #include "qf_lock-impl.h"
 #include "qf_locked-impl.h"
+#include "qf_ring-impl.h" /* QF_WIDEN */
 #include "qf_spin-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
@@ -75,11 +79,6 @@
 /* Keys (priorities) are read from elements in chunks of this many, before
  * the lock is taken. */
 #define KEY_CHUNK 64u
-
-static inline qf__locked *locked(const qf_queue *q)
-{
-    return (qf__locked *)q->impl;
-}
 
 /* The engine lock: coord's qf__lock() (three-state futex mutex: 0 free, 1 held,
  * 2 held with possible sleepers), but its spin backs off. A critical
@@ -139,7 +138,7 @@ enum { REQ_WAITING = 0, REQ_SLEEPING = 1, REQ_DONE = 2, REQ_CANCELLED = 3 };
 
 /* Wakes decided under the lock, delivered after it. */
 typedef struct {
-    size_t deq, enq; /* how many to wake on q's lists (SIZE_MAX: all) */
+    size_t deq, enq; /* how many to wake on L's lists (SIZE_MAX: all) */
     bool many;       /* wake every whole-batch waiter */
     lreq *finished;  /* requests unlinked, to be told their final state */
 } wakes;
@@ -159,25 +158,25 @@ static void finish_req(lreq *r)
         qf_futex_wake(&r->state, 1);
 }
 
-static void deliver(qf_queue *q, qf__locked *L, const wakes *wk)
+static void deliver(qf__locked *L, const wakes *wk)
 {
     for (lreq *r = wk->finished, *next; r; r = next) {
         next = r->fin_next; /* before the final state: the owner may return */
         finish_req(r);
     }
     if (wk->deq)
-        qf_waitlist_wake(&q->deq_waiters, clamp_wake(wk->deq));
+        qf_waitlist_wake(&L->deq_waiters, clamp_wake(wk->deq));
     if (wk->many)
         qf_waitlist_wake(&L->many_waiters, INT32_MAX);
     if (wk->enq)
-        qf_waitlist_wake(&q->enq_waiters, clamp_wake(wk->enq));
+        qf_waitlist_wake(&L->enq_waiters, clamp_wake(wk->enq));
 }
 
-static qf_code report(const qf_queue *q, outcome o, size_t requested)
+static qf_code report(const qf__locked *L, outcome o, size_t requested)
 {
     switch (o) {
     case E_CLOSED:
-        return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
+        return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", L->kind_name, L->name);
     case E_CANCELLED:
         return qf__set_error_static(QF_CANCELLED, "Enqueue operation was cancelled");
     case E_FULL:
@@ -190,9 +189,9 @@ static qf_code report(const qf_queue *q, outcome o, size_t requested)
         return qf_set_error(QF_OUT_OF_RANGE,
                             "%s '%s' is closed and has insufficient elements (requested %zu, "
                             "current size %lld)",
-                            q->kind_name, q->name, requested, (long long)qf__locked_size(q));
+                            L->kind_name, L->name, requested, (long long)qf__locked_size(L));
     default:
-        return qf_set_error(QF_INTERNAL, "%s '%s': unexpected engine state", q->kind_name, q->name);
+        return qf_set_error(QF_INTERNAL, "%s '%s': unexpected engine state", L->kind_name, L->name);
     }
 }
 
@@ -222,7 +221,7 @@ static void note_added(qf__locked *L, size_t k, wakes *wk)
     QF__ASSERT_HELD(&L->lock);
     publish(L);
     if (L->deq_flag) {
-        if (qf_waitlist_count(&L->q->deq_waiters) == 0) {
+        if (qf_waitlist_count(&L->deq_waiters) == 0) {
             L->deq_flag = false;
         } else {
             size_t fl = floor_now(L);
@@ -245,7 +244,7 @@ static void note_removed(qf__locked *L, size_t k, wakes *wk)
     QF__ASSERT_HELD(&L->lock);
     publish(L);
     if (L->enq_flag) {
-        if (qf_waitlist_count(&L->q->enq_waiters) == 0) {
+        if (qf_waitlist_count(&L->enq_waiters) == 0) {
             L->enq_flag = false;
         } else if (L->n < L->cap) {
             size_t room = L->cap - L->n;
@@ -334,7 +333,7 @@ static size_t grow_target(const qf__locked *L, size_t need)
 /* Return held slots to the queue (ignoring capacity and close, as
  * TensorFlow does) and wake consumers for them; each keeps its ordering key
  * (a priority queue's priority). Lock not held on entry. */
-static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
+static void put_back(qf__locked *L, void *const *slots, size_t k)
 {
     while (k > 0) {
         wakes wk = {0, 0, false, NULL};
@@ -349,7 +348,7 @@ static void put_back(qf_queue *q, qf__locked *L, void *const *slots, size_t k)
         if (m < k)
             target = grow_target(L, k - m);
         engine_unlock(L);
-        deliver(q, L, &wk);
+        deliver(L, &wk);
         slots += m;
         k -= m;
         if (target && !grow(L, target))
@@ -377,10 +376,9 @@ static void spin_feedback(qf__locked *L, bool caught)
 
 /* Spin until `ready` or the spin budget (measured from the first spin of
  * this wait) is spent. Returns true to retry, false once exhausted. */
-typedef bool (*ready_fn)(const qf_queue *q, const qf__locked *L, size_t arg);
+typedef bool (*ready_fn)(const qf__locked *L, size_t arg);
 
-static bool spin(const qf_queue *q, qf__locked *L, qf_deadline deadline, int64_t *spin_end,
-                 ready_fn ready, size_t arg)
+static bool spin(qf__locked *L, qf_deadline deadline, int64_t *spin_end, ready_fn ready, size_t arg)
 {
     int64_t now = qf_now_ns();
     if (*spin_end == 0) {
@@ -396,7 +394,7 @@ static bool spin(const qf_queue *q, qf__locked *L, qf_deadline deadline, int64_t
             *spin_end = deadline; /* then the retry reports the timeout */
     }
     while (now < *spin_end) {
-        if (ready(q, L, arg)) {
+        if (ready(L, arg)) {
             spin_feedback(L, true);
             return true;
         }
@@ -409,9 +407,9 @@ static bool spin(const qf_queue *q, qf__locked *L, qf_deadline deadline, int64_t
 }
 
 /* arg: the capacity (passed, so that polling stays off the lock's line). */
-static bool room_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+static bool room_ready(const qf__locked *L, size_t arg)
 {
-    uint64_t s = atomic_load_explicit(&((qf_queue *)q)->state, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(L->state_word, memory_order_relaxed);
     return atomic_load_explicit(&((qf__locked *)L)->size_pub, memory_order_relaxed) <
                (int64_t)arg ||
            (s & QF__CANCELLED);
@@ -420,17 +418,16 @@ static bool room_ready(const qf_queue *q, const qf__locked *L, size_t arg)
 /* arg: elements that must be present; bit 63 set: the queue was seen open. */
 #define SEEN_OPEN ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
-static bool elements_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+static bool elements_ready(const qf__locked *L, size_t arg)
 {
-    uint64_t s = atomic_load_explicit(&((qf_queue *)q)->state, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(L->state_word, memory_order_relaxed);
     int64_t n = atomic_load_explicit(&((qf__locked *)L)->size_pub, memory_order_relaxed);
     return n >= (int64_t)(arg & ~SEEN_OPEN) || ((arg & SEEN_OPEN) && (s & QF__CLOSED));
 }
 
 /* arg: a put request; its final state is stored. */
-static bool request_ready(const qf_queue *q, const qf__locked *L, size_t arg)
+static bool request_ready(const qf__locked *L, size_t arg)
 {
-    (void)q;
     (void)L;
     return atomic_load_explicit(&((lreq *)arg)->state, memory_order_relaxed) >= REQ_DONE;
 }
@@ -455,11 +452,11 @@ static bool unlink_request(qf__locked *L, lreq *r)
  * in), E_CANCELLED, or E_TIMEOUT (taken back off the list). r->done is
  * final on return: stored under the lock before the final state (acquire
  * here), or read under the lock by the owner that unlinked it. */
-static outcome wait_request(qf_queue *q, qf__locked *L, lreq *r, qf_deadline deadline,
-                            int64_t *spin_end, bool spun_out)
+static outcome wait_request(qf__locked *L, lreq *r, qf_deadline deadline, int64_t *spin_end,
+                            bool spun_out)
 {
     if (!spun_out)
-        spin(q, L, deadline, spin_end, request_ready, (size_t)r);
+        spin(L, deadline, spin_end, request_ready, (size_t)r);
     for (;;) {
         uint32_t st = atomic_load_explicit(&r->state, memory_order_acquire);
         if (st == REQ_DONE)
@@ -483,7 +480,7 @@ static outcome wait_request(qf_queue *q, qf__locked *L, lreq *r, qf_deadline dea
 
 /* ------------------------------------------------------------------ init */
 
-qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st, size_t floor_open)
+qf_code qf__locked_init(qf__locked *L, const qf__locked_storage *st, const qf__locked_config *c)
 {
     atomic_init(&L->lock, 0);
     L->closed = L->cancelled = false;
@@ -494,15 +491,19 @@ qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st
     L->req_head = L->req_tail = NULL;
     atomic_init(&L->size_pub, 0);
     L->st = st;
-    L->q = q;
-    L->cap = (size_t)q->capacity;
-    L->floor_open = floor_open;
+    L->kind_name = c->kind_name;
+    L->name = c->name;
+    L->state_word = c->state_word;
+    L->cap = (size_t)c->capacity;
+    L->floor_open = c->floor_open;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     /* Spinning for a partner only helps when it can run at the same time. */
-    L->spin_ns = ncpu > 1 ? q->spin_ns : 0;
+    L->spin_ns = ncpu > 1 ? c->spin_ns : 0;
     if (L->spin_ns > INT32_MAX)
         L->spin_ns = INT32_MAX;
     atomic_init(&L->spin_dyn, (int32_t)(L->spin_ns > 0 ? L->spin_ns : 0));
+    qf_waitlist_init(&L->deq_waiters);
+    qf_waitlist_init(&L->enq_waiters);
     qf_waitlist_init(&L->many_waiters);
     L->alloc = L->cap <= PREALLOC_MAX ? L->cap : INITIAL_UNBOUNDED;
     L->buf = malloc(L->alloc * st->entry_size);
@@ -515,10 +516,9 @@ qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st
 
 /* ------------------------------------------------------------- producers */
 
-qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+qf_code qf__locked_put(qf__locked *L, void *const *slots, size_t n, const qf__wait *w,
                        size_t *ret_done)
 {
-    qf__locked *L = locked(q);
     const qf__locked_storage *st = L->st;
     size_t done = 0, kbase = 0, kn = 0;
     int64_t keys[KEY_CHUNK];
@@ -603,7 +603,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
                         qf_waker_init_thread(&tw);
                         waker = &tw;
                     }
-                    qf_waitlist_register(&q->enq_waiters, waker);
+                    qf_waitlist_register(&L->enq_waiters, waker);
                     L->enq_flag = true;
                     o = WAIT;
                 }
@@ -614,12 +614,12 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
          * wake, and between registering and sleeping. */
         if (wk.deq || wk.many || o == WAIT || o == ENLISTED)
             QF_WIDEN();
-        deliver(q, L, &wk);
+        deliver(L, &wk);
 
         if (o == DONE || o == GO_ON)
             continue;
         if (o == ENLISTED) {
-            o = wait_request(q, L, &req, w->deadline, &spin_end, spun_out);
+            o = wait_request(L, &req, w->deadline, &spin_end, spun_out);
             done = req.done; /* final (see wait_request) */
             if (o == DONE)
                 continue;
@@ -633,7 +633,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
             continue;
         }
         if (o == SPIN) {
-            spun_out = !spin(q, L, w->deadline, &spin_end, room_ready, L->cap);
+            spun_out = !spin(L, w->deadline, &spin_end, room_ready, L->cap);
             continue;
         }
         if (o != WAIT)
@@ -641,7 +641,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
         if (w->mode == QF__WAIT_POLL)
             break;
         if (qf_waker_wait_until(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
-            qf_waitlist_cancel(&q->enq_waiters, waker)) {
+            qf_waitlist_cancel(&L->enq_waiters, waker)) {
             o = E_TIMEOUT;
             break;
         }
@@ -657,7 +657,7 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
         if (L->closed && L->pending == 0 && (L->deq_flag || L->many_flag))
             wake_all_consumers(&wk);
         engine_unlock(L);
-        deliver(q, L, &wk);
+        deliver(L, &wk);
     }
     if (ret_done)
         *ret_done = done;
@@ -668,17 +668,16 @@ qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait
     if (o == E_IN_TASK)
         return qf__blocking_in_task_error("A blocking enqueue");
     if (o == E_NOMEM)
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory growing %s '%s'", q->kind_name,
-                            q->name);
-    return report(q, o, 0);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory growing %s '%s'", L->kind_name,
+                            L->name);
+    return report(L, o, 0);
 }
 
 /* ------------------------------------------------------------- consumers */
 
-qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+qf_code qf__locked_take(qf__locked *L, size_t min, size_t max, bool up_to, const qf__wait *w,
                         void **ret_slots, size_t *ret_n)
 {
-    qf__locked *L = locked(q);
     const qf__locked_storage *st = L->st;
     size_t got = 0;
     bool spun_out = L->spin_ns <= 0;
@@ -757,7 +756,7 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
                     if (need < L->many_need)
                         L->many_need = need;
                 } else {
-                    list = &q->deq_waiters;
+                    list = &L->deq_waiters;
                     L->deq_flag = true;
                 }
                 qf_waitlist_register(list, waker);
@@ -766,13 +765,13 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
         engine_unlock(L);
         if (wk.enq || wk.finished || o == WAIT)
             QF_WIDEN();
-        deliver(q, L, &wk);
+        deliver(L, &wk);
 
         if (o == DONE)
             break;
         if (o == SPIN) {
-            spun_out = !spin(q, L, w->deadline, &spin_end, elements_ready,
-                             need | (was_open ? SEEN_OPEN : 0));
+            spun_out =
+                !spin(L, w->deadline, &spin_end, elements_ready, need | (was_open ? SEEN_OPEN : 0));
             continue;
         }
         if (o != WAIT)
@@ -792,94 +791,86 @@ qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const q
         return QF_OK;
     }
     /* Failed: what this call held goes back (spec 36, 74). */
-    put_back(q, L, ret_slots, got);
+    put_back(L, ret_slots, got);
     if (o == WAIT)
         return QF_PENDING;
     if (o == E_IN_TASK)
         return qf__blocking_in_task_error("A blocking dequeue");
-    return report(q, o, min);
+    return report(L, o, min);
 }
 
 /* ------------------------------------------------------- size and close */
 
-int64_t qf__locked_size(const qf_queue *q)
+int64_t qf__locked_size(const qf__locked *L)
 {
-    return atomic_load_explicit(&locked(q)->size_pub, memory_order_relaxed);
+    return atomic_load_explicit(&L->size_pub, memory_order_relaxed);
 }
 
-qf_code qf__locked_close(qf_queue *q, bool cancel)
+qf_code qf__locked_close(qf__locked *L, bool cancel)
 {
-    qf__locked *L = locked(q);
     engine_lock(L);
     if (!cancel && L->closed) {
         engine_unlock(L);
-        return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", q->name);
+        return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", L->name);
     }
     L->closed = true;
     L->cancelled = L->cancelled || cancel;
-    /* qf_queue_is_closed() reads the shared state word. */
-    atomic_fetch_or_explicit(&q->state, QF__CLOSED | (cancel ? QF__CANCELLED : 0),
+    /* For readers outside the lock (qf_queue_is_closed()). */
+    atomic_fetch_or_explicit(L->state_word, QF__CLOSED | (cancel ? QF__CANCELLED : 0),
                              memory_order_release);
     /* Cancelled: every producer in line fails (the rows it put in stay). */
     wakes wk = {0, 0, false, NULL};
     while (cancel && L->req_head)
         unlink_head(L, &wk, REQ_CANCELLED);
     engine_unlock(L);
-    deliver(q, L, &wk);
+    deliver(L, &wk);
     /* Everyone re-checks: consumers may be at end-of-data (and the shuffle
      * floor is gone), producers may be cancelled or refused. */
-    qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
-    qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
+    qf_waitlist_wake(&L->enq_waiters, INT32_MAX);
+    qf_waitlist_wake(&L->deq_waiters, INT32_MAX);
     qf_waitlist_wake(&L->many_waiters, INT32_MAX);
     return QF_OK;
 }
 
-bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w)
+bool qf__locked_cancel_poll(qf__locked *L, qf_waker *w)
 {
-    qf__locked *L = locked(q);
     qf_waitlist *wl = __atomic_load_n(&w->qf__list, __ATOMIC_RELAXED);
-    if (wl == &q->deq_waiters || wl == &q->enq_waiters || wl == &L->many_waiters)
+    if (wl == &L->deq_waiters || wl == &L->enq_waiters || wl == &L->many_waiters)
         return qf_waitlist_cancel(wl, w);
     /* Not registered here, or already woken: wait out a wake in progress. */
     return qf_waker_withdraw(w);
 }
 
-size_t qf__locked_producers_waiting(qf_queue *q)
+size_t qf__locked_producers_waiting(qf__locked *L)
 {
-    qf__locked *L = locked(q);
     size_t n = 0;
     engine_lock(L);
     for (lreq *r = L->req_head; r; r = r->next)
         n++;
     engine_unlock(L);
-    return n + qf_waitlist_count(&q->enq_waiters);
+    return n + qf_waitlist_count(&L->enq_waiters);
 }
 
 /* --------------------------------------------------------------- teardown */
 
-void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n)
+void qf__locked_give_back(qf__locked *L, void *const *slots, size_t n)
 {
-    put_back(q, locked(q), slots, n);
+    put_back(L, slots, n);
 }
 
-void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot))
+void qf__locked_drain_all(qf__locked *L, qf__release_fn release, void *ctx)
 {
-    qf__locked *L = locked(q);
-    if (!L)
-        return;
     for (size_t i = 0; i < L->n; i++)
-        release(q, L->st->slot_at(L, i));
+        release(ctx, L->st->slot_at(L, i));
     L->n = 0;
     publish(L);
 }
 
-void qf__locked_destroy(qf_queue *q)
+void qf__locked_destroy(qf__locked *L)
 {
-    qf__locked *L = locked(q);
-    if (!L)
-        return;
+    qf_waitlist_destroy(&L->deq_waiters);
+    qf_waitlist_destroy(&L->enq_waiters);
     qf_waitlist_destroy(&L->many_waiters);
     free(L->buf);
-    free(q->impl);
-    q->impl = NULL;
+    L->buf = NULL;
 }
