@@ -111,6 +111,7 @@ typedef enum {
     DONE,        /* finished */
     WAIT,        /* a waker is registered */
     SPIN,        /* spin a little, then retry */
+    BLOCK,       /* a thread is to sleep (wait_verdict()) */
     GROW,        /* storage must grow first */
     E_CLOSED,    /* "... is closed." */
     E_CANCELLED, /* "Enqueue operation was cancelled" */
@@ -406,15 +407,6 @@ static bool spin(qf__locked *L, qf_deadline deadline, int64_t *spin_end, ready_f
     return false;
 }
 
-/* arg: the capacity (passed, so that polling stays off the lock's line). */
-static bool room_ready(const qf__locked *L, size_t arg)
-{
-    uint64_t s = atomic_load_explicit(L->state_word, memory_order_relaxed);
-    return atomic_load_explicit(&((qf__locked *)L)->size_pub, memory_order_relaxed) <
-               (int64_t)arg ||
-           (s & QF__CANCELLED);
-}
-
 /* arg: elements that must be present; bit 63 set: the queue was seen open. */
 #define SEEN_OPEN ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
@@ -514,101 +506,175 @@ qf_code qf__locked_init(qf__locked *L, const qf__locked_storage *st, const qf__l
     return QF_OK;
 }
 
+/* --------------------------------------------------------------- waiting */
+
+/* How a thread or task call that cannot finish now goes on (lock held; the
+ * try form was answered before). One decision for producers and consumers:
+ * a task (poll form) registers its waker (WAIT); a thread first meets its
+ * deadline (E_TIMEOUT), then spins if `may_spin` (SPIN), is refused inside
+ * a task (E_IN_TASK), or else blocks (BLOCK). A consumer thread spins here
+ * before it registers; a producer thread passes false, because it spins
+ * once it is in line (wait_request()), where its rows may go in for it. */
+static outcome wait_verdict(const qf__wait *w, bool may_spin)
+{
+    if (w->mode == QF__WAIT_POLL)
+        return WAIT;
+    if (qf_deadline_passed(w->deadline))
+        return E_TIMEOUT;
+    if (may_spin)
+        return SPIN;
+    if (qf__in_task())
+        return E_IN_TASK;
+    return BLOCK;
+}
+
+/* Register the caller's waker on `list` (lock held): a task's own, or for a
+ * thread one on its stack (*tw). */
+static qf_waker *register_waiter(qf_waitlist *list, const qf__wait *w, qf_waker *tw)
+{
+    qf_waker *waker = w->waker;
+    if (w->mode == QF__WAIT_DEADLINE) {
+        qf_waker_init_thread(tw);
+        waker = tw;
+    }
+    qf_waitlist_register(list, waker);
+    return waker;
+}
+
 /* ------------------------------------------------------------- producers */
+
+/* One enqueue across its rounds of the lock. */
+typedef struct put_call {
+    void *const *slots;
+    size_t n, done;
+    const qf__wait *w;
+    /* Ordering keys of slots[kbase .. kbase + kn), read before the lock. */
+    int64_t keys[KEY_CHUNK];
+    size_t kbase, kn;
+    bool pending;     /* counted in L->pending (a blocked thread form) */
+    bool spun_out;    /* no spinning left before sleeping in line */
+    int64_t spin_end; /* the spin budget's end (0: not started) */
+    size_t target;    /* GROW: the storage to make first */
+    lreq req;         /* ENLISTED: in line, on the caller's stack */
+} put_call;
+
+/* The next chunk of keys, before the lock is taken. */
+static void put_read_keys(const qf__locked *L, put_call *pc)
+{
+    if (!L->st->key || pc->done < pc->kbase + pc->kn)
+        return;
+    pc->kbase = pc->done;
+    pc->kn = pc->n - pc->done < KEY_CHUNK ? pc->n - pc->done : KEY_CHUNK;
+    for (size_t i = 0; i < pc->kn; i++)
+        pc->keys[i] = L->st->key(pc->slots[pc->kbase + i]);
+}
+
+/* Insert what fits now (lock held): the room, the current key chunk and the
+ * storage allow; sets pc->target when the storage must grow first. */
+static void put_insert(qf__locked *L, put_call *pc, wakes *wk)
+{
+    const qf__locked_storage *st = L->st;
+    size_t rem = pc->n - pc->done;
+    size_t room = L->n < L->cap ? L->cap - L->n : 0;
+    size_t k = rem < room ? rem : room;
+    if (st->key && k > pc->kbase + pc->kn - pc->done)
+        k = pc->kbase + pc->kn - pc->done;
+    size_t fit = L->alloc - L->n;
+    if (k > fit) {
+        k = fit;
+        if (k == 0)
+            pc->target = grow_target(L, rem < room ? rem : room);
+    }
+    for (size_t i = 0; i < k; i++)
+        st->insert(L, pc->slots[pc->done + i], st->key ? pc->keys[pc->done + i - pc->kbase] : 0);
+    if (k) {
+        pc->done += k;
+        note_added(L, k, wk);
+        pc->spin_end = 0;
+        pc->spun_out = L->spin_ns <= 0;
+    }
+}
+
+/* The queue is full with rows left (lock held): get in line, or register,
+ * or fail. */
+static outcome put_wait(qf__locked *L, put_call *pc)
+{
+    if (pc->w->mode == QF__WAIT_DEADLINE && !pc->pending) {
+        /* From here on a plain close lets this enqueue finish, and
+         * consumers wait for it before reporting the end. */
+        pc->pending = true;
+        L->pending++;
+    }
+    outcome o = wait_verdict(pc->w, false);
+    if (o == BLOCK) {
+        /* In line in this critical section, behind any other waiting
+         * producer: the rows left go in as takes make room (see "Refill"
+         * at the top). */
+        pc->req = (lreq){.slots = pc->slots, .n = pc->n, .done = pc->done, .linked = true};
+        atomic_init(&pc->req.state, REQ_WAITING);
+        if (L->req_tail)
+            L->req_tail->next = &pc->req;
+        else
+            L->req_head = &pc->req;
+        L->req_tail = &pc->req;
+        return ENLISTED;
+    }
+    if (o == WAIT) {
+        register_waiter(&L->enq_waiters, pc->w, NULL); /* a task's waker */
+        L->enq_flag = true;
+    }
+    return o;
+}
+
+/* One round under the lock: refuse, put what fits, decide what next. */
+static outcome put_locked(qf__locked *L, put_call *pc, wakes *wk)
+{
+    size_t rem = pc->n - pc->done;
+    size_t room = L->n < L->cap ? L->cap - L->n : 0;
+    if (L->cancelled)
+        return pc->pending ? E_CANCELLED : E_CLOSED;
+    if (L->closed && !pc->pending)
+        return E_CLOSED;
+    if (pc->w->mode == QF__WAIT_TRY && rem > 1 && room < rem)
+        return E_FULL; /* the try form of enqueue_many is all or nothing */
+    put_insert(L, pc, wk);
+    if (pc->target)
+        return GROW;
+    if (pc->done == pc->n)
+        return DONE;
+    if (L->n < L->cap)
+        return GO_ON; /* stopped at the end of a key chunk */
+    if (pc->w->mode == QF__WAIT_TRY)
+        return E_FULL;
+    return put_wait(L, pc);
+}
+
+/* The enqueue has ended: it is no longer pending. */
+static void put_end_pending(qf__locked *L)
+{
+    wakes wk = {0, 0, false, NULL};
+    engine_lock(L);
+    L->pending--;
+    /* The last enqueue that outlived a plain close has finished: consumers
+     * waiting on a closed queue may now be at the end. */
+    if (L->closed && L->pending == 0 && (L->deq_flag || L->many_flag))
+        wake_all_consumers(&wk);
+    engine_unlock(L);
+    deliver(L, &wk);
+}
 
 qf_code qf__locked_put(qf__locked *L, void *const *slots, size_t n, const qf__wait *w,
                        size_t *ret_done)
 {
-    const qf__locked_storage *st = L->st;
-    size_t done = 0, kbase = 0, kn = 0;
-    int64_t keys[KEY_CHUNK];
-    bool pending = false, spun_out = L->spin_ns <= 0;
-    int64_t spin_end = 0;
+    put_call pc = {.slots = slots, .n = n, .w = w, .spun_out = L->spin_ns <= 0};
     outcome o = DONE;
-    qf_waker tw;
-    lreq req;
 
-    while (done < n) {
-        if (st->key && done >= kbase + kn) {
-            kbase = done;
-            kn = n - done < KEY_CHUNK ? n - done : KEY_CHUNK;
-            for (size_t i = 0; i < kn; i++)
-                keys[i] = st->key(slots[kbase + i]);
-        }
+    while (pc.done < n) {
+        put_read_keys(L, &pc);
         wakes wk = {0, 0, false, NULL};
-        size_t target = 0;
-        qf_waker *waker = NULL;
-
+        pc.target = 0;
         engine_lock(L);
-        size_t rem = n - done;
-        size_t room = L->n < L->cap ? L->cap - L->n : 0;
-        if (L->cancelled) {
-            o = pending ? E_CANCELLED : E_CLOSED;
-        } else if (L->closed && !pending) {
-            o = E_CLOSED;
-        } else if (w->mode == QF__WAIT_TRY && rem > 1 && room < rem) {
-            o = E_FULL; /* the try form of enqueue_many is all or nothing */
-        } else {
-            size_t k = rem < room ? rem : room;
-            if (st->key && k > kbase + kn - done)
-                k = kbase + kn - done;
-            size_t fit = L->alloc - L->n;
-            if (k > fit) {
-                k = fit;
-                if (k == 0)
-                    target = grow_target(L, rem < room ? rem : room);
-            }
-            for (size_t i = 0; i < k; i++)
-                st->insert(L, slots[done + i], st->key ? keys[done + i - kbase] : 0);
-            if (k) {
-                done += k;
-                note_added(L, k, &wk);
-                spin_end = 0;
-                spun_out = L->spin_ns <= 0;
-            }
-            if (target) {
-                o = GROW;
-            } else if (done == n) {
-                o = DONE;
-            } else if (L->n < L->cap) {
-                o = GO_ON; /* stopped at the end of a key chunk */
-            } else if (w->mode == QF__WAIT_TRY) {
-                o = E_FULL;
-            } else {
-                if (w->mode == QF__WAIT_DEADLINE && !pending) {
-                    /* From here on a plain close lets this enqueue finish,
-                     * and consumers wait for it before reporting the end. */
-                    pending = true;
-                    L->pending++;
-                }
-                if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
-                    o = E_TIMEOUT;
-                } else if (w->mode == QF__WAIT_DEADLINE && qf__in_task()) {
-                    o = E_IN_TASK;
-                } else if (w->mode == QF__WAIT_DEADLINE) {
-                    /* In line in this critical section, behind any other
-                     * waiting producer: the rows left go in as takes make
-                     * room (see "Refill" at the top). */
-                    req = (lreq){.slots = slots, .n = n, .done = done, .linked = true};
-                    atomic_init(&req.state, REQ_WAITING);
-                    if (L->req_tail)
-                        L->req_tail->next = &req;
-                    else
-                        L->req_head = &req;
-                    L->req_tail = &req;
-                    o = ENLISTED;
-                } else {
-                    waker = w->waker;
-                    if (w->mode == QF__WAIT_DEADLINE) {
-                        qf_waker_init_thread(&tw);
-                        waker = &tw;
-                    }
-                    qf_waitlist_register(&L->enq_waiters, waker);
-                    L->enq_flag = true;
-                    o = WAIT;
-                }
-            }
-        }
+        o = put_locked(L, &pc, &wk);
         engine_unlock(L);
         /* Race widening (stress builds): between the state change and the
          * wake, and between registering and sleeping. */
@@ -616,52 +682,21 @@ qf_code qf__locked_put(qf__locked *L, void *const *slots, size_t n, const qf__wa
             QF_WIDEN();
         deliver(L, &wk);
 
-        if (o == DONE || o == GO_ON)
-            continue;
         if (o == ENLISTED) {
-            o = wait_request(L, &req, w->deadline, &spin_end, spun_out);
-            done = req.done; /* final (see wait_request) */
-            if (o == DONE)
-                continue;
-            break;
+            o = wait_request(L, &pc.req, w->deadline, &pc.spin_end, pc.spun_out);
+            pc.done = pc.req.done; /* final (see wait_request) */
+        } else if (o == GROW && !grow(L, pc.target)) {
+            o = E_NOMEM;
         }
-        if (o == GROW) {
-            if (!grow(L, target)) {
-                o = E_NOMEM;
-                break;
-            }
-            continue;
-        }
-        if (o == SPIN) {
-            spun_out = !spin(L, w->deadline, &spin_end, room_ready, L->cap);
-            continue;
-        }
-        if (o != WAIT)
-            break;
-        if (w->mode == QF__WAIT_POLL)
-            break;
-        if (qf_waker_wait_until(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
-            qf_waitlist_cancel(&L->enq_waiters, waker)) {
-            o = E_TIMEOUT;
-            break;
-        }
-        /* woken (or the wake raced the deadline): retry */
+        if (o != DONE && o != GO_ON && o != GROW)
+            break; /* WAIT: a poll form, registered */
     }
 
-    if (pending) {
-        wakes wk = {0, 0, false, NULL};
-        engine_lock(L);
-        L->pending--;
-        /* The last enqueue that outlived a plain close has finished:
-         * consumers waiting on a closed queue may now be at the end. */
-        if (L->closed && L->pending == 0 && (L->deq_flag || L->many_flag))
-            wake_all_consumers(&wk);
-        engine_unlock(L);
-        deliver(L, &wk);
-    }
+    if (pc.pending)
+        put_end_pending(L);
     if (ret_done)
-        *ret_done = done;
-    if (done == n)
+        *ret_done = pc.done;
+    if (pc.done == n)
         return QF_OK;
     if (o == WAIT)
         return QF_PENDING; /* poll form */
@@ -675,111 +710,126 @@ qf_code qf__locked_put(qf__locked *L, void *const *slots, size_t n, const qf__wa
 
 /* ------------------------------------------------------------- consumers */
 
-qf_code qf__locked_take(qf__locked *L, size_t min, size_t max, bool up_to, const qf__wait *w,
-                        void **ret_slots, size_t *ret_n)
-{
-    const qf__locked_storage *st = L->st;
-    size_t got = 0;
-    bool spun_out = L->spin_ns <= 0;
-    int64_t spin_end = 0;
-    outcome o;
-    qf_waker tw;
+/* One dequeue across its rounds of the lock. */
+typedef struct take_call {
+    size_t min, max;
+    bool up_to;
+    const qf__wait *w;
+    void **slots;
+    size_t got;
     /* A shuffle batch that can never be there at once while the queue is
      * open (min + min_after_dequeue > capacity) is gathered as elements
      * arrive (spec 66), and given back if it fails; every other take waits
      * until it can take min at once, so it never holds elements while it
      * waits (nothing to give back: the capacity holds). */
-    bool gather = !st->whole_batches && w->mode != QF__WAIT_TRY && min + L->floor_open > L->cap;
+    bool gather;
+    bool spun_out;     /* no spinning left before sleeping */
+    int64_t spin_end;  /* the spin budget's end (0: not started) */
+    size_t need;       /* WAIT, SPIN: elements that must be present */
+    bool was_open;     /* the queue was open in the last round */
+    qf_waitlist *list; /* WAIT: where the waker is registered */
+    qf_waker *waker;
+    qf_waker tw; /* a thread's waker */
+} take_call;
+
+/* Remove what this take may now (lock held) and say whether it is done,
+ * ended, or must wait (then tc->need). */
+static outcome take_remove(qf__locked *L, take_call *tc)
+{
+    size_t fl = floor_now(L);
+    size_t takeable = L->n > fl ? L->n - fl : 0;
+    bool ended = L->closed && L->pending == 0;
+    if (tc->gather) {
+        /* One at a time while more than the floor remain (spec 66). */
+        while (tc->got < tc->max && L->n > fl)
+            tc->slots[tc->got++] = L->st->remove(L);
+        if (tc->got >= tc->min)
+            return DONE;
+        if (ended && L->n == 0)
+            return tc->up_to && tc->got > 0 ? DONE : E_RANGE;
+        tc->need = fl + 1;
+        return WAIT;
+    }
+    /* Nothing is taken until min can be taken at once (spec 103). */
+    size_t take = 0;
+    if (takeable >= tc->min)
+        take = takeable < tc->max ? takeable : tc->max;
+    else if (tc->up_to && ended && L->n > 0)
+        take = L->n < tc->max ? L->n : tc->max; /* spec 104: what is left */
+    for (size_t i = 0; i < take; i++)
+        tc->slots[tc->got++] = L->st->remove(L);
+    if (take)
+        return DONE;
+    if (ended)
+        return E_RANGE; /* nothing removed (spec 104) */
+    if (tc->w->mode == QF__WAIT_TRY)
+        return E_EMPTY;
+    tc->need = fl + tc->min;
+    return WAIT;
+}
+
+/* One round under the lock: take, refill from producers in line, and
+ * decide how to wait. */
+static outcome take_locked(qf__locked *L, take_call *tc, wakes *wk)
+{
+    size_t before = tc->got;
+    tc->was_open = !L->closed;
+    outcome o = take_remove(L, tc);
+    if (tc->got > before) {
+        serve_requests(L, wk);
+        note_removed(L, tc->got - before, wk);
+        tc->spin_end = 0;
+        tc->spun_out = L->spin_ns <= 0;
+    }
+    if (o != WAIT)
+        return o;
+    o = wait_verdict(tc->w, !tc->spun_out);
+    if (o != WAIT && o != BLOCK)
+        return o;
+    if (!tc->gather && tc->min > 1) {
+        tc->list = &L->many_waiters;
+        L->many_flag = true;
+        if (tc->need < L->many_need)
+            L->many_need = tc->need;
+    } else {
+        tc->list = &L->deq_waiters;
+        L->deq_flag = true;
+    }
+    tc->waker = register_waiter(tc->list, tc->w, &tc->tw);
+    return WAIT;
+}
+
+qf_code qf__locked_take(qf__locked *L, size_t min, size_t max, bool up_to, const qf__wait *w,
+                        void **ret_slots, size_t *ret_n)
+{
+    take_call tc = {.min = min,
+                    .max = max,
+                    .up_to = up_to,
+                    .w = w,
+                    .slots = ret_slots,
+                    .gather = !L->st->whole_batches && w->mode != QF__WAIT_TRY &&
+                              min + L->floor_open > L->cap,
+                    .spun_out = L->spin_ns <= 0};
+    outcome o;
 
     for (;;) {
         wakes wk = {0, 0, false, NULL};
-        qf_waker *waker = NULL;
-        qf_waitlist *list = NULL;
-        size_t need = 0, before = got;
-        bool was_open;
-
         engine_lock(L);
-        was_open = !L->closed;
-        size_t fl = floor_now(L);
-        size_t takeable = L->n > fl ? L->n - fl : 0;
-        bool ended = L->closed && L->pending == 0;
-        if (!gather) {
-            /* Nothing is taken until min can be taken at once (spec 103). */
-            size_t take = 0;
-            if (takeable >= min)
-                take = takeable < max ? takeable : max;
-            else if (up_to && ended && L->n > 0)
-                take = L->n < max ? L->n : max; /* spec 104: what is left */
-            for (size_t i = 0; i < take; i++)
-                ret_slots[got++] = st->remove(L);
-            if (take)
-                o = DONE;
-            else if (ended)
-                o = E_RANGE; /* nothing removed (spec 104) */
-            else if (w->mode == QF__WAIT_TRY)
-                o = E_EMPTY;
-            else
-                o = WAIT, need = fl + min;
-        } else {
-            /* One at a time while more than the floor remain (spec 66). */
-            while (got < max && L->n > fl)
-                ret_slots[got++] = st->remove(L);
-            if (got >= min)
-                o = DONE;
-            else if (ended && L->n == 0)
-                o = up_to && got > 0 ? DONE : E_RANGE;
-            else
-                o = WAIT, need = fl + 1;
-        }
-        if (got > before) {
-            serve_requests(L, &wk);
-            note_removed(L, got - before, &wk);
-            spin_end = 0;
-            spun_out = L->spin_ns <= 0;
-        }
-        if (o == WAIT) {
-            if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
-                o = E_TIMEOUT;
-            } else if (w->mode == QF__WAIT_DEADLINE && !spun_out) {
-                o = SPIN;
-            } else if (w->mode == QF__WAIT_DEADLINE && qf__in_task()) {
-                o = E_IN_TASK;
-            } else {
-                waker = w->waker;
-                if (w->mode == QF__WAIT_DEADLINE) {
-                    qf_waker_init_thread(&tw);
-                    waker = &tw;
-                }
-                if (!gather && min > 1) {
-                    list = &L->many_waiters;
-                    L->many_flag = true;
-                    if (need < L->many_need)
-                        L->many_need = need;
-                } else {
-                    list = &L->deq_waiters;
-                    L->deq_flag = true;
-                }
-                qf_waitlist_register(list, waker);
-            }
-        }
+        o = take_locked(L, &tc, &wk);
         engine_unlock(L);
         if (wk.enq || wk.finished || o == WAIT)
             QF_WIDEN();
         deliver(L, &wk);
 
-        if (o == DONE)
-            break;
         if (o == SPIN) {
-            spun_out =
-                !spin(L, w->deadline, &spin_end, elements_ready, need | (was_open ? SEEN_OPEN : 0));
+            tc.spun_out = !spin(L, w->deadline, &tc.spin_end, elements_ready,
+                                tc.need | (tc.was_open ? SEEN_OPEN : 0));
             continue;
         }
-        if (o != WAIT)
-            break;
-        if (w->mode == QF__WAIT_POLL)
+        if (o != WAIT || w->mode == QF__WAIT_POLL)
             break; /* a poll holds nothing: only gathers hold, never polls */
-        if (qf_waker_wait_until(waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
-            qf_waitlist_cancel(list, waker)) {
+        if (qf_waker_wait_until(tc.waker, w->deadline) == QF_DEADLINE_EXCEEDED &&
+            qf_waitlist_cancel(tc.list, tc.waker)) {
             o = E_TIMEOUT;
             break;
         }
@@ -787,11 +837,11 @@ qf_code qf__locked_take(qf__locked *L, size_t min, size_t max, bool up_to, const
 
     if (o == DONE) {
         if (ret_n)
-            *ret_n = got;
+            *ret_n = tc.got;
         return QF_OK;
     }
     /* Failed: what this call held goes back (spec 36, 74). */
-    put_back(L, ret_slots, got);
+    put_back(L, ret_slots, tc.got);
     if (o == WAIT)
         return QF_PENDING;
     if (o == E_IN_TASK)
