@@ -373,6 +373,37 @@ qf_code qf__fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf_
     return rc;
 }
 
+/* Nothing went in: the queue is full for this producer. A closed queue
+ * fails rather than waits; the try form fails; a task waits for room
+ * (registered: QF_PENDING); a thread becomes pending (a plain close then
+ * lets it finish, and consumers wait for it before reporting end-of-data),
+ * spins, and then waits in line while consumers put its rows in (*done
+ * grows). QF_OK: try again; anything else ends the enqueue. */
+static qf_code put_full(qf__fifo *f, void *const *slots, size_t n, size_t *done, const qf__wait *w,
+                        bool *pending, spin *sp)
+{
+    qf_code rc = qf__fifo_closed_for(f, state_sc(f), *pending);
+    if (rc != QF_OK)
+        return rc;
+    if (w->mode == QF__WAIT_TRY)
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+    if (w->mode == QF__WAIT_POLL)
+        return qf__fifo_wait_room_poll(f, w->waker);
+    if (!*pending) {
+        if (!qf__fifo_become_pending(f, &rc))
+            return rc;
+        *pending = true;
+    }
+    if (qf_deadline_passed(w->deadline))
+        return qf__fifo_err_timeout();
+    if (spin_once(f, sp))
+        return QF_OK;
+    if (qf__in_task())
+        return qf__blocking_in_task_error("A blocking enqueue");
+    spin_release(f, sp);
+    return qf__fifo_wait_request(f, slots, n, done, w->deadline, false);
+}
+
 static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
                         size_t *ret_done)
 {
@@ -429,40 +460,7 @@ static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wai
             spin_release(f, &sp);
             continue;
         }
-        /* Full. A closed queue fails rather than waits. */
-        rc = qf__fifo_closed_for(f, state_sc(f), pending);
-        if (rc != QF_OK)
-            break;
-        if (w->mode == QF__WAIT_TRY) {
-            rc = qf__set_error_static(QF_UNAVAILABLE, "queue is full");
-            break;
-        }
-        if (w->mode == QF__WAIT_POLL) {
-            rc = qf__fifo_wait_room_poll(f, w->waker);
-            if (rc != QF_OK)
-                break;
-            continue;
-        }
-        if (!pending) {
-            /* From here on this enqueue is "pending": a plain close lets it
-             * finish, and consumers wait for it before reporting
-             * end-of-data. */
-            if (!qf__fifo_become_pending(f, &rc))
-                break;
-            pending = true;
-        }
-        if (qf_deadline_passed(w->deadline)) {
-            rc = qf__fifo_err_timeout();
-            break;
-        }
-        if (spin_once(f, &sp))
-            continue;
-        if (qf__in_task()) {
-            rc = qf__blocking_in_task_error("A blocking enqueue");
-            break;
-        }
-        spin_release(f, &sp);
-        rc = qf__fifo_wait_request(f, slots, n, &done, w->deadline, false);
+        rc = put_full(f, slots, n, &done, w, &pending, &sp);
         if (rc != QF_OK)
             break;
     }
@@ -558,104 +556,136 @@ void qf__fifo_give_back(qf__fifo *f, void *const *slots, size_t n)
     put_back(f, slots, n);
 }
 
+/* One dequeue in progress. */
+typedef struct take_call {
+    size_t min, max;
+    bool up_to;
+    void **slots;
+    size_t got;  /* slots[0..got) are taken */
+    bool holder; /* counted in the state word's holders */
+} take_call;
+
+/* What a take does after take_at_closed(). */
+typedef enum { TAKE_WAIT, TAKE_AGAIN, TAKE_DONE, TAKE_DRAINED } take_next;
+
+/* Nothing to take now: is the queue closed and quiet, and what then? */
+static take_next take_at_closed(qf__fifo *f, take_call *t)
+{
+    uint32_t holders;
+    if (!qf__fifo_closed_quiet(f, &holders))
+        return TAKE_WAIT;
+    if (holders > (t->holder ? 1u : 0u)) {
+        /* Closed and quiet, and other consumers hold parts of batches too:
+         * if what is there does not complete ours, give ours back and stop
+         * holding, so that one holder at a time can finish or fail (each
+         * waiting for the others to give back would wait forever).
+         * Elements now only move between consumers, so nothing is gathered
+         * again. */
+        if (!t->holder)
+            return TAKE_WAIT;
+        if (qf__fifo_available(f) + t->got < t->min) {
+            put_back(f, t->slots, t->got);
+            t->got = 0;
+            t->holder = false;
+            release_holder(f);
+        }
+        return TAKE_AGAIN;
+    }
+    /* Nothing more can arrive. */
+    if (t->up_to) {
+        /* Past any tombstones in front of what is left. */
+        size_t n_claimed;
+        do
+            t->got += take_now(f, t->slots + t->got, 1, t->max - t->got, &n_claimed);
+        while (t->got == 0 && n_claimed > 0);
+        if (t->got > 0)
+            return TAKE_DONE;
+    } else if (qf__fifo_available(f) + t->got >= t->min) {
+        return TAKE_AGAIN; /* it is all there after all */
+    }
+    return TAKE_DRAINED;
+}
+
+/* Nothing to take now and more may come: the try form fails (after
+ * waiting out a publication on its way), a thread meets its deadline or
+ * spins, then the caller waits (a task: registered, QF_PENDING). QF_OK: try
+ * again. On failure what the call held is given back. */
+static qf_code take_wait(qf__fifo *f, take_call *t, const qf__wait *w, unsigned *inflight, spin *sp)
+{
+    if (w->mode == QF__WAIT_TRY) {
+        if ((*inflight)++ < INFLIGHT_SPINS && qf__ring_in_flight(&f->ring)) {
+            qf__cpu_relax(); /* a publication is on its way */
+            return QF_OK;
+        }
+        put_back(f, t->slots, t->got);
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+    }
+    if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
+        put_back(f, t->slots, t->got);
+        return qf__fifo_err_timeout();
+    }
+    if (w->mode == QF__WAIT_DEADLINE && spin_once(f, sp))
+        return QF_OK;
+    spin_release(f, sp);
+    qf_code rc = qf__fifo_wait_elements(f, t->got > 0 || t->holder ? 1 : t->min, t->holder, w);
+    if (rc != QF_OK)
+        put_back(f, t->slots, t->got);
+    return rc;
+}
+
 static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
                          void **ret_slots, size_t *ret_n)
 {
-    size_t got = 0;
+    take_call t = {.min = min, .max = max, .up_to = up_to, .slots = ret_slots};
     spin sp = {0};
     unsigned inflight = 0;
     qf_code rc = QF_OK;
     /* Only a batch larger than the capacity is gathered as it arrives
      * (spec 52); a try form never gathers. */
-    bool holder = w->mode != QF__WAIT_TRY && !f->unbounded_cap && min > (size_t)f->capacity;
-    if (holder)
+    t.holder = w->mode != QF__WAIT_TRY && !f->unbounded_cap && min > (size_t)f->capacity;
+    if (t.holder)
         atomic_fetch_add_explicit(&f->state, QF__HOLDER_ONE, memory_order_seq_cst);
 
     for (;;) {
         /* Holding some already (gathering, or tombstones cut a take
          * short): anything helps. Else all of min at once. */
-        size_t lo = got > 0 || holder ? 1 : min;
+        size_t lo = t.got > 0 || t.holder ? 1 : min;
         size_t claimed;
-        size_t k = take_now(f, ret_slots + got, lo, max - got, &claimed);
-        got += k;
-        if (got >= min)
+        t.got += take_now(f, ret_slots + t.got, lo, max - t.got, &claimed);
+        if (t.got >= min)
             break;
         if (claimed > 0) {
             spin_release(f, &sp);
             continue;
         }
-        if (got > 0 && !holder) {
+        if (t.got > 0 && !t.holder) {
             /* Others must not call the queue drained while we hold these. */
             atomic_fetch_add_explicit(&f->state, QF__HOLDER_ONE, memory_order_seq_cst);
-            holder = true;
+            t.holder = true;
         }
-        uint32_t holders;
-        bool quiet = qf__fifo_closed_quiet(f, &holders);
-        if (quiet && holders > (holder ? 1u : 0u)) {
-            /* Closed and quiet, and other consumers hold parts of batches
-             * too: if what is there does not complete ours, give ours back
-             * and stop holding, so that one holder at a time can finish
-             * or fail (each waiting for the others to give back would
-             * wait forever). Elements now only move between consumers, so
-             * nothing is gathered again. */
-            if (holder) {
-                if (qf__fifo_available(f) + got < min) {
-                    put_back(f, ret_slots, got);
-                    got = 0;
-                    holder = false;
-                    release_holder(f);
-                }
-                continue;
-            }
-        } else if (quiet) {
-            /* Nothing more can arrive. */
-            if (up_to) {
-                /* Past any tombstones in front of what is left. */
-                size_t n_claimed;
-                do
-                    got += take_now(f, ret_slots + got, 1, max - got, &n_claimed);
-                while (got == 0 && n_claimed > 0);
-                if (got > 0)
-                    break;
-            } else if (qf__fifo_available(f) + got >= min) {
-                continue; /* it is all there after all */
-            }
-            put_back(f, ret_slots, got);
+        take_next next = take_at_closed(f, &t);
+        if (next == TAKE_DONE)
+            break;
+        if (next == TAKE_AGAIN)
+            continue;
+        if (next == TAKE_DRAINED) {
+            put_back(f, ret_slots, t.got);
             rc = err_insufficient(f, min);
             goto fail;
         }
-        if (w->mode == QF__WAIT_TRY) {
-            if (inflight++ < INFLIGHT_SPINS && qf__ring_in_flight(&f->ring)) {
-                qf__cpu_relax(); /* a publication is on its way */
-                continue;
-            }
-            put_back(f, ret_slots, got);
-            rc = qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+        rc = take_wait(f, &t, w, &inflight, &sp);
+        if (rc != QF_OK)
             goto fail;
-        }
-        if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
-            put_back(f, ret_slots, got);
-            rc = qf__fifo_err_timeout();
-            goto fail;
-        }
-        if (w->mode == QF__WAIT_DEADLINE && spin_once(f, &sp))
-            continue;
-        spin_release(f, &sp);
-        rc = qf__fifo_wait_elements(f, got > 0 || holder ? 1 : min, holder, w);
-        if (rc != QF_OK) {
-            put_back(f, ret_slots, got);
-            goto fail;
-        }
     }
     spin_release(f, &sp);
-    if (holder)
+    if (t.holder)
         release_holder(f);
     if (ret_n)
-        *ret_n = got;
+        *ret_n = t.got;
     return QF_OK;
 fail:
     spin_release(f, &sp);
-    if (holder)
+    if (t.holder)
         release_holder(f);
     return rc;
 }
