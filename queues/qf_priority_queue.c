@@ -1,5 +1,5 @@
 /* qf_priority_queue.c - PriorityQueue: smallest priority first (spec
- * 97-106), on the locked engine (qf_locked_queue.c).
+ * 97-106), on the locked engine (queues/engine/qf_locked.c).
  *
  * Components. The caller's options describe the components after the
  * priority; the queue itself has num_components + 1, component 0 being an

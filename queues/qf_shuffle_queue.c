@@ -1,5 +1,5 @@
 /* qf_shuffle_queue.c - RandomShuffleQueue: each dequeue removes a uniformly
- * chosen element (spec 63-84), on the locked engine (qf_locked_queue.c).
+ * chosen element (spec 63-84), on the locked engine (queues/engine/qf_locked.c).
  *
  * Storage: a plain array of slots, filled from the front. A dequeue draws
  * the next 32-bit word w of the queue's generator and removes entry

@@ -109,7 +109,7 @@ struct qf__locked {
     size_t many_need; /* smallest n among many_waiters (SIZE_MAX: none) */
     /* Producer threads blocked on a full queue, oldest first, with the rows
      * they have left: a take inserts them into the room it made before it
-     * unlocks (qf_locked_queue.c, "Refill"). Non-empty only while full. */
+     * unlocks (qf_locked.c, "Refill"). Non-empty only while full. */
     struct qf__locked_req *req_head, *req_tail;
     /* --- atomic snapshot of n, for size() and spinning. A line of its
      * own: spinning waiters poll it, and must not pull the lines above

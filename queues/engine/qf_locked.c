@@ -1,4 +1,4 @@
-/* qf_locked_queue.c - the locked engine: RandomShuffleQueue and
+/* qf_locked.c - the locked engine: RandomShuffleQueue and
  * PriorityQueue storage behind one futex mutex, with the FIFO engine's
  * waiting, close and cancel rules (qf_fifo.c). It works on a qf__locked
  * that the kind embeds in its storage (queues/qf_shuffle_queue.c,
