@@ -1,140 +1,41 @@
-/* qf_locked_queue-impl.h - internal: the locked engine behind the
- * RandomShuffleQueue and the PriorityQueue.
- *
- * A ring cannot remove a random element or keep elements sorted, so these
- * two kinds keep their elements in a kind-specific structure (an array for
- * the shuffle queue, a binary heap for the priority queue) guarded by one
- * small futex mutex (qf__lock). The engine owns everything else: capacity,
- * the waiting rules of qf__wait (TRY / DEADLINE / POLL), close and cancel,
- * "pending" enqueues that outlive a plain close, put-backs, growth, and
- * whom to wake. The kinds supply the storage through qf__locked_storage.
- *
- * Synchronization table
- *   every field below `lock`      written and read only with `lock` held,
- *                                 except size_pub (atomic, read anywhere),
- *                                 spin_dyn (a relaxed hint)
- *                                 and the read-only configuration.
- *   storage callbacks             always called with `lock` held, except
- *                                 key() (called before the lock is taken,
- *                                 but under it for the rows of a blocked
- *                                 producer that a take inserts) and
- *                                 slot_at() (teardown, quiescent).
- *   the wait lists                registration happens with `lock` held;
- *                                 wakes happen after it is released (a
- *                                 task's wake function must not run under a
- *                                 queue lock).
- *
- * Cost of a put or take that neither waits nor wakes: one CAS to take the
- * lock, the storage operation, one relaxed store of size_pub, one exchange
- * to release the lock. No allocation, no system call, no fence; a sleeping
- * partner costs one qf_waitlist_wake() after the lock is released.
- */
+/* qf_locked_queue-impl.h - internal: the queue kinds on the locked engine
+ * (queues/engine/qf_locked-impl.h): RandomShuffleQueue and PriorityQueue.
+ * Each keeps a struct in q->impl whose FIRST member is the engine (so
+ * q->impl is also a qf__locked *), allocated with 64-byte alignment.
+ * Never installed. */
 #ifndef QF_LOCKED_QUEUE_IMPL_H
 #define QF_LOCKED_QUEUE_IMPL_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
+#include "qf_locked-impl.h"
 #include "qf_queue-impl.h"
-#include "qf_waker.h"
 
-typedef struct qf__locked qf__locked;
+/* The engine of a queue on the locked engine. */
+static inline qf__locked *qf__locked_of(const qf_queue *q)
+{
+    return (qf__locked *)q->impl;
+}
 
-/* What a kind stores and how. All callbacks except key() and slot_at() run
- * with the engine lock held and must not allocate or block. */
-typedef struct qf__locked_storage {
-    /* Bytes per stored entry; the engine allocates and grows `buf`. */
-    size_t entry_size;
-    /* true: a take of n removes nothing until n elements are present at
-     * once (PriorityQueue, spec 103); false: while open, a take leaves
-     * min_after_dequeue behind (RandomShuffleQueue, spec 66): it waits until
-     * it can take its batch at once, or, for a batch that can never be there
-     * at once, removes one element at a time and holds what it took. */
-    bool whole_batches;
-    /* An ordering key for a slot, computed before the lock is taken (NULL:
-     * the kind has none and 0 is passed to insert); also under it, for the
-     * rows of a blocked producer: it must not block or allocate. */
-    int64_t (*key)(void *slot);
-    /* Store a slot: L->n < L->alloc on entry; increments L->n. */
-    void (*insert)(qf__locked *L, void *slot, int64_t key);
-    /* Remove the next slot by the kind's rule: L->n > 0 on entry;
-     * decrements L->n. */
-    void *(*remove)(qf__locked *L);
-    /* The slot stored in entry i < L->n (teardown only). */
-    void *(*slot_at)(const qf__locked *L, size_t i);
-} qf__locked_storage;
+/* Set up the engine of q (q->impl already points to the struct embedding
+ * L) for its capacity, spin budget and name; `floor_open` is
+ * min_after_dequeue (0 for kinds without one). QF_OK or
+ * QF_RESOURCE_EXHAUSTED (error set). */
+qf_code qf__locked_queue_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st,
+                              size_t floor_open);
 
-/* The engine state. A kind embeds it as the FIRST member of the struct that
- * q->impl points to (so q->impl is also a qf__locked *), and allocates that
- * struct with 64-byte alignment. */
-struct qf__locked {
-    _Alignas(64) _Atomic uint32_t lock;
-    /* --- read-only after qf__locked_init() --- */
-    _Alignas(64) const qf__locked_storage *st;
-    qf_queue *q;
-    size_t cap;        /* the queue's capacity */
-    size_t floor_open; /* while open, takes leave this many behind */
-    int64_t spin_ns;   /* spin before sleeping at most (0 on a single CPU) */
-    /* --- guarded by lock. A line apart from the lock word, so that a
-     * waiter reading the lock word does not take away the line the holder
-     * is writing --- */
-    _Alignas(64) bool closed; /* a close of either kind happened */
-    bool cancelled;           /* close(cancel_pending_enqueues = true) happened */
-    /* Sticky "someone may be registered" hints: set when a waiter
-     * registers, cleared when the list is found empty. While clear, a
-     * put/take does not even look at the wait list. */
-    bool deq_flag, enq_flag, many_flag;
-    size_t n;         /* elements present (what size() reports) */
-    size_t alloc;     /* entries buf can hold */
-    void *buf;        /* alloc * entry_size bytes, kind-specific layout */
-    size_t pending;   /* blocked enqueues that may complete after a plain close */
-    size_t many_need; /* smallest n among many_waiters (SIZE_MAX: none) */
-    /* Producer threads blocked on a full queue, oldest first, with the rows
-     * they have left: a take inserts them into the room it made before it
-     * unlocks (qf_locked_queue.c, "Refill"). Non-empty only while full. */
-    struct qf__locked_req *req_head, *req_tail;
-    /* --- atomic snapshot of n, for size() and spinning. A line of its
-     * own: spinning waiters poll it, and must not pull the lines above
-     * away from the holder --- */
-    _Alignas(64) _Atomic int64_t size_pub;
-    /* --- spin budget now, adapted to how often spinning pays --- */
-    _Alignas(64) _Atomic int32_t spin_dyn;
-    /* Whole-batch takes of more than one element wait here, apart from
-     * single takes, so that a put wakes them only once enough are present. */
-    _Alignas(64) qf_waitlist many_waiters;
-};
-
-/**
- * qf__locked_init() - set up the engine of `q` (q->impl must already point
- * to the struct embedding L). Allocates storage for min(capacity, 65536)
- * entries up front; beyond that storage grows geometrically. `floor_open`
- * is min_after_dequeue (0 for kinds without one).
- * Returns QF_OK or QF_RESOURCE_EXHAUSTED (error set).
- */
-qf_code qf__locked_init(qf_queue *q, qf__locked *L, const qf__locked_storage *st,
-                        size_t floor_open);
-
-/* The qf__queue_ops entries (q->impl is the qf__locked). A kind may wrap
- * put (the priority queue checks its priorities first). destroy frees the
- * storage and q->impl itself. */
-qf_code qf__locked_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
-                       size_t *ret_done);
-qf_code qf__locked_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
-                        void **ret_slots, size_t *ret_n);
-int64_t qf__locked_size(const qf_queue *q);
-qf_code qf__locked_close(qf_queue *q, bool cancel);
-bool qf__locked_cancel_poll(qf_queue *q, qf_waker *w);
-/* Return slots a consumer took but cannot deliver, whatever the capacity
- * and the close state; they keep their ordering keys. */
-void qf__locked_give_back(qf_queue *q, void *const *slots, size_t n);
-void qf__locked_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
-void qf__locked_destroy(qf_queue *q);
-
-/* Producers waiting for room now: threads in line with rows left, plus
- * registered tasks (tests: a blocked enqueue has got as far as waiting). */
-size_t qf__locked_producers_waiting(qf_queue *q);
+/* The operations table entries (qf_locked_queue.c). The priority queue
+ * wraps put; destroy frees the engine's storage and q->impl. */
+qf_code qf__locked_queue_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
+                             size_t *ret_done);
+qf_code qf__locked_queue_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
+                              void **ret_slots, size_t *ret_n);
+int64_t qf__locked_queue_size(const qf_queue *q);
+qf_code qf__locked_queue_close(qf_queue *q, bool cancel);
+bool qf__locked_queue_cancel_poll(qf_queue *q, qf_waker *w);
+void qf__locked_queue_give_back(qf_queue *q, void *const *slots, size_t n);
+void qf__locked_queue_drain_all(qf_queue *q, qf__release_fn release, void *ctx);
+void qf__locked_queue_destroy(qf_queue *q);
 
 /* ---------------------------------------------------- RandomShuffleQueue */
 

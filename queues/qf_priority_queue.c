@@ -1,5 +1,5 @@
 /* qf_priority_queue.c - PriorityQueue: smallest priority first (spec
- * 97-106), on the locked engine (qf_locked_queue.c).
+ * 97-106), on the locked engine (queues/engine/qf_locked.c).
  *
  * Components. The caller's options describe the components after the
  * priority; the queue itself has num_components + 1, component 0 being an
@@ -138,18 +138,18 @@ static qf_code prio_put(qf_queue *q, void *const *slots, size_t n, const qf__wai
             }
         }
     }
-    return qf__locked_put(q, slots, n, w, ret_done);
+    return qf__locked_queue_put(q, slots, n, w, ret_done);
 }
 
 static const qf__queue_ops prio_ops = {
     .put = prio_put,
-    .take = qf__locked_take,
-    .size = qf__locked_size,
-    .close = qf__locked_close,
-    .cancel_poll = qf__locked_cancel_poll,
-    .drain_all = qf__locked_drain_all,
-    .give_back = qf__locked_give_back,
-    .destroy = qf__locked_destroy,
+    .take = qf__locked_queue_take,
+    .size = qf__locked_queue_size,
+    .close = qf__locked_queue_close,
+    .cancel_poll = qf__locked_queue_cancel_poll,
+    .drain_all = qf__locked_queue_drain_all,
+    .give_back = qf__locked_queue_give_back,
+    .destroy = qf__locked_queue_destroy,
 };
 
 /* ---------------------------------------------------------- constructor */
@@ -158,7 +158,8 @@ typedef struct prio_queue {
     qf__locked L; /* first: q->impl is also the engine */
 } prio_queue;
 
-qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
+/* The options this kind checks itself (qf__queue_new() checks the rest). */
+static qf_code check_priority_options(const qf_queue_options *opts, qf_queue **ret_q)
 {
     if (!opts)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue options");
@@ -171,60 +172,66 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
                             opts->num_components, QF__MAX_COMPONENTS - 1);
     if (!ret_q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL ret_q");
+    return QF_OK;
+}
 
-    /* The queue's own components: the int64 scalar priority, then the
-     * caller's (spec 97). */
+/* The queue's own components: the int64 scalar priority, then the
+ * caller's (spec 97). o is opts with them; the arrays are freed with
+ * prio_plan_free(). */
+typedef struct prio_plan {
+    qf_queue_options o;
+    qf_dtype *dts;
+    qf_shape *shs;
+    const char **nms;
+} prio_plan;
+
+static void prio_plan_free(prio_plan *p)
+{
+    free(p->dts);
+    free(p->shs);
+    free(p->nms);
+}
+
+/* False when out of memory (nothing is left to free). */
+static bool prio_plan_make(const qf_queue_options *opts, prio_plan *p)
+{
     size_t nc = opts->num_components + 1;
-    qf_dtype *dts = malloc(nc * sizeof(qf_dtype));
-    qf_shape *shs = NULL;
-    const char **nms = NULL;
     bool with_shapes = opts->shapes || opts->num_components == 0;
+    *p = (prio_plan){.dts = malloc(nc * sizeof(qf_dtype))};
     if (with_shapes)
-        shs = malloc(nc * sizeof(qf_shape));
+        p->shs = malloc(nc * sizeof(qf_shape));
     if (opts->names)
-        nms = malloc(nc * sizeof(char *));
-    if (!dts || (with_shapes && !shs) || (opts->names && !nms)) {
-        free(dts);
-        free(shs);
-        free(nms);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+        p->nms = malloc(nc * sizeof(char *));
+    if (!p->dts || (with_shapes && !p->shs) || (opts->names && !p->nms)) {
+        prio_plan_free(p);
+        return false;
     }
-    dts[0] = QF_INT64;
+    p->dts[0] = QF_INT64;
     if (opts->num_components)
-        memcpy(dts + 1, opts->dtypes, opts->num_components * sizeof(qf_dtype));
-    if (shs) {
-        shs[0] = qf_shape_scalar();
+        memcpy(p->dts + 1, opts->dtypes, opts->num_components * sizeof(qf_dtype));
+    if (p->shs) {
+        p->shs[0] = qf_shape_scalar();
         if (opts->num_components)
-            memcpy(shs + 1, opts->shapes, opts->num_components * sizeof(qf_shape));
+            memcpy(p->shs + 1, opts->shapes, opts->num_components * sizeof(qf_shape));
     }
-    if (nms) {
-        nms[0] = "priority";
+    if (p->nms) {
+        p->nms[0] = "priority";
         for (size_t i = 0; i < opts->num_components; i++)
-            nms[i + 1] = opts->names[i];
+            p->nms[i + 1] = opts->names[i];
     }
-    qf_queue_options o = *opts;
-    o.num_components = nc;
-    o.dtypes = dts;
-    o.shapes = shs;
-    o.names = nms;
+    p->o = *opts;
+    p->o.num_components = nc;
+    p->o.dtypes = p->dts;
+    p->o.shapes = p->shs;
+    p->o.names = p->nms;
+    return true;
+}
 
-    qf_queue *q = NULL;
-    qf_code rc = qf__queue_new(&o, QF_QUEUE_PRIORITY, "PriorityQueue", "priority_queue", &prio_ops,
-                               false, &q);
-    free(dts);
-    free(shs);
-    free(nms);
-    if (rc != QF_OK)
-        return rc;
-    if (q->published) {
-        /* An existing shared queue, already checked against the request
-         * (spec 10-11): it is the result, as it is. */
-        *ret_q = q;
-        return QF_OK;
-    }
+/* The heap on the locked engine, for a queue qf__queue_new() made fresh. */
+static qf_code build_heap(qf_queue *q, qf_queue **ret_q)
+{
     /* The ring qf__queue_new() sized for the capacity is never used. */
-    free(q->ring.buf);
-    q->ring.buf = NULL;
+    qf__fifo_free_ring(&q->fifo);
 
     prio_queue *p = aligned_alloc(64, (sizeof(prio_queue) + 63) & ~(size_t)63);
     if (!p) {
@@ -232,7 +239,8 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     }
     memset(p, 0, sizeof(*p));
-    rc = qf__locked_init(q, &p->L, q->inline_mode ? &heap_storage_inline : &heap_storage, 0);
+    qf_code rc =
+        qf__locked_queue_init(q, &p->L, q->inline_mode ? &heap_storage_inline : &heap_storage, 0);
     q->impl = p;
     if (rc != QF_OK) {
         qf_queue_unref(q);
@@ -241,4 +249,27 @@ qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
     /* Registers a shared queue (or attaches to the one that won a race for
      * the name); otherwise just *ret_q = q. */
     return qf__queue_publish(q, ret_q);
+}
+
+qf_code qf_priority_queue_new(const qf_queue_options *opts, qf_queue **ret_q)
+{
+    qf_code rc = check_priority_options(opts, ret_q);
+    if (rc != QF_OK)
+        return rc;
+    prio_plan plan;
+    if (!prio_plan_make(opts, &plan))
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
+    qf_queue *q = NULL;
+    rc = qf__queue_new(&plan.o, QF_QUEUE_PRIORITY, "PriorityQueue", "priority_queue", &prio_ops,
+                       false, &q);
+    prio_plan_free(&plan);
+    if (rc != QF_OK)
+        return rc;
+    if (q->published) {
+        /* An existing shared queue, already checked against the request
+         * (spec 10-11): it is the result, as it is. */
+        *ret_q = q;
+        return QF_OK;
+    }
+    return build_heap(q, ret_q);
 }

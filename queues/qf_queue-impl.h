@@ -1,22 +1,8 @@
-/* qf_queue-impl.h - internal: the queue object and the FIFO engine.
- *
- * The state word. One 64-bit atomic carries what enqueues and dequeues must
- * agree on besides the ring indices. It is written only on slow paths
- * (closing, a waiter announcing itself, a blocked enqueue becoming pending,
- * a consumer gathering a batch larger than the capacity), so on the fast
- * path every side only reads it and the cache line stays shared:
- *
- *   bits  0..19  holders: consumers gathering a batch larger than the
- *                capacity, holding elements they may have to give back
- *   bit   32     CLOSED
- *   bit   33     CANCELLED (close with cancel_pending_enqueues)
- *   bit   34     DEQ_WAIT: some consumer registered a waker (sticky hint)
- *   bit   35     ENQ_WAIT: some producer waits for room (sticky hint)
- *   bits 40..63  pending: enqueues that were blocked (or multi-row) before
- *                a plain close and may still complete after it
- *
- * The wait/wake protocol built on it is written down at the top of
- * qf_fifo_wait.c and model-checked in tests/model/.
+/* qf_queue-impl.h - internal: the queue object, and what differs between
+ * queue kinds (the operations table). The engines it sits on are in
+ * queues/engine/: the FIFO engine (qf_fifo-impl.h), embedded in every queue
+ * as `fifo` (the state word in it is every kind's), and the locked engine
+ * (qf_locked-impl.h) behind the shuffle and priority queues.
  */
 #ifndef QF_QUEUE_IMPL_H
 #define QF_QUEUE_IMPL_H
@@ -25,30 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "qf_deque-impl.h"
+#include "qf_engine-impl.h"
+#include "qf_fifo-impl.h"
 #include "qf_queue.h"
-#include "qf_ring-impl.h"
 #include "qf_waker.h"
-
-#define QF__HOLDER_ONE ((uint64_t)1)
-#define QF__HOLDER_MASK ((uint64_t)0xfffff)
-#define QF__CLOSED ((uint64_t)1 << 32)
-#define QF__CANCELLED ((uint64_t)1 << 33)
-#define QF__DEQ_WAIT ((uint64_t)1 << 34)
-#define QF__ENQ_WAIT ((uint64_t)1 << 35)
-#define QF__PENDING_SHIFT 40
-#define QF__PENDING_ONE ((uint64_t)1 << QF__PENDING_SHIFT)
-
-static inline uint64_t qf__holders(uint64_t s)
-{
-    return s & QF__HOLDER_MASK;
-}
-static inline uint64_t qf__pending(uint64_t s)
-{
-    return s >> QF__PENDING_SHIFT;
-}
-
-typedef struct qf__wait qf__wait;
 
 /* What differs between queue kinds. The element and pointer APIs in
  * qf_queue.c validate, convert and then call these with opaque slots
@@ -65,8 +31,9 @@ typedef struct qf__queue_ops {
     int64_t (*size)(const qf_queue *q);
     qf_code (*close)(qf_queue *q, bool cancel);
     bool (*cancel_poll)(qf_queue *q, qf_waker *w);
-    /* The queue is being freed: hand every remaining slot to release(). */
-    void (*drain_all)(qf_queue *q, void (*release)(qf_queue *q, void *slot));
+    /* The queue is being freed: hand every remaining slot to
+     * release(ctx, slot). */
+    void (*drain_all)(qf_queue *q, qf__release_fn release, void *ctx);
     /* Free kind-specific storage (q->impl); may be NULL. */
     void (*destroy)(qf_queue *q);
     /* Return slots a consumer took but cannot deliver (out of memory while
@@ -85,12 +52,10 @@ struct qf_queue {
     qf_queue_kind kind;
     const char *kind_name;
     char *name;
-    int64_t capacity;   /* INT32_MAX when unbounded */
-    bool unbounded;     /* capacity was negative (no limit) */
-    bool unbounded_cap; /* same, read by the engine */
-    bool spill;         /* the ring is smaller than the capacity: overflow list */
-    bool inline_mode;   /* slots hold values, not qf_element pointers */
-    bool rows_no_keys;  /* qf__queue_rows_without_keys() */
+    int64_t capacity; /* INT32_MAX when unbounded */
+    bool unbounded;   /* capacity was negative (no limit) */
+    bool inline_mode; /* slots hold values, not qf_element pointers */
+    bool rows_no_keys; /* qf__queue_rows_without_keys() */
     /* NULL, or slots are blocks of the components' values, not elements
      * (qf_queue_packed-impl.h). */
     struct qf__packed *packed;
@@ -114,66 +79,19 @@ struct qf_queue {
     int64_t min_after_dequeue;
     int64_t seed, seed2;
 
-    qf__ring ring;
-
-    _Alignas(64) _Atomic uint64_t state;
-    /* adaptive spin budget in ns (qf_fifo_queue.c) */
-    _Alignas(64) _Atomic int32_t spin_dyn;
-
-    /* Side storage: put-backs (front) and unbounded overflow (back). */
-    _Alignas(64) _Atomic uint32_t stash_n;
-    _Atomic uint32_t overflow_n;
-    _Atomic uint32_t side_lock;
-    qf__deque stash;
-    qf__deque overflow;
-
-    /* Producer threads blocked on a full queue, oldest first: consumers
-     * that free room finish their enqueues (qf_fifo_wait.c). Guarded by
-     * req_lock; reqs_n is read without it. */
-    _Alignas(64) _Atomic uint32_t req_lock;
-    _Atomic uint32_t reqs_n; /* requests linked, plus producers arriving */
-    /* Producer threads whose enqueue_many has just filled the queue and
-     * that are on their way onto the list (qf_fifo_wait.c, "Refill"). */
-    _Atomic uint32_t arriving;
-    struct qf__put_req *req_head, *req_tail;
-
-    /* QF_QUEUE_SINGLE_PRODUCER / _CONSUMER: set while a producer (consumer)
-     * call runs, claimed with an exchange, so that a second one at the same
-     * time is refused instead of corrupting the ring (qf_queue.h). Each on
-     * its side's own line: only that side touches it. */
-    _Alignas(64) _Atomic uint32_t sp_busy;
-    _Alignas(64) _Atomic uint32_t sc_busy;
-
-    /* Consumers waiting for one element (or any, while gathering), and
-     * consumers waiting for a batch of many_need or more (the smallest
-     * batch any of them waits for; UINT32_MAX: none). */
-    _Alignas(64) qf_waitlist deq_waiters;
-    qf_waitlist deq_many_waiters;
-    _Atomic uint32_t many_need;
-    /* Producer tasks (poll forms) waiting for room. */
-    qf_waitlist enq_waiters;
+    /* The FIFO engine (queues/engine/qf_fifo-impl.h): the ring, the state
+     * word, the side storage, the put requests and the wait lists. Queues
+     * of other kinds use only its state word (their ring is freed at
+     * creation). */
+    qf__fifo fifo;
 };
 
-/* Engine (qf_fifo_queue.c). `slots` are element pointers or inline values. */
-
-/* How a call waits when it cannot finish at once. */
-typedef enum qf__wait_mode {
-    QF__WAIT_TRY,      /* never: QF_UNAVAILABLE */
-    QF__WAIT_DEADLINE, /* thread: until the deadline (QF_FOREVER allowed) */
-    QF__WAIT_POLL,     /* task: register the waker, QF_PENDING */
-} qf__wait_mode;
-
-struct qf__wait {
-    qf__wait_mode mode;
-    qf_deadline deadline;
-    qf_waker *waker;
-};
-
+/* The FIFO engine's operations (qf_fifo_queue.c). */
 extern const qf__queue_ops qf__fifo_ops;
 
 /* Shared by every kind's constructor (qf_queue.c): validates the options,
- * allocates the queue with a ring of the right size (kinds that do not use
- * the ring pass capacity_for_ring = 1), copies dtypes/shapes/names. */
+ * allocates the queue with its FIFO engine (a kind on another engine frees
+ * the engine's ring: qf__fifo_free_ring()), copies dtypes/shapes/names. */
 qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
                       const char *default_name, const qf__queue_ops *ops, bool allow_partial,
                       qf_queue **ret_q);
@@ -198,17 +116,6 @@ qf_code qf__queue_publish(qf_queue *q, qf_queue **ret_q);
  * QF_INVALID_ARGUMENT naming what differs. */
 qf_code qf__queue_find_shared(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
                               bool padded, qf_queue **ret_q);
-
-qf_code qf__fifo_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,
-                     size_t *ret_done);
-qf_code qf__fifo_take(qf_queue *q, size_t min, size_t max, bool up_to, const qf__wait *w,
-                      void **ret_slots, size_t *ret_n);
-int64_t qf__fifo_size(const qf_queue *q);
-void qf__fifo_give_back(qf_queue *q, void *const *slots, size_t n);
-qf_code qf__fifo_close(qf_queue *q, bool cancel);
-bool qf__fifo_cancel_poll(qf_queue *q, qf_waker *w);
-/* Release what the queue still holds (the queue is being freed). */
-void qf__fifo_drain_all(qf_queue *q, void (*release)(qf_queue *q, void *slot));
 
 /* Validation (qf_queue_validate.c). All set the thread's last error. */
 qf_code qf__validate_element(const qf_queue *q, qf_element *e);

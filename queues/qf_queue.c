@@ -1,5 +1,6 @@
 /* qf_queue.c - queue objects: creation, attributes, and the element and
- * pointer APIs over the FIFO engine (qf_fifo_queue.c).
+ * pointer APIs over the kinds' operations (qf__queue_ops: the FIFO engine's
+ * in qf_fifo_queue.c, the locked engine's in qf_locked_queue.c).
  *
  * Inline mode: a one-component scalar queue whose dtype fits in a slot
  * stores the value bits in the ring. The element API converts at the edge
@@ -16,16 +17,12 @@
 #include "qf_queue-impl.h"
 #include "qf_queue_packed-impl.h"
 #include "qf_queue_metrics-impl.h"
+#include "qf_queue_put-impl.h"
 #include "qf_queue_trusted-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
 #include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
-
-/* Largest ring we allocate up front; bigger capacities (and unbounded
- * queues) spill into the overflow list beyond it. */
-#define RING_MAX_SLOTS (1u << 20)
-#define UNBOUNDED_RING_SLOTS 4096u
 
 /* ------------------------------------------------------------- creation */
 
@@ -95,9 +92,7 @@ static void queue_destroy_fields(qf_queue *q)
     free(q->dtypes);
     free(q->shapes);
     qf__packed_destroy(q);
-    free(q->ring.buf);
-    qf__deque_free(&q->stash);
-    qf__deque_free(&q->overflow);
+    qf__fifo_destroy(&q->fifo);
     free(q);
 }
 
@@ -203,7 +198,6 @@ static void init_settings(qf_queue *q, const qf_queue_options *o, qf_queue_kind 
     q->spin_ns = o->spin_ns == 0 ? QF_QUEUE_DEFAULT_SPIN_NS : (o->spin_ns < 0 ? 0 : o->spin_ns);
     if (q->spin_ns > 1000000000)
         q->spin_ns = 1000000000;
-    atomic_init(&q->spin_dyn, (int32_t)(q->spin_ns / 4));
 }
 
 /* The queue's own copies of its name and component dtypes, shapes and
@@ -237,36 +231,20 @@ static bool copy_components(qf_queue *q, const qf_queue_options *o, const char *
     return qf__packed_init(q);
 }
 
-/* The ring and the wait lists. False when out of memory. */
-static bool init_ring(qf_queue *q)
+/* The FIFO engine: the ring, the state word and the wait lists. False
+ * when out of memory. */
+static bool init_engine(qf_queue *q)
 {
-    /* Ring: the next power of two holding `capacity` (ck_ring keeps one
-     * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
-    unsigned slots;
-    q->unbounded_cap = q->unbounded;
-    if (q->unbounded || q->capacity + 1 > RING_MAX_SLOTS) {
-        slots = q->unbounded ? UNBOUNDED_RING_SLOTS : RING_MAX_SLOTS;
-        q->spill = true; /* storage may spill; capacity is still enforced */
-    } else {
-        slots = 2;
-        while (slots < (unsigned)q->capacity + 1)
-            slots <<= 1;
-    }
-    q->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
-    if (!q->ring.buf)
-        return false;
-    qf__ring_init(&q->ring, q->ring.buf, slots, q->spill ? slots - 1 : (unsigned)q->capacity, true);
-    atomic_init(&q->state, 0);
-    qf_waitlist_init(&q->deq_waiters);
-    qf_waitlist_init(&q->deq_many_waiters);
-    atomic_init(&q->many_need, UINT32_MAX);
-    atomic_init(&q->req_lock, 0);
-    atomic_init(&q->reqs_n, 0);
-    atomic_init(&q->arriving, 0);
-    atomic_init(&q->sp_busy, 0);
-    atomic_init(&q->sc_busy, 0);
-    qf_waitlist_init(&q->enq_waiters);
-    return true;
+    qf__fifo_config c = {
+        .kind_name = q->kind_name,
+        .name = q->name,
+        .capacity = q->capacity,
+        .unbounded = q->unbounded,
+        .single_producer = q->single_producer,
+        .single_consumer = q->single_consumer,
+        .spin_ns = q->spin_ns,
+    };
+    return qf__fifo_init(&q->fifo, &c);
 }
 
 qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
@@ -297,7 +275,7 @@ qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char 
     if (!q)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     init_settings(q, o, kind, kind_name, ops, allow_partial);
-    if (!copy_components(q, o, default_name) || !init_ring(q)) {
+    if (!copy_components(q, o, default_name) || !init_engine(q)) {
         queue_destroy_fields(q);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a queue");
     }
@@ -336,8 +314,9 @@ qf_code qf_ptr_queue_new(int64_t capacity, const char *name, unsigned flags, qf_
 
 /* ------------------------------------------------------ life and attributes */
 
-static void release_slot(qf_queue *q, void *slot)
+static void release_slot(void *ctx, void *slot)
 {
+    qf_queue *q = ctx;
     if (q->packed)
         qf__packed_free(q, &slot, 1);
     else if (!q->inline_mode)
@@ -359,12 +338,9 @@ void qf_queue_unref(qf_queue *q)
         return;
     atomic_thread_fence(memory_order_acquire);
     qf__queue_untrack(q); /* before anything is freed: metrics readers */
-    q->ops->drain_all(q, release_slot);
+    q->ops->drain_all(q, release_slot, q);
     if (q->ops->destroy)
         q->ops->destroy(q);
-    qf_waitlist_destroy(&q->deq_waiters);
-    qf_waitlist_destroy(&q->deq_many_waiters);
-    qf_waitlist_destroy(&q->enq_waiters);
     queue_destroy_fields(q);
 }
 
@@ -435,7 +411,8 @@ int64_t qf_queue_size(const qf_queue *q)
 bool qf_queue_is_closed(const qf_queue *q)
 {
     return !null_queue(q, "qf_queue_is_closed: queue (q) is NULL") &&
-           (atomic_load_explicit(&((qf_queue *)q)->state, memory_order_acquire) & QF__CLOSED) != 0;
+           (atomic_load_explicit(&((qf_queue *)q)->fifo.state, memory_order_acquire) &
+            QF__CLOSED) != 0;
 }
 
 qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues)
@@ -639,7 +616,7 @@ void qf__queue_rows_without_keys(qf_queue *q)
 void qf__queue_use_symmetric_fences(qf_queue *q)
 {
     if (q->ops == &qf__fifo_ops)
-        qf__ring_set_symmetric(&q->ring);
+        qf__ring_set_symmetric(&q->fifo.ring);
 }
 
 /* qf_queue_poll_enqueue() without the per-element checks, for the batch
@@ -821,7 +798,7 @@ static qf_code enqueue_many(qf_queue *q, qf_element *batch, const qf__wait *w, s
         return QF_OK;
     }
     if (w->mode == QF__WAIT_TRY) {
-        uint64_t s = atomic_load_explicit(&q->state, memory_order_relaxed);
+        uint64_t s = atomic_load_explicit(&q->fifo.state, memory_order_relaxed);
         if (s & QF__CLOSED)
             return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", q->kind_name, q->name);
     }
@@ -1313,7 +1290,7 @@ static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__
 
 /* The consumer or closer that gave a task's request its final state may
  * still be waking the task through the request's waker (finish_request()
- * in qf_fifo_wait.c holds it CLAIMED until then): wait that out before the
+ * in queues/engine/qf_fifo_wait.c holds it CLAIMED until then): wait that out before the
  * ticket and the waker are used again. A wake function call: spin, then
  * yield. */
 static void put_ticket_settle(const qf__put_ticket *tk)
@@ -1339,42 +1316,42 @@ static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_tick
         put_ticket_settle(tk);
         tk->active = false;
         if (sp)
-            qf__fifo_sp_release(q);
+            qf__fifo_sp_release(&q->fifo);
         return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
     }
     if (!sp)
         return poll_put_slot_claimed(q, slot, wk, tk);
-    qf_code rc = qf__fifo_sp_claim(q);
+    qf_code rc = qf__fifo_sp_claim(&q->fifo);
     if (rc != QF_OK)
         return rc;
     rc = poll_put_slot_claimed(q, slot, wk, tk);
     if (rc != QF_PENDING)
-        qf__fifo_sp_release(q);
+        qf__fifo_sp_release(&q->fifo);
     return rc;
 }
 
 static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__put_ticket *tk)
 {
     for (;;) {
-        qf_code rc =
-            qf__fifo_closed_for(q, atomic_load_explicit(&q->state, memory_order_acquire), false);
+        qf_code rc = qf__fifo_closed_for(
+            &q->fifo, atomic_load_explicit(&q->fifo.state, memory_order_acquire), false);
         if (rc != QF_OK)
             return rc;
         size_t published = 0;
-        size_t k = qf__fifo_put_now(q, &slot, 1, false, false, NULL, &rc, &published);
-        qf__fifo_wake_consumers(q, published);
+        size_t k = qf__fifo_put_now(&q->fifo, &slot, 1, false, false, NULL, &rc, &published);
+        qf__fifo_wake_consumers(&q->fifo, published);
         if (k == 1)
             return QF_OK;
         if (rc != QF_OK)
             return rc;
         /* Full: in line, pending like a blocked thread (a plain close lets
          * it finish; consumers wait for it before end-of-data). */
-        if (!qf__fifo_become_pending(q, &rc))
+        if (!qf__fifo_become_pending(&q->fifo, &rc))
             return rc;
         tk->slot = slot;
         tk->req = (qf__put_req){.slots = &tk->slot, .n = 1, .owns_pending = true, .waker = wk};
         tk->active = true;
-        if (qf__fifo_enlist(q, &tk->req) == QF_PENDING)
+        if (qf__fifo_enlist(&q->fifo, &tk->req) == QF_PENDING)
             return QF_PENDING;
         tk->active = false; /* room showed up meanwhile: again */
     }
@@ -1409,7 +1386,7 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
     if (!tk || !tk->active)
         return true;
     tk->active = false;
-    bool mine = qf__fifo_withdraw(q, &tk->req);
+    bool mine = qf__fifo_withdraw(&q->fifo, &tk->req);
     uint32_t st = QF__REQ_CANCELLED;
     /* Else a consumer or the closer has it: its final state is stored right
      * after their lock is dropped. */
@@ -1419,7 +1396,7 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
     if (!mine)
         put_ticket_settle(tk);
     if (q->single_producer)
-        qf__fifo_sp_release(q);
+        qf__fifo_sp_release(&q->fifo);
     return mine || st != QF__REQ_DONE;
 }
 

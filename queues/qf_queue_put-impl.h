@@ -3,7 +3,7 @@
  * A producer that finds a FIFO-engine queue full can leave a *put request*
  * instead of just a waker: the request carries its element, and a consumer
  * that frees a slot puts the oldest request's element there itself before
- * anything else can take the slot (qf_fifo_wait.c). So producers get in in
+ * anything else can take the slot (queues/engine/qf_fifo_wait.c). So producers get in in
  * the order they started waiting, however many keep arriving (a waker that
  * is only woken has to race every running producer for the slot, and ten
  * thousand QueueRunners starved that way), and after a dequeue from a full
@@ -20,29 +20,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "qf_fifo-impl.h" /* qf__put_req */
 #include "qf_queue.h"
 #include "qf_waker.h"
-
-/* One request (the waiting thread's stack, or a ticket). */
-typedef struct qf__put_req {
-    struct qf__put_req *next; /* req_lock */
-    void *const *slots;
-    size_t n;
-    size_t done; /* slots[0..done) are in the queue; req_lock */
-    bool linked; /* on the queue's list; req_lock */
-    /* The request holds a pending count of the queue (a task's request:
-     * dropped by whoever takes it off the list). */
-    bool owns_pending;
-    struct qf__put_req *finished_next;
-    qf_waker *waker;        /* NULL: a thread sleeping on `state` */
-    _Atomic uint32_t state; /* QF__REQ_* */
-} qf__put_req;
-
-enum {
-    QF__REQ_WAITING = 0,
-    QF__REQ_DONE = 1,      /* every slot went in */
-    QF__REQ_CANCELLED = 2, /* close(cancel_pending_enqueues) */
-};
 
 /* A task's enqueue of one slot across polls. Zero it before first use. */
 typedef struct qf__put_ticket {

@@ -486,8 +486,9 @@ static bool names_match(const qf_queue *q, const request *r)
     return true;
 }
 
-/* TensorFlow's MatchesNodeDef checks, in its order and words. */
-static qf_code check_attach(const qf_queue *q, const request *r)
+/* The settings that are plain values: kind, capacity, min_after_dequeue,
+ * seeds. */
+static qf_code check_attach_settings(const qf_queue *q, const request *r)
 {
     const char *nm = q->shared_name;
     if (q->kind != r->kind)
@@ -511,37 +512,39 @@ static qf_code check_attach(const qf_queue *q, const request *r)
                             "are (%lld, %lld).",
                             nm, (long long)q->seed, (long long)q->seed2, (long long)r->seed,
                             (long long)r->seed2);
-    if (!dtypes_match(q, r)) {
-        char *have = dtypes_text(q->dtypes, q->ncomp), *want = dtypes_text(r->dtypes, r->ncomp);
-        qf_code rc = qf_set_error(QF_INVALID_ARGUMENT,
-                                  "Shared queue '%s' has component types %s but requested "
-                                  "component types were %s",
-                                  nm, have ? have : "?", want ? want : "?");
-        free(have);
-        free(want);
+    return QF_OK;
+}
+
+/* The error for components that differ in `what` (types, shapes, names);
+ * frees both texts (NULL: out of memory). */
+static qf_code component_mismatch(const char *nm, const char *what, char *have, char *want)
+{
+    qf_code rc = qf_set_error(QF_INVALID_ARGUMENT,
+                              "Shared queue '%s' has component %s %s but requested component %s "
+                              "were %s",
+                              nm, what, have ? have : "?", what, want ? want : "?");
+    free(have);
+    free(want);
+    return rc;
+}
+
+/* TensorFlow's MatchesNodeDef checks, in its order and words. */
+static qf_code check_attach(const qf_queue *q, const request *r)
+{
+    const char *nm = q->shared_name;
+    qf_code rc = check_attach_settings(q, r);
+    if (rc != QF_OK)
         return rc;
-    }
-    if (!shapes_match(q, r)) {
-        char *have = shapes_text(q->shapes, q->ncomp), *want = shapes_text(r->shapes, r->ncomp);
-        qf_code rc = qf_set_error(QF_INVALID_ARGUMENT,
-                                  "Shared queue '%s' has component shapes %s but requested "
-                                  "component shapes were %s",
-                                  nm, have ? have : "?", want ? want : "?");
-        free(have);
-        free(want);
-        return rc;
-    }
-    if (!names_match(q, r)) {
-        char *have = names_text(q->names ? (const char *const *)q->names : NULL, q->ncomp);
-        char *want = names_text(r->names, r->ncomp);
-        qf_code rc = qf_set_error(QF_INVALID_ARGUMENT,
-                                  "Shared queue '%s' has component names %s but requested "
-                                  "component names were %s",
-                                  nm, have ? have : "?", want ? want : "?");
-        free(have);
-        free(want);
-        return rc;
-    }
+    if (!dtypes_match(q, r))
+        return component_mismatch(nm, "types", dtypes_text(q->dtypes, q->ncomp),
+                                  dtypes_text(r->dtypes, r->ncomp));
+    if (!shapes_match(q, r))
+        return component_mismatch(nm, "shapes", shapes_text(q->shapes, q->ncomp),
+                                  shapes_text(r->shapes, r->ncomp));
+    if (!names_match(q, r))
+        return component_mismatch(
+            nm, "names", names_text(q->names ? (const char *const *)q->names : NULL, q->ncomp),
+            names_text(r->names, r->ncomp));
     /* qflow only: a single-producer (consumer) queue relies on its users'
      * promise; a handle that did not make it must not attach. The reverse
      * is harmless. Flags' other bits, ptr_dtor and spin_ns are the existing

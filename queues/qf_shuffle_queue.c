@@ -1,5 +1,5 @@
 /* qf_shuffle_queue.c - RandomShuffleQueue: each dequeue removes a uniformly
- * chosen element (spec 63-84), on the locked engine (qf_locked_queue.c).
+ * chosen element (spec 63-84), on the locked engine (queues/engine/qf_locked.c).
  *
  * Storage: a plain array of slots, filled from the front. A dequeue draws
  * the next 32-bit word w of the queue's generator and removes entry
@@ -149,14 +149,14 @@ static const qf__locked_storage shuffle_storage = {
 };
 
 static const qf__queue_ops shuffle_ops = {
-    .put = qf__locked_put,
-    .take = qf__locked_take,
-    .size = qf__locked_size,
-    .close = qf__locked_close,
-    .cancel_poll = qf__locked_cancel_poll,
-    .drain_all = qf__locked_drain_all,
-    .give_back = qf__locked_give_back,
-    .destroy = qf__locked_destroy,
+    .put = qf__locked_queue_put,
+    .take = qf__locked_queue_take,
+    .size = qf__locked_queue_size,
+    .close = qf__locked_queue_close,
+    .cancel_poll = qf__locked_queue_cancel_poll,
+    .drain_all = qf__locked_queue_drain_all,
+    .give_back = qf__locked_queue_give_back,
+    .destroy = qf__locked_queue_destroy,
 };
 
 /* ---------------------------------------------------------- constructor */
@@ -189,8 +189,7 @@ qf_code qf_random_shuffle_queue_new(const qf_queue_options *opts, qf_queue **ret
     }
     /* This kind keeps its elements in the engine's storage: the ring that
      * qf__queue_new() sized for the capacity is never used. */
-    free(q->ring.buf);
-    q->ring.buf = NULL;
+    qf__fifo_free_ring(&q->fifo);
 
     shuffle_queue *s = aligned_alloc(64, (sizeof(shuffle_queue) + 63) & ~(size_t)63);
     if (!s) {
@@ -199,7 +198,7 @@ qf_code qf_random_shuffle_queue_new(const qf_queue_options *opts, qf_queue **ret
     }
     memset(s, 0, sizeof(*s));
     seed_generator(s, opts->seed, opts->seed2);
-    rc = qf__locked_init(q, &s->L, &shuffle_storage, (size_t)opts->min_after_dequeue);
+    rc = qf__locked_queue_init(q, &s->L, &shuffle_storage, (size_t)opts->min_after_dequeue);
     q->impl = s;
     if (rc != QF_OK) {
         qf_queue_unref(q);

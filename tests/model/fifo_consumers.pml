@@ -1,5 +1,5 @@
 /* fifo_consumers.pml - the FIFO engine's consumer wait/wake protocol
- * (queues/qf_fifo_wait.c), model-checked with spin for lost wakes.
+ * (queues/engine/qf_fifo_wait.c), model-checked with spin for lost wakes.
  *
  * Bounded world: NP producers each enqueue one element; NC consumers each
  * dequeue (one element at a time) until end-of-data; a closer closes the

@@ -1,5 +1,5 @@
 /* fifo_holders.pml - consumers gathering batches larger than the capacity
- * ("holders") at a closed queue (queues/qf_fifo_queue.c qf__fifo_take,
+ * ("holders") at a closed queue (queues/engine/qf_fifo.c fifo_take and take_at_closed,
  * qf_fifo_wait.c qf__fifo_closed_quiet / qf__fifo_wait_elements),
  * model-checked with spin.
  *

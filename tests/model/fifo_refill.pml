@@ -1,4 +1,4 @@
-/* fifo_refill.pml - refill on dequeue (queues/qf_fifo_wait.c, "Refill"),
+/* fifo_refill.pml - refill on dequeue (queues/engine/qf_fifo_wait.c, "Refill"),
  * model-checked with spin.
  *
  * Capacity CAP. Producer P enqueues N = CAP + K rows in one enqueue_many:

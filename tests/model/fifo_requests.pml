@@ -1,5 +1,5 @@
 /* fifo_requests.pml - producer threads blocked on a full queue, and the
- * consumers that finish their enqueues (queues/qf_fifo_wait.c, "A put
+ * consumers that finish their enqueues (queues/engine/qf_fifo_wait.c, "A put
  * request"), model-checked with spin.
  *
  * Capacity CAP. NP producer threads each enqueue one element: producer 0

@@ -116,7 +116,7 @@ static void wait_registered(qf_waitlist *wl, uint32_t k)
 static void wait_producers(qf_queue *q, size_t k)
 {
     qf_deadline d = qf_deadline_in_s(20);
-    while (qf__locked_producers_waiting(q) < k) {
+    while (qf__locked_producers_waiting(qf__locked_of(q)) < k) {
         cr_assert(!qf_deadline_passed(d), "no producer waiting");
         sched_yield();
     }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "qf_fifo-impl.h"
+#include "qf_queue-impl.h"
 #include "qf_ring-impl.h"
 #include "qf_test_park.h"
 #include "qflow.h"
@@ -441,10 +441,10 @@ Test(queue_ptr, tombstones_in_front_of_a_value_do_not_end_the_data)
 {
     qf_queue *q = mkq(8, 0);
     unsigned t = 0;
-    cr_assert_eq(qf__ring_reserve(&q->ring, 2, false, true, q->ring.cap, &t), 2);
+    cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 2, false, true, q->fifo.ring.cap, &t), 2);
     for (unsigned i = 0; i < 2; i++)
-        qf__ring_write_tombstone(&q->ring, t + i);
-    qf__ring_publish(&q->ring, t, 2, false);
+        qf__ring_write_tombstone(&q->fifo.ring, t + i);
+    qf__ring_publish(&q->fifo.ring, t, 2, false);
     cr_assert_eq(qf_queue_enqueue_ptr(q, P(0x42)), QF_OK);
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     cr_expect_eq(qf_queue_size(q), 1);

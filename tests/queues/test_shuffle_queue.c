@@ -125,7 +125,7 @@ static void wait_registered(qf_waitlist *wl, uint32_t k)
 static void wait_producers(qf_queue *q, size_t k)
 {
     qf_deadline d = qf_deadline_in_s(20);
-    while (qf__locked_producers_waiting(q) < k) {
+    while (qf__locked_producers_waiting(qf__locked_of(q)) < k) {
         cr_assert(!qf_deadline_passed(d), "no producer waiting");
         sched_yield();
     }
@@ -455,7 +455,7 @@ Test(shuffle_queue, min_after_dequeue_holds_back_until_close)
     cr_expect_null(e);
     job j;
     job_start(&j, q, OP_DEQ, 1, NULL);
-    wait_registered(&q->deq_waiters, 1);
+    wait_registered(&qf__locked_of(q)->deq_waiters, 1);
     cr_expect(!atomic_load(&j.done));
     cr_assert_eq(qf_queue_close(q, false), QF_OK);
     job_join(&j);

@@ -227,8 +227,8 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 120)
     pp p;
     cr_assert_eq(qf_ptr_queue_new(16, "ping", 0, NULL, &p.ping), QF_OK);
     cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
-    atomic_store(&p.ping->spin_dyn, 0);
-    atomic_store(&p.pong->spin_dyn, 0);
+    atomic_store(&p.ping->fifo.spin_dyn, 0);
+    atomic_store(&p.pong->fifo.spin_dyn, 0);
     pthread_t t;
     pthread_create(&t, NULL, echo, &p);
     qf_deadline limit = qf_deadline_in_s(30);
@@ -238,7 +238,8 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 120)
         cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)i), QF_OK);
         cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
         cr_assert_eq((uintptr_t)v, i);
-        recovered = atomic_load(&p.ping->spin_dyn) > 0 && atomic_load(&p.pong->spin_dyn) > 0;
+        recovered =
+            atomic_load(&p.ping->fifo.spin_dyn) > 0 && atomic_load(&p.pong->fifo.spin_dyn) > 0;
     }
     qf_queue_close(p.ping, false);
     pthread_join(t, NULL);

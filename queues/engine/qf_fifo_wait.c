@@ -105,9 +105,9 @@
 #include "qf_status.h"
 #include "qf_task_mark-impl.h"
 
-static uint64_t state_sc(qf_queue *q)
+static uint64_t state_sc(qf__fifo *f)
 {
-    return atomic_load_explicit(&q->state, memory_order_seq_cst);
+    return atomic_load_explicit(&f->state, memory_order_seq_cst);
 }
 
 static int clamp_n(size_t n)
@@ -116,101 +116,101 @@ static int clamp_n(size_t n)
 }
 
 /* F_w for a waiter facing producers / consumers (see the top). */
-static void fence_vs_producers(qf_queue *q)
+static void fence_vs_producers(qf__fifo *f)
 {
-    if (q->single_producer)
-        qf__ring_fence_heavy(&q->ring);
+    if (f->single_producer)
+        qf__ring_fence_heavy(&f->ring);
 }
 
-static void fence_vs_consumers(qf_queue *q)
+static void fence_vs_consumers(qf__fifo *f)
 {
-    if (q->single_consumer)
-        qf__ring_fence_heavy(&q->ring);
+    if (f->single_consumer)
+        qf__ring_fence_heavy(&f->ring);
 }
 
-size_t qf__fifo_available(qf_queue *q)
+size_t qf__fifo_available(qf__fifo *f)
 {
-    return (size_t)qf__ring_published(&q->ring) +
-           atomic_load_explicit(&q->stash_n, memory_order_seq_cst) +
-           atomic_load_explicit(&q->overflow_n, memory_order_seq_cst);
+    return (size_t)qf__ring_published(&f->ring) +
+           atomic_load_explicit(&f->stash_n, memory_order_seq_cst) +
+           atomic_load_explicit(&f->overflow_n, memory_order_seq_cst);
 }
 
-bool qf__fifo_room(qf_queue *q)
+bool qf__fifo_room(qf__fifo *f)
 {
-    if (q->unbounded_cap)
+    if (f->unbounded_cap)
         return true;
-    uint64_t used = (uint64_t)qf__ring_reserved(&q->ring) +
-                    atomic_load_explicit(&q->stash_n, memory_order_seq_cst) +
-                    atomic_load_explicit(&q->overflow_n, memory_order_seq_cst);
-    return used < (uint64_t)q->capacity;
+    uint64_t used = (uint64_t)qf__ring_reserved(&f->ring) +
+                    atomic_load_explicit(&f->stash_n, memory_order_seq_cst) +
+                    atomic_load_explicit(&f->overflow_n, memory_order_seq_cst);
+    return used < (uint64_t)f->capacity;
 }
 
-bool qf__fifo_closed_quiet(qf_queue *q, uint32_t *ret_holders)
+bool qf__fifo_closed_quiet(qf__fifo *f, uint32_t *ret_holders)
 {
-    uint64_t s = state_sc(q);
+    uint64_t s = state_sc(f);
     if (!(s & QF__CLOSED) || qf__pending(s) != 0)
         return false;
-    if (qf__ring_in_flight(&q->ring))
+    if (qf__ring_in_flight(&f->ring))
         return false;
     /* A single producer reserves with a plain store and a light fence
      * before it checks CLOSED: after the heavy fence either its reservation
      * is visible, or it saw CLOSED and publishes a tombstone (waking us). */
-    fence_vs_producers(q);
-    if (qf__ring_in_flight(&q->ring))
+    fence_vs_producers(f);
+    if (qf__ring_in_flight(&f->ring))
         return false;
-    *ret_holders = (uint32_t)qf__holders(state_sc(q));
+    *ret_holders = (uint32_t)qf__holders(state_sc(f));
     return true;
 }
 
-bool qf__fifo_settled_closed(qf_queue *q, bool holder)
+bool qf__fifo_settled_closed(qf__fifo *f, bool holder)
 {
     uint32_t holders;
-    return qf__fifo_closed_quiet(q, &holders) && holders <= (holder ? 1u : 0u);
+    return qf__fifo_closed_quiet(f, &holders) && holders <= (holder ? 1u : 0u);
 }
 
-static void many_need_lower(qf_queue *q, size_t need)
+static void many_need_lower(qf__fifo *f, size_t need)
 {
     uint32_t n = need >= UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)need;
-    uint32_t cur = atomic_load_explicit(&q->many_need, memory_order_relaxed);
+    uint32_t cur = atomic_load_explicit(&f->many_need, memory_order_relaxed);
     while (n < cur && !atomic_compare_exchange_weak_explicit(
-                          &q->many_need, &cur, n, memory_order_seq_cst, memory_order_relaxed))
+                          &f->many_need, &cur, n, memory_order_seq_cst, memory_order_relaxed))
         ;
 }
 
-void qf__fifo_wake_all(qf_queue *q)
+void qf__fifo_wake_all(qf__fifo *f)
 {
-    atomic_store_explicit(&q->many_need, UINT32_MAX, memory_order_relaxed);
-    qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
-    qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
-    qf_waitlist_wake(&q->enq_waiters, INT32_MAX);
+    atomic_store_explicit(&f->many_need, UINT32_MAX, memory_order_relaxed);
+    qf_waitlist_wake(&f->deq_waiters, INT32_MAX);
+    qf_waitlist_wake(&f->deq_many_waiters, INT32_MAX);
+    qf_waitlist_wake(&f->enq_waiters, INT32_MAX);
 }
 
-void qf__fifo_wake_consumers(qf_queue *q, size_t k)
+void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
 {
     if (k == 0)
         return;
-    uint64_t s = state_sc(q);
+    uint64_t s = state_sc(f);
     if (!(s & QF__DEQ_WAIT))
         return;
     if (s & QF__CLOSED) {
         /* End-of-data may have come: everyone re-checks. */
-        atomic_store_explicit(&q->many_need, UINT32_MAX, memory_order_relaxed);
-        if (qf_waitlist_count(&q->deq_waiters))
-            qf_waitlist_wake(&q->deq_waiters, INT32_MAX);
-        if (qf_waitlist_count(&q->deq_many_waiters))
-            qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
+        atomic_store_explicit(&f->many_need, UINT32_MAX, memory_order_relaxed);
+        if (qf_waitlist_count(&f->deq_waiters))
+            qf_waitlist_wake(&f->deq_waiters, INT32_MAX);
+        if (qf_waitlist_count(&f->deq_many_waiters))
+            qf_waitlist_wake(&f->deq_many_waiters, INT32_MAX);
         return;
     }
-    if (qf_waitlist_count(&q->deq_waiters))
-        qf_waitlist_wake(&q->deq_waiters, clamp_n(k));
-    if (qf_waitlist_count(&q->deq_many_waiters)) {
-        uint32_t need = atomic_load_explicit(&q->many_need, memory_order_seq_cst);
+    if (qf_waitlist_count(&f->deq_waiters))
+        qf_waitlist_wake(&f->deq_waiters, clamp_n(k));
+    if (qf_waitlist_count(&f->deq_many_waiters)) {
+        uint32_t need = atomic_load_explicit(&f->many_need, memory_order_seq_cst);
         /* Whoever resets many_need from a real value wakes the batch
          * waiters; one that still falls short lowers it again before its
          * re-check, so a later publish sees it. */
-        if (need != UINT32_MAX && qf__fifo_available(q) >= need &&
-            atomic_exchange_explicit(&q->many_need, UINT32_MAX, memory_order_seq_cst) != UINT32_MAX)
-            qf_waitlist_wake(&q->deq_many_waiters, INT32_MAX);
+        if (need != UINT32_MAX && qf__fifo_available(f) >= need &&
+            atomic_exchange_explicit(&f->many_need, UINT32_MAX, memory_order_seq_cst) != UINT32_MAX)
+            qf_waitlist_wake(&f->deq_many_waiters, INT32_MAX);
     }
 }
 
@@ -227,7 +227,7 @@ void qf__fifo_wake_consumers(qf_queue *q, size_t k)
  * DONE. While its ticket is out the task's waker is normally on no list;
  * one a task's own poll op left registered somewhere is not taken over
  * (that list owns its state), and is woken as before. */
-static void finish_request(qf_queue *q, qf__put_req *r, uint32_t final)
+static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
 {
     qf_waker *wk = r->waker;
     bool pending = r->owns_pending;
@@ -250,84 +250,84 @@ static void finish_request(qf_queue *q, qf__put_req *r, uint32_t final)
         qf_futex_wake(&r->state, 1);
     }
     if (pending)
-        qf__fifo_drop_pending(q);
+        qf__fifo_drop_pending(f);
 }
 
-void qf__fifo_arrive(qf_queue *q)
+void qf__fifo_arrive(qf__fifo *f)
 {
-    atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&q->arriving, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&f->reqs_n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f->arriving, 1, memory_order_seq_cst);
     /* Always the RMW, even when the sticky bit is set: a consumer whose
      * load of the state word reads it (or later) sees both counts. */
-    atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
+    atomic_fetch_or_explicit(&f->state, QF__ENQ_WAIT, memory_order_seq_cst);
 }
 
-void qf__fifo_arrive_undo(qf_queue *q)
+void qf__fifo_arrive_undo(qf__fifo *f)
 {
-    atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&q->arriving, 1, memory_order_seq_cst);
+    atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&f->arriving, 1, memory_order_seq_cst);
 }
 
 /* One pass over the list under req_lock: finish what the room allows,
  * oldest first. Returns true when the list ran empty with room left. */
-static bool serve_requests(qf_queue *q, qf__put_req *self)
+static bool serve_requests(qf__fifo *f, qf__put_req *self)
 {
     qf__put_req *finished = NULL, **last = &finished;
     size_t published = 0;
     bool room_left = false;
-    qf__lock(&q->req_lock);
+    qf__lock(&f->req_lock);
     for (;;) {
-        qf__put_req *r = q->req_head;
+        qf__put_req *r = f->req_head;
         if (!r) {
-            room_left = qf__fifo_room(q);
+            room_left = qf__fifo_room(f);
             break;
         }
         qf_code err = QF_OK;
         size_t pub = 0;
         size_t k =
-            qf__fifo_put_now(q, r->slots + r->done, r->n - r->done, true, false, NULL, &err, &pub);
+            qf__fifo_put_now(f, r->slots + r->done, r->n - r->done, true, false, NULL, &err, &pub);
         r->done += k;
         published += pub;
         if (err != QF_OK || r->done < r->n)
             break; /* no room left, or cancelled: the closer fails them */
-        q->req_head = r->next;
-        if (!q->req_head)
-            q->req_tail = NULL;
+        f->req_head = r->next;
+        if (!f->req_head)
+            f->req_tail = NULL;
         r->linked = false;
-        atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
         r->finished_next = NULL;
         *last = r;
         last = &r->finished_next;
     }
-    qf__unlock(&q->req_lock);
+    qf__unlock(&f->req_lock);
     while (finished) {
         qf__put_req *r = finished;
         finished = r->finished_next; /* before DONE: the owner may return */
         if (r == self)               /* the caller itself, helping: nobody to wake */
             atomic_store_explicit(&r->state, QF__REQ_DONE, memory_order_release);
         else
-            finish_request(q, r, QF__REQ_DONE);
+            finish_request(f, r, QF__REQ_DONE);
     }
-    qf__fifo_wake_consumers(q, published);
+    qf__fifo_wake_consumers(f, published);
     return room_left;
 }
 
 /* Finish blocked producers' enqueues with the room there is now, oldest
  * first (see "A put request" and "Refill" at the top). `self`: the
  * calling producer's own request, when it helps. */
-static void complete_requests(qf_queue *q, qf__put_req *self)
+static void complete_requests(qf__fifo *f, qf__put_req *self)
 {
     for (unsigned spins = 0;;) {
         /* Read before the pass: 0 here means every arrival that came
          * before is linked by the time we take the lock. */
-        uint32_t arriving = atomic_load_explicit(&q->arriving, memory_order_seq_cst);
-        if (!serve_requests(q, self) || arriving == 0)
+        uint32_t arriving = atomic_load_explicit(&f->arriving, memory_order_seq_cst);
+        if (!serve_requests(f, self) || arriving == 0)
             return;
         /* Room is left and a producer whose rows filled the queue may not
          * be in line yet: it is between publishing them and linking its
          * request, which never blocks. Wait for it, so that it is in line
          * (and gets this room) before our dequeue returns. */
-        while (atomic_load_explicit(&q->arriving, memory_order_seq_cst) != 0 && qf__fifo_room(q)) {
+        while (atomic_load_explicit(&f->arriving, memory_order_seq_cst) != 0 && qf__fifo_room(f)) {
             if (spins++ < 64)
                 qf__cpu_relax();
             else
@@ -336,38 +336,38 @@ static void complete_requests(qf_queue *q, qf__put_req *self)
     }
 }
 
-void qf__fifo_wake_producers(qf_queue *q, size_t k)
+void qf__fifo_wake_producers(qf__fifo *f, size_t k)
 {
     if (k == 0)
         return;
-    uint64_t s = state_sc(q);
+    uint64_t s = state_sc(f);
     if (!(s & QF__ENQ_WAIT))
         return;
-    if (atomic_load_explicit(&q->reqs_n, memory_order_relaxed))
-        complete_requests(q, NULL);
-    if (qf_waitlist_count(&q->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(q)))
-        qf_waitlist_wake(&q->enq_waiters, clamp_n(k));
+    if (atomic_load_explicit(&f->reqs_n, memory_order_relaxed))
+        complete_requests(f, NULL);
+    if (qf_waitlist_count(&f->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(f)))
+        qf_waitlist_wake(&f->enq_waiters, clamp_n(k));
 }
 
-void qf__fifo_cancel_requests(qf_queue *q)
+void qf__fifo_cancel_requests(qf__fifo *f)
 {
-    qf__lock(&q->req_lock);
-    qf__put_req *r = q->req_head;
+    qf__lock(&f->req_lock);
+    qf__put_req *r = f->req_head;
     uint32_t unlinked = 0;
     for (qf__put_req *x = r; x; x = x->next, unlinked++)
         x->linked = false;
-    q->req_head = q->req_tail = NULL;
+    f->req_head = f->req_tail = NULL;
     /* Not a store of 0: producers arriving are counted too. */
-    atomic_fetch_sub_explicit(&q->reqs_n, unlinked, memory_order_relaxed);
-    qf__unlock(&q->req_lock);
+    atomic_fetch_sub_explicit(&f->reqs_n, unlinked, memory_order_relaxed);
+    qf__unlock(&f->req_lock);
     while (r) {
         qf__put_req *next = r->next; /* before the final state */
-        finish_request(q, r, QF__REQ_CANCELLED);
+        finish_request(f, r, QF__REQ_CANCELLED);
         r = next;
     }
 }
 
-qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__wait *w)
+qf_code qf__fifo_wait_elements(qf__fifo *f, size_t need, bool holder, const qf__wait *w)
 {
     qf_waker tw, *wk = w->waker;
     if (w->mode == QF__WAIT_DEADLINE) {
@@ -376,17 +376,17 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
         qf_waker_init_thread(&tw);
         wk = &tw;
     }
-    qf_waitlist *wl = need > 1 ? &q->deq_many_waiters : &q->deq_waiters;
+    qf_waitlist *wl = need > 1 ? &f->deq_many_waiters : &f->deq_waiters;
     qf_waitlist_register(wl, wk);
     if (need > 1)
-        many_need_lower(q, need);
-    atomic_fetch_or_explicit(&q->state, QF__DEQ_WAIT, memory_order_seq_cst);
-    fence_vs_producers(q);
+        many_need_lower(f, need);
+    atomic_fetch_or_explicit(&f->state, QF__DEQ_WAIT, memory_order_seq_cst);
+    fence_vs_producers(f);
     /* A holder also returns once the queue is closed and quiet, whoever
      * else holds: it must then give back rather than wait (qf_fifo_take). */
     uint32_t holders;
-    if (qf__fifo_available(q) >= need ||
-        (qf__fifo_closed_quiet(q, &holders) && (holder || holders == 0))) {
+    if (qf__fifo_available(f) >= need ||
+        (qf__fifo_closed_quiet(f, &holders) && (holder || holders == 0))) {
         if (!qf_waitlist_cancel(wl, wk)) {
             /* Woken meanwhile: we re-try anyway, but the wake may have
              * been meant for a waiter behind us; pass it on. */
@@ -402,25 +402,25 @@ qf_code qf__fifo_wait_elements(qf_queue *q, size_t need, bool holder, const qf__
     return QF_OK;
 }
 
-bool qf__fifo_withdraw(qf_queue *q, qf__put_req *r)
+bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
 {
-    qf__lock(&q->req_lock);
+    qf__lock(&f->req_lock);
     bool mine = r->linked;
     if (mine) {
-        qf__put_req **pp = &q->req_head, *prev = NULL;
+        qf__put_req **pp = &f->req_head, *prev = NULL;
         while (*pp != r) {
             prev = *pp;
             pp = &(*pp)->next;
         }
         *pp = r->next;
-        if (q->req_tail == r)
-            q->req_tail = prev;
+        if (f->req_tail == r)
+            f->req_tail = prev;
         r->linked = false;
-        atomic_fetch_sub_explicit(&q->reqs_n, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
     }
-    qf__unlock(&q->req_lock);
+    qf__unlock(&f->req_lock);
     if (mine && r->owns_pending)
-        qf__fifo_drop_pending(q);
+        qf__fifo_drop_pending(f);
     return mine;
 }
 
@@ -434,42 +434,42 @@ typedef enum {
  * (the waiter's half of the rule at the top). When the re-check asks for
  * a re-try but a consumer or the closer took r first, r is IN_LINE: its
  * final state is on its way. */
-static void link_request(qf_queue *q, qf__put_req *r, bool count)
+static void link_request(qf__fifo *f, qf__put_req *r, bool count)
 {
     r->next = NULL;
     r->linked = true;
     atomic_store_explicit(&r->state, QF__REQ_WAITING, memory_order_relaxed);
-    qf__lock(&q->req_lock);
-    if (q->req_tail)
-        q->req_tail->next = r;
+    qf__lock(&f->req_lock);
+    if (f->req_tail)
+        f->req_tail->next = r;
     else
-        q->req_head = r;
-    q->req_tail = r;
+        f->req_head = r;
+    f->req_tail = r;
     if (count)
-        atomic_fetch_add_explicit(&q->reqs_n, 1, memory_order_relaxed);
-    qf__unlock(&q->req_lock);
+        atomic_fetch_add_explicit(&f->reqs_n, 1, memory_order_relaxed);
+    qf__unlock(&f->req_lock);
 }
 
-static enlisted enlist(qf_queue *q, qf__put_req *r)
+static enlisted enlist(qf__fifo *f, qf__put_req *r)
 {
-    link_request(q, r, true);
+    link_request(f, r, true);
 
-    uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    fence_vs_consumers(q);
+    uint64_t old = atomic_fetch_or_explicit(&f->state, QF__ENQ_WAIT, memory_order_seq_cst);
+    fence_vs_consumers(f);
     /* Re-check: room, or a cancelling close (a plain close does not refuse
      * a pending enqueue). */
-    if ((qf__fifo_room(q) || (old & QF__CANCELLED) || (state_sc(q) & QF__CANCELLED)) &&
-        qf__fifo_withdraw(q, r))
+    if ((qf__fifo_room(f) || (old & QF__CANCELLED) || (state_sc(f) & QF__CANCELLED)) &&
+        qf__fifo_withdraw(f, r))
         return TAKEN_BACK;
     return IN_LINE;
 }
 
-qf_code qf__fifo_enlist(qf_queue *q, qf__put_req *r)
+qf_code qf__fifo_enlist(qf__fifo *f, qf__put_req *r)
 {
-    return enlist(q, r) == IN_LINE ? QF_PENDING : QF_OK;
+    return enlist(f, r) == IN_LINE ? QF_PENDING : QF_OK;
 }
 
-qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t *done,
+qf_code qf__fifo_wait_request(qf__fifo *f, void *const *slots, size_t n, size_t *done,
                               qf_deadline deadline, bool arrived)
 {
     qf__put_req r = {.slots = slots, .n = n, .done = *done};
@@ -479,25 +479,25 @@ qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t 
          * back to re-try (a consumer that made it may be waiting for us
          * to be in line): we serve the line with it, in order, which may
          * finish our own request. */
-        link_request(q, &r, false);
-        atomic_fetch_sub_explicit(&q->arriving, 1, memory_order_seq_cst);
-        fence_vs_consumers(q);
-        if (state_sc(q) & QF__CANCELLED) {
-            if (qf__fifo_withdraw(q, &r)) {
+        link_request(f, &r, false);
+        atomic_fetch_sub_explicit(&f->arriving, 1, memory_order_seq_cst);
+        fence_vs_consumers(f);
+        if (state_sc(f) & QF__CANCELLED) {
+            if (qf__fifo_withdraw(f, &r)) {
                 *done = r.done;
                 return qf__fifo_err_enqueue_cancelled();
             }
-        } else if (qf__fifo_room(q)) {
-            complete_requests(q, &r);
+        } else if (qf__fifo_room(f)) {
+            complete_requests(f, &r);
         }
-    } else if (enlist(q, &r) == TAKEN_BACK) {
+    } else if (enlist(f, &r) == TAKEN_BACK) {
         *done = r.done; /* re-try */
         return QF_OK;
     }
     uint32_t st;
     while ((st = atomic_load_explicit(&r.state, memory_order_acquire)) == QF__REQ_WAITING) {
         if (qf_futex_wait_until(&r.state, QF__REQ_WAITING, deadline) == QF_DEADLINE_EXCEEDED) {
-            if (qf__fifo_withdraw(q, &r)) {
+            if (qf__fifo_withdraw(f, &r)) {
                 *done = r.done;
                 return qf__fifo_err_timeout();
             }
@@ -510,15 +510,15 @@ qf_code qf__fifo_wait_request(qf_queue *q, void *const *slots, size_t n, size_t 
     return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
 }
 
-qf_code qf__fifo_wait_room_poll(qf_queue *q, qf_waker *wk)
+qf_code qf__fifo_wait_room_poll(qf__fifo *f, qf_waker *wk)
 {
-    qf_waitlist_register(&q->enq_waiters, wk);
-    uint64_t old = atomic_fetch_or_explicit(&q->state, QF__ENQ_WAIT, memory_order_seq_cst);
-    fence_vs_consumers(q);
+    qf_waitlist_register(&f->enq_waiters, wk);
+    uint64_t old = atomic_fetch_or_explicit(&f->state, QF__ENQ_WAIT, memory_order_seq_cst);
+    fence_vs_consumers(f);
     uint64_t closed = QF__CLOSED | QF__CANCELLED;
-    if (qf__fifo_room(q) || (old & closed) || (state_sc(q) & closed)) {
-        if (!qf_waitlist_cancel(&q->enq_waiters, wk)) {
-            qf_waitlist_wake(&q->enq_waiters, 1); /* woken meanwhile: pass it on */
+    if (qf__fifo_room(f) || (old & closed) || (state_sc(f) & closed)) {
+        if (!qf_waitlist_cancel(&f->enq_waiters, wk)) {
+            qf_waitlist_wake(&f->enq_waiters, 1); /* woken meanwhile: pass it on */
             qf_waker_consumed(wk);
         }
         return QF_OK;

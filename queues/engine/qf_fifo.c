@@ -1,0 +1,825 @@
+/* qf_fifo.c - the FIFO engine: reserve, publish, take, close.
+ *
+ * Everything here moves opaque slots (element pointers or inline values) in
+ * a qf__fifo the queue embeds; the queue API (queues/qf_fifo_queue.c, the
+ * operations table, and qf_queue.c) wraps it in the element and pointer
+ * APIs. How the engine waits
+ * and wakes when it cannot finish at once is qf_fifo_wait.c's.
+ *
+ * The fast path touches no shared counter: capacity comes from the ring
+ * indices (qf_ring-impl.h), and the state word (qf_engine-impl.h) is read,
+ * not written, by enqueues and dequeues. A producer reserves ring slots,
+ * checks the state word (closed?), writes and publishes them, then reads
+ * the state word for sleeping consumers. A consumer claims between `min`
+ * and `max` published slots with one CAS (a batch that is not all there is
+ * not taken at all) and then reads the state word for sleeping producers.
+ *
+ * Batches. dequeue_many(n) with n up to the capacity waits until n are
+ * there and takes them at once, so it never holds elements it may have to
+ * give back: capacity and every producer's order hold whatever the
+ * deadline or a close does. Only a batch larger than the capacity (spec 52:
+ * TensorFlow gathers those as they arrive) takes elements while it waits;
+ * such a "holder" gives them back to the front of the queue (a stash the
+ * producers count against the capacity) when it fails.
+ *
+ * Closed and drained. A consumer reports end-of-data only when the queue is
+ * closed and settled: no enqueue that was blocked before a plain close is
+ * still pending, no other consumer holds elements it may give back, and no
+ * reservation is in flight. Holders that meet at a closed queue with
+ * nothing more to come each give back what they hold unless what is there
+ * completes their batch, then wait as plain consumers: the last holder
+ * decides alone, so two holders never wait on each other.
+ *
+ * Tombstones. A producer that reserved slots and then finds the queue closed cannot hand the slots
+ * back (later producers may hold later slots), so it publishes tombstones there (tags beside the
+ * slots, qf_ring-impl.h note 7), which consumers drop, and fails. Hence a reservation either
+ * becomes an element delivered before end-of-data, or a failed enqueue; never an element stranded
+ * behind an end-of-data.
+ */
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "qf_fifo-impl.h"
+#include "qf_spin-impl.h"
+#include "qf_status-impl.h"
+#include "qf_status.h"
+#include "qf_task_mark-impl.h"
+
+/* Waits for an in-flight publication before a try form gives up. */
+#define INFLIGHT_SPINS 64
+
+/* ---------------------------------------------------------------- errors */
+
+static qf_code err_closed(const qf__fifo *f)
+{
+    return qf_set_error(QF_CANCELLED, "%s '%s' is closed.", f->kind_name, f->name);
+}
+
+qf_code qf__fifo_err_enqueue_cancelled(void)
+{
+    return qf__set_error_static(QF_CANCELLED, "Enqueue operation was cancelled");
+}
+
+qf_code qf__fifo_err_timeout(void)
+{
+    return qf__set_error_static(QF_DEADLINE_EXCEEDED, "Timed out waiting for notification");
+}
+
+static qf_code err_insufficient(const qf__fifo *f, size_t requested)
+{
+    return qf_set_error(QF_OUT_OF_RANGE,
+                        "%s '%s' is closed and has insufficient elements (requested %zu, "
+                        "current size %lld)",
+                        f->kind_name, f->name, requested, (long long)qf__fifo_size(f));
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t state_sc(qf__fifo *f)
+{
+    return atomic_load_explicit(&f->state, memory_order_seq_cst);
+}
+
+void qf__fifo_drop_pending(qf__fifo *f)
+{
+    uint64_t old = atomic_fetch_sub_explicit(&f->state, QF__PENDING_ONE, memory_order_seq_cst);
+    /* The last enqueue that outlived a plain close has finished: consumers
+     * on a closed queue may now be at end-of-data. */
+    if (qf__pending(old) == 1 && (old & QF__CLOSED))
+        qf__fifo_wake_all(f);
+}
+
+bool qf__fifo_become_pending(qf__fifo *f, qf_code *ret_err)
+{
+    uint64_t old = atomic_fetch_add_explicit(&f->state, QF__PENDING_ONE, memory_order_seq_cst);
+    if (old & (QF__CLOSED | QF__CANCELLED)) {
+        qf__fifo_drop_pending(f);
+        *ret_err = (old & QF__CANCELLED) ? qf__fifo_err_enqueue_cancelled() : err_closed(f);
+        return false;
+    }
+    return true;
+}
+
+static void release_holder(qf__fifo *f)
+{
+    uint64_t old = atomic_fetch_sub_explicit(&f->state, QF__HOLDER_ONE, memory_order_seq_cst);
+    if (old & QF__CLOSED)
+        qf__fifo_wake_all(f);
+}
+
+static int ncpus(void)
+{
+    static _Atomic int ncpu;
+    int n = atomic_load_explicit(&ncpu, memory_order_relaxed);
+    if (n == 0) {
+        n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store_explicit(&ncpu, n > 0 ? n : 1, memory_order_relaxed);
+    }
+    return n > 0 ? n : 1;
+}
+
+/* Spinning before sleeping catches a partner that is about to act (a futex
+ * hand-off costs microseconds), but only when the partner is running; on
+ * an oversubscribed or busy machine the spinner burns the time slice its
+ * partner needs (measured here: 10-20x slower than not spinning at all).
+ * So the budget adapts per queue, as an adaptive mutex's does: a spin that
+ * caught its partner doubles it (up to spin_ns), a spin that ended in a
+ * sleep anyway halves it. Relaxed updates: it is a hint. */
+typedef struct spin {
+    int64_t end;    /* 0: not started; -1: done or not allowed; else deadline */
+    unsigned calls; /* spin_once() calls since it started */
+} spin;
+
+static void spin_feedback(qf__fifo *f, bool caught)
+{
+    int32_t b = atomic_load_explicit(&f->spin_dyn, memory_order_relaxed);
+    int32_t nb = caught ? (b < 1000 ? 1000 : b * 2) : b / 2;
+    if (nb > f->spin_ns)
+        nb = (int32_t)f->spin_ns;
+    if (nb != b)
+        atomic_store_explicit(&f->spin_dyn, nb, memory_order_relaxed);
+}
+
+/* The operation made progress (or ended): a spin still running caught it. */
+static void spin_release(qf__fifo *f, spin *sp)
+{
+    if (sp->end > 0)
+        spin_feedback(f, true);
+    sp->end = 0;
+}
+
+/* Spin a little; false once the budget is spent (then it sleeps). The
+ * clock is read once every SPIN_CLOCK_EVERY calls: a clock read can cost
+ * more than the pause it would time (measured: ~285 ns per
+ * clock_gettime() on a loaded KVM guest). */
+#define SPIN_CLOCK_EVERY 8
+static bool spin_once(qf__fifo *f, spin *sp)
+{
+    if (sp->end < 0 || f->spin_ns <= 0 || ncpus() < 2)
+        return false;
+    if (sp->end == 0) {
+        int64_t now = qf_now_ns();
+        int32_t budget = atomic_load_explicit(&f->spin_dyn, memory_order_relaxed);
+        if (budget <= 0) {
+            /* Probe in the process-wide windows, so the budget can grow
+             * back once the machine quietens down (qf_spin-impl.h). */
+            if (!qf__spin_probe_window(now)) {
+                sp->end = -1;
+                return false;
+            }
+            budget = (int32_t)f->spin_ns;
+        }
+        sp->end = now + budget;
+        sp->calls = 0;
+    } else if (++sp->calls % SPIN_CLOCK_EVERY == 0 && qf_now_ns() >= sp->end) {
+        spin_feedback(f, false);
+        sp->end = -1;
+        return false;
+    }
+    for (int i = 0; i < 16; i++)
+        qf__cpu_relax();
+    return true;
+}
+
+static void oom_abort(const char *what)
+{
+    fprintf(stderr, "qflow: out of memory %s\n", what);
+    abort();
+}
+
+/* ------------------------------------------------------------- producers */
+
+qf_code qf__fifo_closed_for(const qf__fifo *f, uint64_t s, bool pending)
+{
+    if (s & QF__CANCELLED)
+        return pending ? qf__fifo_err_enqueue_cancelled() : err_closed(f);
+    if ((s & QF__CLOSED) && !pending)
+        return err_closed(f);
+    return QF_OK;
+}
+
+/* Slots the ring may hold now: the capacity less what a gathering consumer
+ * gave back to the stash (the stash is in front and counts). */
+static unsigned ring_limit(qf__fifo *f)
+{
+    uint32_t st = atomic_load_explicit(&f->stash_n, memory_order_relaxed);
+    if (st == 0)
+        return f->ring.cap;
+    return st >= f->ring.cap ? 0 : f->ring.cap - st;
+}
+
+/* Unbounded (or huge) queues: the overflow list behind the ring. Puts all
+ * n slots or none; returns true when they went in (or the queue refused them
+ * with *ret_err), false when there is no room for all n. */
+static bool overflow_push(qf__fifo *f, void *const *slots, size_t n, bool pending, bool *arrive,
+                          qf_code *ret_err)
+{
+    /* This producer's own earlier ring slots may be marked but not carried
+     * yet (qf_ring-impl.h note 4); a consumer that finds the ring dry takes
+     * from the list, so they must be visible before anything goes behind
+     * them. */
+    if (!f->single_producer)
+        qf__ring_wait_carried(&f->ring);
+    qf__lock(&f->side_lock);
+    if (!f->unbounded_cap) {
+        uint64_t used = qf__ring_reserved(&f->ring) + f->overflow.len +
+                        atomic_load_explicit(&f->stash_n, memory_order_relaxed);
+        if (used + n > (uint64_t)f->capacity) {
+            qf__unlock(&f->side_lock);
+            return false;
+        }
+    }
+    /* Announce first, then check closed: a consumer that saw it settled
+     * either misses the announcement (and we then see CLOSED) or waits. */
+    atomic_fetch_add_explicit(&f->overflow_n, (uint32_t)n, memory_order_seq_cst);
+    *ret_err = qf__fifo_closed_for(f, state_sc(f), pending);
+    if (*ret_err != QF_OK) {
+        atomic_fetch_sub_explicit(&f->overflow_n, (uint32_t)n, memory_order_seq_cst);
+        qf__unlock(&f->side_lock);
+        return true;
+    }
+    /* These fill the queue and the caller has more: it arrives before any
+     * consumer can take from the list (which it does under this lock). */
+    if (arrive && !f->unbounded_cap &&
+        qf__ring_reserved(&f->ring) + f->overflow.len + n +
+                atomic_load_explicit(&f->stash_n, memory_order_relaxed) >=
+            (uint64_t)f->capacity) {
+        qf__fifo_arrive(f);
+        *arrive = true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!qf__deque_push_back(&f->overflow, slots[i]))
+            oom_abort("growing an unbounded queue");
+    qf__unlock(&f->side_lock);
+    return true;
+}
+
+size_t qf__fifo_put_now(qf__fifo *f, void *const *slots, size_t n, bool pending, bool all,
+                        bool *arrive, qf_code *ret_err, size_t *ret_published)
+{
+    size_t done = 0, published = 0;
+    *ret_err = QF_OK;
+    while (done < n && !(arrive && *arrive)) {
+        unsigned ticket = 0;
+        size_t k = 0;
+        bool to_overflow = f->spill && atomic_load_explicit(&f->overflow_n, memory_order_acquire);
+        if (!to_overflow)
+            k = qf__ring_reserve(&f->ring, n - done, f->single_producer, all, ring_limit(f),
+                                 &ticket);
+        if (k > 0) {
+            qf_code err = qf__fifo_closed_for(f, state_sc(f), pending);
+            if (err != QF_OK) {
+                /* Reserved after a close: publish tombstones, fail. */
+                for (size_t i = 0; i < k; i++)
+                    qf__ring_write_tombstone(&f->ring, ticket + (unsigned)i);
+                published += qf__ring_publish(&f->ring, ticket, (unsigned)k, f->single_producer);
+                *ret_err = err;
+                break;
+            }
+            /* A reservation short of what is left filled the queue (a
+             * spilling ring's does not: the list goes on behind it). */
+            if (arrive && !f->spill && k < n - done) {
+                qf__fifo_arrive(f);
+                *arrive = true;
+            }
+            for (size_t i = 0; i < k; i++)
+                qf__ring_write(&f->ring, ticket + (unsigned)i, slots[done + i]);
+            published += qf__ring_publish(&f->ring, ticket, (unsigned)k, f->single_producer);
+            done += k;
+            continue;
+        }
+        if (!f->spill)
+            break;
+        /* A try of several rows goes in whole or not at all. */
+        size_t m = all ? n - done : 1;
+        qf_code err = QF_OK;
+        if (!overflow_push(f, slots + done, m, pending, arrive && m < n - done ? arrive : NULL,
+                           &err))
+            break;
+        if (err != QF_OK) {
+            *ret_err = err;
+            break;
+        }
+        done += m;
+        published += m;
+    }
+    *ret_published = published;
+    return done;
+}
+
+/* ------------------------------------------------- single producer/consumer */
+
+/* A queue created single-producer (single-consumer) stores its ring index
+ * with a plain store: two producers at once lose elements silently (issue
+ * 24: 42,908 of 60,000 arrived). Each call on that side claims the side
+ * with an exchange on a line only that side touches and releases it with
+ * a store, for the whole call, blocking included: a second call at the same
+ * time is refused, deterministically so while the first one waits. The
+ * multi-producer and multi-consumer paths do not look at it. On
+ * queue.tput.spsc the difference was within this machine's run-to-run
+ * spread (issue 24 report). */
+static qf_code err_single(const qf__fifo *f, const char *side, const char *flag, const char *op)
+{
+    return qf_set_error(QF_FAILED_PRECONDITION,
+                        "%s '%s' was created single-%s (%s) but another %s is running on it at "
+                        "the same time",
+                        f->kind_name, f->name, side, flag, op);
+}
+
+qf_code qf__fifo_sp_claim(qf__fifo *f)
+{
+    if (atomic_exchange_explicit(&f->sp_busy, 1, memory_order_acquire) != 0)
+        return err_single(f, "producer", "QF_QUEUE_SINGLE_PRODUCER", "enqueue");
+    return QF_OK;
+}
+
+void qf__fifo_sp_release(qf__fifo *f)
+{
+    atomic_store_explicit(&f->sp_busy, 0, memory_order_release);
+}
+
+static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
+                        size_t *ret_done);
+static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
+                         void **ret_slots, size_t *ret_n);
+
+qf_code qf__fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done)
+{
+    if (!f->single_producer)
+        return fifo_put(f, slots, n, w, ret_done);
+    qf_code rc = qf__fifo_sp_claim(f);
+    if (rc != QF_OK) {
+        if (ret_done)
+            *ret_done = 0;
+        return rc;
+    }
+    rc = fifo_put(f, slots, n, w, ret_done);
+    qf__fifo_sp_release(f);
+    return rc;
+}
+
+qf_code qf__fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
+                      void **ret_slots, size_t *ret_n)
+{
+    if (!f->single_consumer)
+        return fifo_take(f, min, max, up_to, w, ret_slots, ret_n);
+    if (atomic_exchange_explicit(&f->sc_busy, 1, memory_order_acquire) != 0)
+        return err_single(f, "consumer", "QF_QUEUE_SINGLE_CONSUMER", "dequeue");
+    qf_code rc = fifo_take(f, min, max, up_to, w, ret_slots, ret_n);
+    atomic_store_explicit(&f->sc_busy, 0, memory_order_release);
+    return rc;
+}
+
+/* Nothing went in: the queue is full for this producer. A closed queue
+ * fails rather than waits; the try form fails; a task waits for room
+ * (registered: QF_PENDING); a thread becomes pending (a plain close then
+ * lets it finish, and consumers wait for it before reporting end-of-data),
+ * spins, and then waits in line while consumers put its rows in (*done
+ * grows). QF_OK: try again; anything else ends the enqueue. */
+static qf_code put_full(qf__fifo *f, void *const *slots, size_t n, size_t *done, const qf__wait *w,
+                        bool *pending, spin *sp)
+{
+    qf_code rc = qf__fifo_closed_for(f, state_sc(f), *pending);
+    if (rc != QF_OK)
+        return rc;
+    if (w->mode == QF__WAIT_TRY)
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
+    if (w->mode == QF__WAIT_POLL)
+        return qf__fifo_wait_room_poll(f, w->waker);
+    if (!*pending) {
+        if (!qf__fifo_become_pending(f, &rc))
+            return rc;
+        *pending = true;
+    }
+    if (qf_deadline_passed(w->deadline))
+        return qf__fifo_err_timeout();
+    if (spin_once(f, sp))
+        return QF_OK;
+    if (qf__in_task())
+        return qf__blocking_in_task_error("A blocking enqueue");
+    spin_release(f, sp);
+    return qf__fifo_wait_request(f, slots, n, done, w->deadline, false);
+}
+
+static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
+                        size_t *ret_done)
+{
+    size_t done = 0;
+    bool pending = false;
+    spin sp = {0};
+    qf_code rc = QF_OK;
+    bool try_all = w->mode == QF__WAIT_TRY && n > 1;
+    /* A thread's enqueue_many that fills the queue goes into line before
+     * its rows become visible (qf_fifo_wait.c, "Refill"); one row never
+     * fills the queue part-way, so single enqueues skip this. */
+    bool arrived = false;
+    bool *arrive = n > 1 && w->mode == QF__WAIT_DEADLINE && !qf__in_task() ? &arrived : NULL;
+
+    if (n > 1 && w->mode == QF__WAIT_DEADLINE) {
+        /* A multi-row enqueue is pending from its start, so a plain close
+         * between its rows cannot cut it in two (spec 30, 59). */
+        if (!qf__fifo_become_pending(f, &rc)) {
+            if (ret_done)
+                *ret_done = 0;
+            return rc;
+        }
+        pending = true;
+    } else if ((rc = qf__fifo_closed_for(f, atomic_load_explicit(&f->state, memory_order_acquire),
+                                         pending)) != QF_OK) {
+        /* Already closed: refuse before reserving, so no tombstone. */
+        if (ret_done)
+            *ret_done = 0;
+        return rc;
+    }
+    while (done < n) {
+        size_t published = 0;
+        size_t k =
+            qf__fifo_put_now(f, slots + done, n - done, pending, try_all, arrive, &rc, &published);
+        qf__fifo_wake_consumers(f, published);
+        done += k;
+        if (arrived) {
+            arrived = false;
+            if (rc != QF_OK || done == n) {
+                qf__fifo_arrive_undo(f);
+                break;
+            }
+            /* Pending already (a multi-row thread enqueue is from its
+             * start). No spin: consumers that freed room wait for us. */
+            spin_release(f, &sp);
+            rc = qf__fifo_wait_request(f, slots, n, &done, w->deadline, true);
+            if (rc != QF_OK)
+                break;
+            continue;
+        }
+        if (rc != QF_OK || done == n)
+            break;
+        if (k > 0) {
+            spin_release(f, &sp);
+            continue;
+        }
+        rc = put_full(f, slots, n, &done, w, &pending, &sp);
+        if (rc != QF_OK)
+            break;
+    }
+    spin_release(f, &sp);
+    if (pending)
+        qf__fifo_drop_pending(f);
+    if (ret_done)
+        *ret_done = done;
+    return done == n ? QF_OK : rc;
+}
+
+/* ------------------------------------------------------------- consumers */
+
+/* With a stash or an overflow list: in order stash, ring, overflow, at
+ * least min of them or none, under the side lock (which holds the stash
+ * and the overflow list still; the ring only shrinks under other consumers
+ * or gains stragglers older than the overflow). *ret_freed: the room
+ * made: stash elements, ring slots (tombstones too) and overflow elements
+ * taken. */
+static size_t take_side(qf__fifo *f, void **out, size_t min, size_t max, size_t *ret_freed)
+{
+    qf__lock(&f->side_lock);
+    size_t s = f->stash.len, o = f->overflow.len;
+    size_t a = s < max ? s : max;
+    size_t r_min = min > a + o ? min - a - o : 0;
+    size_t r = 0, freed = 0;
+    if (a < max) {
+        r = qf__ring_take(&f->ring, out + a, r_min ? r_min : 1, max - a, f->single_consumer,
+                          &freed);
+        if (freed == 0 && r_min > 0) {
+            qf__unlock(&f->side_lock);
+            *ret_freed = 0;
+            return 0;
+        }
+        /* A take can stop at the consumers' cached p_tail while more is
+         * published; before the list's turn the ring must be really dry
+         * (a take that finds the cache empty loads p_tail itself). */
+        while (o > 0 && r < max - a) {
+            size_t slots;
+            r += qf__ring_take(&f->ring, out + a + r, 1, max - a - r, f->single_consumer, &slots);
+            if (slots == 0)
+                break;
+            freed += slots;
+        }
+    }
+    qf__deque_pop_front(&f->stash, out, a);
+    atomic_fetch_sub_explicit(&f->stash_n, (uint32_t)a, memory_order_seq_cst);
+    size_t k = a + r, from_o = 0;
+    if (k < max && o > 0) {
+        /* The ring ran dry: the overflow list's elements are next. */
+        from_o = qf__deque_pop_front(&f->overflow, out + k, max - k);
+        atomic_fetch_sub_explicit(&f->overflow_n, (uint32_t)from_o, memory_order_seq_cst);
+    }
+    qf__unlock(&f->side_lock);
+    /* Stash elements count against the capacity too: taking them is room. */
+    *ret_freed = a + freed + from_o;
+    return k + from_o;
+}
+
+/* Take between min and max elements now, or none (fewer than min only when
+ * tombstones were among them). Wakes the producers the room lets in.
+ * *ret_claimed: slots claimed, tombstones included; a take of tombstones
+ * only returns 0 with *ret_claimed > 0, which is progress, not "empty". */
+static size_t take_now(qf__fifo *f, void **out, size_t min, size_t max, size_t *ret_claimed)
+{
+    size_t freed = 0, k;
+    if (atomic_load_explicit(&f->stash_n, memory_order_acquire) == 0 &&
+        !(f->spill && atomic_load_explicit(&f->overflow_n, memory_order_acquire))) {
+        k = qf__ring_take(&f->ring, out, min, max, f->single_consumer, &freed);
+    } else {
+        k = take_side(f, out, min, max, &freed);
+    }
+    qf__fifo_wake_producers(f, freed);
+    *ret_claimed = freed;
+    return k;
+}
+
+/* Return taken elements to the front of the queue, in their order. */
+static void put_back(qf__fifo *f, void *const *slots, size_t n)
+{
+    if (n == 0)
+        return;
+    qf__lock(&f->side_lock);
+    if (!qf__deque_push_front(&f->stash, slots, n))
+        oom_abort("returning elements to a queue");
+    atomic_fetch_add_explicit(&f->stash_n, (uint32_t)n, memory_order_seq_cst);
+    qf__unlock(&f->side_lock);
+    qf__fifo_wake_consumers(f, n);
+}
+
+void qf__fifo_give_back(qf__fifo *f, void *const *slots, size_t n)
+{
+    put_back(f, slots, n);
+}
+
+/* One dequeue in progress. */
+typedef struct take_call {
+    size_t min, max;
+    bool up_to;
+    void **slots;
+    size_t got;  /* slots[0..got) are taken */
+    bool holder; /* counted in the state word's holders */
+} take_call;
+
+/* What a take does after take_at_closed(). */
+typedef enum { TAKE_WAIT, TAKE_AGAIN, TAKE_DONE, TAKE_DRAINED } take_next;
+
+/* Nothing to take now: is the queue closed and quiet, and what then? */
+static take_next take_at_closed(qf__fifo *f, take_call *t)
+{
+    uint32_t holders;
+    if (!qf__fifo_closed_quiet(f, &holders))
+        return TAKE_WAIT;
+    if (holders > (t->holder ? 1u : 0u)) {
+        /* Closed and quiet, and other consumers hold parts of batches too:
+         * if what is there does not complete ours, give ours back and stop
+         * holding, so that one holder at a time can finish or fail (each
+         * waiting for the others to give back would wait forever).
+         * Elements now only move between consumers, so nothing is gathered
+         * again. */
+        if (!t->holder)
+            return TAKE_WAIT;
+        if (qf__fifo_available(f) + t->got < t->min) {
+            put_back(f, t->slots, t->got);
+            t->got = 0;
+            t->holder = false;
+            release_holder(f);
+        }
+        return TAKE_AGAIN;
+    }
+    /* Nothing more can arrive. */
+    if (t->up_to) {
+        /* Past any tombstones in front of what is left. */
+        size_t n_claimed;
+        do
+            t->got += take_now(f, t->slots + t->got, 1, t->max - t->got, &n_claimed);
+        while (t->got == 0 && n_claimed > 0);
+        if (t->got > 0)
+            return TAKE_DONE;
+    } else if (qf__fifo_available(f) + t->got >= t->min) {
+        return TAKE_AGAIN; /* it is all there after all */
+    }
+    return TAKE_DRAINED;
+}
+
+/* Nothing to take now and more may come: the try form fails (after
+ * waiting out a publication on its way), a thread meets its deadline or
+ * spins, then the caller waits (a task: registered, QF_PENDING). QF_OK: try
+ * again. On failure what the call held is given back. */
+static qf_code take_wait(qf__fifo *f, take_call *t, const qf__wait *w, unsigned *inflight, spin *sp)
+{
+    if (w->mode == QF__WAIT_TRY) {
+        if ((*inflight)++ < INFLIGHT_SPINS && qf__ring_in_flight(&f->ring)) {
+            qf__cpu_relax(); /* a publication is on its way */
+            return QF_OK;
+        }
+        put_back(f, t->slots, t->got);
+        return qf__set_error_static(QF_UNAVAILABLE, "queue is empty");
+    }
+    if (w->mode == QF__WAIT_DEADLINE && qf_deadline_passed(w->deadline)) {
+        put_back(f, t->slots, t->got);
+        return qf__fifo_err_timeout();
+    }
+    if (w->mode == QF__WAIT_DEADLINE && spin_once(f, sp))
+        return QF_OK;
+    spin_release(f, sp);
+    qf_code rc = qf__fifo_wait_elements(f, t->got > 0 || t->holder ? 1 : t->min, t->holder, w);
+    if (rc != QF_OK)
+        put_back(f, t->slots, t->got);
+    return rc;
+}
+
+static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
+                         void **ret_slots, size_t *ret_n)
+{
+    take_call t = {.min = min, .max = max, .up_to = up_to, .slots = ret_slots};
+    spin sp = {0};
+    unsigned inflight = 0;
+    qf_code rc = QF_OK;
+    /* Only a batch larger than the capacity is gathered as it arrives
+     * (spec 52); a try form never gathers. */
+    t.holder = w->mode != QF__WAIT_TRY && !f->unbounded_cap && min > (size_t)f->capacity;
+    if (t.holder)
+        atomic_fetch_add_explicit(&f->state, QF__HOLDER_ONE, memory_order_seq_cst);
+
+    for (;;) {
+        /* Holding some already (gathering, or tombstones cut a take
+         * short): anything helps. Else all of min at once. */
+        size_t lo = t.got > 0 || t.holder ? 1 : min;
+        size_t claimed;
+        t.got += take_now(f, ret_slots + t.got, lo, max - t.got, &claimed);
+        if (t.got >= min)
+            break;
+        if (claimed > 0) {
+            spin_release(f, &sp);
+            continue;
+        }
+        if (t.got > 0 && !t.holder) {
+            /* Others must not call the queue drained while we hold these. */
+            atomic_fetch_add_explicit(&f->state, QF__HOLDER_ONE, memory_order_seq_cst);
+            t.holder = true;
+        }
+        take_next next = take_at_closed(f, &t);
+        if (next == TAKE_DONE)
+            break;
+        if (next == TAKE_AGAIN)
+            continue;
+        if (next == TAKE_DRAINED) {
+            put_back(f, ret_slots, t.got);
+            rc = err_insufficient(f, min);
+            goto fail;
+        }
+        rc = take_wait(f, &t, w, &inflight, &sp);
+        if (rc != QF_OK)
+            goto fail;
+    }
+    spin_release(f, &sp);
+    if (t.holder)
+        release_holder(f);
+    if (ret_n)
+        *ret_n = t.got;
+    return QF_OK;
+fail:
+    spin_release(f, &sp);
+    if (t.holder)
+        release_holder(f);
+    return rc;
+}
+
+/* The ring's count at one instant: p_tail read while c_head stayed put
+ * (two reads of c_head around it), so no count mixes an old c_head with a
+ * newer p_tail (which could read over the capacity). */
+static int64_t ring_count(qf__ring *r)
+{
+    unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
+    for (int i = 0;; i++) {
+        unsigned p = QF__LD(&r->ring.p_tail, ACQUIRE);
+        unsigned c2 = QF__LD(&r->ring.c_head, ACQUIRE);
+        if (c2 == c || i == 16) {
+            unsigned n = p - c2;
+            return n > r->cap ? (p - c > r->cap ? 0 : p - c) : n;
+        }
+        c = c2;
+    }
+}
+
+int64_t qf__fifo_size(const qf__fifo *f)
+{
+    qf__fifo *mf = (qf__fifo *)f;
+    int64_t n = ring_count(&mf->ring);
+    /* tomb_n also counts tombstones not yet published and ones claimed but
+     * not yet uncounted, and moves between the two loads: while a close
+     * race is settling, the size can be off by those, in either direction
+     * (the clamp hides only a negative result). Exact once it settles. */
+    n -= atomic_load_explicit(&mf->ring.tomb_n, memory_order_relaxed);
+    if (n < 0)
+        n = 0;
+    n += atomic_load_explicit(&mf->stash_n, memory_order_relaxed);
+    n += atomic_load_explicit(&mf->overflow_n, memory_order_relaxed);
+    return n;
+}
+
+qf_code qf__fifo_close(qf__fifo *f, bool cancel)
+{
+    uint64_t bits = QF__CLOSED | (cancel ? QF__CANCELLED : 0);
+    uint64_t old = atomic_fetch_or_explicit(&f->state, bits, memory_order_seq_cst);
+    if (!cancel && (old & QF__CLOSED))
+        return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", f->name);
+    if (cancel)
+        qf__fifo_cancel_requests(f);
+    /* Everyone re-checks: blocked consumers may now be at end-of-data,
+     * cancelled producers must fail, poll-mode producers are refused. */
+    qf__fifo_wake_all(f);
+    return QF_OK;
+}
+
+bool qf__fifo_cancel_poll(qf__fifo *f, qf_waker *w)
+{
+    (void)f;
+    /* A wake that came and is now abandoned is passed on (qf_waker.c). */
+    return qf_waker_withdraw(w);
+}
+
+void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx)
+{
+    void *buf[64];
+    size_t k;
+    while ((k = qf__deque_pop_front(&f->stash, buf, 64)) > 0)
+        for (size_t i = 0; i < k; i++)
+            release(ctx, buf[i]);
+    size_t slots;
+    do {
+        k = qf__ring_take(&f->ring, buf, 1, 64, true, &slots);
+        for (size_t i = 0; i < k; i++)
+            release(ctx, buf[i]);
+    } while (slots > 0);
+    while ((k = qf__deque_pop_front(&f->overflow, buf, 64)) > 0)
+        for (size_t i = 0; i < k; i++)
+            release(ctx, buf[i]);
+}
+
+/* ------------------------------------------------------- setup, teardown */
+
+/* A ring of more slots than this is not made: larger (and unbounded)
+ * queues spill into the overflow list behind a ring of this size (or of
+ * UNBOUNDED_RING_SLOTS when there is no limit at all). */
+#define RING_MAX_SLOTS (1u << 20)
+#define UNBOUNDED_RING_SLOTS 4096u
+
+bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
+{
+    f->kind_name = c->kind_name;
+    f->name = c->name;
+    f->capacity = c->capacity;
+    f->single_producer = c->single_producer;
+    f->single_consumer = c->single_consumer;
+    f->spin_ns = c->spin_ns;
+    atomic_init(&f->spin_dyn, (int32_t)(f->spin_ns / 4));
+    /* Ring: the next power of two holding `capacity` (ck_ring keeps one
+     * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
+    unsigned slots;
+    f->unbounded_cap = c->unbounded;
+    if (c->unbounded || f->capacity + 1 > RING_MAX_SLOTS) {
+        slots = c->unbounded ? UNBOUNDED_RING_SLOTS : RING_MAX_SLOTS;
+        f->spill = true; /* storage may spill; capacity is still enforced */
+    } else {
+        slots = 2;
+        while (slots < (unsigned)f->capacity + 1)
+            slots <<= 1;
+    }
+    f->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
+    if (!f->ring.buf)
+        return false;
+    qf__ring_init(&f->ring, f->ring.buf, slots, f->spill ? slots - 1 : (unsigned)f->capacity, true);
+    atomic_init(&f->state, 0);
+    qf_waitlist_init(&f->deq_waiters);
+    qf_waitlist_init(&f->deq_many_waiters);
+    atomic_init(&f->many_need, UINT32_MAX);
+    atomic_init(&f->req_lock, 0);
+    atomic_init(&f->reqs_n, 0);
+    atomic_init(&f->arriving, 0);
+    atomic_init(&f->sp_busy, 0);
+    atomic_init(&f->sc_busy, 0);
+    qf_waitlist_init(&f->enq_waiters);
+    return true;
+}
+
+void qf__fifo_free_ring(qf__fifo *f)
+{
+    free(f->ring.buf);
+    f->ring.buf = NULL;
+}
+
+void qf__fifo_destroy(qf__fifo *f)
+{
+    qf_waitlist_destroy(&f->deq_waiters);
+    qf_waitlist_destroy(&f->deq_many_waiters);
+    qf_waitlist_destroy(&f->enq_waiters);
+    qf__fifo_free_ring(f);
+    qf__deque_free(&f->stash);
+    qf__deque_free(&f->overflow);
+}
