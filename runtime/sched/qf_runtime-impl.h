@@ -76,6 +76,9 @@ typedef struct qf__worker {
     unsigned next_streak;
     unsigned tick;
     uint64_t rng;
+    /* The owner's pick count, published (relaxed) at every pick; and the
+     * value another worker last saw there (qf_scheduler.c, "Rescue"). */
+    _Atomic unsigned beat, beat_seen;
     /* SPMC: the owner pushes, anyone pops. The queue layer's ring
      * operations (ck_ring indices, slots through ck_pr) are used rather
      * than ck_ring_dequeue_spmc, whose plain slot copy races benignly
