@@ -72,7 +72,9 @@ typedef struct qf__worker {
     qf_runtime *rt;
     int index;
     pthread_t thread;
-    qf_task *next_slot; /* owner only */
+    /* The owner puts and takes; a rescue (qf_scheduler.c) may take it
+     * from a stalled owner. */
+    _Atomic(qf_task *) next_slot;
     unsigned next_streak;
     unsigned tick;
     uint64_t rng;

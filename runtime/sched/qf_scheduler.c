@@ -62,8 +62,9 @@
  * got nothing for whole rounds while the other rings cycled. So every
  * RESCUE_EVERY-th pick a worker looks at one other worker's pick count
  * (`beat`): unchanged since the last look (`beat_seen`), with tasks in its
- * ring, the stalled worker loses them all (up to RESCUE_BATCH) to the one
- * that looked. Half, as a steal takes, was too slow: a ring of 25 runners
+ * ring, the stalled worker loses them all (up to RESCUE_BATCH), and the
+ * task in its next slot, to the one that looked (the owner takes its next
+ * slot with an exchange for this). Half, as a steal takes, was too slow: a ring of 25 runners
  * took five rescues, a few hundred picks, while the other rings cycled. A
  * look costs two loads and at most a store; a worker that is running picks
  * many times between two looks, so it is not taken for stalled.
@@ -190,8 +191,7 @@ void qf__schedule(qf_task *t)
      * detached t may end and be freed before this call returns. */
     qf_runtime *rt = t->rt;
     if (w && w->rt == rt) {
-        qf_task *prev = w->next_slot;
-        w->next_slot = t;
+        qf_task *prev = atomic_exchange_explicit(&w->next_slot, t, memory_order_acq_rel);
         if (prev)
             qf__push_local(w, prev);
         return;
@@ -201,6 +201,14 @@ void qf__schedule(qf_task *t)
     sched_yield(); /* room for a worker to run t to its end here */
 #endif
     signal_work(rt);
+}
+
+/* The next slot's task, or NULL (none, or a rescue took it). */
+static qf_task *next_take(qf__worker *w)
+{
+    if (!atomic_load_explicit(&w->next_slot, memory_order_relaxed))
+        return NULL;
+    return atomic_exchange_explicit(&w->next_slot, NULL, memory_order_acq_rel);
 }
 
 static qf_task *pop_local(qf__worker *w)
@@ -301,8 +309,8 @@ static qf_task *steal(qf__worker *w)
     return NULL;
 }
 
-/* One look at another worker: stalled since the last look, it loses half
- * its ring to this one (see "Rescue" at the top). */
+/* One look at another worker: stalled since the last look, it loses its
+ * ring and its next slot to this one (see "Rescue" at the top). */
 static qf_task *rescue(qf__worker *w)
 {
     int n = w->rt->nworkers, start;
@@ -316,7 +324,12 @@ static qf_task *rescue(qf__worker *w)
         atomic_store_explicit(&v->beat_seen, beat, memory_order_relaxed);
         return NULL;
     }
-    return steal_from(w, v, true, RESCUE_BATCH);
+    qf_task *t = steal_from(w, v, true, RESCUE_BATCH), *next = next_take(v);
+    if (!t)
+        return next;
+    if (next)
+        qf__push_local(w, next); /* after the older ones */
+    return t;
 }
 
 /* ----------------------------------------------------------------- timers */
@@ -481,7 +494,7 @@ bool qf_task_should_yield(const qf_task *t)
     qf__worker *w = tls_worker;
     if (!w || w->rt != t->rt)
         return false;
-    return w->next_slot != NULL || other_work(w);
+    return atomic_load_explicit(&w->next_slot, memory_order_relaxed) != NULL || other_work(w);
 }
 
 /* What this worker has at hand (no stealing). */
@@ -494,18 +507,17 @@ static qf_task *find_local(qf__worker *w)
         return t;
     if (w->tick % RESCUE_EVERY == 0 && (t = rescue(w)))
         return t;
-    if (w->next_slot) {
-        if (w->next_streak < NEXT_SLOT_STREAK || !other_work(w)) {
-            t = w->next_slot;
-            w->next_slot = NULL;
-            w->next_streak++;
-            return t;
+    if (atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
+        bool run = w->next_streak < NEXT_SLOT_STREAK || !other_work(w);
+        if ((t = next_take(w))) {
+            if (run) {
+                w->next_streak++;
+                return t;
+            }
+            /* Streak used up while others wait: the slot's task goes
+             * behind the ring. */
+            qf__push_local(w, t);
         }
-        /* Streak used up while others wait: the slot's task goes behind
-         * the ring. */
-        t = w->next_slot;
-        w->next_slot = NULL;
-        qf__push_local(w, t);
     }
     w->next_streak = 0;
     if ((t = pop_local(w)) || (t = pop_global(w)))
@@ -544,10 +556,8 @@ static qf_task *search(qf__worker *w, bool *ret_last)
          * sit there while this worker sleeps (found by the serving
          * batcher's stress test: a task executor parked on its timer
          * never ran again). */
-        if ((t = w->next_slot)) {
-            w->next_slot = NULL;
+        if ((t = next_take(w)))
             break;
-        }
         if ((t = pop_global(w)) || (t = steal(w)) || (t = pop_local(w)))
             break;
         if (atomic_load_explicit(&rt->stopping, memory_order_relaxed))
@@ -628,6 +638,7 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     w->rt = rt;
     w->index = index;
     w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(index + 1);
+    atomic_init(&w->next_slot, NULL);
     atomic_init(&w->beat, 0);
     atomic_init(&w->beat_seen, 0);
     qf__ring_init(&w->ring, w->buf, QF__LOCAL_RING, QF__LOCAL_RING - 1, false);
