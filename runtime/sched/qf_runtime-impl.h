@@ -76,9 +76,6 @@ typedef struct qf__worker {
      * from a stalled owner. */
     _Atomic(qf_task *) next_slot;
     unsigned next_streak;
-    /* qf_task_should_yield() answers left before the running poll's turn
-     * is up (qf_scheduler.c, "Budget"); owner only. */
-    unsigned coop;
     unsigned tick;
     uint64_t rng;
     /* The owner's pick count, published (relaxed) at every pick; and the

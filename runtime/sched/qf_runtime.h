@@ -262,12 +262,6 @@ QF_API bool qf_task_is_cancelled(const qf_task *t);
  * task that could go on working should then return QF_YIELD and let them
  * have their turn: with thousands of tasks sharing a few workers, a task
  * that keeps its worker while others wait is what makes them starve.
- * Each poll has a small budget (2 answers at present): until it is spent
- * the answer is "no" even when others wait, so a task doing cheap steps (a
- * runner whose queue has room) does a few per turn, and one that then
- * finds its queue full parks there rather than going through the run
- * queues once more first; once the budget is spent the answer is whether
- * others wait. Never "yes" when nobody waits.
  * Only from the task itself. Wait-free (a few relaxed loads); a hint.
  */
 QF_API bool qf_task_should_yield(const qf_task *t);

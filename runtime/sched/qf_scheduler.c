@@ -64,28 +64,10 @@
  * (`beat`): unchanged since the last look (`beat_seen`), with tasks in its
  * ring, the stalled worker loses them all (up to RESCUE_BATCH), and the
  * task in its next slot, to the one that looked (the owner takes its next
- * slot with an exchange for this). Half, as a steal takes, was too slow: a
- * ring of 25 runners took five rescues, a few hundred picks, while the
- * other rings cycled. A look costs two loads and at most a store; a worker
- * that is running picks many times between two looks, so it is not taken
- * for stalled.
- *
- * Budget. qf_task_should_yield() says yes only once the running poll has
- * asked COOP_BUDGET times (and others wait): a task that can go on working
- * (a runner whose queue has room) keeps its worker for a bounded run of
- * steps rather than going through the run queues after every one, as
- * Tokio's coop budget and Go's time slice do. Each poll starts a new
- * budget (run_task). Cheap steps that yield one by one cost a push, a
- * fence and a pop each, and a runner woken for one free slot used to put,
- * yield, run again only to find the queue full and park: with a budget of
- * two it parks on the second put. The budget is kept small because it is
- * also the most a runner puts per turn while others wait:
- * test_sched_fair's round of 4 x N elements must reach all N runners (a
- * budget of 8 left half of 10,000 runners at zero under TSan). Before the
- * rescue above, even two failed that test under load (7058590): the
- * runners in a stalled worker's ring sat out whole rounds while the others
- * put two per turn; with it, the budget's failures went with that
- * stranding (the counts are in the commit that brought it back).
+ * slot with an exchange for this). Half, as a steal takes, was too slow: a ring of 25 runners
+ * took five rescues, a few hundred picks, while the other rings cycled. A
+ * look costs two loads and at most a store; a worker that is running picks
+ * many times between two looks, so it is not taken for stalled.
  */
 #include <errno.h>
 #include <sched.h>
@@ -109,7 +91,6 @@
 #define SEARCH_PAUSES 4
 #define RESCUE_EVERY 8
 #define RESCUE_BATCH 128
-#define COOP_BUDGET 2
 
 static _Thread_local qf__worker *tls_worker;
 static _Thread_local qf_task *tls_task;
@@ -513,18 +494,7 @@ bool qf_task_should_yield(const qf_task *t)
     qf__worker *w = tls_worker;
     if (!w || w->rt != t->rt)
         return false;
-    if (w->coop > 1) {
-        w->coop--;
-        return false;
-    }
     return atomic_load_explicit(&w->next_slot, memory_order_relaxed) != NULL || other_work(w);
-}
-
-/* One poll of `t` with a fresh budget (see "Budget" at the top). */
-static void run_task(qf__worker *w, qf_task *t)
-{
-    w->coop = COOP_BUDGET;
-    qf__task_run(w, t);
 }
 
 /* What this worker has at hand (no stealing). */
@@ -651,7 +621,7 @@ static void *worker_main(void *arg)
         if (t) {
             found_work(rt, woken, last_searcher);
             woken = false;
-            run_task(w, t);
+            qf__task_run(w, t);
         } else {
             idle_wait(rt, QF_FOREVER);
             woken = true;
@@ -807,7 +777,7 @@ int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline)
         atomic_store_explicit(&rt->efd_armed, 1, memory_order_seq_cst);
         qf_task *t;
         while ((t = find_local(w)) != NULL) {
-            run_task(w, t);
+            qf__task_run(w, t);
             ran++;
         }
         if (ran > 0 || deadline == QF_NO_WAIT || round == 1)

@@ -392,49 +392,6 @@ Test(runtime, tasks_woken_from_a_thread_run_while_a_long_task_holds_a_worker, .t
     qf_runtime_free(rt);
 }
 
-/* issue 26: qf_task_should_yield() lets a poll go on for a bounded run of
- * steps while others wait (its budget), never says yes when nobody waits,
- * and every poll starts a new budget. Host-driven, so the order is fixed:
- * the task spawned from inside the poll waits in the host's run queue. */
-typedef struct budget_arg {
-    qf_runtime *rt;
-    int polls;
-    int asks[3]; /* calls until the first yes, 0 for "never in 1000" */
-    atomic_int others;
-} budget_arg;
-
-static qf_code budget_task(qf_task *t, void *arg)
-{
-    budget_arg *b = arg;
-    bool other = b->polls != 1; /* the second poll runs with nothing waiting */
-    if (other && qf_task_spawn(b->rt, ok_task, &b->others, NULL, NULL) != QF_OK)
-        return QF_INTERNAL;
-    int n = 1;
-    while (n <= 1000 && !qf_task_should_yield(t))
-        n++;
-    b->asks[b->polls] = n > 1000 ? 0 : n;
-    return ++b->polls < 3 ? QF_YIELD : QF_OK;
-}
-
-Test(runtime, should_yield_grants_a_bounded_budget_per_poll)
-{
-    qf_runtime *rt = mkrt(0);
-    budget_arg b = {.rt = rt};
-    qf_task *t;
-    cr_assert_eq(qf_task_spawn(rt, budget_task, &b, NULL, &t), QF_OK);
-    for (int i = 0; i < 100 && qf_runtime_num_tasks(rt) > 0; i++)
-        qf_runtime_run_once(rt, QF_NO_WAIT);
-    cr_assert_eq(qf_task_join(t, QF_NO_WAIT, NULL), QF_OK);
-    cr_expect_eq(b.polls, 3);
-    cr_expect_gt(b.asks[0], 1, "a task that can go on is not sent back after one step");
-    cr_expect_leq(b.asks[0], 64, "but after a bounded budget (%d calls)", b.asks[0]);
-    cr_expect_eq(b.asks[1], 0, "no yes while nobody waits");
-    cr_expect_eq(b.asks[2], b.asks[0], "each poll starts a new budget");
-    cr_expect_eq(atomic_load(&b.others), 2);
-    qf_task_unref(t);
-    qf_runtime_free(rt);
-}
-
 /* ------------------------------------------------------------------------
  * The public task-runner mark (qf_thread_set_task_runner, issue 30): a
  * custom scheduler's thread gets the refusals qflow's workers get.
