@@ -72,10 +72,15 @@ typedef struct qf__worker {
     qf_runtime *rt;
     int index;
     pthread_t thread;
-    qf_task *next_slot; /* owner only */
+    /* The owner puts and takes; a rescue (qf_scheduler.c) may take it
+     * from a stalled owner. */
+    _Atomic(qf_task *) next_slot;
     unsigned next_streak;
     unsigned tick;
     uint64_t rng;
+    /* The owner's pick count, published (relaxed) at every pick; and the
+     * value another worker last saw there (qf_scheduler.c, "Rescue"). */
+    _Atomic unsigned beat, beat_seen;
     /* SPMC: the owner pushes, anyone pops. The queue layer's ring
      * operations (ck_ring indices, slots through ck_pr) are used rather
      * than ck_ring_dequeue_spmc, whose plain slot copy races benignly

@@ -7,6 +7,7 @@
  * needs, so a loaded CI machine still passes and a starved runner (one the
  * old stack-ordered injection left at zero for 20 s) still fails. */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -198,6 +199,80 @@ Test(sched_fair, woken_task_runs_before_the_wakers_backlog)
     qf_task_unref(w);
     qf_runtime_free(b.rt);
     cr_expect_eq(atomic_load(&b.ns.others_ran), 8);
+}
+
+/* ------------------------------- tasks behind a long poll are rescued
+ *
+ * Two workers: one runs a task that yields for ever (its worker always has
+ * something of its own, so it never searches or steals), the other a long
+ * poll that spawns tasks from inside it (into its own next slot and ring)
+ * and then holds its worker. The busy worker must take those tasks over
+ * (qf_scheduler.c, "Rescue") while the long poll still runs; before,
+ * they waited for it to end: runners in the ring of a worker the OS had
+ * taken off its core got nothing for whole rounds. The newest of them is
+ * in the long poll's next slot, which the rescue takes too. */
+enum { RESCUE_TASKS = 16 };
+
+typedef struct {
+    qf_runtime *rt;
+    atomic_int yields, ran, ran_while_held, release;
+    atomic_bool holding;
+} stalled;
+
+static qf_code forever_yield(qf_task *t, void *arg)
+{
+    (void)t;
+    stalled *s = arg;
+    atomic_fetch_add(&s->yields, 1);
+    return atomic_load(&s->release) ? QF_OK : QF_YIELD;
+}
+
+static qf_code rescued(qf_task *t, void *arg)
+{
+    (void)t;
+    stalled *s = arg;
+    atomic_fetch_add(&s->ran, 1);
+    if (atomic_load(&s->holding))
+        atomic_fetch_add(&s->ran_while_held, 1);
+    return QF_OK;
+}
+
+static qf_code long_poll(qf_task *t, void *arg)
+{
+    (void)t;
+    stalled *s = arg;
+    atomic_store(&s->holding, true);
+    for (int i = 0; i < RESCUE_TASKS; i++)
+        cr_assert_eq(qf_task_spawn(s->rt, rescued, s, NULL, NULL), QF_OK);
+    /* Held until the others ran elsewhere, or a bound only a stranded
+     * ring reaches. */
+    qf_deadline limit = qf_deadline_in_s(10);
+    while (atomic_load(&s->ran) < RESCUE_TASKS && !qf_deadline_passed(limit))
+        sched_yield();
+    atomic_store(&s->holding, false);
+    return QF_OK;
+}
+
+Test(sched_fair, tasks_behind_a_long_poll_run_on_a_busy_worker, .timeout = 120)
+{
+    stalled s = {0};
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "rescue"}, &s.rt),
+                 QF_OK);
+    qf_task *y, *l;
+    cr_assert_eq(qf_task_spawn(s.rt, forever_yield, &s, NULL, &y), QF_OK);
+    while (atomic_load(&s.yields) == 0)
+        sched_yield();
+    cr_assert_eq(qf_task_spawn(s.rt, long_poll, &s, NULL, &l), QF_OK);
+    cr_assert_eq(qf_task_join(l, qf_deadline_in_s(60), NULL), QF_OK);
+    atomic_store(&s.release, 1);
+    cr_assert_eq(qf_task_join(y, qf_deadline_in_s(60), NULL), QF_OK);
+    cr_expect_eq(atomic_load(&s.ran_while_held), RESCUE_TASKS,
+                 "%d of the %d tasks behind the long poll ran while it held its worker",
+                 atomic_load(&s.ran_while_held), RESCUE_TASKS);
+    qf_task_unref(y);
+    qf_task_unref(l);
+    qf_runtime_free(s.rt);
+    cr_expect_eq(atomic_load(&s.ran), RESCUE_TASKS);
 }
 
 /* ------------------------------------------------ spin budget recovers */
