@@ -52,9 +52,9 @@ struct qf_queue {
     qf_queue_kind kind;
     const char *kind_name;
     char *name;
-    int64_t capacity; /* INT32_MAX when unbounded */
-    bool unbounded;   /* capacity was negative (no limit) */
-    bool inline_mode; /* slots hold values, not qf_element pointers */
+    int64_t capacity;  /* INT32_MAX when unbounded */
+    bool unbounded;    /* capacity was negative (no limit) */
+    bool inline_mode;  /* slots hold values, not qf_element pointers */
     bool rows_no_keys; /* qf__queue_rows_without_keys() */
     /* NULL, or slots are blocks of the components' values, not elements
      * (qf_queue_packed-impl.h). */

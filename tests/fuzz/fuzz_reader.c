@@ -89,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(qf_reader_restore_state(r2, st, st_len) == QF_OK);
     got += fuzz_drain(r2, q);
     if (!failed && o.kind != QF_READER_WHOLE_FILE && got != all) {
-        fprintf(stderr, "resume after %ld records: %ld records in all, %ld without a restore\n",
-                k, got, all);
+        fprintf(stderr, "resume after %ld records: %ld records in all, %ld without a restore\n", k,
+                got, all);
         check(got == all);
     }
     free(st);
