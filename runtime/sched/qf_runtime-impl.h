@@ -11,6 +11,10 @@
  * Exactly one thread moves a task out of PARKED (the CAS in qf_task_wake),
  * so a task is in at most one run queue at a time; a wake during RUNNING
  * turns into NOTIFIED and the worker re-queues the task after the poll.
+ * A wake that finds SCHEDULED or NOTIFIED adds nothing: the poll to come
+ * must see the waker's condition, so the RUNNING store and the wake's
+ * load of the state are each followed / preceded by a full fence (a
+ * Dekker pair: qf__task_run, qf_task_wake).
  */
 #ifndef QF_RUNTIME_IMPL_H
 #define QF_RUNTIME_IMPL_H

@@ -4,6 +4,7 @@
 
 #include "qf_coord_join-impl.h"
 #include "qf_coordinator-impl.h"
+#include "qf_fence-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
@@ -125,6 +126,19 @@ void qf_task_wake(qf_task *t)
         qf_set_error(QF_INVALID_ARGUMENT, "qf_task_wake: task is NULL");
         return;
     }
+    /* The caller made the task's condition true before calling us.
+     * SCHEDULED or NOTIFIED below means "a poll is coming, nothing to add",
+     * which holds only if that poll sees the condition: the caller's store then
+     * this load, the worker's RUNNING store then the poll's loads, a
+     * Dekker pair (the other fence is in qf__task_run). A wait list's wake
+     * had a locked RMW in between by chance; a put request's final state
+     * (finish_request() in queues/engine/qf_fifo_wait.c) is a plain store
+     * followed by this call, and a store buffer can let both loads miss:
+     * a Coordinator stop's waker has a parked runner polled just as the
+     * stop's cancel op (or a consumer's hand-off) finishes its request; we
+     * read SCHEDULED, its poll reads WAITING, and it parks for good (issue
+     * 26: the runner task that never ended). */
+    qf__fence_full();
     uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
     for (;;) {
         if (s == T_PARKED) {
@@ -188,6 +202,12 @@ void qf__task_run(qf__worker *w, qf_task *t)
 {
     QF_HB_ACQUIRE(t);
     atomic_store_explicit(&t->state, T_RUNNING, memory_order_relaxed);
+    /* The poll's loads of its conditions come after this store for every
+     * waker: either a wake's load (after its own full fence, qf_task_wake)
+     * sees RUNNING or later and marks the task NOTIFIED, or the poll sees
+     * what that wake's caller stored. Store then load on both sides: only
+     * a full fence orders them. */
+    qf__fence_full();
     /* Whether the poll could see the cancel: only then may the safety net
      * below end the task. A cancel that lands during the poll (after the
      * task function's own check) gets one more poll instead, so the task's
