@@ -539,13 +539,6 @@ Test(runtime_stress, handoffs_to_parked_runners_race_close_stop_and_shutdown, .t
         cr_assert_not_null(r);
         ho_cur = r;
         r->event = (int)(round % HO_EVENTS);
-        /* Known bug, on main too (bb67b4d): about 1 run in 100 of this
-         * test, a Coordinator stop racing the hand-offs leaves a runner
-         * task that never ends (the join reports it running, the watchdog
-         * fires). Until it is fixed the stop rounds run only with
-         * QF_HANDOFF_STOP=1 in the environment. */
-        if (r->event == 2 && !getenv("QF_HANDOFF_STOP"))
-            r->event = 0;
         r->event_at = (long)(ws_rand(&rng) % 5000);
         qft_watchdog wd;
         qft_watchdog_start(&wd, 120, ho_report, r);
