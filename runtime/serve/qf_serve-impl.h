@@ -236,10 +236,6 @@ void qf__serve_adapt_stats(const qf_serve *s, qf_serve_policy_stats *st);
 qf_code qf__serve_hist_init(qf_serve *s, const qf_serve_options *o);
 void qf__serve_hist_free(qf_serve *s);
 void qf__serve_hist_add(qf_serve *s, qf_serve_hist_kind k, uint32_t level, int64_t ns);
-/* The queue delay of a handed-out request travels in qf__status until
- * the request is answered (the status is stored only then). */
-void qf__serve_put_delay(qf_serve_request *r, int64_t ns);
-int64_t qf__serve_get_delay(const qf_serve_request *r);
 void qf__serve_write_hists(FILE *f, qf_serve *head, bool openmetrics);
 /* qf_serve_batch.c: the two halves of qf_serve_complete(). */
 qf_code qf__serve_claim_batch(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status,

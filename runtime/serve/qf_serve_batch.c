@@ -182,7 +182,6 @@ static void hand_out(qf_serve *s, size_t k, qf_serve_close_reason why, int64_t n
             max = d;
         qf__serve_add(&s->delay_hist[qf__serve_delay_bucket(d)], 1);
         qf__serve_hist_add(s, QF_SERVE_HIST_QUEUE_DELAY, r->priority, d);
-        qf__serve_put_delay(r, d); /* the hand-off time, for the model time */
         levels_in |= (uint64_t)1 << r->qf__level;
         /* issue 30: the level's place, the cost, the model's start */
         qf__serve_level_leave(s, r);
@@ -503,8 +502,7 @@ void qf__serve_model_done(qf_serve *s, qf_serve_request *const *reqs, size_t n, 
         qf__serve_adapt_record(s, reqs, n);
     for (size_t i = 0; i < n; i++) {
         const qf_serve_request *r = reqs[i];
-        qf__serve_hist_add(s, QF_SERVE_HIST_MODEL_TIME, r->priority,
-                           now - r->qf__admit_ns - qf__serve_get_delay(r));
+        qf__serve_hist_add(s, QF_SERVE_HIST_MODEL_TIME, r->priority, now - r->qf__hand_ns);
     }
 }
 

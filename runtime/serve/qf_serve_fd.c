@@ -16,9 +16,8 @@
  * with the mutex released. What it leaves behind is not under any push, so
  * it writes the eventfd again itself.
  *
- * A handed-out request's qf__status carries its queue delay (the
- * histograms' hand-off time); a post stores the batch's status there
- * instead, once the model time is recorded: the collect answers with it.
+ * A post stores the batch's status in each request's qf__status, once the
+ * model time is recorded: the collect answers with it.
  */
 #include <errno.h>
 #include <string.h>

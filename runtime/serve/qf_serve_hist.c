@@ -10,10 +10,8 @@
  * Where the observations come from: the queue delay when a request is
  * handed out (qf_serve_batch.c); the model time when its batch is completed
  * or posted (hand-off to the model's end); the end-to-end latency when a
- * request the model ran is answered. The hand-off time is not stored in the
- * request (its public layout is fixed): the queue delay travels in
- * qf__status while the request is handed out, and the hand-off time is
- * admission + delay.
+ * request the model ran is answered. The model time runs from the
+ * request's hand-off time (qf__hand_ns, set by hand_out()).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -100,28 +98,6 @@ void qf__serve_hist_add(qf_serve *s, qf_serve_hist_kind k, uint32_t level, int64
     atomic_fetch_add_explicit(&h->counts[(size_t)level * (h->nb + 1) + lo], 1,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sums[level], ns, memory_order_relaxed);
-}
-
-/* Non-negative: ns up to 2^31 - 1 exactly; beyond, negative in units of
- * 1024 ns (up to about 36 minutes, then saturated). */
-void qf__serve_put_delay(qf_serve_request *r, int64_t ns)
-{
-    int32_t v;
-    if (ns < 0)
-        v = 0;
-    else if (ns <= INT32_MAX)
-        v = (int32_t)ns;
-    else if (ns / 1024 < INT32_MAX)
-        v = -(int32_t)(ns / 1024);
-    else
-        v = -INT32_MAX;
-    atomic_store_explicit(&r->qf__status, v, memory_order_relaxed);
-}
-
-int64_t qf__serve_get_delay(const qf_serve_request *r)
-{
-    int32_t v = atomic_load_explicit(&((qf_serve_request *)r)->qf__status, memory_order_relaxed);
-    return v >= 0 ? v : -(int64_t)v * 1024;
 }
 
 qf_code qf_serve_get_histogram(const qf_serve *s, qf_serve_hist_kind kind, uint32_t level,
