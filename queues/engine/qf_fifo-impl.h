@@ -22,7 +22,12 @@
  * frees a slot puts the oldest request's slots there itself (qf_fifo_wait.c,
  * "A put request" and "Refill"). */
 typedef struct qf__put_req {
-    struct qf__put_req *next; /* req_lock */
+    /* Doubly linked so that an owner taking its request back (a deadline,
+     * or room seen right after linking, the common case with thousands of
+     * producer tasks in line) unlinks it in O(1), not by a walk from the
+     * head under req_lock: with 10,000 runners in line that walk was most
+     * of the time of runners.tput.task.10000. */
+    struct qf__put_req *next, *prev; /* req_lock */
     void *const *slots;
     size_t n;
     size_t done; /* slots[0..done) are in the queue; req_lock */

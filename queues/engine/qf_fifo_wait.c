@@ -291,7 +291,9 @@ static bool serve_requests(qf__fifo *f, qf__put_req *self)
         if (err != QF_OK || r->done < r->n)
             break; /* no room left, or cancelled: the closer fails them */
         f->req_head = r->next;
-        if (!f->req_head)
+        if (f->req_head)
+            f->req_head->prev = NULL;
+        else
             f->req_tail = NULL;
         r->linked = false;
         atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
@@ -407,14 +409,14 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
     qf__lock(&f->req_lock);
     bool mine = r->linked;
     if (mine) {
-        qf__put_req **pp = &f->req_head, *prev = NULL;
-        while (*pp != r) {
-            prev = *pp;
-            pp = &(*pp)->next;
-        }
-        *pp = r->next;
-        if (f->req_tail == r)
-            f->req_tail = prev;
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            f->req_head = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        else
+            f->req_tail = r->prev;
         r->linked = false;
         atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
     }
@@ -440,6 +442,7 @@ static void link_request(qf__fifo *f, qf__put_req *r, bool count)
     r->linked = true;
     atomic_store_explicit(&r->state, QF__REQ_WAITING, memory_order_relaxed);
     qf__lock(&f->req_lock);
+    r->prev = f->req_tail;
     if (f->req_tail)
         f->req_tail->next = r;
     else

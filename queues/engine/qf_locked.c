@@ -126,8 +126,9 @@ typedef enum {
 
 /* A producer thread's rows waiting for room (see "Refill" at the top). */
 typedef struct qf__locked_req {
-    struct qf__locked_req *next;     /* lock */
-    struct qf__locked_req *fin_next; /* a finisher's list, after unlinking */
+    struct qf__locked_req *next, *prev; /* lock; doubly linked: a timed-out
+                                         * owner unlinks itself in O(1) */
+    struct qf__locked_req *fin_next;    /* a finisher's list, after unlinking */
     void *const *slots;
     size_t n, done;         /* slots[0..done) are in; lock */
     bool linked;            /* lock */
@@ -258,7 +259,9 @@ static void unlink_head(qf__locked *L, wakes *wk, uint32_t final)
 {
     lreq *r = L->req_head;
     L->req_head = r->next;
-    if (!L->req_head)
+    if (L->req_head)
+        L->req_head->prev = NULL;
+    else
         L->req_tail = NULL;
     r->linked = false;
     r->final = final;
@@ -428,14 +431,14 @@ static bool unlink_request(qf__locked *L, lreq *r)
 {
     if (!r->linked)
         return false;
-    lreq **pp = &L->req_head, *prev = NULL;
-    while (*pp != r) {
-        prev = *pp;
-        pp = &(*pp)->next;
-    }
-    *pp = r->next;
-    if (L->req_tail == r)
-        L->req_tail = prev;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        L->req_head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        L->req_tail = r->prev;
     r->linked = false;
     return true;
 }
@@ -610,7 +613,8 @@ static outcome put_wait(qf__locked *L, put_call *pc)
         /* In line in this critical section, behind any other waiting
          * producer: the rows left go in as takes make room (see "Refill"
          * at the top). */
-        pc->req = (lreq){.slots = pc->slots, .n = pc->n, .done = pc->done, .linked = true};
+        pc->req = (lreq){
+            .slots = pc->slots, .n = pc->n, .done = pc->done, .linked = true, .prev = L->req_tail};
         atomic_init(&pc->req.state, REQ_WAITING);
         if (L->req_tail)
             L->req_tail->next = &pc->req;
