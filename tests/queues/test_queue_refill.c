@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qf_locked_queue-impl.h"
 #include "qflow.h"
 
 #define CAP 4
@@ -262,4 +263,165 @@ Test(queue_refill, priority, .timeout = 240)
 Test(queue_refill, fifo_beyond_the_ring, .timeout = 240)
 {
     cr_expect_eq(run_once(FIFO, (1 << 20) + 3, 20), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * A line with holes: producers blocked in a single enqueue on a full queue
+ * wait in line (put requests); those whose deadline passes take their
+ * request back out of the line, at its head, in its middle and at its tail,
+ * two of them side by side. The others must still be served oldest first
+ * (FIFO) and every one of them exactly once, with nothing of those that
+ * gave up. The requests are doubly linked so that a take-back is O(1)
+ * (10,000 runners in line made the walk from the head most of a run's
+ * time); this checks the links a take-back rewrites. The deadlines decide
+ * only where the holes fall, never the verdict: under heavy load a
+ * producer may time out before the next one is in line, and the check
+ * still holds.
+ */
+#define LINE 9
+#define GIVE_UP_NS (300 * 1000000LL)
+
+static bool gives_up(int i)
+{
+    return i % 4 == 0 || i == 5; /* 0, 4, 5, 8: head, middle pair, tail */
+}
+
+typedef struct liner {
+    pthread_t th;
+    qf_queue *q;
+    qf_element *e;
+    int i;
+    _Atomic bool done;
+    qf_code rc;
+} liner;
+
+static qf_element *one_row(kind k, int32_t v)
+{
+    qf_tensor *t[2];
+    qf_shape sc = qf_shape_scalar();
+    qf_element *e;
+    if (k == PRIORITY) {
+        int64_t pr = v;
+        t[0] = qf_tensor_new_from(QF_INT64, &sc, &pr, sizeof(pr));
+        t[1] = qf_tensor_new_from(QF_INT32, &sc, &v, sizeof(v));
+        e = qf_element_of(2, t);
+    } else {
+        t[0] = qf_tensor_new_from(QF_INT32, &sc, &v, sizeof(v));
+        e = qf_element_of(1, t);
+    }
+    cr_assert(e);
+    return e;
+}
+
+static void *liner_main(void *arg)
+{
+    liner *l = arg;
+    qf_deadline d = gives_up(l->i) ? qf_now_ns() + GIVE_UP_NS : QF_FOREVER;
+    l->rc = qf_queue_enqueue_until(l->q, l->e, d);
+    atomic_store(&l->done, true);
+    return NULL;
+}
+
+/* Producers in line now (thread requests of either engine). */
+static size_t in_line(kind k, qf_queue *q)
+{
+    if (k == SHUFFLE || k == PRIORITY)
+        return qf__locked_producers_waiting(qf__locked_of(q));
+    return atomic_load(&q->fifo.reqs_n);
+}
+
+static void line_with_holes(kind k)
+{
+    qf_queue *q = mkq(k, 1);
+    cr_assert_eq(qf_queue_enqueue(q, one_row(k, 1000)), QF_OK, "%s", qf_last_message());
+    liner ls[LINE];
+    for (int i = 0; i < LINE; i++) {
+        ls[i] = (liner){.q = q, .e = one_row(k, (int32_t)(i + 1)), .i = i};
+        atomic_init(&ls[i].done, false);
+        cr_assert_eq(pthread_create(&ls[i].th, NULL, liner_main, &ls[i]), 0);
+        /* In line behind the ones before it, or given up already. */
+        qf_deadline d = qf_deadline_in_s(60);
+        for (;;) {
+            size_t gone = 0;
+            for (int j = 0; j <= i; j++)
+                gone += atomic_load(&ls[j].done);
+            if (in_line(k, q) + gone >= (size_t)(i + 1))
+                break;
+            cr_assert(!qf_deadline_passed(d), "%s: producer %d never got in line", kind_names[k],
+                      i);
+            sched_yield();
+        }
+    }
+    for (int i = 0; i < LINE; i++) {
+        if (!gives_up(i))
+            continue;
+        pthread_join(ls[i].th, NULL);
+        cr_assert_eq(ls[i].rc, QF_DEADLINE_EXCEEDED, "%s: producer %d: %s", kind_names[k], i,
+                     qf_code_name(ls[i].rc));
+        qf_element_free(ls[i].e);
+    }
+    /* Each dequeue makes room that the oldest waiting producer fills. */
+    int32_t got[LINE + 1];
+    int n = 0;
+    for (; n < LINE + 1; n++) {
+        qf_element *e = NULL;
+        qf_code rc = qf_queue_dequeue_until(q, qf_deadline_in_s(n == 0 ? 60 : 0.05), &e);
+        if (rc == QF_DEADLINE_EXCEEDED)
+            break;
+        cr_assert_eq(rc, QF_OK, "%s: %s", kind_names[k], qf_last_message());
+        got[n] = value_of(k, e);
+        qf_element_free(e);
+    }
+    for (int i = 0; i < LINE; i++) {
+        if (gives_up(i))
+            continue;
+        pthread_join(ls[i].th, NULL);
+        cr_assert_eq(ls[i].rc, QF_OK, "%s: producer %d: %s", kind_names[k], i,
+                     qf_code_name(ls[i].rc));
+    }
+    /* Rows of producers that returned QF_OK after the last dequeue. */
+    qf_element *e = NULL;
+    while (qf_queue_try_dequeue(q, &e) == QF_OK) {
+        cr_assert_lt(n, LINE + 1);
+        got[n++] = value_of(k, e);
+        qf_element_free(e);
+    }
+    cr_assert_eq(in_line(k, q), 0, "%s: a request stayed in line", kind_names[k]);
+    int32_t want[LINE + 1];
+    int m = 0;
+    want[m++] = 1000;
+    for (int i = 0; i < LINE; i++)
+        if (!gives_up(i))
+            want[m++] = i + 1;
+    cr_assert_eq(n, m, "%s: %d rows came out, %d expected", kind_names[k], n, m);
+    if (k == FIFO) {
+        for (int j = 0; j < m; j++)
+            cr_assert_eq(got[j], want[j], "%s: row %d is %d, expected %d (oldest first)",
+                         kind_names[k], j, got[j], want[j]);
+    } else {
+        bool seen[LINE + 1] = {false};
+        for (int j = 0; j < n; j++) {
+            int slot = got[j] == 1000 ? 0 : got[j];
+            cr_assert(slot >= 0 && slot <= LINE && !seen[slot] &&
+                          (slot == 0 || !gives_up(slot - 1)),
+                      "%s: row %d (%d) unexpected or twice", kind_names[k], j, got[j]);
+            seen[slot] = true;
+        }
+    }
+    qf_queue_unref(q);
+}
+
+Test(queue_refill, fifo_line_with_holes, .timeout = 240)
+{
+    line_with_holes(FIFO);
+}
+
+Test(queue_refill, shuffle_line_with_holes, .timeout = 240)
+{
+    line_with_holes(SHUFFLE);
+}
+
+Test(queue_refill, priority_line_with_holes, .timeout = 240)
+{
+    line_with_holes(PRIORITY);
 }
