@@ -237,6 +237,9 @@ qf_code qf__serve_hist_init(qf_serve *s, const qf_serve_options *o);
 void qf__serve_hist_free(qf_serve *s);
 void qf__serve_hist_add(qf_serve *s, qf_serve_hist_kind k, uint32_t level, int64_t ns);
 void qf__serve_write_hists(FILE *f, qf_serve *head, bool openmetrics);
+/* A label value, escaped as the Prometheus text format and OpenMetrics
+ * require (backslash, double quote, newline). */
+void qf__serve_put_label(FILE *f, const char *v);
 /* qf_serve_batch.c: the two halves of qf_serve_complete(). */
 qf_code qf__serve_claim_batch(qf_serve *s, qf_serve_request *const *reqs, size_t n, qf_code status,
                               const char *fn);

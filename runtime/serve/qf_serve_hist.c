@@ -151,24 +151,10 @@ static void put_seconds(FILE *f, int64_t ns)
     fprintf(f, "%" PRId64 "%s%s", ns / 1000000000, len ? "." : "", frac);
 }
 
-static void put_label(FILE *f, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\')
-            fputs("\\\\", f);
-        else if (*v == '"')
-            fputs("\\\"", f);
-        else if (*v == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*v, f);
-    }
-}
-
 static void sample(FILE *f, const char *name, const char *suffix, const qf_serve *s, uint32_t l)
 {
     fprintf(f, "%s%s{batcher=\"", name, suffix);
-    put_label(f, s->name);
+    qf__serve_put_label(f, s->name);
     fprintf(f, "\",priority=\"%u\"", l);
 }
 

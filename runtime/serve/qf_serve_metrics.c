@@ -116,8 +116,7 @@ qf_code qf_serve_get_stats(const qf_serve *s, qf_serve_stats *ret_stats)
 
 /* ------------------------------------------------------------ Prometheus */
 
-/* A label value, escaped as the text format requires. */
-static void put_label(FILE *f, const char *v)
+void qf__serve_put_label(FILE *f, const char *v)
 {
     for (; *v; v++) {
         if (*v == '\\')
@@ -151,7 +150,7 @@ static void counter_family(FILE *f, const char *name, const char *help, bool om)
 static void sample_start(FILE *f, const char *name, const char *suffix, const qf_serve *s)
 {
     fprintf(f, "%s%s{batcher=\"", name, suffix);
-    put_label(f, s->name);
+    qf__serve_put_label(f, s->name);
     fputc('"', f);
 }
 
@@ -239,7 +238,7 @@ static void queue_sample(qf_queue *q, void *arg)
     static const char *const names[] = {"qflow_queue_size", "qflow_queue_capacity",
                                         "qflow_queue_closed"};
     fprintf(w->f, "%s{queue=\"", names[w->what]);
-    put_label(w->f, qf_queue_name(q));
+    qf__serve_put_label(w->f, qf_queue_name(q));
     fprintf(w->f, "\",kind=\"%s\"} ", qf_queue_kind_name(q));
     if (w->what == 0)
         fprintf(w->f, "%" PRId64 "\n", qf_queue_size(q));
