@@ -117,7 +117,7 @@ typedef struct bench_cmp_pair {
     double est, lo, hi;        /* new / old: Hodges-Lehmann estimate, 95% interval */
     double p_worse;
     unsigned need; /* repetitions per run the threshold needs at this noise */
-    char verdict[64], row_verdict[96];
+    char verdict[64], row_verdict[160];
 } bench_cmp_pair;
 
 typedef struct bench_cmp_summary {

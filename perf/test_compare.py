@@ -8,7 +8,8 @@ status and the verdicts: a real drop is WORSE, noise is inconclusive,
 a change under the threshold is the same, truncated repetitions are left
 out (a row left with too few is "not judged", and too few judged rows exit
 3), qflow's own variants never vote, each row says the repetitions its
-noise needs, a drop against one baseline only is not a failure, too few
+noise needs, a drop against one baseline only is not a failure, nor one
+that a baseline's own move of more than 2x between the runs explains, too few
 repetitions cannot fail, files from other machines or modes warn, old files
 without repetitions cannot fail, a filter that matches nothing exits 2, and
 (one real run of a sub-second bench) a WORSE row of a live run runs again
@@ -124,6 +125,30 @@ def main():
         partly[0]["values"][:4] = [1e6] * 4  # four slow reps, cut short
         partly[0]["truncated"][:4] = [True] * 4
         compare(tmp, "truncated_slow_reps_do_not_count", old, partly, 0, ["=> same"])
+
+        # The machine changed under a row between the runs (seen in CI: one
+        # binary, padding.tput.p1c1's mutex baseline 0.72 -> 1.99 M items/s
+        # while qflow's figure fell 1.9x, WORSE twice): a baseline that moved
+        # more than 2x and explains the drop leaves the row inconclusive.
+        moved_old = [result("padding.tput.p1c1", "qflow", noisy(rng, 2.3e6, 0.03, 5)),
+                     result("padding.tput.p1c1", "mutex_cond", noisy(rng, 0.72e6, 0.03, 5))]
+        moved_new = [result("padding.tput.p1c1", "qflow", noisy(rng, 1.2e6, 0.03, 5)),
+                     result("padding.tput.p1c1", "mutex_cond", noisy(rng, 2.0e6, 0.03, 5))]
+        compare(tmp, "a_baseline_that_moved_cannot_make_worse", moved_old, moved_new, 0,
+                ["mutex_cond itself moved", "inconclusive: worse, but a baseline moved too"],
+                ["=> WORSE"])
+        # The baseline moved 2.8x, but qflow fell 3.5x on top of it: WORSE.
+        far_new = [result("padding.tput.p1c1", "qflow", noisy(rng, 2.3e6 / 3.5, 0.03, 5)),
+                   result("padding.tput.p1c1", "mutex_cond", noisy(rng, 2.0e6, 0.03, 5))]
+        compare(tmp, "a_slowdown_beyond_the_baseline_move_is_worse", moved_old, far_new, 1,
+                ["=> WORSE"])
+        # qflow half as fast while its baseline moved less than 2x: WORSE.
+        still_old = [result("padding.tput.p1c1", "qflow", noisy(rng, 2.3e6, 0.03, 5)),
+                     result("padding.tput.p1c1", "mutex_cond", noisy(rng, 0.72e6, 0.03, 5))]
+        still_new = [result("padding.tput.p1c1", "qflow", noisy(rng, 1.0e6, 0.03, 5)),
+                     result("padding.tput.p1c1", "mutex_cond", noisy(rng, 0.9e6, 0.03, 5))]
+        compare(tmp, "a_baseline_that_moved_less_still_judges", still_old, still_new, 1,
+                ["=> WORSE"])
 
         # Worse against one baseline, not against the other: not a failure.
         three = old + [result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9))]
