@@ -245,6 +245,15 @@ def main():
         compare(tmp, "old_format_cannot_fail", legacy, pair(rng, 5e6, 4e6, 0.05), 3,
                 ["has no per-repetition figures", "NOT JUDGED"], ["=> WORSE"])
 
+        # No baseline and a time unit (serve.answer.*.p99, whose only other
+        # impl is a qflow variant): the absolute figure moves with the load
+        # (+28% on both looks of one binary in CI), so it cannot fail.
+        lat1 = [result("serve.answer.50k.p99", "qflow", noisy(rng, 2.6e6, 0.03, 5), unit="ns")]
+        lat2 = [result("serve.answer.50k.p99", "qflow", noisy(rng, 3.3e6, 0.03, 5), unit="ns")]
+        compare(tmp, "own_figure_latency_cannot_fail", lat1, lat2, 0,
+                ["moves with load", "=> inconclusive"],
+                ["=> WORSE"])
+
         # A baseline the old run lacks (a peer not installed then): the row
         # is not judged, its absolute figures are not compared instead.
         compare(tmp, "baseline_missing_in_old_is_not_judged", old[:1],
