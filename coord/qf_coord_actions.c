@@ -189,6 +189,68 @@ qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
     return QF_OK;
 }
 
+static void free_chain(qf_coord_action *a)
+{
+    while (a) {
+        qf_coord_action *next = a->next;
+        free(a);
+        a = next;
+    }
+}
+
+qf_code qf__coord_add_stop_actions(qf_coord *c, size_t n, qf_coord_action_fn fn, void *const *args,
+                                   qf_coord_action **ret_actions)
+{
+    /* Made first, chained through next (nobody else sees them yet). */
+    qf_coord_action *first = NULL, *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        qf_coord_action *a = calloc(1, sizeof(*a));
+        if (!a) {
+            free_chain(first);
+            return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
+                                        "qf_coord_add_stop_action: out of memory");
+        }
+        a->fn = fn;
+        a->arg = args[i];
+        a->prev = last;
+        if (last)
+            last->next = a;
+        else
+            first = a;
+        last = a;
+    }
+    if (!first)
+        return QF_OK;
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load_explicit(&c->word, memory_order_acquire) & STOP) {
+        /* Each must claim itself for the stop in effect as it links: the
+         * one-at-a-time path does that, and a stop is no time to save. */
+        pthread_mutex_unlock(&c->lock);
+        free_chain(first);
+        qf_code rc = QF_OK;
+        for (size_t i = 0; i < n; i++) {
+            qf_code one =
+                qf_coord_add_stop_action(c, fn, args[i], ret_actions ? &ret_actions[i] : NULL);
+            if (rc == QF_OK)
+                rc = one;
+        }
+        return rc;
+    }
+    first->prev = c->actions_tail;
+    if (c->actions_tail)
+        c->actions_tail->next = first;
+    else
+        c->actions_head = first;
+    c->actions_tail = last;
+    /* Under the lock: once it is dropped, the last one's next is the
+     * list's. */
+    qf_coord_action *a = first;
+    for (size_t i = 0; ret_actions && i < n; i++, a = a->next)
+        ret_actions[i] = a;
+    pthread_mutex_unlock(&c->lock);
+    return QF_OK;
+}
+
 void qf_coord_remove_stop_action(qf_coord *c, qf_coord_action *a)
 {
     if (!a)

@@ -56,16 +56,27 @@ static qf_coord_member *member_alloc(qf_coord *c, enum member_kind kind, const c
     return m;
 }
 
+/* Register ms[0..n) in that order under one lock (a batch of tasks costs
+ * one critical section, not one each). */
+static void members_link(qf_coord *c, qf_coord_member *const *ms, size_t n)
+{
+    if (n == 0)
+        return;
+    for (size_t i = 0; i + 1 < n; i++)
+        ms[i]->next = ms[i + 1];
+    ms[n - 1]->next = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->members_tail)
+        c->members_tail->next = ms[0];
+    else
+        c->members_head = ms[0];
+    c->members_tail = ms[n - 1];
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void member_link(qf_coord *c, qf_coord_member *m)
 {
-    pthread_mutex_lock(&c->lock);
-    m->next = NULL;
-    if (c->members_tail)
-        c->members_tail->next = m;
-    else
-        c->members_head = m;
-    c->members_tail = m;
-    pthread_mutex_unlock(&c->lock);
+    members_link(c, &m, 1);
 }
 
 void qf_coord_member_done(qf_coord_member *m)
@@ -98,8 +109,8 @@ qf_code qf_coord_member_new(qf_coord *c, const char *name, qf_coord_member **ret
     return QF_OK;
 }
 
-qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
-                                 qf_coord_member **ret_m, void **ret_extra, const char **ret_name)
+qf_code qf__coord_member_make(qf_coord *c, const char *name, size_t extra, qf_coord_member **ret_m,
+                              void **ret_extra, const char **ret_name)
 {
     /* Three references: the handle, the registered set, the extra's owner. */
     qf_coord_member *m = member_alloc(c, MEMBER_TASK, name, "member", 3, extra ? extra : 1);
@@ -107,9 +118,27 @@ qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_member_new: out of memory");
     *ret_extra = (char *)m + MEMBER_EXTRA_OFF;
     *ret_name = m->name;
-    member_link(c, m);
     *ret_m = m;
     return QF_OK;
+}
+
+void qf__coord_members_link(qf_coord *c, qf_coord_member *const *ms, size_t n)
+{
+    members_link(c, ms, n);
+}
+
+void qf__coord_member_discard(qf_coord_member *m)
+{
+    free(m);
+}
+
+qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
+                                 qf_coord_member **ret_m, void **ret_extra, const char **ret_name)
+{
+    qf_code rc = qf__coord_member_make(c, name, extra, ret_m, ret_extra, ret_name);
+    if (rc == QF_OK)
+        member_link(c, *ret_m);
+    return rc;
 }
 
 void qf__coord_member_release(qf_coord_member *m)

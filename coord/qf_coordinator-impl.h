@@ -30,4 +30,22 @@ qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
                                  qf_coord_member **ret_m, void **ret_extra, const char **ret_name);
 void qf__coord_member_release(qf_coord_member *m);
 
+/* qf__coord_member_new_ext() in two steps, for a batch of tasks: make
+ * records (not registered yet: nothing else sees them), then register
+ * them all in order under one lock with qf__coord_members_link(). A record
+ * made and never linked (the batch failed) is freed with
+ * qf__coord_member_discard(). */
+qf_code qf__coord_member_make(qf_coord *c, const char *name, size_t extra, qf_coord_member **ret_m,
+                              void **ret_extra, const char **ret_name);
+void qf__coord_members_link(qf_coord *c, qf_coord_member *const *ms, size_t n);
+void qf__coord_member_discard(qf_coord_member *m);
+
+/* qf_coord_add_stop_action() for n actions, fn(args[i]) each, handles in
+ * ret_actions[i] (may be NULL): made first (all or none: on out of memory
+ * QF_RESOURCE_EXHAUSTED and none added), then linked under one lock. When
+ * a stop is in effect each is added (and run) as
+ * qf_coord_add_stop_action() would. */
+qf_code qf__coord_add_stop_actions(qf_coord *c, size_t n, qf_coord_action_fn fn, void *const *args,
+                                   qf_coord_action **ret_actions);
+
 #endif

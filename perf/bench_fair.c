@@ -4,7 +4,9 @@
  *
  * runners.fair.<N>, N = 1000 and 10000: N QueueRunners, one pointer
  * produce op each, as tasks on a pool of one worker per CPU, feed one
- * pointer queue of capacity 1024; the main thread takes one element per
+ * pointer queue of capacity 1024; they are started in one call
+ * (qf_queue_runners_start(), what qf_start_queue_runners() does for a
+ * collection); the main thread takes one element per
  * call, first until every runner's first element has arrived (delivery is
  * what counts, not a call of its op), then for a fixed window in which it
  * counts each runner's elements. One measurement gives four results:
@@ -94,10 +96,11 @@ static void fair_qflow(unsigned n, double window_s, fair_result *out)
                             .arg = &prod[i]};
         check(qf_queue_runner_new(q, &op, 1, NULL, &runners[i]), "qf_queue_runner_new");
     }
+    /* Started together, as start_queue_runners starts a collection (and
+     * as Go's loop of `go` statements starts its goroutines back to back). */
     uint64_t t0 = bench_now_ns();
-    for (unsigned i = 0; i < n; i++)
-        check(qf_queue_runner_start(runners[i], rt, coord, QF_RUNNER_START, NULL, NULL),
-              "qf_queue_runner_start");
+    check(qf_queue_runners_start(runners, n, rt, coord, QF_RUNNER_START, NULL, NULL),
+          "qf_queue_runners_start");
     uint64_t end = UINT64_MAX, now = t0, all_first = 0;
     unsigned delivered = 0;
     while (now < end) {

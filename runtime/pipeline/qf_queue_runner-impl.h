@@ -23,6 +23,10 @@ typedef struct qf__op_rec {
         qf_enqueue_op op;
         const char *name;
     };
+    /* "QueueRunnerThread-<queue>-<op>", the name of the op's task (spec
+     * 128), made once here so that a start (thousands of runners at a
+     * time) formats nothing. */
+    const char *task_name;
 } qf__op_rec;
 
 /* Live tasks of one start on one runtime (TensorFlow: per session). */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_coordinator-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_queue_runner-impl.h"
 #include "qf_runtime-impl.h"
@@ -37,16 +38,25 @@ static qf_code default_cancel(void *arg)
 /* The default closed codes, shared rather than copied into every runner. */
 static const qf_code default_closed[] = {QF_OUT_OF_RANGE};
 
-/* Appends a NUL-terminated copy of a + b at *p; returns the copy. */
-static const char *put_name(char **p, const char *a, const char *b)
+/* Appends a NUL-terminated copy of a + b + c at *p; returns the copy. */
+static const char *put_name3(char **p, const char *a, const char *b, const char *c)
 {
     char *s = *p;
-    size_t la = strlen(a), lb = strlen(b);
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
     memcpy(s, a, la);
-    memcpy(s + la, b, lb + 1);
-    *p = s + la + lb + 1;
+    memcpy(s + la, b, lb);
+    memcpy(s + la + lb, c, lc + 1);
+    *p = s + la + lb + lc + 1;
     return s;
 }
+
+static const char *put_name(char **p, const char *a, const char *b)
+{
+    return put_name3(p, a, b, "");
+}
+
+/* An op's task is named TASK_PREFIX <queue> "-" <op> (spec 128). */
+#define TASK_PREFIX "QueueRunnerThread-"
 
 /* Op i's function or input fits its kind, and a pointer producer feeds a
  * queue of pointers. */
@@ -84,14 +94,16 @@ static qf_code check_closed_codes(const qf_queue_runner_options *o)
 }
 
 /* Bytes for every name the runner keeps (each NUL-terminated): the ops'
- * (or "enqueue_op_<i>"), then the close and cancel ops' (or the queue's
- * defaults). */
+ * (or "enqueue_op_<i>") and their tasks', then the close and cancel ops'
+ * (or the queue's defaults). */
 static size_t names_size(const char *qn, const qf_enqueue_op *ops, size_t n_ops,
                          const qf_queue_runner_options *o)
 {
     size_t names = 0;
-    for (size_t i = 0; i < n_ops; i++)
-        names += (ops[i].name ? strlen(ops[i].name) : sizeof("enqueue_op_") + 20) + 1;
+    for (size_t i = 0; i < n_ops; i++) {
+        size_t op = (ops[i].name ? strlen(ops[i].name) : sizeof("enqueue_op_") + 20) + 1;
+        names += op + sizeof(TASK_PREFIX) + strlen(qn) + op;
+    }
     names += o->close_op_name ? strlen(o->close_op_name) + 1 : strlen(qn) + sizeof("_Close");
     names += o->cancel_op_name ? strlen(o->cancel_op_name) + 1 : strlen(qn) + sizeof("_Close_1");
     return names;
@@ -127,14 +139,21 @@ static void set_closed(qf_queue_runner *r, const qf_queue_runner_options *o, qf_
     }
 }
 
-/* The ops, their names at *p; each input queue referenced. */
+/* The ops, their names and their tasks' at *p; each input queue
+ * referenced. */
 static void set_ops(qf_queue_runner *r, const qf_enqueue_op *ops, size_t n_ops, char **p)
 {
+    const char *qn = qf_queue_name(r->queue);
     for (size_t i = 0; i < n_ops; i++) {
         r->ops[i].op = ops[i];
         char idx[48];
         snprintf(idx, sizeof(idx), "enqueue_op_%zu", i);
         r->ops[i].op.name = put_name(p, ops[i].name ? ops[i].name : idx, "");
+        char *task_name = *p;
+        put_name3(p, TASK_PREFIX, qn, "-");
+        (*p)--; /* the op's name goes over the NUL */
+        put_name(p, r->ops[i].op.name, "");
+        r->ops[i].task_name = task_name;
         if (ops[i].input)
             qf_queue_ref(ops[i].input);
     }
@@ -663,87 +682,182 @@ void qf_tasks_free(qf_task **tasks, size_t n)
     free(tasks);
 }
 
-qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord, unsigned flags,
-                              qf_task ***ret_tasks, size_t *ret_n)
+/* A start of at most this many runners (or tasks) keeps its lists on the
+ * stack: qf_queue_runner_start() allocates nothing but its tasks. */
+#define SMALL_START 8
+
+/* Claim r for a start on rt (spec 139: not while tasks of an earlier start
+ * there still run; spec 141: the raised errors are cleared). 1: claimed;
+ * 0: already running, nothing to do; -1: out of memory. */
+static int claim(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord)
 {
-    if (!r || !rt)
-        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", r ? "runtime" : "runner");
+    qf__lock(&r->lock);
+    qf__runner_run *run = find_run(r, rt, true);
+    int got = !run ? -1 : run->running > 0 ? 0 : 1;
+    if (got == 1) {
+        for (size_t i = 0; i < r->n_exc; i++)
+            qf_status_free(r->exc[i]);
+        r->n_exc = 0;
+        run->running = r->n_ops;
+        run->coord = coord;
+        run->action = NULL;
+    }
+    qf__unlock(&r->lock);
+    return got;
+}
+
+/* The cancel op of each claimed runner becomes a stop action (spec 134;
+ * it runs at once if a stop is already in effect). Out of memory leaves a
+ * runner without one, as a failed qf_coord_add_stop_action() always did. */
+static void add_cancel_actions(qf_queue_runner *const *go, size_t n, const qf_runtime *rt,
+                               qf_coord *coord)
+{
+    qf_coord_action *small[SMALL_START];
+    qf_coord_action **actions = n <= SMALL_START ? small : calloc(n, sizeof(*actions));
+    if (!actions ||
+        qf__coord_add_stop_actions(coord, n, cancel_action, (void *const *)go, actions) != QF_OK) {
+        if (actions != small)
+            free(actions);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        qf__lock(&go[i]->lock);
+        /* Looked up again: a start on another runtime may have grown
+         * (moved) the array since the claim. */
+        find_run(go[i], rt, false)->action = actions[i];
+        qf__unlock(&go[i]->lock);
+    }
+    if (actions != small)
+        free(actions);
+}
+
+/* One task per op of each claimed runner, in order. */
+typedef struct plan_task {
+    qf_queue_runner *r;
+    qf__op_rec *op;
+} plan_task;
+
+typedef struct start_plan {
+    plan_task *tasks;
+    qf_coord *coord;
+} start_plan;
+
+static const char *plan_name(void *ctx, size_t i)
+{
+    return ((start_plan *)ctx)->tasks[i].op->task_name;
+}
+
+static void plan_init(void *ctx, size_t i, void *state)
+{
+    start_plan *p = ctx;
+    qf__rtask *s = state;
+    s->r = p->tasks[i].r;
+    s->op = p->tasks[i].op;
+    s->coord = p->coord;
+}
+
+static qf_code check_start(qf_queue_runner *const *runners, size_t n, qf_runtime *rt,
+                           unsigned flags)
+{
+    if (!rt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL runtime");
+    if (n && !runners)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL runners with n = %zu", n);
+    for (size_t i = 0; i < n; i++)
+        if (!runners[i])
+            return qf_set_error(QF_INVALID_ARGUMENT, "NULL runner (runners[%zu])", i);
     if (flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON))
         return qf_set_error(QF_INVALID_ARGUMENT, "flags 0x%x has unknown bits (0x%x)", flags,
                             flags & ~(unsigned)(QF_RUNNER_START | QF_RUNNER_DAEMON));
+    return QF_OK;
+}
+
+qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_runtime *rt,
+                               qf_coord *coord, unsigned flags, qf_task ***ret_tasks, size_t *ret_n)
+{
+    qf_code rc = check_start(runners, n, rt, flags);
+    if (rc != QF_OK)
+        return rc;
     if (ret_tasks)
         *ret_tasks = NULL;
     if (ret_n)
         *ret_n = 0;
-    qf__lock(&r->lock);
-    qf__runner_run *run = find_run(r, rt, true);
-    if (!run) {
-        qf__unlock(&r->lock);
-        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
-    }
-    if (run->running > 0) { /* spec 139 */
-        qf__unlock(&r->lock);
-        return QF_OK;
-    }
-    for (size_t i = 0; i < r->n_exc; i++) /* spec 141 */
-        qf_status_free(r->exc[i]);
-    r->n_exc = 0;
-    run->running = r->n_ops;
-    run->coord = coord;
-    qf__unlock(&r->lock);
 
-    qf_coord_action *action = NULL;
-    if (coord) /* spec 134; runs at once if a stop is already in effect */
-        qf_coord_add_stop_action(coord, cancel_action, r, &action);
-    qf__lock(&r->lock);
-    /* Look it up again: a start on another runtime may have grown (moved)
-     * the array while the lock was dropped. */
-    run = find_run(r, rt, false);
-    run->action = action;
-    qf__unlock(&r->lock);
-
-    qf_task **tasks = calloc(r->n_ops, sizeof(*tasks));
-    size_t started = 0;
-    qf_code rc = QF_OK;
-    for (size_t i = 0; i < r->n_ops; i++) {
-        /* The name is copied once, into the task (or its member record);
-         * short names, the common case, need no temporary allocation. */
-        char buf[128], *heap = NULL;
-        const char *name = buf;
-        int len = snprintf(buf, sizeof(buf), "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
-                           r->ops[i].name);
-        if (len < 0 || (size_t)len >= sizeof(buf)) {
-            if (asprintf(&heap, "QueueRunnerThread-%s-%s", qf_queue_name(r->queue),
-                         r->ops[i].name) < 0) {
-                rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
-                break;
-            }
-            name = heap;
+    /* Plan: claim the runners (one already running is skipped), then one
+     * task per op of those claimed. */
+    qf_queue_runner *go_small[SMALL_START];
+    qf_queue_runner **go = n <= SMALL_START ? go_small : malloc(n * sizeof(*go));
+    if (!go)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting queue runners");
+    size_t n_go = 0, n_tasks = 0;
+    for (size_t i = 0; i < n; i++) {
+        int got = claim(runners[i], rt, coord);
+        if (got < 0) {
+            rc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting a QueueRunner");
+            break;
         }
-        qf__rtask init = {.r = r, .op = &r->ops[i], .coord = coord};
-        qf_task_options to = {.name = name,
-                              .coord = coord,
+        if (got) {
+            go[n_go++] = runners[i];
+            n_tasks += runners[i]->n_ops;
+        }
+    }
+    plan_task plan_small[SMALL_START];
+    start_plan plan = {.tasks = n_tasks <= SMALL_START ? plan_small
+                                                       : malloc(n_tasks * sizeof(*plan.tasks)),
+                       .coord = coord};
+    qf_task **tasks = ret_tasks && n_tasks ? calloc(n_tasks, sizeof(*tasks)) : NULL;
+    qf_code brc = QF_OK;
+    if (!plan.tasks || (ret_tasks && n_tasks && !tasks)) {
+        brc = qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting queue runners");
+    } else {
+        size_t k = 0;
+        for (size_t i = 0; i < n_go; i++)
+            for (size_t j = 0; j < go[i]->n_ops; j++) {
+                plan.tasks[k].r = go[i];
+                plan.tasks[k++].op = &go[i]->ops[j];
+            }
+        /* Build: the stop actions, then every task in one batch. */
+        if (coord && n_go)
+            add_cancel_actions(go, n_go, rt, coord);
+        qf__task_batch b = {.n = n_tasks,
+                            .arg_size = sizeof(qf__rtask),
+                            .name = plan_name,
+                            .init = plan_init,
+                            .ctx = &plan};
+        qf_task_options to = {.coord = coord,
                               .suspended = !(flags & QF_RUNNER_START),
                               .daemon = (flags & QF_RUNNER_DAEMON) != 0};
-        qf_task *t = NULL;
-        rc = qf__task_spawn_ext(rt, runner_task, NULL, &init, sizeof(init), &to, tasks ? &t : NULL);
-        free(heap);
-        if (rc != QF_OK)
-            break;
-        if (tasks)
-            tasks[started] = t;
-        started++;
+        brc = qf__task_spawn_batch(rt, runner_task, &b, &to, tasks);
     }
-    /* Tasks that could not be created are not counted as running. */
-    for (size_t i = started; i < r->n_ops; i++) {
-        qf__rtask fake = {.r = r};
-        retire(&fake, rt, false);
+    if (brc != QF_OK) {
+        /* None was created: none counts as running (the last retire of
+         * each runner withdraws its stop action). */
+        for (size_t i = 0; i < n_go; i++)
+            for (size_t j = 0; j < go[i]->n_ops; j++) {
+                qf__rtask fake = {.r = go[i]};
+                retire(&fake, rt, false);
+            }
+        free(tasks);
+        tasks = NULL;
+        n_tasks = 0;
+        if (rc == QF_OK)
+            rc = brc;
     }
+    if (plan.tasks != plan_small)
+        free(plan.tasks);
+    if (go != go_small)
+        free(go);
     if (ret_tasks)
         *ret_tasks = tasks;
-    else
-        qf_tasks_free(tasks, started);
     if (ret_n)
-        *ret_n = started;
+        *ret_n = n_tasks;
     return rc;
+}
+
+qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord, unsigned flags,
+                              qf_task ***ret_tasks, size_t *ret_n)
+{
+    if (!r)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL runner");
+    return qf_queue_runners_start(&r, 1, rt, coord, flags, ret_tasks, ret_n);
 }

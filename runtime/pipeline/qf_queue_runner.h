@@ -169,6 +169,34 @@ enum {
 QF_API qf_code qf_queue_runner_start(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord,
                                      unsigned flags, qf_task ***ret_tasks, size_t *ret_n);
 
+/**
+ * qf_queue_runners_start() - qf_queue_runner_start() for n runners at once,
+ * as qf_start_queue_runners() does for a collection.
+ *
+ * Each runner is started as qf_queue_runner_start() would start it (one
+ * already running on `rt`, or listed twice, is skipped: spec 139), but the
+ * tasks of all of them are made together: their memory first, then one
+ * critical section for the Coordinator's members, one for its stop actions
+ * and one push onto the runtime with one wake. Starting 10,000 runners so
+ * is several times faster than 10,000 calls (perf: runners.fair.*.first).
+ *
+ * All or none of the tasks are created: out of memory (or a runtime that is
+ * shutting down, QF_CANCELLED) starts none, and no runner then counts its
+ * tasks as running. *ret_tasks gets every task created, runner by runner
+ * and op by op, or NULL when none was; *ret_n their number.
+ *
+ * Errors:      a NULL runtime, a NULL runner in the array, runners NULL
+ *              with n > 0, or flags with unknown bits: QF_INVALID_ARGUMENT,
+ *              outputs untouched.
+ * Ownership:   as qf_queue_runner_start() (release with qf_tasks_free()).
+ * Thread safety: any thread; starts of the same runner from two threads at
+ *              once are serialised per runner (one of them starts it).
+ * Blocking:    never (short locks only).
+ */
+QF_API qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_runtime *rt,
+                                      qf_coord *coord, unsigned flags, qf_task ***ret_tasks,
+                                      size_t *ret_n);
+
 /** qf_tasks_free() - unref n tasks and free the array. NULL-safe. */
 QF_API void qf_tasks_free(qf_task **tasks, size_t n);
 

@@ -219,29 +219,9 @@ qf_code qf_start_queue_runners(qf_runtime *rt, qf_coord *coord, qf_scope *s,
     if (!rs)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting queue runners");
     n = qf_scope_get_collection(s, collection_name, NULL, rs, n);
-    qf_task **all = NULL;
-    size_t n_all = 0, cap_all = 0;
-    qf_code rc = QF_OK;
-    for (size_t i = 0; i < n && rc == QF_OK; i++) {
-        qf_task **ts = NULL;
-        size_t nt = 0;
-        rc = qf_queue_runner_start(rs[i], rt, coord, flags, &ts, &nt);
-        for (size_t j = 0; j < nt; j++) {
-            if (!grow((void **)&all, n_all, &cap_all, sizeof(*all))) {
-                qf_task_unref(ts[j]);
-                continue;
-            }
-            all[n_all++] = ts[j];
-        }
-        free(ts);
-    }
+    /* One batch: one push of every task and one wake (issue 26). */
+    qf_code rc = qf_queue_runners_start(rs, n, rt, coord, flags, ret_tasks, ret_n);
     free(rs);
-    if (ret_tasks)
-        *ret_tasks = all;
-    else
-        qf_tasks_free(all, n_all);
-    if (ret_n)
-        *ret_n = n_all;
     return rc;
 }
 

@@ -135,6 +135,28 @@ qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void 
                            size_t arg_size, const qf_task_options *o, qf_task **ret_task);
 void qf__task_unref(qf_task *t);
 
+/* Tasks of one function made together (qf__task_spawn_batch()): task i's
+ * name (copied) and the arg_size bytes of its state (written by init into
+ * zeroed memory inside the task, aligned to 8, as qf__task_spawn_ext()'s
+ * arg_init), each asked for once per task, in order of i. */
+typedef struct qf__task_batch {
+    size_t n, arg_size;
+    const char *(*name)(void *ctx, size_t i);
+    void (*init)(void *ctx, size_t i, void *state);
+    void *ctx;
+} qf__task_batch;
+
+/* b->n tasks of fn with o's Coordinator, suspended and daemon settings:
+ * every allocation first (all or none: QF_RESOURCE_EXHAUSTED starts
+ * nothing), then one critical section each for the Coordinator's members
+ * and the runtime's live list, and one push of the whole chain with one
+ * wake (10,000 runners started at once are not 10,000 pushes and wakes).
+ * ret_tasks: b->n slots for a reference to each task, or NULL. QF_CANCELLED
+ * (none started) when the runtime is shutting down. Any thread; never
+ * blocks but for short locks. */
+qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch *b,
+                             const qf_task_options *o, qf_task **ret_tasks);
+
 /* qf_sched_queue.c */
 void qf__gq_init(qf__gqueue *q);
 /* Append the chain first..last (already linked through gnode.next, n
@@ -150,6 +172,9 @@ static inline int64_t qf__gq_len(qf__gqueue *q)
 
 /* qf_scheduler.c */
 void qf__schedule(qf_task *t);
+/* Schedule ts[0..n) (each SCHEDULED, never queued yet) in that order: one
+ * push to the global queue and one wake. Any thread. */
+void qf__schedule_chain(qf_runtime *rt, qf_task *const *ts, size_t n);
 void qf__push_local(qf__worker *w, qf_task *t);
 void qf__push_yielded(qf__worker *w, qf_task *t);
 void qf__timer_disarm(qf_task *t);

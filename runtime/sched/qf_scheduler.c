@@ -203,6 +203,16 @@ void qf__schedule(qf_task *t)
     signal_work(rt);
 }
 
+void qf__schedule_chain(qf_runtime *rt, qf_task *const *ts, size_t n)
+{
+    if (n == 0)
+        return;
+    for (size_t i = 0; i + 1 < n; i++)
+        link_after(ts[i], ts[i + 1]);
+    qf__gq_push_chain(&rt->global, ts[0], ts[n - 1], (int64_t)n);
+    signal_work(rt);
+}
+
 /* The next slot's task, or NULL (none, or a rescue took it). */
 static qf_task *next_take(qf__worker *w)
 {

@@ -15,6 +15,9 @@
  * record gives the task too), which runner-task state needs; 16 for any
  * object would cost padding in every task. */
 #define TASK_ARG_OFF ((sizeof(qf_task) + 7) & ~(size_t)7)
+
+/* A batch of at most this many tasks keeps its lists on the stack. */
+#define SMALL_BATCH 8
 _Static_assert(_Alignof(qf_task) <= 8, "a task must fit a member's 8-aligned extra bytes");
 
 static void task_free(qf_task *t)
@@ -55,69 +58,175 @@ qf_code qf_task_spawn(qf_runtime *rt, qf_task_fn fn, void *arg, const qf_task_op
     return qf__task_spawn_ext(rt, fn, arg, NULL, 0, o, ret_task);
 }
 
+/* A task's memory, its name copied in: inside a member record made for
+ * `coord` (not registered yet) or on its own. NULL when out of memory. */
+static qf_task *task_alloc(qf_coord *coord, const char *name, size_t body)
+{
+    qf_task *t;
+    if (coord) {
+        qf_coord_member *member;
+        void *extra;
+        const char *mname;
+        if (qf__coord_member_make(coord, name, body, &member, &extra, &mname) != QF_OK)
+            return NULL;
+        t = extra;
+        t->name = mname;
+        t->member = member;
+        return t;
+    }
+    size_t len = strlen(name) + 1;
+    t = calloc(1, body + len);
+    if (t)
+        t->name = memcpy((char *)t + body, name, len);
+    return t;
+}
+
+/* Free a task that was never registered anywhere. */
+static void task_discard(qf_task *t)
+{
+    if (t->member)
+        qf__coord_member_discard(t->member);
+    else
+        free(t);
+}
+
+static void task_setup(qf_task *t, qf_runtime *rt, qf_task_fn fn, void *arg, const void *arg_init,
+                       size_t arg_size, const qf_task_options *o, bool handle)
+{
+    if (arg_init) {
+        arg = (char *)t + TASK_ARG_OFF;
+        memcpy(arg, arg_init, arg_size);
+    }
+    if (t->member && rt->nworkers == 0) /* named in a join's laggard message */
+        qf__coord_member_mark_hosted(t->member);
+    t->rt = rt;
+    t->fn = fn;
+    t->arg = arg;
+    t->timer_idx = -1;
+    t->timer_at = QF_FOREVER;
+    atomic_init(&t->refs, handle ? 2 : 1);
+    t->daemon = o && o->daemon;
+    atomic_init(&t->state, o && o->suspended ? T_PARKED : T_SCHEDULED);
+    qf_waker_init(&t->waker, on_task_wake, t);
+}
+
+/* Put ts[0..n) on the runtime's live list under one lock; false (nothing
+ * linked) when the runtime no longer accepts tasks. */
+static bool live_link(qf_runtime *rt, qf_task *const *ts, size_t n)
+{
+    qf__lock(&rt->live_lock);
+    if (!atomic_load_explicit(&rt->accepting, memory_order_relaxed)) {
+        qf__unlock(&rt->live_lock);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        qf_task *t = ts[i];
+        t->live_next = rt->live_head;
+        if (rt->live_head)
+            rt->live_head->live_prev = t;
+        rt->live_head = t;
+    }
+    atomic_fetch_add_explicit(&rt->live_n, (int64_t)n, memory_order_relaxed);
+    qf__unlock(&rt->live_lock);
+    return true;
+}
+
+/* The runtime refused registered tasks: their members end, they go. */
+static void refuse(qf_task *const *ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i]->member)
+            qf_coord_member_done(ts[i]->member);
+        task_free(ts[i]);
+    }
+}
+
 qf_code qf__task_spawn_ext(qf_runtime *rt, qf_task_fn fn, void *arg, const void *arg_init,
                            size_t arg_size, const qf_task_options *o, qf_task **ret_task)
 {
     if (!rt || !fn)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", rt ? "task function" : "runtime");
     const char *name = o && o->name ? o->name : "task";
-    size_t body = arg_init ? TASK_ARG_OFF + arg_size : sizeof(qf_task);
-    qf_task *t;
-    qf_coord_member *member = NULL;
+    qf_coord *coord = o ? o->coord : NULL;
     /* One allocation per task and one copy of its name: with a Coordinator
      * the member record holds the task (and the name both use); without,
      * the name follows the task. */
-    if (o && o->coord) {
-        void *extra;
-        const char *mname;
-        qf_code rc = qf__coord_member_new_ext(o->coord, name, body, &member, &extra, &mname);
-        if (rc != QF_OK)
-            return rc;
-        t = extra;
-        t->name = mname;
-        if (rt->nworkers == 0) /* named in a join's laggard message */
-            qf__coord_member_mark_hosted(member);
-    } else {
-        size_t len = strlen(name) + 1;
-        t = calloc(1, body + len);
-        if (!t)
-            return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning task '%s'", name);
-        t->name = memcpy((char *)t + body, name, len);
-    }
-    t->member = member;
-    if (arg_init) {
-        arg = (char *)t + TASK_ARG_OFF;
-        memcpy(arg, arg_init, arg_size);
-    }
-    t->rt = rt;
-    t->fn = fn;
-    t->arg = arg;
-    t->timer_idx = -1;
-    t->timer_at = QF_FOREVER;
-    atomic_init(&t->refs, ret_task ? 2 : 1);
-    bool suspended = o && o->suspended;
-    t->daemon = o && o->daemon;
-    atomic_init(&t->state, suspended ? T_PARKED : T_SCHEDULED);
-    qf_waker_init(&t->waker, on_task_wake, t);
-    qf__lock(&rt->live_lock);
-    if (!atomic_load_explicit(&rt->accepting, memory_order_relaxed)) {
-        qf__unlock(&rt->live_lock);
-        if (t->member)
-            qf_coord_member_done(t->member);
-        task_free(t);
+    qf_task *t = task_alloc(coord, name, arg_init ? TASK_ARG_OFF + arg_size : sizeof(qf_task));
+    if (!t)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning task '%s'", name);
+    task_setup(t, rt, fn, arg, arg_init, arg_size, o, ret_task != NULL);
+    if (coord)
+        qf__coord_members_link(coord, &t->member, 1);
+    if (!live_link(rt, &t, 1)) {
+        refuse(&t, 1);
         return qf_set_error(QF_CANCELLED, "Runtime is shutting down: task '%s' not started", name);
     }
-    t->live_next = rt->live_head;
-    if (rt->live_head)
-        rt->live_head->live_prev = t;
-    rt->live_head = t;
-    atomic_fetch_add_explicit(&rt->live_n, 1, memory_order_relaxed);
-    qf__unlock(&rt->live_lock);
     if (ret_task)
         *ret_task = t;
-    if (!suspended)
+    if (!(o && o->suspended))
         qf__schedule(t);
     return QF_OK;
+}
+
+qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch *b,
+                             const qf_task_options *o, qf_task **ret_tasks)
+{
+    if (!rt || !fn || !b)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !rt   ? "runtime"
+                            : !fn ? "task function"
+                                  : "batch");
+    size_t n = b->n;
+    if (n == 0)
+        return QF_OK;
+    qf_coord *coord = o ? o->coord : NULL;
+    /* Plan: every allocation first, so that a failure starts none. A
+     * small batch (one runner's start) keeps its lists on the stack. */
+    qf_task *ts_small[SMALL_BATCH];
+    qf_coord_member *ms_small[SMALL_BATCH];
+    bool small = n <= SMALL_BATCH;
+    qf_task **ts = small ? ts_small : malloc(n * sizeof(*ts));
+    qf_coord_member **ms = !coord ? NULL : small ? ms_small : malloc(n * sizeof(*ms));
+    bool ok = ts && (!coord || ms);
+    if (ts)
+        memset(ts, 0, n * sizeof(*ts));
+    for (size_t i = 0; ok && i < n; i++) {
+        ts[i] = task_alloc(coord, b->name(b->ctx, i), TASK_ARG_OFF + b->arg_size);
+        ok = ts[i] != NULL;
+    }
+    if (!ok) {
+        for (size_t i = 0; ts && i < n && ts[i]; i++)
+            task_discard(ts[i]);
+        if (!small) {
+            free(ts);
+            free(ms);
+        }
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning %zu tasks", n);
+    }
+    /* Build: set up, register, link, then one push of the whole chain. */
+    for (size_t i = 0; i < n; i++) {
+        b->init(b->ctx, i, (char *)ts[i] + TASK_ARG_OFF);
+        task_setup(ts[i], rt, fn, (char *)ts[i] + TASK_ARG_OFF, NULL, 0, o, ret_tasks != NULL);
+        if (coord)
+            ms[i] = ts[i]->member;
+    }
+    if (coord)
+        qf__coord_members_link(coord, ms, n);
+    if (!small)
+        free(ms);
+    qf_code rc = QF_OK;
+    if (!live_link(rt, ts, n)) {
+        refuse(ts, n);
+        rc = qf_set_error(QF_CANCELLED, "Runtime is shutting down: %zu tasks not started", n);
+    } else {
+        if (ret_tasks)
+            memcpy(ret_tasks, ts, n * sizeof(*ts));
+        if (!(o && o->suspended))
+            qf__schedule_chain(rt, ts, n);
+    }
+    if (!small)
+        free(ts);
+    return rc;
 }
 
 void qf_task_wake(qf_task *t)

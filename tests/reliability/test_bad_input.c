@@ -3118,6 +3118,26 @@ CASE(qf_queue_runner_start)
     qf_queue_unref(q);
 }
 
+CASE(qf_queue_runners_start)
+{
+    qf_queue *q = mkq(2);
+    qf_queue_runner *r = mkrunner(q, produce_one);
+    qf_runtime *rt = mkrt(1);
+    qf_task **ts = UNTOUCHED;
+    size_t n = 77;
+    qf_queue_runner *with_null[2] = {r, NULL};
+    INVALID(qf_queue_runners_start(NULL, 1, rt, NULL, QF_RUNNER_START, &ts, &n), "runners");
+    INVALID(qf_queue_runners_start(with_null, 2, rt, NULL, QF_RUNNER_START, &ts, &n), "runners[1]");
+    INVALID(qf_queue_runners_start(&r, 1, NULL, NULL, QF_RUNNER_START, &ts, &n), "runtime");
+    INVALID(qf_queue_runners_start(&r, 1, rt, NULL, 1u << 5, &ts, &n), "flags");
+    cr_expect_eq(ts, UNTOUCHED);
+    cr_expect_eq(n, 77);
+    cr_expect_eq(qf_queue_runner_running(r, rt), 0, "nothing started");
+    qf_runtime_free(rt);
+    qf_queue_runner_free(r);
+    qf_queue_unref(q);
+}
+
 CASE(qf_tasks_free)
 {
     QUIET(qf_tasks_free(NULL, 3));

@@ -1,0 +1,373 @@
+/* test_runners_start.c - qf_queue_runners_start(): many QueueRunners
+ * started in one batch (issue 26), as qf_start_queue_runners() starts a
+ * collection. Each runner must start as qf_queue_runner_start() would
+ * start it (spec 128-143); the batch only shares the work of making the
+ * tasks. Waits are on observable state (counters, queue sizes, task
+ * states); deadlines only bound a broken run. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qflow.h"
+#include "qf_queue_runner.h"
+
+#include "qf_test.h"
+
+typedef struct {
+    atomic_long next, limit;
+} ptr_counter;
+
+static qf_code produce_ptr(void *arg, void **ret_p)
+{
+    ptr_counter *c = arg;
+    long v = atomic_fetch_add(&c->next, 1);
+    if (c->limit >= 0 && v >= c->limit)
+        return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %ld", (long)c->limit);
+    *ret_p = (void *)(uintptr_t)(v + 1);
+    return QF_OK;
+}
+
+static qf_enqueue_op ptr_op(const char *name, ptr_counter *c)
+{
+    return (qf_enqueue_op){
+        .name = name, .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_ptr, .arg = c};
+}
+
+static qf_queue *ptr_queue(const char *name, int64_t cap)
+{
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_ptr_queue_new(cap, name, 0, NULL, &q), QF_OK, "%s", qf_last_message());
+    return q;
+}
+
+static qf_queue_runner *mkrunner(qf_queue *q, const qf_enqueue_op *ops, size_t n,
+                                 const qf_queue_runner_options *o)
+{
+    qf_queue_runner *r = NULL;
+    cr_assert_eq(qf_queue_runner_new(q, ops, n, o, &r), QF_OK, "%s", qf_last_message());
+    return r;
+}
+
+/* For a runtime of 0 workers: run tasks on this thread until all are done. */
+static void drive(qf_runtime *rt, qf_task **ts, size_t n)
+{
+    for (int i = 0; i < 100000; i++) {
+        bool all = true;
+        for (size_t k = 0; k < n; k++)
+            all = all && qf_task_is_done(ts[k]);
+        if (all)
+            return;
+        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
+    }
+    cr_assert_fail("tasks did not finish");
+}
+
+/* A cancel op that counts its calls and closes its queue (cancelling). */
+typedef struct {
+    qf_queue *q;
+    atomic_int calls;
+} cancel_arg;
+
+static qf_code counting_cancel(void *arg)
+{
+    cancel_arg *a = arg;
+    atomic_fetch_add(&a->calls, 1);
+    return qf_queue_close(a->q, true);
+}
+
+/* Tasks come back runner by runner and op by op, each named for its queue
+ * and op (spec 143), each a Coordinator member; suspended without
+ * QF_RUNNER_START; every one then runs to its end of input. */
+Test(runners_start, tasks_in_order_named_and_members)
+{
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    qf_queue *qa = ptr_queue("qa", -1), *qb = ptr_queue("qb", -1);
+    ptr_counter ca = {.limit = 2}, cb1 = {.limit = 3}, cb2 = {.limit = 4};
+    qf_enqueue_op oa = ptr_op("a", &ca), ob[2] = {ptr_op("b1", &cb1), ptr_op("b2", &cb2)};
+    qf_queue_runner *rs[2] = {mkrunner(qa, &oa, 1, NULL), mkrunner(qb, ob, 2, NULL)};
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runners_start(rs, 2, rt, c, 0, &ts, &n), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(n, 3);
+    cr_expect_str_eq(qf_task_name(ts[0]), "QueueRunnerThread-qa-a");
+    cr_expect_str_eq(qf_task_name(ts[1]), "QueueRunnerThread-qb-b1");
+    cr_expect_str_eq(qf_task_name(ts[2]), "QueueRunnerThread-qb-b2");
+    cr_expect_eq(qf_queue_runner_running(rs[0], rt), 1);
+    cr_expect_eq(qf_queue_runner_running(rs[1], rt), 2);
+    cr_expect_eq(atomic_load(&ca.next), 0, "suspended: no op ran");
+    for (size_t i = 0; i < n; i++)
+        qf_task_wake(ts[i]);
+    drive(rt, ts, n);
+    cr_expect_eq(qf_queue_size(qa), 2);
+    cr_expect_eq(qf_queue_size(qb), 7);
+    cr_expect(qf_queue_is_closed(qa) && qf_queue_is_closed(qb), "end of input closed both");
+    qf_coord_join_report rep = {0};
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, &rep), QF_OK);
+    cr_assert_eq(rep.n_finished, 3, "every task was a Coordinator member");
+    cr_expect_str_eq(rep.finished[0], "QueueRunnerThread-qa-a");
+    cr_expect_str_eq(rep.finished[2], "QueueRunnerThread-qb-b2");
+    qf_coord_join_report_clear(&rep);
+    qf_tasks_free(ts, n);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(qa);
+    qf_queue_unref(qb);
+}
+
+/* spec 139 per runner: one already running is skipped, one listed twice
+ * starts once. */
+Test(runners_start, running_and_repeated_runners_start_once)
+{
+    qf_runtime *rt = mkrt(0);
+    qf_queue *q = ptr_queue("q", -1);
+    ptr_counter c1 = {.limit = 1}, c2 = {.limit = 1};
+    qf_enqueue_op o1 = ptr_op("one", &c1), o2 = ptr_op("two", &c2);
+    qf_queue_runner *a = mkrunner(q, &o1, 1, NULL), *b = mkrunner(q, &o2, 1, NULL);
+    qf_task **first = NULL;
+    size_t n_first = 0;
+    cr_assert_eq(qf_queue_runner_start(a, rt, NULL, 0, &first, &n_first), QF_OK);
+    cr_assert_eq(n_first, 1);
+    qf_queue_runner *rs[3] = {a, b, b};
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runners_start(rs, 3, rt, NULL, 0, &ts, &n), QF_OK);
+    cr_assert_eq(n, 1, "only b, once");
+    cr_expect_str_eq(qf_task_name(ts[0]), "QueueRunnerThread-q-two");
+    cr_expect_eq(qf_queue_runner_running(a, rt), 1);
+    cr_expect_eq(qf_queue_runner_running(b, rt), 1);
+    qf_task_wake(first[0]);
+    qf_task_wake(ts[0]);
+    qf_task *all[2] = {first[0], ts[0]};
+    drive(rt, all, 2);
+    cr_expect_eq(qf_queue_runner_running(a, rt), 0);
+    cr_expect_eq(qf_queue_runner_running(b, rt), 0);
+    qf_tasks_free(first, n_first);
+    qf_tasks_free(ts, n);
+    cr_expect_eq(qf_queue_runner_free(a), QF_OK);
+    cr_expect_eq(qf_queue_runner_free(b), QF_OK);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+/* Bad input is refused with the outputs untouched; nothing is started. */
+Test(runners_start, bad_input_is_refused_and_starts_nothing)
+{
+    qf_runtime *rt = mkrt(0);
+    qf_queue *q = ptr_queue("q", -1);
+    ptr_counter pc = {.limit = 1};
+    qf_enqueue_op o = ptr_op("p", &pc);
+    qf_queue_runner *r = mkrunner(q, &o, 1, NULL);
+    qf_task **sentinel = (qf_task **)(uintptr_t)0x10;
+    qf_task **ts = sentinel;
+    size_t n = 77;
+    qf_queue_runner *with_null[2] = {r, NULL};
+    cr_expect_eq(qf_queue_runners_start(&r, 1, NULL, NULL, 0, &ts, &n), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "runtime") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_queue_runners_start(with_null, 2, rt, NULL, 0, &ts, &n), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "runners[1]") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_queue_runners_start(NULL, 2, rt, NULL, 0, &ts, &n), QF_INVALID_ARGUMENT);
+    cr_expect_eq(qf_queue_runners_start(&r, 1, rt, NULL, 0x80, &ts, &n), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "unknown bits") != NULL, "%s", qf_last_message());
+    cr_expect_eq(ts, sentinel, "outputs untouched");
+    cr_expect_eq(n, 77);
+    cr_expect_eq(qf_queue_runner_running(r, rt), 0, "the good runner was not started");
+    cr_expect_eq(qf_queue_runners_start(NULL, 0, rt, NULL, 0, &ts, &n), QF_OK);
+    cr_expect_null(ts, "nothing to start: no array");
+    cr_expect_eq(n, 0);
+    cr_expect_eq(qf_queue_runner_free(r), QF_OK);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
+/* A runtime that is shutting down starts none: QF_CANCELLED, no runner
+ * counts a task, and the stop actions are withdrawn (a later stop runs no
+ * cancel op). */
+Test(runners_start, runtime_shutting_down_starts_none)
+{
+    qf_runtime *rt = mkrt(2);
+    cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(10)), QF_OK);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", 4);
+    ptr_counter pc = {.limit = -1};
+    qf_enqueue_op o = ptr_op("p", &pc);
+    cancel_arg ca = {.q = q};
+    qf_queue_runner_options ro = {.cancel_op = counting_cancel, .cancel_arg = &ca};
+    qf_queue_runner *rs[3];
+    for (int i = 0; i < 3; i++)
+        rs[i] = mkrunner(q, &o, 1, &ro);
+    qf_task **ts = NULL;
+    size_t n = 5;
+    cr_expect_eq(qf_queue_runners_start(rs, 3, rt, c, QF_RUNNER_START, &ts, &n), QF_CANCELLED);
+    cr_expect_null(ts);
+    cr_expect_eq(n, 0);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(qf_queue_runner_running(rs[i], rt), 0);
+    cr_expect_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK);
+    cr_expect_eq(atomic_load(&ca.calls), 0, "no stop action was left behind");
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(q);
+}
+
+/* A stop already in effect: each runner's cancel op runs at once (spec
+ * 134), once, and the tasks end without running an op (spec 138). */
+Test(runners_start, stop_in_effect_runs_each_cancel_op_once)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_coord *c = mkcoord();
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    enum { N = 20 };
+    qf_queue *qs[N];
+    cancel_arg cas[N];
+    ptr_counter pcs[N];
+    qf_queue_runner *rs[N];
+    for (int i = 0; i < N; i++) {
+        qs[i] = ptr_queue("q", 2);
+        cas[i] = (cancel_arg){.q = qs[i]};
+        pcs[i] = (ptr_counter){.limit = -1};
+        qf_enqueue_op o = ptr_op("p", &pcs[i]);
+        qf_queue_runner_options ro = {.cancel_op = counting_cancel, .cancel_arg = &cas[i]};
+        rs[i] = mkrunner(qs[i], &o, 1, &ro);
+    }
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runners_start(rs, N, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_assert_eq(n, N);
+    for (size_t i = 0; i < n; i++)
+        cr_expect_neq(qf_task_join(ts[i], qf_deadline_in_s(20), NULL), QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(atomic_load(&cas[i].calls), 1, "runner %d's cancel op", i);
+        cr_expect(qf_queue_is_closed(qs[i]));
+        cr_expect_eq(atomic_load(&pcs[i].next), 0, "spec 138: no op ran");
+        cr_expect_eq(qf_queue_runner_running(rs[i], rt), 0);
+    }
+    qf_tasks_free(ts, n);
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+        qf_queue_unref(qs[i]);
+    }
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+}
+
+/* Oversubscribed: thousands of runners on two workers, started at once,
+ * every one delivers, while another thread requests a stop at a random
+ * moment of the start or the run; the join returns (the stop reached every
+ * task, parked or not yet run) and no runner counts a task afterwards.
+ * Rounds with the stop early (often during the start) and late. */
+typedef struct {
+    qf_coord *c;
+    atomic_int go;
+    unsigned spins;
+} stopper;
+
+static void *stop_at_random(void *arg)
+{
+    stopper *s = arg;
+    while (!atomic_load(&s->go))
+        sched_yield();
+    for (volatile unsigned i = 0; i < s->spins; i++) {
+    }
+    qf_coord_request_stop(s->c, NULL);
+    return NULL;
+}
+
+Test(runners_start, thousands_started_at_once_with_a_stop_at_random, .timeout = 120)
+{
+    enum { N = 3000, ROUNDS = 8 };
+    unsigned seed = (unsigned)qf_now_ns();
+    for (int round = 0; round < ROUNDS; round++) {
+        qf_runtime *rt = mkrt(2);
+        qf_coord *c = mkcoord();
+        qf_queue *q = ptr_queue("q", 64);
+        ptr_counter *pcs = calloc(N, sizeof(*pcs));
+        qf_queue_runner **rs = calloc(N, sizeof(*rs));
+        cr_assert(pcs && rs);
+        for (int i = 0; i < N; i++) {
+            pcs[i].limit = -1;
+            qf_enqueue_op o = ptr_op("p", &pcs[i]);
+            rs[i] = mkrunner(q, &o, 1, NULL);
+        }
+        stopper s = {.c = c, .spins = (unsigned)(rand_r(&seed) % (round < 4 ? 200000 : 20000000))};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, stop_at_random, &s), 0);
+        atomic_store(&s.go, 1);
+        qf_code rc = qf_queue_runners_start(rs, N, rt, c, QF_RUNNER_START, NULL, NULL);
+        cr_assert_eq(rc, QF_OK, "%s", qf_last_message());
+        /* Take until the stop's cancel op closes the queue and it drains. */
+        void *p;
+        qf_deadline d = qf_deadline_in_s(60);
+        while (qf_queue_dequeue_ptr_until(q, d, &p) == QF_OK) {
+        }
+        cr_assert_not(qf_deadline_passed(d), "round %d: the queue never closed", round);
+        pthread_join(th, NULL);
+        cr_assert_eq(qf_coord_join(c, NULL, 0, 20.0, false, NULL), QF_OK, "round %d: %s", round,
+                     qf_last_message());
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(qf_queue_runner_running(rs[i], rt), 0, "round %d: runner %d", round, i);
+        qf_runtime_free(rt);
+        for (int i = 0; i < N; i++)
+            cr_assert_eq(qf_queue_runner_free(rs[i]), QF_OK);
+        free(rs);
+        free(pcs);
+        qf_queue_unref(q);
+        qf_coord_free(c);
+    }
+}
+
+/* Without a stop: every one of thousands of runners started at once
+ * delivers its first element (fairness of the first turn), in a queue far
+ * smaller than their number. */
+Test(runners_start, thousands_started_at_once_all_deliver, .timeout = 120)
+{
+    enum { N = 5000 };
+    qf_runtime *rt = mkrt(2);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", 128);
+    ptr_counter *pcs = calloc(N, sizeof(*pcs));
+    qf_queue_runner **rs = calloc(N, sizeof(*rs));
+    bool *seen = calloc(N, sizeof(*seen));
+    cr_assert(pcs && rs && seen);
+    for (int i = 0; i < N; i++) {
+        /* Runner i produces i * 2^20 + 1, + 2, ...: its id is in the value. */
+        pcs[i].next = (long)i << 20;
+        pcs[i].limit = -1;
+        qf_enqueue_op o = ptr_op("p", &pcs[i]);
+        rs[i] = mkrunner(q, &o, 1, NULL);
+    }
+    cr_assert_eq(qf_queue_runners_start(rs, N, rt, c, QF_RUNNER_START, NULL, NULL), QF_OK);
+    int delivered = 0;
+    qf_deadline d = qf_deadline_in_s(60);
+    while (delivered < N) {
+        void *p;
+        cr_assert_eq(qf_queue_dequeue_ptr_until(q, d, &p), QF_OK, "%d of %d delivered: %s",
+                     delivered, N, qf_last_message());
+        long id = (long)(((uintptr_t)p - 1) >> 20);
+        cr_assert(id >= 0 && id < N);
+        if (!seen[id]) {
+            seen[id] = true;
+            delivered++;
+        }
+    }
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    cr_assert_eq(qf_coord_join(c, NULL, 0, 20.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_runtime_free(rt);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    free(rs);
+    free(pcs);
+    free(seen);
+    qf_queue_unref(q);
+    qf_coord_free(c);
+}
