@@ -217,10 +217,10 @@ static unsigned ring_limit(qf__fifo *f)
 static bool overflow_push(qf__fifo *f, void *const *slots, size_t n, bool pending, bool *arrive,
                           qf_code *ret_err)
 {
-    /* This producer's own earlier ring slots may be marked but not carried
-     * yet (qf_ring-impl.h note 4); a consumer that finds the ring dry takes
-     * from the list, so they must be visible before anything goes behind
-     * them. */
+    /* This producer's own earlier ring slots may be behind another
+     * producer's unpublished slot (qf_ring-impl.h note 4), so not takeable
+     * yet; a consumer that finds the ring dry takes from the list, so they
+     * must be takeable before anything goes behind them. */
     if (!f->single_producer)
         qf__ring_wait_carried(&f->ring);
     qf__lock(&f->side_lock);
@@ -495,9 +495,9 @@ static size_t take_side(qf__fifo *f, void **out, size_t min, size_t max, size_t 
             *ret_freed = 0;
             return 0;
         }
-        /* A take can stop at the consumers' cached p_tail while more is
-         * published; before the list's turn the ring must be really dry
-         * (a take that finds the cache empty loads p_tail itself). */
+        /* A take can stop short of what is published (a bound, a
+         * tombstone run); before the list's turn the ring must be really
+         * dry. */
         while (o > 0 && r < max - a) {
             size_t slots;
             r += qf__ring_take(&f->ring, out + a + r, 1, max - a - r, f->single_consumer, &slots);
@@ -690,21 +690,15 @@ fail:
     return rc;
 }
 
-/* The ring's count at one instant: p_tail read while c_head stayed put
- * (two reads of c_head around it), so no count mixes an old c_head with a
- * newer p_tail (which could read over the capacity). */
+/* The ring's published count (qf_ring-impl.h note 4): the run of published
+ * slots from c_head. Concurrent takes and puts make it a snapshot; it is
+ * clamped to the capacity (a c_head read before a later p_head can
+ * overstate the room between them). */
 static int64_t ring_count(qf__ring *r)
 {
-    unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
-    for (int i = 0;; i++) {
-        unsigned p = QF__LD(&r->ring.p_tail, ACQUIRE);
-        unsigned c2 = QF__LD(&r->ring.c_head, ACQUIRE);
-        if (c2 == c || i == 16) {
-            unsigned n = p - c2;
-            return n > r->cap ? (p - c > r->cap ? 0 : p - c) : n;
-        }
-        c = c2;
-    }
+    unsigned c;
+    unsigned n = qf__ring_published_end(r, &c) - c;
+    return n > r->cap ? r->cap : n;
 }
 
 int64_t qf__fifo_size(const qf__fifo *f)

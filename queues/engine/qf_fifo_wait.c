@@ -14,16 +14,20 @@
  *             wait bit in the state word with a seq_cst RMW, run F_w, then
  *             re-check its condition with seq_cst loads; sleep only if it
  *             still does not hold.
- *   notifier  make the condition true (publish p_tail, advance c_head,
- *             change the state word), run F_n, load the state word; if the
- *             bit is set, look at the lists and wake.
+ *   notifier  make the condition true (publish slot turns, advance
+ *             c_head, change the state word), run F_n, load the state word;
+ *             if the bit is set, look at the lists and wake.
  * Either the waiter's re-check sees the notifier's change, or the
  * notifier's load sees the bit (and, synchronizing with that RMW, the
- * announcement). Multi-producer publish and multi-consumer take are seq_cst
- * RMWs (qf_ring-impl.h, note 3), so F_w and F_n are nothing more under the
- * C11 model. A declared single producer or consumer stores its index
- * plainly and runs F_n = qf__fence_light(); the waiters facing it then run
- * F_w = qf__fence_heavy() (membarrier where it works). The wait bits are
+ * announcement). A multi-producer publish ends with a seq_cst store or a
+ * full fence and a multi-consumer take is a seq_cst RMW (qf_ring-impl.h,
+ * notes 3 and 4), so F_w and F_n are nothing more under the C11 model. A
+ * declared single producer or consumer stores plainly and runs F_n =
+ * qf__fence_light(); the waiters facing it then run F_w =
+ * qf__fence_heavy() (membarrier where it works). A publish wakes for the
+ * slots it made takeable, its own and the published run right behind them
+ * (note 4), so a consumer that woke too early for a slot published out of
+ * turn is woken again when the slots before it come. The wait bits are
  * sticky hints; the lists' counts (read after the bit) say whether anyone
  * waits now.
  *

@@ -5,9 +5,9 @@
  * The data structure is ck_ring_t: a power-of-two array of pointer slots,
  * c_head (next slot to consume) on its own cache line, p_head (next slot to
  * reserve) and p_tail (end of the published slots) together on another.
- * The protocol is ck_ring's: producers reserve by advancing p_head and
- * publish in ticket order by advancing p_tail; consumers advance c_head.
- * What qflow adds, and why:
+ * Producers reserve by advancing p_head, consumers claim by advancing
+ * c_head, as in ck_ring; a queue's ring publishes each slot with a turn of
+ * its own instead of ck_ring's p_tail (note 4). What qflow adds, and why:
  *
  *  1. Capacity from the indices. A reservation succeeds only while
  *     p_head - c_head < capacity (the queue's exact capacity, any value up
@@ -16,52 +16,66 @@
  *     and the consumer only the consumer line.
  *  2. Cached opposite index. Each side keeps the last value it read of the
  *     other side's index and re-reads the real one only when the cached
- *     value says "full" (producer) or "empty" (consumer). In the steady
+ *     value says "full" (producer) or "empty" (consumer of a ring without
+ *     turns; with turns a consumer reads the turns instead). In the steady
  *     state a producer does not touch the consumer's line at all. The cache
  *     is published with release and read with acquire, so the hand-off of
  *     slot contents stays ordered through it.
- *  3. Fences. A multi-producer publishes p_tail with a seq_cst RMW and a
+ *  3. Fences. A multi-producer publishes its slots' turns (note 4) with a
+ *     seq_cst store, or release stores and a full fence, and a
  *     multi-consumer advances c_head with a seq_cst CAS, so a waiter on
  *     the other side (an RMW on the queue's state word, then seq_cst loads
- *     of the indices) pairs with them under the C11 model alone: one of the
- *     two sees the other, with no extra fence on either side. A declared
- *     single producer or single consumer updates its index with a plain
- *     store and runs qf__fence_light(); the waiters of the other side then
+ *     of the turns and indices) pairs with them under the C11 model alone:
+ *     one of the two sees the other. A declared single producer or single
+ *     consumer publishes with plain (release) stores and runs
+ *     qf__fence_light(); the waiters of the other side then
  *     run qf__fence_heavy() (coord/qf_fence-impl.h) before re-checking. The
  *     light fence is a compiler barrier where membarrier(2) works, so a
  *     single-producer, single-consumer hand-off has no locked instruction
  *     at all; the process-wide barrier is paid only by a waiter facing a
  *     declared single side, never on the multi-producer, multi-consumer
  *     path, which parks most often when threads outnumber cores.
- *  4. No commit wait: producers carry each other. ck_ring makes a
- *     multi-producer wait until every earlier reservation is published;
- *     with more producers than cores the earlier producer is often
- *     preempted, and everyone behind it waits a time slice (a convoy: each
- *     publish then wakes the next waiter, one context switch per element;
- *     measured 100-250 k items/s at 8x8 on 2 cores). Here a producer whose
- *     turn it is not yet (p_tail != its first slot) marks its slots
- *     written and leaves; whoever moves p_tail up to a marked slot moves it
- *     on over it too. The marks array holds, per slot, i + 1 once slot
- *     index i is written and waiting to be carried; any other value means
- *     "not waiting" (initially the slot number; a carrier that moves p_tail
- *     past a marked slot resets it to i with a CAS, so a mark from an
- *     earlier lap never reads as current: i and i + k * slots + 1 differ in
- *     parity, slots being a power of two).
- *       producer     write values; CAS p_tail start -> start + k: done, and
- *                    it is a carrier from start + k. Else store marks
- *                    (seq_cst), then load p_tail (seq_cst) and be a
- *                    carrier from there.
- *       carrier at t while mark[t] == t + 1, ... : CAS p_tail t -> t + n
- *                    (seq_cst); on success reset those marks and go on from
- *                    t + n (seq_cst loads of the marks); on failure stop:
- *                    the CAS's winner carries on from where it put p_tail.
- *     No slot is stranded: of "marker stores mark[X], then loads p_tail"
- *     and "carrier moves p_tail to X, then loads mark[X]", one sees the
- *     other under the seq_cst total order, so the marker carries itself or
- *     the carrier carries it. Values reach consumers through the chain
- *     value store -> mark (release) -> carrier's load (acquire) -> its CAS
- *     on p_tail (release) -> the consumer's acquire load of p_tail.
- *     tests/model/ring_carry.pml checks the protocol with spin.
+ *  4. A turn per slot: no shared tail. A queue's ring (one made with
+ *     multi_producer true, which every queue's is) publishes each slot on
+ *     its own: marks[i & mask] == i + 1 says "index i is written and
+ *     published" (initially marks[k] = k; i and i + k * slots + 1 differ
+ *     in parity, slots being a power of two, so neither the initial value
+ *     nor a mark from an earlier lap reads as current). There is no
+ *     p_tail to move in index order, so a producer never waits for, nor
+ *     carries, an earlier one, and a consumer never reads a line that
+ *     every producer writes: per element the producer writes its slot and
+ *     its mark, the consumer reads them (the fast bounded queues' design:
+ *     folly's turns, atomic_queue's states). ck_ring moved p_tail with a
+ *     commit wait; with more producers than cores a preempted producer
+ *     held up every one behind it (100-250 k items/s at 8x8 on 2 cores),
+ *     and qflow's carry protocol that replaced the wait still put a
+ *     locked instruction on a line the consumers read in every put.
+ *       producer   reserve on p_head (CAS, or a declared single
+ *                  producer's store); write the values (or tombstones,
+ *                  note 7); store the marks (release); then a full fence
+ *                  (a single store of one mark is itself seq_cst), or the
+ *                  light one of a declared single producer (note 3).
+ *       consumer   from c_head, count the marks that say published, in a
+ *                  row (acquire loads); fewer than `min`: empty (a
+ *                  multi-consumer re-reads c_head first: it may be stale);
+ *                  read the values, then claim with the c_head CAS (store).
+ *     A consumer sees only the published run from c_head, so a slot
+ *     published out of turn becomes takeable when the slots before it are.
+ *     Waking: whoever makes slots takeable must count them in its wake
+ *     (qf__fifo_wake_consumers()), or a consumer that woke too early for
+ *     an out-of-turn slot and went back to sleep could be left asleep
+ *     with it. So a multi-producer publish also counts the published run
+ *     right after its own slots (seq_cst loads after its fence): of two
+ *     producers whose slots touch, the one publishing last sees the
+ *     other's marks (the fences' total order), and counts them.
+ *     The count of what is published (a waiter's re-check, the size) is a
+ *     scan of the marks from c_head; run_hint keeps where the run was last
+ *     seen to end (advanced with a CAS by whoever scans, on a line of its
+ *     own, never read by the fast paths), so repeated counts of a large
+ *     ring scan only what is new. tests/model/ring_turns.pml checks the
+ *     protocol.
+ *     A ring made with multi_producer false (the runtime's run queues) has
+ *     no marks and keeps ck_ring's p_tail, moved by its one producer.
  *  5. Bulk reserve and take: one CAS moves k indices. A take claims at
  *     least `min` values or none, so a batch that is not there yet is never
  *     taken in part (nothing to give back).
@@ -112,9 +126,12 @@ typedef struct qf__ring {
     bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
     _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
     _Alignas(64) unsigned cons_cached_p;  /* consumers' copy of p_tail */
-    _Atomic uint32_t *marks;              /* slots written, waiting to be carried (note 4) */
+    _Atomic uint32_t *marks;              /* turns: i + 1 once index i is published (note 4) */
     _Atomic uint32_t *tombs;              /* slots abandoned by their producer (note 7) */
     _Alignas(64) _Atomic uint32_t tomb_n; /* tombstones published or about to be, not taken */
+    /* Where the published run was last seen to end (note 4): on its own
+     * line, since whoever counts writes it and producers own p_head's. */
+    _Alignas(64) unsigned run_hint;
 } qf__ring;
 
 #ifdef QF_RACE_WIDENING
@@ -149,6 +166,7 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->sym = false;
     r->prod_cached_c = 0;
     r->cons_cached_p = 0;
+    r->run_hint = 0;
     r->marks = NULL;
     r->tombs = NULL;
     atomic_init(&r->tomb_n, 0);
@@ -188,7 +206,7 @@ static inline void qf__ring_fence_heavy(const qf__ring *r)
         qf__fence_heavy();
 }
 
-/* Published and not yet consumed. */
+/* Published and not yet consumed: a ring without marks (the run queues). */
 static inline unsigned qf__ring_size(qf__ring *r)
 {
     unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
@@ -259,58 +277,49 @@ static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
     QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
 }
 
-/* Carry p_tail, which was t, over the run of marked slots from t (note
- * 4). Returns how many slots this call made visible. */
-static inline unsigned qf__ring_carry(qf__ring *r, unsigned t)
+static inline bool qf__ring_is_published(qf__ring *r, unsigned i, int mo)
 {
-    unsigned total = 0;
-    for (;;) {
-        unsigned n = 0;
-        while (n <= r->mask && atomic_load_explicit(&r->marks[(t + n) & r->mask],
-                                                    memory_order_seq_cst) == t + n + 1)
-            n++;
-        if (n == 0)
-            return total;
-        unsigned expect = t;
-        if (!__atomic_compare_exchange_n(&r->ring.p_tail, &expect, t + n, false, __ATOMIC_SEQ_CST,
-                                         __ATOMIC_RELAXED))
-            return total; /* another carrier moved it; it goes on from there */
-        for (unsigned i = 0; i < n; i++) {
-            uint32_t m = t + i + 1;
-            atomic_compare_exchange_strong_explicit(&r->marks[(t + i) & r->mask], &m, t + i,
-                                                    memory_order_relaxed, memory_order_relaxed);
-        }
-        total += n;
-        t += n;
-    }
+    return __atomic_load_n(&r->marks[i & r->mask], mo) == i + 1;
 }
 
-/* Publish [start, start + k). Multi-producer: a seq_cst CAS when it is
- * this reservation's turn, else marks that the producer before carries
- * (note 4); never waits. Returns how many slots became visible to
- * consumers by this call (its own and others' it carried; 0 when its own
- * wait for an earlier producer to carry them): the count to wake for. */
+/* The end of the published run from `from` (at most `end`): seq_cst
+ * loads. */
+static inline unsigned qf__ring_run_end(qf__ring *r, unsigned from, unsigned end)
+{
+    while (from != end && qf__ring_is_published(r, from, __ATOMIC_SEQ_CST))
+        from++;
+    return from;
+}
+
+/* Publish [start, start + k) (note 4). Returns how many slots this call may
+ * have made takeable, the count to wake for: its own, and with other
+ * producers the published run after them. Never waits. */
 static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
                                         bool single_producer)
 {
-    unsigned *tail = &r->ring.p_tail;
     QF_WIDEN();
-    if (single_producer) {
-        /* Release for the slots; the fence orders it before the look at
-         * the consumers' wait bit. */
-        QF__ST(tail, start + k, RELEASE);
+    if (!r->marks) {
+        /* A ring of one producer without marks: p_tail. Release for the
+         * slots; the fence orders it before the look at a wait bit. */
+        QF__ST(&r->ring.p_tail, start + k, RELEASE);
         qf__ring_fence_light(r);
         return k;
     }
-    unsigned expect = start;
-    if (__atomic_compare_exchange_n(tail, &expect, start + k, false, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_RELAXED))
-        return k + qf__ring_carry(r, start + k);
-    for (unsigned i = 0; i < k; i++)
-        atomic_store_explicit(&r->marks[(start + i) & r->mask], start + i + 1,
-                              memory_order_seq_cst);
+    if (k == 1 && !single_producer) {
+        QF__ST(&r->marks[start & r->mask], start + 1, SEQ_CST);
+    } else {
+        for (unsigned i = 0; i < k; i++)
+            QF__ST(&r->marks[(start + i) & r->mask], start + i + 1, RELEASE);
+        if (single_producer) {
+            qf__ring_fence_light(r);
+            return k; /* in order: nothing waits behind it */
+        }
+        qf__fence_full();
+    }
     QF_WIDEN();
-    return qf__ring_carry(r, QF__LD(tail, SEQ_CST));
+    unsigned end = start + k;
+    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
+    return k + (qf__ring_run_end(r, end, head) - end);
 }
 
 /* Slot index idx is abandoned: its producer reserved it and then found
@@ -352,6 +361,48 @@ static inline void qf__ring_untag(qf__ring *r, unsigned c, unsigned k, unsigned 
     atomic_fetch_sub_explicit(&r->tomb_n, k - real, memory_order_relaxed);
 }
 
+/* Claim [c, c + k) whose values are in out (read before the claim: after
+ * it a producer of the next lap may write the slots). False: another
+ * consumer moved c_head (*c is then its new value). */
+static inline bool qf__ring_claim(qf__ring *r, unsigned *c, unsigned k, bool single_consumer)
+{
+    if (single_consumer) {
+        QF__ST(&r->ring.c_head, *c + k, RELEASE);
+        qf__ring_fence_light(r); /* before the look at producers' wait bit */
+        return true;
+    }
+    return __atomic_compare_exchange_n(&r->ring.c_head, c, *c + k, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_RELAXED);
+}
+
+/* qf__ring_take() on a ring with marks (note 4), from c (c_head as read). */
+static inline size_t qf__ring_take_turns(qf__ring *r, void **out, unsigned c, size_t min,
+                                         size_t max, bool single_consumer, size_t *ret_slots)
+{
+    size_t lim = max < (size_t)r->mask + 1 ? max : (size_t)r->mask + 1;
+    for (;;) {
+        unsigned k = 0;
+        while (k < lim && qf__ring_is_published(r, c + k, __ATOMIC_ACQUIRE))
+            k++;
+        if (k < min) {
+            unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
+            if (now == c)
+                return 0;
+            c = now; /* stale: other consumers took these */
+            continue;
+        }
+        for (unsigned i = 0; i < k; i++)
+            out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
+        unsigned real = qf__ring_drop_tombs(r, out, c, k);
+        if (!qf__ring_claim(r, &c, k, single_consumer))
+            continue;
+        qf__ring_untag(r, c, k, real);
+        if (ret_slots)
+            *ret_slots = k;
+        return real;
+    }
+}
+
 /* Take between min (>= 1) and max published slots, or none: one claim.
  * Returns how many values (the slots less the tombstones among them, note
  * 7); *ret_slots (when not NULL) gets how many slots were claimed, which
@@ -362,6 +413,8 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
     if (ret_slots)
         *ret_slots = 0;
     unsigned c = QF__LD(&r->ring.c_head, RELAXED);
+    if (r->marks)
+        return qf__ring_take_turns(r, out, c, min, max, single_consumer, ret_slots);
     for (;;) {
         unsigned p = QF__LD(&r->cons_cached_p, ACQUIRE);
         unsigned avail = p - c;
@@ -395,31 +448,61 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
     }
 }
 
+/* The end of the published run from c_head, and c_head, at one look
+ * (seq_cst loads: a waiter's re-check). A ring with marks starts the scan
+ * at run_hint when it lies in [c_head, p_head] (note 4) and moves the hint
+ * on. */
+static inline unsigned qf__ring_published_end(qf__ring *r, unsigned *ret_c)
+{
+    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
+    *ret_c = c;
+    if (!r->marks)
+        return QF__LD(&r->ring.p_tail, SEQ_CST);
+    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
+    /* Acquire, pairing with the release of the CAS that moved it: the
+     * marks its mover saw are then visible here too, so a run counted from
+     * the hint is one a take finds. */
+    unsigned hint = QF__LD(&r->run_hint, ACQUIRE);
+    unsigned from = hint - c <= head - c ? hint : c;
+    unsigned end = qf__ring_run_end(r, from, head);
+    if (end != hint)
+        __atomic_compare_exchange_n(&r->run_hint, &hint, end, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED);
+    return end;
+}
+
 /* Published and not yet consumed, by seq_cst loads (a waiter's re-check). */
 static inline unsigned qf__ring_published(qf__ring *r)
 {
-    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
-    unsigned p = QF__LD(&r->ring.p_tail, SEQ_CST);
-    return p - c;
+    unsigned c;
+    unsigned end = qf__ring_published_end(r, &c);
+    return end - c;
 }
 
 /* A reservation is not published yet (seq_cst loads). */
 static inline bool qf__ring_in_flight(qf__ring *r)
 {
-    return QF__LD(&r->ring.p_head, SEQ_CST) != QF__LD(&r->ring.p_tail, SEQ_CST);
+    unsigned c;
+    unsigned end = qf__ring_published_end(r, &c);
+    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
+    return (int)(head - end) > 0;
 }
 
-/* Wait until every reservation made before this call is visible to
- * consumers (p_tail has reached the p_head read here). Multi-producer only;
+/* Wait until every reservation made before this call is takeable (the
+ * published run has reached the p_head read here). Multi-producer only;
  * the owners are between reserve and publish, which never waits (note 4),
  * so this ends; a descheduled owner is waited for by yielding. The FIFO
  * engine calls it before it puts anything behind the ring (the overflow
  * list), so that no producer's later elements overtake its own earlier
- * ones that are marked but not yet carried. */
+ * ones that are behind another producer's unpublished slot. */
 static inline void qf__ring_wait_carried(qf__ring *r)
 {
     unsigned h = QF__LD(&r->ring.p_head, SEQ_CST);
-    for (unsigned spins = 0; (int)(h - QF__LD(&r->ring.p_tail, SEQ_CST)) > 0; spins++) {
+    for (unsigned spins = 0;; spins++) {
+        unsigned c;
+        unsigned end = qf__ring_published_end(r, &c);
+        if ((int)(h - end) <= 0 || (int)(h - c) <= 0)
+            return;
         if (spins < 64)
             qf__cpu_relax();
         else

@@ -154,10 +154,10 @@ Test(queue_stress, unbounded_mpmc, .timeout = 300)
 /* Past the unbounded queue's ring, elements go to an overflow list. Two
  * ways a producer's later elements once overtook its earlier ones there
  * (unbounded_mpmc and the 8x3 below each failed 2-3 runs in 20 before the
- * fix): a consumer whose cached
- * p_tail was behind took from the list while the ring still held older
- * elements, and a producer whose ring slots were marked but not carried yet
- * (qf_ring-impl.h note 4) put its next ones on the list. Oversubscribed,
+ * fix): a consumer whose view of the ring was behind took from the list
+ * while the ring still held older elements, and a producer whose ring
+ * slots were not takeable yet (behind another producer's unpublished slot,
+ * qf_ring-impl.h note 4) put its next ones on the list. Oversubscribed,
  * and with one consumer, where per-producer order is the whole order. */
 Test(queue_stress, unbounded_oversubscribed_8x3, .timeout = 300)
 {
