@@ -146,6 +146,17 @@ void qf__coord_run_stop_work(qf_coord *c, uint32_t key)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Append the chain first..last (linked through next) to the actions. */
+static void actions_append_locked(qf_coord *c, qf_coord_action *first, qf_coord_action *last)
+{
+    first->prev = c->actions_tail;
+    if (c->actions_tail)
+        c->actions_tail->next = first;
+    else
+        c->actions_head = first;
+    c->actions_tail = last;
+}
+
 qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
                                  qf_coord_action **ret_action)
 {
@@ -163,12 +174,7 @@ qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
         *ret_action = a;
 
     pthread_mutex_lock(&c->lock);
-    a->prev = c->actions_tail;
-    if (c->actions_tail)
-        c->actions_tail->next = a;
-    else
-        c->actions_head = a;
-    c->actions_tail = a;
+    actions_append_locked(c, a, a);
     /* Linking and the claim for a stop in effect happen in one critical
      * section: a stop-work scan either finds the action already claimed
      * or has not passed it yet. */
@@ -236,12 +242,7 @@ qf_code qf__coord_add_stop_actions(qf_coord *c, size_t n, qf_coord_action_fn fn,
         }
         return rc;
     }
-    first->prev = c->actions_tail;
-    if (c->actions_tail)
-        c->actions_tail->next = first;
-    else
-        c->actions_head = first;
-    c->actions_tail = last;
+    actions_append_locked(c, first, last);
     /* Under the lock: once it is dropped, the last one's next is the
      * list's. */
     qf_coord_action *a = first;

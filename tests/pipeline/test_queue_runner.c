@@ -19,6 +19,7 @@
 #include "qf_test_park.h"
 #define QFT_RT_NAME "qr"
 #include "qf_test.h"
+#include "qf_test_runner.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -89,20 +90,6 @@ static void wait_size(qf_queue *q, int64_t want)
     }
 }
 
-/* For a runtime of 0 workers: run tasks on this thread until all are done. */
-static void drive(qf_runtime *rt, qf_task **ts, size_t n)
-{
-    for (int i = 0; i < 100000; i++) {
-        bool all = true;
-        for (size_t k = 0; k < n; k++)
-            all = all && qf_task_is_done(ts[k]);
-        if (all)
-            return;
-        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
-    }
-    cr_assert_fail("tasks did not finish");
-}
-
 /* A produce op counting up to `limit` (negative: forever), producing 1, 2,
  * ...; at the limit it fails with OUT_OF_RANGE like TensorFlow's
  * count_up_to. Its state is touched by one task at a time. */
@@ -141,14 +128,6 @@ static qf_enqueue_op transform_op(const char *name, qf_queue *input, qf_transfor
 {
     return (qf_enqueue_op){
         .name = name, .kind = QF_OP_TRANSFORM, .input = input, .transform = fn, .arg = arg};
-}
-
-static qf_queue_runner *mkrunner(qf_queue *q, const qf_enqueue_op *ops, size_t n,
-                                 const qf_queue_runner_options *o)
-{
-    qf_queue_runner *r = NULL;
-    cr_assert_eq(qf_queue_runner_new(q, ops, n, o, &r), QF_OK, "%s", qf_last_message());
-    return r;
 }
 
 /* A close or cancel op that counts its calls, optionally closes `q`, and
@@ -2014,20 +1993,6 @@ Test(queue_runner, looper_needs_coordinator_and_function)
 }
 
 /* ------------------------------------------------- pointer produce ops */
-
-typedef struct {
-    atomic_long next, limit;
-} ptr_counter;
-
-static qf_code produce_ptr(void *arg, void **ret_p)
-{
-    ptr_counter *c = arg;
-    long v = atomic_fetch_add(&c->next, 1);
-    if (c->limit >= 0 && v >= c->limit)
-        return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %ld", (long)c->limit);
-    *ret_p = (void *)(uintptr_t)(v + 1);
-    return QF_OK;
-}
 
 static atomic_long dtor_calls;
 static void count_dtor(void *p)

@@ -16,20 +16,7 @@
 #include "qf_queue_runner.h"
 
 #include "qf_test.h"
-
-typedef struct {
-    atomic_long next, limit;
-} ptr_counter;
-
-static qf_code produce_ptr(void *arg, void **ret_p)
-{
-    ptr_counter *c = arg;
-    long v = atomic_fetch_add(&c->next, 1);
-    if (c->limit >= 0 && v >= c->limit)
-        return qf_set_error(QF_OUT_OF_RANGE, "Reached limit of %ld", (long)c->limit);
-    *ret_p = (void *)(uintptr_t)(v + 1);
-    return QF_OK;
-}
+#include "qf_test_runner.h"
 
 static qf_enqueue_op ptr_op(const char *name, ptr_counter *c)
 {
@@ -42,28 +29,6 @@ static qf_queue *ptr_queue(const char *name, int64_t cap)
     qf_queue *q = NULL;
     cr_assert_eq(qf_ptr_queue_new(cap, name, 0, NULL, &q), QF_OK, "%s", qf_last_message());
     return q;
-}
-
-static qf_queue_runner *mkrunner(qf_queue *q, const qf_enqueue_op *ops, size_t n,
-                                 const qf_queue_runner_options *o)
-{
-    qf_queue_runner *r = NULL;
-    cr_assert_eq(qf_queue_runner_new(q, ops, n, o, &r), QF_OK, "%s", qf_last_message());
-    return r;
-}
-
-/* For a runtime of 0 workers: run tasks on this thread until all are done. */
-static void drive(qf_runtime *rt, qf_task **ts, size_t n)
-{
-    for (int i = 0; i < 100000; i++) {
-        bool all = true;
-        for (size_t k = 0; k < n; k++)
-            all = all && qf_task_is_done(ts[k]);
-        if (all)
-            return;
-        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
-    }
-    cr_assert_fail("tasks did not finish");
 }
 
 /* A cancel op that counts its calls and closes its queue (cancelling). */
