@@ -67,13 +67,21 @@
  *     with it. So a multi-producer publish also counts the published run
  *     right after its own slots (seq_cst loads after its fence): of two
  *     producers whose slots touch, the one publishing last sees the
- *     other's marks (the fences' total order), and counts them.
+ *     other's marks (the fences' total order), and counts them
+ *     (tests/model/fifo_consumers.pml: with a wake for its own slots only,
+ *     RUN=0, spin finds a consumer asleep for good beside a takeable slot).
  *     The count of what is published (a waiter's re-check, the size) is a
  *     scan of the marks from c_head; run_hint keeps where the run was last
  *     seen to end (advanced with a CAS by whoever scans, on a line of its
  *     own, never read by the fast paths), so repeated counts of a large
- *     ring scan only what is new. tests/model/ring_turns.pml checks the
- *     protocol.
+ *     ring scan only what is new. Nothing moves the hint while nobody
+ *     counts, so after 2^32 indices a stale hint can read as current: a
+ *     count from it may overstate (a waiter then retries instead of
+ *     sleeping, until the slot under it is published), which is harmless,
+ *     but the decisions that must not overstate (nothing in flight, so the
+ *     queue is settled closed; every earlier slot takeable, before the
+ *     overflow list) scan from c_head without it.
+ *     tests/model/ring_turns.pml checks the protocol.
  *     A ring made with multi_producer false (the runtime's run queues) has
  *     no marks and keeps ck_ring's p_tail, moved by its one producer.
  *  5. Bulk reserve and take: one CAS moves k indices. A take claims at
@@ -95,10 +103,9 @@
  *     tagged ones, and after the claim resets each tag with a CAS from
  *     i + 1 to i (a later lap's tag stays). As with the marks, i and
  *     i + k * slots + 1 differ in parity, so a reset or initial tag never
- *     reads as current. Ordering: tag and count stores, then the publish
- *     (release, or the mark a carrier acquires) -> the consumer's acquire
- *     of p_tail (or of its cached copy, stored with release by a consumer
- *     that acquired p_tail) -> its loads of tomb_n and the tags. tomb_n
+ *     reads as current. Ordering: tag and count stores, then the release
+ *     store of the slot's turn (note 4) -> the consumer's acquire load of
+ *     that turn -> its loads of tomb_n and the tags. tomb_n
  *     cannot read 0 while an unclaimed tombstone the consumer can see is
  *     out: that tombstone's increment happens before the look and its
  *     decrement after its claim. tests/model/ring_tombs.pml checks it
@@ -471,6 +478,17 @@ static inline unsigned qf__ring_published_end(qf__ring *r, unsigned *ret_c)
     return end;
 }
 
+/* qf__ring_published_end() without the hint: exact however long nobody
+ * counted (note 4), at the cost of a scan of what is published. */
+static inline unsigned qf__ring_published_end_exact(qf__ring *r, unsigned *ret_c)
+{
+    unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
+    *ret_c = c;
+    if (!r->marks)
+        return QF__LD(&r->ring.p_tail, SEQ_CST);
+    return qf__ring_run_end(r, c, QF__LD(&r->ring.p_head, SEQ_CST));
+}
+
 /* Published and not yet consumed, by seq_cst loads (a waiter's re-check). */
 static inline unsigned qf__ring_published(qf__ring *r)
 {
@@ -483,7 +501,7 @@ static inline unsigned qf__ring_published(qf__ring *r)
 static inline bool qf__ring_in_flight(qf__ring *r)
 {
     unsigned c;
-    unsigned end = qf__ring_published_end(r, &c);
+    unsigned end = qf__ring_published_end_exact(r, &c);
     unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
     return (int)(head - end) > 0;
 }
@@ -500,7 +518,7 @@ static inline void qf__ring_wait_carried(qf__ring *r)
     unsigned h = QF__LD(&r->ring.p_head, SEQ_CST);
     for (unsigned spins = 0;; spins++) {
         unsigned c;
-        unsigned end = qf__ring_published_end(r, &c);
+        unsigned end = qf__ring_published_end_exact(r, &c);
         if ((int)(h - end) <= 0 || (int)(h - c) <= 0)
             return;
         if (spins < 64)

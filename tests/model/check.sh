@@ -1,6 +1,6 @@
 #!/bin/sh
-# Model-check the wait/wake protocols (the FIFO engine, the worker pool, the
-# wait list's cancel) with spin: every model,
+# Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
+# the worker pool, the wait list's cancel) with spin: every model,
 # at the bounds below, must have no invalid end state (nobody asleep for
 # good) and no assertion violation. Exhaustive search; each run takes
 # seconds. A model run with a seeded bug (`seeded`) must fail instead.
@@ -44,12 +44,23 @@ seeded() {
     esac
 }
 run fifo_consumers -DNP=1 -DNC=2
+run fifo_consumers -DNP=1 -DNC=2 -DHINT=0
 BITSTATE=1 run fifo_consumers -DNP=2 -DNC=2
-run ring_carry -DNP=2 -DITER=3 -DS=2
-run ring_carry -DNP=2 -DITER=3 -DS=4 -DW=8
-BITSTATE=1 run ring_carry -DNP=3 -DITER=2 -DS=2
+run fifo_consumers -DNP=2 -DNC=2 -DCLOSE=0
+BITSTATE=1 run fifo_consumers -DNP=3 -DNC=3 -DCLOSE=0
+seeded fifo_consumers -DNP=2 -DNC=2 -DCLOSE=0 -DRUN=0
+run ring_turns -DNP=2 -DNC=2 -DITER=2 -DS=2
+run ring_turns -DNP=2 -DNC=2 -DITER=2 -DS=2 -DBULK=1
+run ring_turns -DNP=2 -DNC=2 -DITER=3 -DS=2 -DW=8
+run ring_turns -DNP=2 -DNC=2 -DITER=3 -DS=4 -DCAP=3
+BITSTATE=1 run ring_turns -DNP=3 -DNC=2 -DITER=2 -DS=2 -DW=8
+BITSTATE=1 run ring_turns -DNP=2 -DNC=2 -DITER=3 -DS=4 -DCAP=3 -DTMAX=3 -DBULK=1
+seeded ring_turns -DEARLY_MARK=1
+seeded ring_turns -DREAD_AFTER_CLAIM=1
+seeded ring_turns -DFLAG_MARK=1
 run ring_tombs -DNP=2 -DNC=2 -DITER=2
 run ring_tombs -DNP=3 -DNC=1 -DITER=2
+seeded ring_tombs -DREAD_AFTER_CLAIM=1
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
 run fifo_refill

@@ -3,8 +3,10 @@
  * qf_fifo_wait.c qf__fifo_closed_quiet / qf__fifo_wait_elements),
  * model-checked with spin.
  *
- * The queue is closed and quiet (no enqueue pending, nothing in flight):
- * elements only move between consumers now. NC consumers each want MIN
+ * The queue is closed and quiet (no enqueue pending, nothing in flight:
+ * every slot reserved is published, qf_ring-impl.h 'turns'; the check
+ * itself is fifo_consumers.pml's): elements only move between consumers
+ * now. NC consumers each want MIN
  * elements and start as holders with some already gathered (got[i]); the
  * stash holds AV. The rules modelled:
  *   - a take: a holder takes any (up to what it still needs), a plain

@@ -27,6 +27,17 @@
  * req_lock sections are atomic blocks; every other statement is one
  * shared access (fifo_consumers.pml says what memory model this stands
  * for: seq_cst accesses, fences where a side is declared single).
+ *
+ * The ring is counted, not indexed: rsv (reserved, the room used) and pub
+ * (published, not yet taken). With a turn per slot (qf_ring-impl.h,
+ * 'turns') each row is published by its own mark, so P publishes its rows
+ * one step each and a consumer may take the first before the next is
+ * published. A row published out of turn (Q's, while P's earlier rows are
+ * not yet) is not takeable in the ring until the rows before it are; the
+ * count lets a consumer take one row as soon as any is published, which
+ * covers every order the ring allows (the counts are the same whichever
+ * row is taken). The marks themselves are ring_turns.pml's, the consumers'
+ * wait on them fifo_consumers.pml's.
  */
 #ifndef CAP
 #define CAP 2
@@ -159,10 +170,14 @@ again:
         arrived = 1
     :: else
     fi;
-    atomic {
-        pub = pub + k; pin = pin + k; done = done + k; accepted = accepted + k;
-        if :: done < N -> partial_seen = 1 :: else fi
-    };
+    do              /* publish: a mark per row, each takeable on its own */
+    :: k > 0 ->
+        atomic {
+            pub++; pin++; done++; accepted++; k--;
+            if :: done < N -> partial_seen = 1 :: else fi
+        }
+    :: else -> break
+    od;
     if
     :: done == N -> goto out
     :: arrived -> goto in_line

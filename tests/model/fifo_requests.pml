@@ -18,6 +18,10 @@
  * shared access per statement (see fifo_consumers.pml for the memory model
  * this stands for). The consumer's own wait is fifo_consumers.pml's; here a
  * consumer sleeps on one flag that every publish and end-of-data sets.
+ * A put is one step (the room taken and the element there at once): the
+ * ring's reserve and per-slot publish (qf_ring-impl.h, 'turns') are
+ * ring_turns.pml's and fifo_consumers.pml's; nothing here depends on the
+ * order in which producers publish.
  *
  * Checked: no invalid end state (nobody asleep forever), and every element
  * whose enqueue succeeded is delivered.

@@ -1,36 +1,43 @@
-/* ring_tombs.pml - tombstones as tags beside the ring (queues/engine/qf_ring-impl.h,
- * note 7: qf__ring_write_tombstone, qf__ring_drop_tombs, qf__ring_untag),
+/* ring_tombs.pml - tombstones as tags beside the ring, with a turn per
+ * slot (queues/engine/qf_ring-impl.h, 'turns' and the tombstones:
+ * qf__ring_write_tombstone, qf__ring_drop_tombs, qf__ring_untag),
  * model-checked with spin.
  *
  * NP producers each put ITER items, one slot at a time, into a ring of S
  * slots; each item is, by a nondeterministic choice, a value or a
  * tombstone (its producer found the queue closed after reserving). NC
  * consumers take one slot at a time until every item is accounted for.
- * Indices lap the ring and wrap at W, as 32-bit ones do at 2^32, so tags
- * from earlier laps are met.
+ * Indices lap the ring; tags and marks wrap at W, as 32-bit ones do at
+ * 2^32, so tags and marks from earlier laps are met.
  *
  *   producer   reserve (p_head++ while there is room); a tombstone: count
  *              it (tomb_n++), store tag[slot] = index + 1; a value: store
- *              it; then publish in index order (the carry protocol of
- *              note 4 is modelled in ring_carry.pml; here p_tail moves
- *              when it is the item's turn).
- *   consumer   read c_head and p_tail; if a slot is published, read its
+ *              it; then publish the slot on its own: mark[slot] = index + 1,
+ *              whether or not earlier slots are published (ring_turns.pml
+ *              checks the marks themselves, with bulk reserves and takes).
+ *   consumer   read c_head (c); if the mark of c says published, read its
  *              value and, while tomb_n != 0, its tag; CAS c_head; on
  *              success a tagged slot is dropped, its tag reset (CAS index
  *              + 1 -> index) and tomb_n decremented; an untagged one is
- *              delivered.
+ *              delivered. Not published: re-read c_head and go again if it
+ *              moved, else empty (here: block until c_head moves or the
+ *              mark comes, which is what retrying amounts to).
  *
  * Every atomic instruction of the C code is one step here (spin's
- * interleavings are sequentially consistent; the C code's release/acquire
- * chain through p_tail gives the consumer at least what this model's
- * order does). Checked: every value is delivered exactly once, no
- * tombstone is delivered, every tombstone is dropped (assertions at the
- * end), and no invalid end state. Keep NP * ITER <= W: a consumer stalled
- * between its claim and its untag while W more indices pass can reset a
- * tag of a later lap (W = 4, ITER = 3 finds it), the ABA every 32-bit
- * ring index has (a c_head CAS stalled over 2^32 indices would succeed as
- * wrongly), which the C code accepts. Seeded bug: READ_AFTER_CLAIM=1
- * (a later lap's producer overwrites the slot first) fails.
+ * interleavings are sequentially consistent; the C code's release store of
+ * the mark after the tag, tomb_n and value stores, and the consumer's
+ * acquire load of the mark before it reads tomb_n and the tag, give the
+ * consumer at least what this model's order does). Checked: every value is
+ * delivered exactly once, no tombstone is delivered, every tombstone is
+ * dropped (assertions at the end), and no invalid end state (no consumer
+ * waits for ever on a slot whose mark it missed). Keep NP * ITER <= W: a
+ * consumer stalled between its claim and its untag while W more indices
+ * pass can reset a tag of a later lap (W = 4, ITER = 3 finds it), the ABA
+ * every 32-bit ring index has (a c_head CAS stalled over 2^32 indices
+ * would succeed as wrongly, and a stale consumer would read a mark W
+ * indices on as its own), which the C code accepts. Seeded bug:
+ * READ_AFTER_CLAIM=1 (a later lap's producer overwrites the slot first)
+ * fails.
  */
 #ifndef NP
 #define NP 2
@@ -52,11 +59,11 @@
 #endif
 #define TOTAL (NP * ITER)
 
-byte p_head = 0; /* unwrapped: TOTAL is small; tags and slots use % W, % S */
-byte p_tail = 0;
+byte p_head = 0; /* unwrapped: TOTAL is small; tags, marks and slots use % W, % S */
 byte c_head = 0;
 byte tomb_n = 0;
 byte tag[S];
+byte mark[S];   /* (index + 1) % W: that index is published */
 byte val[S];          /* the unwrapped index of the value stored, 255: none */
 bool is_tomb[TOTAL];  /* the producer's choice for each index */
 byte delivered[TOTAL];
@@ -77,7 +84,7 @@ proctype producer()
         :: true ->
             val[idx % S] = idx
         fi;
-        (p_tail == idx) -> p_tail++;
+        mark[idx % S] = (idx + 1) % W;   /* publish: no turn to wait for */
         i++
     :: else -> break
     od
@@ -90,9 +97,11 @@ proctype consumer()
     do
     :: accounted == TOTAL -> break
     :: else ->
+        d_step { v = 0; t = 0; n = 0; tomb = 0 };  /* dead here: fewer states */
         c = c_head;
+again:
         if
-        :: p_tail > c ->
+        :: mark[c % S] == (c + 1) % W ->
             v = val[c % S];
 #if !READ_AFTER_CLAIM
             n = tomb_n;
@@ -101,7 +110,7 @@ proctype consumer()
             atomic {
                 if
                 :: c_head == c -> c_head = c + 1
-                :: else -> goto retry
+                :: else -> c = c_head; goto again
                 fi
             }
 #if READ_AFTER_CLAIM
@@ -118,9 +127,13 @@ proctype consumer()
                 assert(v == c);
                 delivered[c]++
             fi;
-            accounted++;
-retry:      skip
-        :: else
+            accounted++
+        :: else ->
+            v = c_head;              /* stale c? */
+            if
+            :: v != c -> c = v; goto again
+            :: else -> (accounted == TOTAL || c_head != c || mark[c % S] == (c + 1) % W)
+            fi
         fi
     od
 }
@@ -130,6 +143,7 @@ init
     byte i;
     for (i : 0 .. S - 1) {
         tag[i] = i;
+        mark[i] = i;
         val[i] = 255
     }
     atomic {
