@@ -284,16 +284,16 @@ static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
     QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
 }
 
-static inline bool qf__ring_is_published(qf__ring *r, unsigned i, int mo)
+static inline bool qf__ring_is_published(qf__ring *r, unsigned i, memory_order mo)
 {
-    return __atomic_load_n(&r->marks[i & r->mask], mo) == i + 1;
+    return atomic_load_explicit(&r->marks[i & r->mask], mo) == i + 1;
 }
 
 /* The end of the published run from `from` (at most `end`): seq_cst
  * loads. */
 static inline unsigned qf__ring_run_end(qf__ring *r, unsigned from, unsigned end)
 {
-    while (from != end && qf__ring_is_published(r, from, __ATOMIC_SEQ_CST))
+    while (from != end && qf__ring_is_published(r, from, memory_order_seq_cst))
         from++;
     return from;
 }
@@ -313,10 +313,11 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
         return k;
     }
     if (k == 1 && !single_producer) {
-        QF__ST(&r->marks[start & r->mask], start + 1, SEQ_CST);
+        atomic_store_explicit(&r->marks[start & r->mask], start + 1, memory_order_seq_cst);
     } else {
         for (unsigned i = 0; i < k; i++)
-            QF__ST(&r->marks[(start + i) & r->mask], start + i + 1, RELEASE);
+            atomic_store_explicit(&r->marks[(start + i) & r->mask], start + i + 1,
+                                  memory_order_release);
         if (single_producer) {
             qf__ring_fence_light(r);
             return k; /* in order: nothing waits behind it */
@@ -389,7 +390,7 @@ static inline size_t qf__ring_take_turns(qf__ring *r, void **out, unsigned c, si
     size_t lim = max < (size_t)r->mask + 1 ? max : (size_t)r->mask + 1;
     for (;;) {
         unsigned k = 0;
-        while (k < lim && qf__ring_is_published(r, c + k, __ATOMIC_ACQUIRE))
+        while (k < lim && qf__ring_is_published(r, c + k, memory_order_acquire))
             k++;
         if (k < min) {
             unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
