@@ -834,8 +834,18 @@ Test(nats, server_crash_redelivers_only_unpersisted_acks, .fini = down)
             while (prefix < N && freed_at[prefix + 1])
                 prefix++;
             QFT_EVENTUALLY((floor_at_pause = persisted_ack_floor("CR", "d", NULL)) >= prefix, 20);
-            cr_assert_geq(floor_at_pause, prefix, "the server wrote the acks up to %" PRId64,
-                          prefix);
+            if (floor_at_pause < prefix) {
+                /* Which side lost it: an ack floor in the server's memory
+                 * short of the prefix means an ack never arrived; one at
+                 * or past it, that the server did not write it. */
+                qf_nats_consumer_info mem = {0};
+                qf_code irc = qf_nats_consumer_get_info(F.n, "CR", "d", &mem);
+                cr_assert_fail("the server wrote the acks up to %" PRId64 " of %" PRId64
+                               " in 20 s; in its memory (%s): ack floor %" PRIu64 ", %" PRId64
+                               " delivered and not acked, %" PRId64 " redelivered",
+                               floor_at_pause, prefix, qf_code_name(irc), mem.ack_floor_stream_seq,
+                               mem.num_ack_pending, mem.num_redelivered);
+            }
         }
         if (!killed && distinct >= N / 2) {
             /* mid-consume: batches are being freed, acks are on the wire */
