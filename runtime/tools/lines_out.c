@@ -25,26 +25,29 @@ void lines_out_free(lines_out *o)
     o->len = o->cap = 0;
 }
 
-lines_out_status lines_out_flush(lines_out *o)
+/* Write p[0..len), whole lines, with as many write(2) calls as it takes;
+ * sets o->status on a failure, and on a stop (see the top of lines_out.h)
+ * ends early at a line boundary. */
+static void write_lines(lines_out *o, const char *p, size_t len)
 {
-    size_t off = 0, end = o->len;
+    size_t off = 0, end = len;
     while (o->status == LINES_OUT_OK && off < end) {
-        ssize_t n = write(o->fd, o->buf + off, end - off);
+        ssize_t n = write(o->fd, p + off, end - off);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) {
-            if (o->stop && *o->stop && end == o->len) {
+            if (o->stop && *o->stop && end == len) {
                 /* Stop as soon as the output ends with a whole line: at
                  * once when off is at a line start, else after the rest of
-                 * the current line (the buffer holds only whole lines, so
-                 * that '\n' exists). */
-                if (off == 0 || o->buf[off - 1] == '\n') {
+                 * the current line (p holds only whole lines, so that '\n'
+                 * exists). */
+                if (off == 0 || p[off - 1] == '\n') {
                     end = off;
                 } else {
-                    const char *nl = memchr(o->buf + off, '\n', end - off);
-                    end = (size_t)(nl - o->buf) + 1;
+                    const char *nl = memchr(p + off, '\n', end - off);
+                    end = (size_t)(nl - p) + 1;
                 }
             }
             continue;
@@ -56,8 +59,13 @@ lines_out_status lines_out_flush(lines_out *o)
             o->status = LINES_OUT_ERROR;
         }
     }
-    if (o->status == LINES_OUT_OK && end < o->len)
+    if (o->status == LINES_OUT_OK && end < len)
         o->status = LINES_OUT_STOPPED;
+}
+
+lines_out_status lines_out_flush(lines_out *o)
+{
+    write_lines(o, o->buf, o->len);
     o->len = 0;
     if (o->cap > o->base_cap) {
         /* A very long line grew the buffer: give the memory back. */
@@ -103,42 +111,88 @@ lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, c
     return LINES_OUT_OK;
 }
 
+/* The end of the run of values from v[i] (non-empty): values that lie
+ * back to back, each one byte (its terminator, once the source's '\n')
+ * after the one before, as a TextLineReader hands them out of its block.
+ * An empty value (no bytes of its own) joins the run when the next value
+ * starts two bytes after the terminator: the one byte between is then no
+ * non-empty row's (that row's terminator would be the next value's first
+ * byte), so the empty line's '\n' may go there. Stops before `limit`
+ * bytes (0: no limit). *ret_span: the run's bytes with its last
+ * terminator. */
+static size_t run_end(const qf_string *v, size_t i, size_t n, size_t limit, size_t *ret_span)
+{
+    const char *start = v[i].data;
+    size_t j = i + 1, span = v[i].len + 1;
+    for (;;) {
+        size_t gap = 0, k = j;
+        if (k < n && v[k].len == 0) {
+            gap = 1;
+            k++;
+        }
+        if (k >= n || v[k].len == 0 || v[k].data != start + span + gap)
+            break;
+        size_t next = span + gap + v[k].len + 1;
+        if (limit && next > limit)
+            break;
+        span = next;
+        j = k + 1;
+    }
+    *ret_span = span;
+    return j;
+}
+
+/* Turn the terminators of the run v[i..j) (and the byte of each empty
+ * value in it) into '\n's: the run's bytes are then its lines. The
+ * strings are the caller's (see lines_out_values() in the header). */
+static void terminate_run(const qf_string *v, size_t i, size_t j)
+{
+    for (size_t k = i; k < j; k++) {
+        if (v[k].len)
+            ((char *)v[k].data)[v[k].len] = '\n';
+        else
+            ((char *)v[k + 1].data)[-1] = '\n';
+    }
+}
+
 lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
 {
     size_t i = 0;
     while (i < n && o->status == LINES_OUT_OK) {
-        char *p = o->buf + o->len;
         size_t room = o->cap - o->len;
-        while (i < n && v[i].len < room) {
-            if (v[i].len == 0) {
-                *p++ = '\n';
-                room--;
-                i++;
-                continue;
-            }
-            /* Values a TextLineReader handed out lie back to back in its
-             * block, each one byte (its '\n', overwritten with a NUL) after
-             * the one before: copy such a run at once, then turn those
-             * bytes into '\n's. Lines are short, so this saves a memcpy
-             * call per line. */
-            const char *start = v[i].data;
-            size_t j = i + 1, span = v[i].len + 1; /* the run and its last '\n' */
-            while (j < n && v[j].len && v[j].data == start + span && span + v[j].len < room) {
-                span += v[j].len + 1;
-                j++;
-            }
-            memcpy(p, start, span - 1);
-            for (size_t k = i; k + 1 < j; k++)
-                p[(size_t)(v[k].data - start) + v[k].len] = '\n';
-            p[span - 1] = '\n';
-            p += span;
-            room -= span;
-            i = j;
+        if (v[i].len == 0) {
+            if (room == 0 && lines_out_flush(o) != LINES_OUT_OK)
+                break;
+            o->buf[o->len++] = '\n';
+            i++;
+            continue;
         }
-        o->len = (size_t)(p - o->buf);
+        size_t span, j = run_end(v, i, n, 0, &span);
+        if (span >= LINES_OUT_DIRECT_MIN) {
+            /* A long run is written from where it lies: copying it into
+             * the buffer would cost more than the write(2) it saves (to
+             * /dev/null or a pipe, the kernel's copy is the only one). */
+            if (o->len && lines_out_flush(o) != LINES_OUT_OK)
+                break;
+            terminate_run(v, i, j);
+            write_lines(o, v[i].data, span);
+            i = j;
+            continue;
+        }
+        if (span > room && v[i].len < room)
+            j = run_end(v, i, n, room, &span); /* the part that fits */
+        if (span <= room) {
+            /* A short run: one copy (lines are short: this saves a memcpy
+             * call per line). */
+            terminate_run(v, i, j);
+            memcpy(o->buf + o->len, v[i].data, span);
+            o->len += span;
+            i = j;
+            continue;
+        }
         /* A line that does not fit: lines_out_line() flushes (and grows
          * the buffer for a line longer than it). */
-        if (i < n && lines_out_line(o, NULL, 0, v[i].data, v[i].len) == LINES_OUT_OK)
+        if (lines_out_line(o, NULL, 0, v[i].data, v[i].len) == LINES_OUT_OK)
             i++;
     }
     return o->status;

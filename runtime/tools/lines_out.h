@@ -55,9 +55,20 @@ void lines_out_free(lines_out *o);
 lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, const char *value,
                                 size_t value_len);
 
-/** lines_out_values() - lines_out_line() for n values without keys, with
- *  no call per line while they fit in the buffer (the common case).
- *  Returns the status so far, as lines_out_line() does. */
+/* Runs of values this long (see lines_out_values()) are written where
+ * they lie rather than copied into the buffer. */
+#define LINES_OUT_DIRECT_MIN (16 * 1024)
+
+/**
+ * lines_out_values() - lines_out_line() for n values without keys, with
+ * no call per line. Values that lie back to back, each followed by one
+ * terminating byte (a TextLineReader's rows in its block), form runs: a
+ * run of LINES_OUT_DIRECT_MIN bytes or more is written from where it lies,
+ * after its terminators are overwritten with '\n', so the caller must own
+ * the strings and not need them terminated afterwards (qflow-lines frees
+ * the batch next); shorter runs are copied into the buffer. Returns the
+ * status so far, as lines_out_line() does.
+ */
 lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n);
 
 /** lines_out_flush() - write everything buffered (see the top of the file

@@ -583,6 +583,61 @@ Test(qflow_lines, standard_input_and_file_byte_identical_across_read_blocks)
     tdir_remove(&d);
 }
 
+/* Short lines with empty ones among them, single and in pairs, and now
+ * and then a "\r\n" or a '\r' inside: the lines a reader hands out lie
+ * back to back in its block, so qflow-lines writes long runs of them where
+ * they lie (lines_out.h); an empty line inside a run, two in a row, and a
+ * CRLF, each end or break a run. Output byte-identical, from a file and a
+ * pipe, with batches of several sizes. */
+Test(qflow_lines, short_lines_written_in_runs_byte_identical)
+{
+    tdir d;
+    tdir_make(&d);
+    size_t cap = (size_t)8 << 20, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    while (len < cap - 200) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t l = x % 8 == 0 ? 0 : x % 120;
+        for (size_t i = 0; i < l; i++)
+            text[len++] = (char)('0' + (i * 7 + l) % 64);
+        if (x % 1999 == 0)
+            text[len++] = '\r';
+        if (x % 37 == 0 && l > 2)
+            text[len - 2] = '\r'; /* a '\r' that stays */
+        text[len++] = '\n';
+        if (x % 2999 == 0)
+            text[len++] = '\n'; /* a second empty line */
+    }
+    const char *f = write_bytes(&d, "runs.txt", text, len);
+    buf want = {0};
+    reference_lines(text, len, &want);
+    const char *sizes[] = {"1024", "7", "5000"};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        result r;
+        run(&r, "--readers", "1", "--batch-size", sizes[k], f, NULL);
+        EXPECT_EXIT(&r, 0);
+        cr_assert_eq(r.out.len, want.len, "file, batch %s: %zu bytes, want %zu", sizes[k],
+                     r.out.len, want.len);
+        cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "file, batch %s: output differs",
+                  sizes[k]);
+        result_free(&r);
+        run_piped(&r, text, len, "--batch-size", sizes[k], NULL);
+        EXPECT_EXIT(&r, 0);
+        cr_assert_eq(r.out.len, want.len, "pipe, batch %s: %zu bytes, want %zu", sizes[k],
+                     r.out.len, want.len);
+        cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "pipe, batch %s: output differs",
+                  sizes[k]);
+        result_free(&r);
+    }
+    free(want.p);
+    free(text);
+    tdir_remove(&d);
+}
+
 /* spec 177: capacity must be bigger than min_after_dequeue. */
 Test(qflow_lines, capacity_not_above_min_after_dequeue_exits_2)
 {
