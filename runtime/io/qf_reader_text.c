@@ -29,33 +29,45 @@
 
 #include "qf_reader-impl.h"
 
-/* The '\n's of buf[next..lim), in order, for text_next_rows(). Lines of a
- * text file are short (tens of bytes), so a memchr per line costs its call
- * and set-up more than its search; here 64 bytes are compared at once and
- * each '\n' after that is a bit of `mask` (SSE2, which every x86-64 has;
- * elsewhere, and for the last < 64 bytes, memchr). Reads stay below lim. */
-typedef struct nl_scan {
-    const char *buf;
-    size_t lim;
-    size_t next;   /* the first byte not compared yet */
-    size_t base;   /* bit i of mask is buf[base + i] */
-    uint64_t mask; /* the '\n's at base.. not handed out yet */
-} nl_scan;
+/* The '\n's of buf[from..lim), in order, for text_next_rows(): their
+ * offsets go to out[0..), up to max of them (out has room for max +
+ * NL_SLACK). Returns how many were found.
+ *
+ * Why not a memchr per line: lines of a text file are short (tens of
+ * bytes), so a call per line costs its set-up more than its search, and a
+ * loop that stops at each '\n' mispredicts its exit once a line, since
+ * line lengths are random. Here 64 bytes are compared at once (SSE2,
+ * which every x86-64 has) into a bit mask, and the mask's bits are
+ * written out a fixed 4 at a time whatever their number (the extra ones
+ * are overwritten or ignored): the branches then depend on how many
+ * '\n's a block of 64 bytes holds, which is nearly always 0 to 4. The
+ * last < 64 bytes, and other machines, go through memchr. Reads stay
+ * below lim. */
+#define NL_SLACK 64
 
-static inline void nl_init(nl_scan *s, const char *buf, size_t from, size_t lim)
+static inline unsigned nl_popcount(uint64_t m)
 {
-    *s = (nl_scan){.buf = buf, .lim = lim, .next = from, .base = from, .mask = 0};
+    /* Baseline x86-64 has no POPCNT instruction: the bit-slicing count,
+     * no call and no branch. */
+    m = m - ((m >> 1) & 0x5555555555555555u);
+    m = (m & 0x3333333333333333u) + ((m >> 2) & 0x3333333333333333u);
+    m = (m + (m >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+    return (unsigned)((m * 0x0101010101010101u) >> 56);
 }
 
-/* The offset of the next '\n', or SIZE_MAX when there is none before lim. */
-static inline size_t nl_next(nl_scan *s)
+/* ctz with m == 0 defined (63): its result is then one of the ignored. */
+static inline uint32_t nl_ctz(uint64_t m)
 {
+    return (uint32_t)__builtin_ctzll(m | (uint64_t)1 << 63);
+}
+
+static size_t nl_gather(const char *buf, size_t from, size_t lim, uint32_t *out, size_t max)
+{
+    size_t n = 0, next = from;
 #ifdef __SSE2__
-    while (!s->mask) {
-        if (s->lim - s->next < 64)
-            goto tail;
-        const __m128i nl = _mm_set1_epi8('\n');
-        const char *p = s->buf + s->next;
+    const __m128i nl = _mm_set1_epi8('\n');
+    while (n < max && lim - next >= 64) {
+        const char *p = buf + next;
         uint64_t m0 = (uint32_t)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), nl));
         uint64_t m1 = (uint32_t)_mm_movemask_epi8(
@@ -64,23 +76,31 @@ static inline size_t nl_next(nl_scan *s)
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 32)), nl));
         uint64_t m3 = (uint32_t)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), nl));
-        s->mask = m0 | m1 << 16 | m2 << 32 | m3 << 48;
-        s->base = s->next;
-        s->next += 64;
+        uint64_t m = m0 | m1 << 16 | m2 << 32 | m3 << 48;
+        unsigned cnt = nl_popcount(m);
+        uint32_t base = (uint32_t)next, *o = out + n;
+        for (unsigned k = 0; k < 4; k++) {
+            o[k] = base + nl_ctz(m);
+            m &= m - 1;
+        }
+        for (unsigned k = 4; k < cnt; k++) { /* short lines: one at a time */
+            o[k] = base + nl_ctz(m);
+            m &= m - 1;
+        }
+        n += cnt;
+        next += 64;
     }
-    size_t at = s->base + (size_t)__builtin_ctzll(s->mask);
-    s->mask &= s->mask - 1;
-    return at;
-tail :
+    if (n >= max)
+        return max; /* the ones past the max-th are searched again next time */
 #endif
-{
-    const char *nl = memchr(s->buf + s->next, '\n', s->lim - s->next);
-    if (!nl)
-        return SIZE_MAX;
-    size_t off = (size_t)(nl - s->buf);
-    s->next = off + 1;
-    return off;
-}
+    while (n < max && next < lim) {
+        const char *p = memchr(buf + next, '\n', lim - next);
+        if (!p)
+            break;
+        out[n++] = (uint32_t)(p - buf);
+        next = (size_t)(p - buf) + 1;
+    }
+    return n;
 }
 
 static qf_code text_start(qf_reader *r)
@@ -227,14 +247,13 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         const char *buf = rb->buf;
         uint64_t index = r->index;
         qf__row_writer w = qf__row_writer_begin(rb->blk);
-        nl_scan sc;
-        nl_init(&sc, buf, pos, rb->lim);
-        while (n < max) {
-            size_t at = nl_next(&sc);
-            if (at == SIZE_MAX)
-                break;
-            size_t l = at - pos;
-            size_t l_out = l && buf[at - 1] == '\r' ? l - 1 : l;
+        uint32_t nls[QF__ROWS_MAX + NL_SLACK];
+        size_t found = nl_gather(buf, pos, rb->lim, nls, max - n);
+        for (size_t k = 0; k < found; k++) {
+            size_t at = nls[k], l = at - pos;
+            /* One '\r' before the '\n' goes (spec 191); for an empty
+             * line buf[at] is the '\n' itself: no branch either way. */
+            size_t l_out = l - (buf[at - (l != 0)] == '\r');
             out[n++] = qf__row_writer_add(&w, pos, l_out, ++index);
             pos = at + 1;
         }
