@@ -404,6 +404,27 @@ static qf_code put_full(qf__fifo *f, void *const *slots, size_t n, size_t *done,
     return qf__fifo_wait_request(f, slots, n, done, w->deadline, false);
 }
 
+/* Whether a multi-row thread enqueue should spin for room for all of its
+ * n rows rather than put what fits and go into line (see fifo_put()): the
+ * queue open, the deadline not passed, room for fewer than n, and the
+ * spin budget not spent. A guess from plain loads: a wrong one only costs
+ * a spin or a wait in line. */
+static bool spin_for_room(qf__fifo *f, size_t n, const qf__wait *w, spin *sp)
+{
+    if (f->unbounded_cap || (uint64_t)f->capacity < n)
+        return false;
+    if (atomic_load_explicit(&f->state, memory_order_relaxed) & (QF__CLOSED | QF__CANCELLED))
+        return false;
+    /* c before p: p_head never falls behind a c_head read earlier. */
+    unsigned c = QF__LD(&f->ring.ring.c_head, ACQUIRE);
+    unsigned p = QF__LD(&f->ring.ring.p_head, RELAXED);
+    uint64_t used = (uint64_t)(p - c) + atomic_load_explicit(&f->stash_n, memory_order_relaxed) +
+                    atomic_load_explicit(&f->overflow_n, memory_order_relaxed);
+    if (used + n <= (uint64_t)f->capacity)
+        return false;
+    return !qf_deadline_passed(w->deadline) && spin_once(f, sp);
+}
+
 static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
                         size_t *ret_done)
 {
@@ -435,6 +456,11 @@ static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wai
         return rc;
     }
     while (done < n) {
+        /* Put part of its rows in, this enqueue would go into line and
+         * sleep until consumers put the rest in; while they are taking,
+         * room for all of it is usually a spin away. */
+        if (arrive && spin_for_room(f, n - done, w, &sp))
+            continue;
         size_t published = 0;
         size_t k =
             qf__fifo_put_now(f, slots + done, n - done, pending, try_all, arrive, &rc, &published);
