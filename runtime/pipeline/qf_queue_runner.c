@@ -712,23 +712,30 @@ static int claim(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord)
 static void add_cancel_actions(qf_queue_runner *const *go, size_t n, const qf_runtime *rt,
                                qf_coord *coord)
 {
-    qf_coord_action *small[SMALL_START];
-    qf_coord_action **actions = n <= SMALL_START ? small : calloc(n, sizeof(*actions));
-    if (!actions ||
-        qf__coord_add_stop_actions(coord, n, cancel_action, (void *const *)go, actions) != QF_OK) {
-        if (actions != small)
-            free(actions);
-        return;
+    /* The actions' arguments as the void pointers they are passed as: a
+     * qf_queue_runner * array is not a void * array. */
+    void *small_args[SMALL_START];
+    qf_coord_action *small_actions[SMALL_START];
+    bool small = n <= SMALL_START;
+    void **args = small ? small_args : calloc(n, sizeof(*args));
+    qf_coord_action **actions = small ? small_actions : calloc(n, sizeof(*actions));
+    if (args && actions) {
+        for (size_t i = 0; i < n; i++)
+            args[i] = go[i];
+        if (qf__coord_add_stop_actions(coord, n, cancel_action, args, actions) == QF_OK) {
+            for (size_t i = 0; i < n; i++) {
+                qf__lock(&go[i]->lock);
+                /* Looked up again: a start on another runtime may have
+                 * grown (moved) the array since the claim. */
+                find_run(go[i], rt, false)->action = actions[i];
+                qf__unlock(&go[i]->lock);
+            }
+        }
     }
-    for (size_t i = 0; i < n; i++) {
-        qf__lock(&go[i]->lock);
-        /* Looked up again: a start on another runtime may have grown
-         * (moved) the array since the claim. */
-        find_run(go[i], rt, false)->action = actions[i];
-        qf__unlock(&go[i]->lock);
-    }
-    if (actions != small)
+    if (!small) {
+        free(args);
         free(actions);
+    }
 }
 
 /* One task per op of each claimed runner, in order. */
