@@ -529,6 +529,24 @@ Test(qflow_lines, no_files_reads_standard_input)
     tdir_remove(&d);
 }
 
+/* The next of a xorshift64 sequence: test text that is the same on every
+ * run. */
+static uint64_t xorshift64(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* r's exit 0 and output byte for byte want; `what` names the run. */
+static void expect_output(const result *r, const buf *want, const char *what)
+{
+    EXPECT_EXIT(r, 0);
+    cr_assert_eq(r->out.len, want->len, "%s: %zu bytes, want %zu", what, r->out.len, want->len);
+    cr_expect(memcmp(r->out.p, want->p, want->len) == 0, "%s: output differs", what);
+}
+
 /* Megabytes through a pipe and from a file, with every line length from 0
  * to past the 256 KiB read buffer, CRLF and bare CR, and no newline at the
  * end: the output equals the reference byte for byte, and stdin's equals
@@ -542,9 +560,7 @@ Test(qflow_lines, standard_input_and_file_byte_identical_across_read_blocks)
     cr_assert_not_null(text);
     uint64_t x = 88172645463325252ull;
     while (len < cap - 300000) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift64(&x);
         size_t l = x % 97 == 0 ? 200000 + x % 100000 : x % 300; /* some longer than a block */
         for (size_t i = 0; i < l; i++)
             text[len++] = (char)('a' + (i + l) % 26);
@@ -564,19 +580,13 @@ Test(qflow_lines, standard_input_and_file_byte_identical_across_read_blocks)
     reference_lines(text, len, &want);
     result r;
     run(&r, f, NULL);
-    EXPECT_EXIT(&r, 0);
-    cr_assert_eq(r.out.len, want.len, "file: %zu bytes, want %zu", r.out.len, want.len);
-    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "file: output differs");
+    expect_output(&r, &want, "file");
     result_free(&r);
     run_piped(&r, text, len, "-", NULL);
-    EXPECT_EXIT(&r, 0);
-    cr_assert_eq(r.out.len, want.len, "pipe: %zu bytes, want %zu", r.out.len, want.len);
-    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "pipe: output differs");
+    expect_output(&r, &want, "pipe");
     result_free(&r);
     run_in(&r, f, "--batch-size", "1000", NULL);
-    EXPECT_EXIT(&r, 0);
-    cr_assert_eq(r.out.len, want.len, "stdin file: %zu bytes, want %zu", r.out.len, want.len);
-    cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "stdin file: output differs");
+    expect_output(&r, &want, "stdin file");
     result_free(&r);
     free(want.p);
     free(text);
@@ -598,9 +608,7 @@ Test(qflow_lines, short_lines_written_in_runs_byte_identical)
     cr_assert_not_null(text);
     uint64_t x = 0x9e3779b97f4a7c15ull;
     while (len < cap - 200) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift64(&x);
         size_t l = x % 8 == 0 ? 0 : x % 120;
         for (size_t i = 0; i < l; i++)
             text[len++] = (char)('0' + (i * 7 + l) % 64);
@@ -618,19 +626,14 @@ Test(qflow_lines, short_lines_written_in_runs_byte_identical)
     const char *sizes[] = {"1024", "7", "5000"};
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         result r;
+        char what[64];
         run(&r, "--readers", "1", "--batch-size", sizes[k], f, NULL);
-        EXPECT_EXIT(&r, 0);
-        cr_assert_eq(r.out.len, want.len, "file, batch %s: %zu bytes, want %zu", sizes[k],
-                     r.out.len, want.len);
-        cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "file, batch %s: output differs",
-                  sizes[k]);
+        snprintf(what, sizeof(what), "file, batch %s", sizes[k]);
+        expect_output(&r, &want, what);
         result_free(&r);
         run_piped(&r, text, len, "--batch-size", sizes[k], NULL);
-        EXPECT_EXIT(&r, 0);
-        cr_assert_eq(r.out.len, want.len, "pipe, batch %s: %zu bytes, want %zu", sizes[k],
-                     r.out.len, want.len);
-        cr_expect(memcmp(r.out.p, want.p, want.len) == 0, "pipe, batch %s: output differs",
-                  sizes[k]);
+        snprintf(what, sizeof(what), "pipe, batch %s", sizes[k]);
+        expect_output(&r, &want, what);
         result_free(&r);
     }
     free(want.p);
