@@ -237,6 +237,8 @@ qf_code qf__serve_hist_init(qf_serve *s, const qf_serve_options *o);
 void qf__serve_hist_free(qf_serve *s);
 void qf__serve_hist_add(qf_serve *s, qf_serve_hist_kind k, uint32_t level, int64_t ns);
 void qf__serve_write_hists(FILE *f, qf_serve *head, bool openmetrics);
+/* ns as seconds in exact decimal ("0.00025", "2"): no rounding, no exponent. */
+void qf__serve_put_seconds(FILE *f, int64_t ns);
 /* A label value, escaped as the Prometheus text format and OpenMetrics
  * require (backslash, double quote, newline). */
 void qf__serve_put_label(FILE *f, const char *v);

@@ -728,6 +728,16 @@ QF_API qf_code qf_serve_get_policy_stats(const qf_serve *s, qf_serve_policy_stat
  *       the answer of requests the model ran
  *   qflow_serve_batch_size{batcher}               histogram: requests per
  *       batch
+ *   qflow_serve_policy_total{batcher,action}      counter: level_rejected,
+ *       timed_out, demoted, cost_refused, cost_closed_batch (the counts of
+ *       qf_serve_get_policy_stats())
+ *   qflow_serve_level_depth{batcher,priority}     gauge: requests queued per
+ *       level, for batchers with a level_policy (the family is left out
+ *       when none has one)
+ *   qflow_serve_adaptive_delay_seconds{batcher}, qflow_serve_adaptive_max_batch,
+ *   qflow_serve_adaptive_p99_seconds              gauges: what adaptive mode
+ *       has in force and the p99 it last judged, for batchers in adaptive
+ *       mode only (left out when none is)
  *   qflow_queue_size{queue,kind}, qflow_queue_capacity{queue,kind},
  *   qflow_queue_closed{queue,kind}                gauges, every live queue
  *       (qf_queue_metrics.h), a batcher's level queues included

@@ -136,7 +136,7 @@ qf_code qf_serve_get_histogram(const qf_serve *s, qf_serve_hist_kind kind, uint3
 
 /* ns as seconds in exact decimal ("0.00025", "2", "1.5"): no rounding, so
  * configured bounds 1 ns apart stay apart, and no exponent. */
-static void put_seconds(FILE *f, int64_t ns)
+void qf__serve_put_seconds(FILE *f, int64_t ns)
 {
     if (ns < 0) {
         fputc('-', f);
@@ -182,14 +182,14 @@ void qf__serve_write_hists(FILE *f, qf_serve *head, bool openmetrics)
                     sample(f, n, "_bucket", s, l);
                     fputs(",le=\"", f);
                     if (i + 1 < h.num_buckets)
-                        put_seconds(f, h.bounds_ns[i]);
+                        qf__serve_put_seconds(f, h.bounds_ns[i]);
                     else
                         fputs("+Inf", f);
                     fprintf(f, "\"} %" PRIu64 "\n", cum);
                 }
                 sample(f, n, "_sum", s, l);
                 fputs("} ", f);
-                put_seconds(f, h.sum_ns);
+                qf__serve_put_seconds(f, h.sum_ns);
                 fputc('\n', f);
                 sample(f, n, "_count", s, l);
                 fprintf(f, "} %" PRIu64 "\n", cum);

@@ -161,6 +161,86 @@ static void counter(FILE *f, const char *name, const qf_serve *s, const char *ke
     fprintf(f, ",%s=\"%s\"} %" PRIu64 "\n", key, val, v);
 }
 
+/* A gauge sample in seconds (exact decimal, as the histograms' bounds). */
+static void seconds_gauge(FILE *f, const char *name, const qf_serve *s, int64_t ns)
+{
+    sample_start(f, name, "", s);
+    fputs("} ", f);
+    qf__serve_put_seconds(f, ns);
+    fputc('\n', f);
+}
+
+/* What the per-level policies, the cost budget and the adaptive controller
+ * did (qf_serve_get_policy_stats()). The per-level depth only for batchers
+ * with a level policy (they alone count it); the adaptive gauges only for
+ * batchers in adaptive mode. A family none of the batchers has is left
+ * out, header and all. */
+static void write_policy(FILE *f, bool om)
+{
+    static const char *const actions[] = {"level_rejected", "timed_out", "demoted", "cost_refused",
+                                          "cost_closed_batch"};
+    const char *n = "qflow_serve_policy_total";
+    counter_family(f, n,
+                   "What a serving batcher's policies did: requests refused at a level's "
+                   "limit, rejected or demoted by a level timeout, refused for their cost, and "
+                   "batches closed by the cost budget.",
+                   om);
+    bool any_levels = false, any_adaptive = false;
+    for (qf_serve *s = reg_head; s; s = s->reg_next) {
+        qf_serve_policy_stats st;
+        qf_serve_get_policy_stats(s, &st);
+        const uint64_t v[] = {st.level_rejected, st.timed_out, st.demoted, st.cost_refused,
+                              st.cost_closed};
+        for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
+            counter(f, n, s, "action", actions[i], v[i]);
+        any_levels |= s->lvl != NULL;
+        any_adaptive |= s->ad != NULL;
+    }
+    if (any_levels) {
+        n = "qflow_serve_level_depth";
+        family(f, n, "gauge",
+               "Requests queued at each priority level (batchers with a level policy).");
+        for (qf_serve *s = reg_head; s; s = s->reg_next) {
+            if (!s->lvl)
+                continue;
+            qf_serve_policy_stats st;
+            qf_serve_get_policy_stats(s, &st);
+            for (uint32_t l = 0; l < s->levels; l++) {
+                sample_start(f, n, "", s);
+                fprintf(f, ",priority=\"%u\"} %" PRId64 "\n", l, st.level_depth[l]);
+            }
+        }
+    }
+    if (!any_adaptive)
+        return;
+    static const char *const gauges[] = {"qflow_serve_adaptive_delay_seconds",
+                                         "qflow_serve_adaptive_max_batch",
+                                         "qflow_serve_adaptive_p99_seconds"};
+    static const char *const helps[] = {
+        "Batching delay the adaptive controller has in force.",
+        "Batch size cap the adaptive controller has in force.",
+        "Windowed p99 latency the adaptive controller last judged."};
+    for (int g = 0; g < 3; g++) {
+        family(f, gauges[g], "gauge", helps[g]);
+        if (om && g != 1)
+            fprintf(f, "# UNIT %s seconds\n", gauges[g]);
+        for (qf_serve *s = reg_head; s; s = s->reg_next) {
+            if (!s->ad)
+                continue;
+            qf_serve_policy_stats st;
+            qf_serve_get_policy_stats(s, &st);
+            if (g == 0) {
+                seconds_gauge(f, gauges[g], s, st.adaptive_delay_ns);
+            } else if (g == 1) {
+                sample_start(f, gauges[g], "", s);
+                fprintf(f, "} %" PRIu64 "\n", st.adaptive_max_batch);
+            } else {
+                seconds_gauge(f, gauges[g], s, st.adaptive_p99_ns);
+            }
+        }
+    }
+}
+
 static void write_batchers(FILE *f, bool om)
 {
     static const char *const reasons[QF_SERVE_CLOSE_REASONS] = {"full", "delay", "preferred",
@@ -199,6 +279,7 @@ static void write_batchers(FILE *f, bool om)
         fprintf(f, "} %" PRIu64 "\n", ld(&s->in_flight));
     }
 
+    write_policy(f, om);
     qf__serve_write_hists(f, reg_head, om);
 
     n = "qflow_serve_batch_size";

@@ -500,9 +500,14 @@ static char *fill_for_metrics(qf_serve **ret)
 {
     qf_serve *s;
     static const int64_t lb[] = {1, 1000, 1001, 2500000000};
+    /* A level policy and adaptive mode, so that their families are there
+     * for the parsers too. */
+    static qf_serve_level_policy lp[2] = {{.max_queued = 100}, {0}};
     cr_assert_eq(qf_serve_new(&(qf_serve_options){.name = "om\"b\\x\ny",
                                                   .max_batch_size = 4,
                                                   .priority_levels = 2,
+                                                  .level_policy = lp,
+                                                  .p99_target_ns = 2000000,
                                                   .latency_buckets_ns = lb,
                                                   .num_latency_buckets = 4},
                               &s),
@@ -559,6 +564,9 @@ Test(serve_fd, openmetrics_text_passes_a_strict_parser)
     cr_expect(strstr(out, "qflow_serve_queue_delay_seconds histogram seconds") != NULL, "%s", out);
     cr_expect(strstr(out, "qflow_serve_latency_seconds histogram seconds") != NULL, "%s", out);
     cr_expect(strstr(out, "qflow_serve_requests counter") != NULL, "%s", out);
+    cr_expect(strstr(out, "qflow_serve_policy counter") != NULL, "%s", out);
+    cr_expect(strstr(out, "qflow_serve_level_depth gauge") != NULL, "%s", out);
+    cr_expect(strstr(out, "qflow_serve_adaptive_p99_seconds gauge seconds") != NULL, "%s", out);
     free(buf);
 
     /* The 0.0.4 text through the Prometheus parser of the same package. */

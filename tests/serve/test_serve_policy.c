@@ -11,8 +11,10 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -365,6 +367,83 @@ Test(serve_policy, cost_budget_closes_batches_and_refuses_the_oversized)
     qf_serve_free(s);
     for (int i = 0; i < 5; i++)
         cr_expect_eq(atomic_load(&r[i].status), QF_OK);
+}
+
+/* -------------------------------------------------------------- metrics */
+
+/* The line `name{batcher="<b>",<rest>} <value>` is in text. */
+static bool has_sample(const char *text, const char *name, const char *b, const char *rest,
+                       const char *value)
+{
+    char line[256];
+    snprintf(line, sizeof(line), "\n%s{batcher=\"%s\"%s} %s\n", name, b, rest, value);
+    return strstr(text, line) != NULL;
+}
+
+Test(serve_policy, policy_counts_are_in_the_metrics_text)
+{
+    qf_serve_level_policy lp[2] = {{.max_queued = 1}, {0}};
+    qf_serve_options o = {.name = "pm",
+                          .max_batch_size = 8,
+                          .max_queue_delay_ns = 10 * SEC,
+                          .priority_levels = 2,
+                          .level_policy = lp,
+                          .cost_fn = cost_of,
+                          .max_batch_cost = 10};
+    qf_serve *s, *plain, *ad;
+    cr_assert_eq(qf_serve_new(&o, &s), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(qf_serve_new(&(qf_serve_options){.name = "pm-plain", .max_batch_size = 4}, &plain),
+                 QF_OK);
+    cr_assert_eq(qf_serve_new(&(qf_serve_options){.name = "pm-ad",
+                                                  .max_batch_size = 16,
+                                                  .max_queue_delay_ns = 3 * MS,
+                                                  .p99_target_ns = 2 * MS},
+                              &ad),
+                 QF_OK);
+    treq r[4];
+    for (int i = 0; i < 4; i++)
+        treq_init(&r[i], i < 2 ? 0 : 1);
+    r[3].cost = 11;
+    cr_expect_eq(qf_serve_submit(s, &r[0].req), QF_OK);
+    cr_expect_eq(qf_serve_submit(s, &r[1].req), QF_RESOURCE_EXHAUSTED); /* level 0 is full */
+    cr_expect_eq(qf_serve_submit(s, &r[2].req), QF_OK);
+    cr_expect_eq(qf_serve_submit(s, &r[3].req), QF_INVALID_ARGUMENT); /* over the budget */
+    char *text = NULL;
+    cr_assert_eq(qf_serve_metrics_text(&text, NULL), QF_OK);
+    cr_expect(has_sample(text, "qflow_serve_policy_total", "pm", ",action=\"level_rejected\"", "1"),
+              "%s", text);
+    cr_expect(has_sample(text, "qflow_serve_policy_total", "pm", ",action=\"cost_refused\"", "1"),
+              "%s", text);
+    cr_expect(has_sample(text, "qflow_serve_policy_total", "pm", ",action=\"timed_out\"", "0"),
+              "%s", text);
+    cr_expect(has_sample(text, "qflow_serve_policy_total", "pm-plain", ",action=\"demoted\"", "0"),
+              "%s", text);
+    cr_expect(has_sample(text, "qflow_serve_level_depth", "pm", ",priority=\"0\"", "1"), "%s",
+              text);
+    cr_expect(has_sample(text, "qflow_serve_level_depth", "pm", ",priority=\"1\"", "1"), "%s",
+              text);
+    /* Only batchers with a level policy count depth per level, and only
+     * adaptive ones have the adaptive gauges. */
+    cr_expect(!strstr(text, "qflow_serve_level_depth{batcher=\"pm-plain\""), "%s", text);
+    cr_expect(!strstr(text, "qflow_serve_adaptive_max_batch{batcher=\"pm\""), "%s", text);
+    cr_expect(has_sample(text, "qflow_serve_adaptive_max_batch", "pm-ad", "", "16"), "%s", text);
+    /* Adaptive mode starts with no delay, before its first window. */
+    cr_expect(has_sample(text, "qflow_serve_adaptive_delay_seconds", "pm-ad", "", "0"), "%s", text);
+    cr_expect(strstr(text, "# TYPE qflow_serve_adaptive_p99_seconds gauge\n") != NULL, "%s", text);
+    free(text);
+    qf_serve_free(ad);
+    /* With no adaptive batcher left, its families are gone, headers too. */
+    cr_assert_eq(qf_serve_metrics_text(&text, NULL), QF_OK);
+    cr_expect(!strstr(text, "qflow_serve_adaptive_"), "%s", text);
+    free(text);
+    qf_serve_begin_drain(s, QF_FOREVER);
+    qf_serve_request *out[8];
+    size_t n = 0;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_expect_eq(n, 2);
+    cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    qf_serve_free(s);
+    qf_serve_free(plain);
 }
 
 /* -------------------------------------------------------------- adaptive */
