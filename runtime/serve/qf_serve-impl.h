@@ -209,6 +209,11 @@ void qf__serve_policy_destroy(qf_serve *s);
 qf_code qf__serve_policy_admit(qf_serve *s, qf_serve_request *req, int64_t now);
 /* enter(): the request's level timeout counts from now. */
 void qf__serve_policy_enter(qf_serve *s, qf_serve_request *req, int64_t now);
+/* enter(), once the request is in its level's ring: wake the timer if it
+ * sleeps for want of requests at levels with a timeout (qf_serve_policy.c). */
+void qf__serve_timer_entered(qf_serve *s, uint32_t level);
+/* Sweeps the timer has done (0 without one): the tests' window on it. */
+uint64_t qf__serve_timer_sweeps(const qf_serve *s);
 /* A request left its level (handed out, answered, dropped, refused). */
 static inline void qf__serve_level_leave(qf_serve *s, const qf_serve_request *r)
 {

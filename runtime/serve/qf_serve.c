@@ -268,6 +268,7 @@ static qf_code refuse(qf_serve *s, qf_serve_request *req, qf_code code, const ch
  * tell a consumer waiting for it. */
 static qf_code enter(qf_serve *s, qf_serve_request *req, int64_t now)
 {
+    uint32_t level = req->priority; /* once in the ring, req may be answered and gone */
     req->qf__admit_ns = now;
     req->qf__next = NULL;
     if (s->lvl) /* a level timeout counts from admission (issue 30) */
@@ -288,6 +289,8 @@ static qf_code enter(qf_serve *s, qf_serve_request *req, int64_t now)
     if (qf_waitlist_count(&s->consumers) &&
         r >= atomic_load_explicit(&s->need, memory_order_seq_cst))
         qf_waitlist_wake(&s->consumers, INT32_MAX);
+    if (s->timer) /* a level timer asleep for want of requests (issue 30) */
+        qf__serve_timer_entered(s, level);
     return QF_OK;
 }
 

@@ -303,7 +303,8 @@ typedef struct qf_serve_options {
     /* Optional: priority_levels entries (level 0 first), copied; NULL: no
      * per-level limits or timeouts. With a timeout on any level the batcher
      * runs a timer thread of its own (qf_serve_new() starts it,
-     * qf_serve_free() joins it). */
+     * qf_serve_free() joins it). It wakes only while some request is queued
+     * at a level with a timeout: an idle batcher costs no wake-ups. */
     const qf_serve_level_policy *level_policy;
     /* Optional batching by cost: with cost_fn set and max_batch_cost > 0, a
      * batch also closes (as full) when the next request in line would take

@@ -24,6 +24,25 @@
  * no one holds while the model runs) also looks at the forming batch. That
  * is what makes timeouts fire while the model is busy: no consumer needs to
  * come and form a batch.
+ *
+ * An idle batcher costs no wakes. When a sweep ends with no request at any
+ * level that has a timeout (their depth counters all 0), the timer sleeps
+ * until a submitter enters such a level, not until the next timeout period:
+ *   timer      idle = 1 (seq_cst); look at the depths (seq_cst loads); all
+ *              0: wait on the condition variable while idle == 1 (under
+ *              its mutex); else take idle back (CAS 1 -> 0) and sleep
+ *              until the sweep's `next` as before.
+ *   submitter  depth += 1 (seq_cst RMW, at admission); the request into
+ *              its ring; then, for a level with a timeout, load idle
+ *              (seq_cst): 1 -> CAS it to 0 and, if that won, signal the
+ *              condition variable under its mutex.
+ * The four seq_cst accesses pair as a store-buffer (Dekker) test: if the
+ * timer's load missed a submitter's increment, that increment follows the
+ * timer's idle store in the total order, so the submitter's later idle load
+ * sees 1 and wakes it; the wake is after the request is in its ring, so the
+ * sweep it causes finds the request. The timer checks idle under the mutex
+ * before each wait and the signal is sent under it, so a wake cannot fall
+ * between the check and the wait. tests/model/serve_timer.pml checks it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -41,6 +60,8 @@ struct qf__serve_timer {
     pthread_cond_t cv;
     bool stop;
     bool started;
+    _Atomic uint32_t idle;   /* 1: asleep until a request enters (see the top) */
+    _Atomic uint64_t sweeps; /* sweeps done: the tests' window on the timer */
 };
 
 qf_code qf__serve_policy_check(const qf_serve_options *o, const char *nm)
@@ -151,7 +172,8 @@ qf_code qf__serve_policy_admit(qf_serve *s, qf_serve_request *req, int64_t now)
     if (!s->lvl)
         return QF_OK;
     struct qf__serve_level *L = &s->lvl[req->priority];
-    int64_t d = atomic_fetch_add_explicit(&L->depth, 1, memory_order_relaxed) + 1;
+    /* seq_cst: the timer's idle test pairs with it (see the top). */
+    int64_t d = atomic_fetch_add_explicit(&L->depth, 1, memory_order_seq_cst) + 1;
     if (L->limit && d > L->limit) {
         atomic_fetch_sub_explicit(&L->depth, 1, memory_order_relaxed);
         qf__serve_add(&s->n_level_rejected, 1);
@@ -346,6 +368,17 @@ static int64_t sweep_once(qf_serve *s)
     return next;
 }
 
+/* No request at any level with a timeout: nothing the timer could act on
+ * until a submitter enters one (seq_cst loads: see the top). */
+static bool nothing_to_time(qf_serve *s)
+{
+    for (uint32_t l = 0; l < s->levels; l++)
+        if (s->lvl[l].timeout_ns &&
+            atomic_load_explicit(&s->lvl[l].depth, memory_order_seq_cst) > 0)
+            return false;
+    return true;
+}
+
 static void *timer_main(void *arg)
 {
     qf_serve *s = arg;
@@ -354,7 +387,20 @@ static void *timer_main(void *arg)
     while (!t->stop) {
         pthread_mutex_unlock(&t->mu);
         int64_t next = sweep_once(s);
+        atomic_fetch_add_explicit(&t->sweeps, 1, memory_order_relaxed);
+        atomic_store_explicit(&t->idle, 1, memory_order_seq_cst);
+        bool idle = nothing_to_time(s);
+        if (!idle) {
+            uint32_t one = 1; /* a submitter that took it first signals: harmless */
+            atomic_compare_exchange_strong_explicit(&t->idle, &one, 0, memory_order_relaxed,
+                                                    memory_order_relaxed);
+        }
         pthread_mutex_lock(&t->mu);
+        if (idle) {
+            while (!t->stop && atomic_load_explicit(&t->idle, memory_order_relaxed) == 1)
+                pthread_cond_wait(&t->cv, &t->mu);
+            continue;
+        }
         if (t->stop)
             break;
         struct timespec ts = {.tv_sec = next / 1000000000, .tv_nsec = next % 1000000000};
@@ -365,6 +411,26 @@ static void *timer_main(void *arg)
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
+}
+
+void qf__serve_timer_entered(qf_serve *s, uint32_t level)
+{
+    struct qf__serve_timer *t = s->timer;
+    if (!t || !s->lvl[level].timeout_ns ||
+        atomic_load_explicit(&t->idle, memory_order_seq_cst) == 0)
+        return;
+    uint32_t one = 1;
+    if (!atomic_compare_exchange_strong_explicit(&t->idle, &one, 0, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return; /* another submitter (or the timer itself) took it */
+    pthread_mutex_lock(&t->mu);
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+uint64_t qf__serve_timer_sweeps(const qf_serve *s)
+{
+    return s->timer ? atomic_load_explicit(&s->timer->sweeps, memory_order_relaxed) : 0;
 }
 
 qf_code qf__serve_policy_start(qf_serve *s)
@@ -379,6 +445,8 @@ qf_code qf__serve_policy_start(qf_serve *s)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&t->mu, NULL);
     t->stop = false;
+    atomic_init(&t->idle, 0);
+    atomic_init(&t->sweeps, 0);
     if (pthread_create(&t->thread, NULL, timer_main, s) != 0) {
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->mu);

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the worker pool, the wait list's cancel) with spin: every model,
-# at the bounds below, must have no invalid end state (nobody asleep for
-# good) and no assertion violation. Exhaustive search; each run takes
-# seconds. A model run with a seeded bug (`seeded`) must fail instead.
+# the worker pool, the wait list's cancel, the serving batcher's timer) with
+# spin: every model, at the bounds below, must have no invalid end state
+# (nobody asleep for good) and no assertion violation. Exhaustive search;
+# each run takes seconds. A model run with a seeded bug (`seeded`) must fail instead.
 # Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
 set -eu
 dir=$(cd "${1:-$(dirname "$0")}" && pwd)
@@ -78,5 +78,9 @@ seeded sched_idle -DNW=2 -DNP=2 -DCLEAR=0
 seeded sched_idle -DNW=2 -DNP=2 -DHANDOVER=0
 run waker_cancel -DROUNDS=3
 seeded waker_cancel -DROUNDS=2 -DOLD=1
+run serve_timer -DNS=2 -DROUNDS=2
+run serve_timer -DNS=3 -DROUNDS=2
+seeded serve_timer -DBUG=1
+seeded serve_timer -DBUG=2
 seeded waker_cancel -DROUNDS=2 -DOLD=2
 exit $status

@@ -10,6 +10,7 @@
  * on sleeps. Time is checked only as a lower bound. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -367,6 +368,67 @@ Test(serve_policy, cost_budget_closes_batches_and_refuses_the_oversized)
     qf_serve_free(s);
     for (int i = 0; i < 5; i++)
         cr_expect_eq(atomic_load(&r[i].status), QF_OK);
+}
+
+/* The library's count of the timer's sweeps (qf_serve_policy.c). */
+uint64_t qf__serve_timer_sweeps(const qf_serve *s);
+
+static void await_sweeps(qf_serve *s, uint64_t want)
+{
+    int64_t until = qf_now_ns() + 10 * SEC;
+    while (qf__serve_timer_sweeps(s) < want) {
+        cr_assert_lt(qf_now_ns(), until, "timed out waiting for the timer's first sweep");
+        sched_yield();
+    }
+}
+
+/* How often the timer sweeps during a window of `ms` milliseconds: the one
+ * place these tests wait for a while, since what is checked is that
+ * nothing happens in it. */
+static uint64_t sweeps_during(qf_serve *s, long ms)
+{
+    uint64_t before = qf__serve_timer_sweeps(s);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return qf__serve_timer_sweeps(s) - before;
+}
+
+Test(serve_policy, idle_timer_sleeps_until_a_request_enters)
+{
+    qf_serve_level_policy lp[2] = {{.timeout_ns = 2 * MS}, {0}};
+    qf_serve_options o = {.name = "idle",
+                          .max_batch_size = 4,
+                          .max_queue_delay_ns = 10 * SEC,
+                          .priority_levels = 2,
+                          .level_policy = lp};
+    qf_serve *s;
+    cr_assert_eq(qf_serve_new(&o, &s), QF_OK, "%s", qf_last_message());
+    await_sweeps(s, 1);
+    /* 20 timeout periods with nothing queued: before, a sweep each. */
+    cr_expect_leq(sweeps_during(s, 40), 1, "the timer woke while the batcher was empty");
+    /* A request at a level without a timeout is not the timer's business. */
+    treq untimed;
+    treq_init(&untimed, 1);
+    cr_assert_eq(qf_serve_submit(s, &untimed.req), QF_OK);
+    cr_expect_leq(sweeps_during(s, 20), 1);
+    /* One at the timed level wakes it, and it times the request out. */
+    treq r;
+    treq_init(&r, 0);
+    int64_t t0 = qf_now_ns();
+    cr_assert_eq(qf_serve_submit(s, &r.req), QF_OK);
+    await_int(&r.answers, 1, "the timer to time the request out");
+    cr_expect_eq(atomic_load(&r.status), QF_DEADLINE_EXCEEDED);
+    cr_expect_geq(atomic_load(&r.answered_at) - t0, 2 * MS - 1 * MS);
+    cr_expect_eq(policy_stat(s, offsetof(qf_serve_policy_stats, timed_out)), 1);
+    /* And then it sleeps again. */
+    cr_expect_leq(sweeps_during(s, 40), 1, "the timer kept waking after the timeout");
+    qf_serve_begin_drain(s, QF_FOREVER);
+    qf_serve_request *out[4];
+    size_t n = 0;
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK);
+    cr_expect_eq(n, 1);
+    cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    qf_serve_free(s);
 }
 
 /* -------------------------------------------------------------- metrics */

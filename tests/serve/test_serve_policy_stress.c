@@ -328,3 +328,101 @@ Test(serve_policy_stress, random_policies_with_random_drains, .timeout = 600)
             (unsigned long long)tot_demoted, (unsigned long long)tot_level_rejected,
             (unsigned long long)tot_cost_closed, (unsigned long long)tot_cancelled);
 }
+
+/* ------------------------------------------------- the timer's idle sleep */
+
+/* One level with a 1 ms timeout and no executor: requests leave only by
+ * timing out, so each one is answered only if the timer woke for it. Each
+ * submitter sends one request and waits for its answer before the next,
+ * so the batcher empties over and over and the timer goes to sleep for want
+ * of requests between them (qf_serve_policy.c, "An idle batcher"); a
+ * submit that failed to wake it would leave its request unanswered, which
+ * the per-request deadline (10 s, against the 1 ms timeout) and the
+ * watchdog turn into a failure. */
+#define IDLE_NP 8
+
+typedef struct idle_req {
+    qf_serve_request req; /* first */
+    atomic_int answers;
+    atomic_int status;
+} idle_req;
+
+typedef struct idle_arg {
+    qf_serve *s;
+    long rounds;
+    uint64_t seed;
+    atomic_long *unanswered;
+} idle_arg;
+
+static void idle_answer(qf_serve_request *r, qf_code st, void *arg)
+{
+    (void)arg;
+    idle_req *q = (idle_req *)r;
+    atomic_store(&q->status, (int)st);
+    atomic_fetch_add(&q->answers, 1);
+}
+
+static void idle_report(void *arg)
+{
+    fprintf(stderr, "idle timer stress: %ld requests unanswered\n",
+            atomic_load((atomic_long *)arg));
+}
+
+static void *idle_submitter(void *a)
+{
+    idle_arg *ia = a;
+    idle_req q;
+    for (long i = 0; i < ia->rounds; i++) {
+        qf_serve_request_init(&q.req, &q, QF_FOREVER, 0, idle_answer, NULL);
+        atomic_init(&q.answers, 0);
+        atomic_init(&q.status, -1);
+        atomic_fetch_add(ia->unanswered, 1);
+        cr_assert_eq(qf_serve_submit(ia->s, &q.req), QF_OK, "%s", qf_last_message());
+        int64_t until = qf_now_ns() + 10 * 1000000000LL;
+        while (atomic_load(&q.answers) == 0) {
+            cr_assert_lt(qf_now_ns(), until, "a request was never timed out (the timer slept)");
+            sched_yield();
+        }
+        atomic_fetch_sub(ia->unanswered, 1);
+        cr_assert_eq(atomic_load(&q.answers), 1);
+        cr_assert_eq(atomic_load(&q.status), QF_UNAVAILABLE);
+        /* Sometimes let every other request time out first, so the next
+         * submit often meets a timer that has gone to sleep. */
+        for (uint64_t k = rnd(&ia->seed) % 4; k > 0; k--)
+            sched_yield();
+    }
+    return NULL;
+}
+
+Test(serve_policy_stress, idle_timer_wakes_for_every_request, .timeout = 600)
+{
+    qf_serve_level_policy lp[1] = {{.timeout_ns = 1000000,
+                                    .on_timeout = QF_SERVE_TIMEOUT_REJECT,
+                                    .timeout_code = QF_UNAVAILABLE}};
+    qf_serve *s;
+    cr_assert_eq(qf_serve_new(&(qf_serve_options){.name = "idle",
+                                                  .max_batch_size = 64,
+                                                  .max_queue_delay_ns = 10000000000LL,
+                                                  .level_policy = lp},
+                              &s),
+                 QF_OK, "%s", qf_last_message());
+    long rounds = qft_stress_scale(400, 10);
+    atomic_long unanswered = 0;
+    qft_watchdog wd;
+    qft_watchdog_start(&wd, 120, idle_report, &unanswered);
+    idle_arg args[IDLE_NP];
+    pthread_t th[IDLE_NP];
+    uint64_t seed = (uint64_t)qf_now_ns() | 1;
+    for (int i = 0; i < IDLE_NP; i++) {
+        args[i] = (idle_arg){s, rounds, rnd(&seed) | 1, &unanswered};
+        cr_assert_eq(pthread_create(&th[i], NULL, idle_submitter, &args[i]), 0);
+    }
+    for (int i = 0; i < IDLE_NP; i++)
+        pthread_join(th[i], NULL);
+    qft_watchdog_stop(&wd);
+    qf_serve_policy_stats st;
+    cr_assert_eq(qf_serve_get_policy_stats(s, &st), QF_OK);
+    cr_expect_eq(st.timed_out, (uint64_t)(rounds * IDLE_NP));
+    cr_expect_eq(st.level_depth[0], 0);
+    qf_serve_free(s);
+}
