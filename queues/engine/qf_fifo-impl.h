@@ -182,6 +182,22 @@ qf_code qf__fifo_err_timeout(void);
 size_t qf__fifo_available(qf__fifo *f);
 /* Room for one more element now (seq_cst loads: a waiter's re-check). */
 bool qf__fifo_room(qf__fifo *f);
+/* Elements the capacity counts now: ring slots reserved (published or
+ * not) and not consumed, the stash and the overflow list. `exact`: seq_cst
+ * loads, for a waiter's re-check (qf__fifo_room()); else a guess from
+ * cheap loads (c_head before p_head, with acquire, so p_head never falls
+ * behind it): a wrong guess may only cost a spin or a wait. */
+static inline uint64_t qf__fifo_used(qf__fifo *f, bool exact)
+{
+    if (exact)
+        return (uint64_t)qf__ring_reserved(&f->ring) +
+               atomic_load_explicit(&f->stash_n, memory_order_seq_cst) +
+               atomic_load_explicit(&f->overflow_n, memory_order_seq_cst);
+    unsigned c = QF__LD(&f->ring.ring.c_head, ACQUIRE);
+    unsigned p = QF__LD(&f->ring.ring.p_head, RELAXED);
+    return (uint64_t)(p - c) + atomic_load_explicit(&f->stash_n, memory_order_relaxed) +
+           atomic_load_explicit(&f->overflow_n, memory_order_relaxed);
+}
 /* Closed, and nothing more can arrive: no enqueue pending, no reservation
  * in flight, no consumer but the caller (`holder`) holding elements it may
  * give back. */

@@ -415,12 +415,7 @@ static bool spin_for_room(qf__fifo *f, size_t n, const qf__wait *w, spin *sp)
         return false;
     if (atomic_load_explicit(&f->state, memory_order_relaxed) & (QF__CLOSED | QF__CANCELLED))
         return false;
-    /* c before p: p_head never falls behind a c_head read earlier. */
-    unsigned c = QF__LD(&f->ring.ring.c_head, ACQUIRE);
-    unsigned p = QF__LD(&f->ring.ring.p_head, RELAXED);
-    uint64_t used = (uint64_t)(p - c) + atomic_load_explicit(&f->stash_n, memory_order_relaxed) +
-                    atomic_load_explicit(&f->overflow_n, memory_order_relaxed);
-    if (used + n <= (uint64_t)f->capacity)
+    if (qf__fifo_used(f, false) + n <= (uint64_t)f->capacity)
         return false;
     return !qf_deadline_passed(w->deadline) && spin_once(f, sp);
 }

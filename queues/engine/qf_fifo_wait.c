@@ -143,10 +143,7 @@ bool qf__fifo_room(qf__fifo *f)
 {
     if (f->unbounded_cap)
         return true;
-    uint64_t used = (uint64_t)qf__ring_reserved(&f->ring) +
-                    atomic_load_explicit(&f->stash_n, memory_order_seq_cst) +
-                    atomic_load_explicit(&f->overflow_n, memory_order_seq_cst);
-    return used < (uint64_t)f->capacity;
+    return qf__fifo_used(f, true) < (uint64_t)f->capacity;
 }
 
 bool qf__fifo_closed_quiet(qf__fifo *f, uint32_t *ret_holders)
