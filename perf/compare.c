@@ -545,6 +545,13 @@ static unsigned cut_reps(const bench_result *r)
 
 #define ROW_FMT "  %-22s %-16s %9s %9s %8s %8s %7s %5s  %s\n"
 
+/* Append `name` to the comma-separated list in buf (cut at its size). */
+static void name_list_add(char *buf, size_t cap, const char *name)
+{
+    size_t l = strlen(buf);
+    snprintf(buf + l, cap - l, "%s%s", l ? ", " : "", name);
+}
+
 void bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
                    double threshold_pct, const regex_t *filter, bench_cmp_summary *ret)
 {
@@ -600,14 +607,11 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             if (b == q || strcmp(b->bench, q->bench) != 0)
                 continue;
             if (!baseline_is_yardstick(q->unit)) {
-                size_t l = strlen(not_yardsticks);
-                snprintf(not_yardsticks + l, sizeof(not_yardsticks) - l, "%s%s", l ? ", " : "",
-                         b->impl);
+                name_list_add(not_yardsticks, sizeof(not_yardsticks), b->impl);
                 continue;
             }
             if (is_qflow_variant(b->impl)) {
-                size_t l = strlen(variants);
-                snprintf(variants + l, sizeof(variants) - l, "%s%s", l ? ", " : "", b->impl);
+                name_list_add(variants, sizeof(variants), b->impl);
                 continue;
             }
             any_baseline = true;
