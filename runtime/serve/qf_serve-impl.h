@@ -224,6 +224,9 @@ static inline void qf__serve_level_leave(qf_serve *s, const qf_serve_request *r)
  * the cap and the cost budget; expired ones are linked onto *expired.
  * Returns how many expired. */
 uint64_t qf__serve_pull_staged(qf_serve *s, uint32_t l, int64_t now, qf_serve_request **expired);
+/* DROP_OLDEST (takes lock): level l's oldest staged request, unstaged and
+ * out of its level's counts; NULL when its list is empty. */
+qf_serve_request *qf__serve_unstage_oldest(qf_serve *s, uint32_t l);
 /* Under lock: link every staged request onto *out; returns how many. */
 uint64_t qf__serve_unstage_all_locked(qf_serve *s, qf_serve_request **out);
 

@@ -295,11 +295,16 @@ static qf_code enter(qf_serve *s, qf_serve_request *req, int64_t now)
 }
 
 /* DROP_OLDEST: the oldest request of the least urgent level that holds
- * one, not more urgent than `prio`; NULL when there is none in the rings
- * (requests a consumer is forming into a batch cannot be dropped). */
+ * one, not more urgent than `prio`; NULL when there is none in the staged
+ * lists or the rings (requests a consumer is forming into a batch cannot
+ * be dropped). */
 static qf_serve_request *take_victim(qf_serve *s, uint32_t prio)
 {
     for (uint32_t l = s->levels; l-- > prio;) {
+        /* A staged list holds a level's oldest (issue 30): before its ring. */
+        qf_serve_request *staged = s->staged ? qf__serve_unstage_oldest(s, l) : NULL;
+        if (staged)
+            return staged;
         void *p;
         if (qf_queue_try_dequeue_ptr(s->q[l], &p) == QF_OK) {
             atomic_fetch_sub_explicit(&s->ready, 1, memory_order_relaxed);

@@ -252,6 +252,19 @@ uint64_t qf__serve_pull_staged(qf_serve *s, uint32_t l, int64_t now, qf_serve_re
     return nexp;
 }
 
+qf_serve_request *qf__serve_unstage_oldest(qf_serve *s, uint32_t l)
+{
+    qf__lock(&s->lock);
+    struct qf__serve_level *L = &s->lvl[l];
+    qf_serve_request *r = L->head ? unstage_head(L) : NULL;
+    if (r) {
+        atomic_fetch_sub_explicit(&s->ready, 1, memory_order_relaxed);
+        qf__serve_level_leave(s, r);
+    }
+    qf__unlock(&s->lock);
+    return r;
+}
+
 uint64_t qf__serve_unstage_all_locked(qf_serve *s, qf_serve_request **out)
 {
     QF__ASSERT_HELD(&s->lock);

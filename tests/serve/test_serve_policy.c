@@ -222,6 +222,58 @@ Test(serve_policy, level_limit_refuses_with_resource_exhausted)
     qf_serve_free(s);
 }
 
+Test(serve_policy, drop_oldest_reaches_requests_already_staged)
+{
+    /* With a cost budget a level has a staged list: a batch formation
+     * moves the whole ring onto it and stops at the request that does not
+     * fit. DROP_OLDEST must find the oldest there, not refuse the newcomer
+     * because the ring is empty. */
+    qf_serve_options o = {.name = "drop",
+                          .max_batch_size = 8,
+                          .max_queue_delay_ns = 10 * SEC,
+                          .max_queued = 3,
+                          .admission = QF_SERVE_DROP_OLDEST,
+                          .cost_fn = cost_of,
+                          .max_batch_cost = 10};
+    qf_serve *s;
+    cr_assert_eq(qf_serve_new(&o, &s), QF_OK, "%s", qf_last_message());
+    treq r[5];
+    for (int i = 0; i < 5; i++) {
+        treq_init(&r[i], 0);
+        r[i].cost = 10;
+    }
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(qf_serve_submit(s, &r[i].req), QF_OK);
+    qf_serve_request *out[8];
+    size_t n = 0;
+    /* r0 fills the budget and goes; r1 and r2 are left on the staged list. */
+    cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(n, 1);
+    cr_expect_eq(out[0], &r[0].req);
+    /* The bound counts r0 until it completes: two more fit, then r4 must
+     * drop r1, the oldest still queued. */
+    cr_assert_eq(qf_serve_submit(s, &r[3].req), QF_OK);
+    cr_assert_eq(qf_serve_submit(s, &r[4].req), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&r[1].answers), 1, "the oldest staged request was not dropped");
+    cr_expect_eq(atomic_load(&r[1].status), QF_UNAVAILABLE);
+    cr_expect_eq(atomic_load(&r[2].answers), 0);
+    cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    /* The rest go in order, one per batch (cost 10 each). */
+    qf_serve_begin_drain(s, QF_FOREVER);
+    const treq *want[3] = {&r[2], &r[3], &r[4]};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(qf_serve_try_next_batch(s, out, &n), QF_OK, "%s", qf_last_message());
+        cr_expect_eq(n, 1);
+        cr_expect_eq(out[0], &want[i]->req, "batch %d", i);
+        cr_expect_eq(qf_serve_complete(s, out, n, QF_OK), QF_OK);
+    }
+    qf_serve_stats st;
+    cr_assert_eq(qf_serve_get_stats(s, &st), QF_OK);
+    cr_expect_eq(st.counts.dropped, 1);
+    cr_expect_eq(st.depth, 0);
+    qf_serve_free(s);
+}
+
 /* -------------------------------------------------------------- timeouts */
 
 Test(serve_policy, timeout_rejects_while_the_model_is_busy)
