@@ -116,15 +116,33 @@ typedef struct bench_cmp_pair {
     unsigned cut_old, cut_new; /* repetitions left out: cut by a time budget */
     double est, lo, hi;        /* new / old: Hodges-Lehmann estimate, 95% interval */
     double p_worse;
-    unsigned need; /* repetitions per run the threshold needs at this noise */
+    unsigned need;     /* repetitions per run the threshold needs at this noise */
+    double change_pct; /* how much worse (+) or better (-) the median ratio is */
+    bool votes;        /* a baseline's ratio that counted in the row's verdict */
     char verdict[64], row_verdict[160];
 } bench_cmp_pair;
+
+/* Families of rows (compare_family.c): at most this many are WORSE as a
+ * whole in one comparison (more are counted, not named). */
+#define BENCH_FAMILIES_MAX 16
 
 typedef struct bench_cmp_summary {
     int rows, judged, worse, better, same, unsure;
     bench_cmp_pair *pairs;
     size_t npairs, cap;
+    /* Families WORSE as a whole (pooled), by name ("queue.tput"). */
+    int worse_families;
+    char family[BENCH_FAMILIES_MAX][48];
 } bench_cmp_summary;
+
+/* The family of a bench: its name up to the second '.' ("queue.tput" of
+ * "queue.tput.p4c4"), into buf. */
+void bench_family_of(const char *bench, char *buf, size_t len);
+/* After the rows (compare.c): pool the rows of each family and print and
+ * record the families that are WORSE as a whole (compare_family.c). */
+void bench_compare_families(bench_cmp_summary *s, double threshold_pct);
+/* Whether `bench`'s family is among s's WORSE families. */
+bool bench_family_is_worse(const bench_cmp_summary *s, const char *bench);
 
 /* --compare (compare.c): warns when the runs differ in machine, mode or
  * build, prints the table (old results outside `filter` are left out) and

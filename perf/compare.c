@@ -652,8 +652,10 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
                 snprintf(vw, sizeof(vw), "%s", verdict_word(j.v));
             snprintf(ret->pairs[ret->npairs - 1].verdict, sizeof(ret->pairs[0].verdict), "%s", vw);
             printf(ROW_FMT, q->bench, b->impl, ov, nv, chg, pw, reps, nd, vw);
+            ret->pairs[ret->npairs - 1].change_pct = j.change_pct;
             if (j.v == V_NO_DATA || j.v == V_FEW)
                 continue; /* cannot be compared with: does not vote */
+            ret->pairs[ret->npairs - 1].votes = true;
             n_pairs++;
             n_worse += j.v == V_WORSE;
             n_better += j.v == V_BETTER;
@@ -755,6 +757,9 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             snprintf(ret->pairs[k].row_verdict, sizeof(ret->pairs[k].row_verdict), "%s", overall);
     }
 
+    /* A change too small for any row's noise, in a whole family of rows. */
+    bench_compare_families(ret, threshold_pct);
+
     /* Baselines' own figures: a slower machine shows here, not in qflow's
      * ratios. Informational. */
     printf("  baselines, absolute medians (for telling a slower machine from a slower qflow):\n");
@@ -779,8 +784,9 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         printf("    %-22s %-16s not run this time\n", o->bench, o->impl);
     }
     printf("  qflow rows: %d same, %d better, %d inconclusive or not judged, %d WORSE; %d of %d "
-           "judged (threshold %g%%)\n",
-           ret->same, ret->better, ret->unsure, ret->worse, ret->judged, ret->rows, threshold_pct);
+           "judged (threshold %g%%); %d famil%s WORSE as a whole\n",
+           ret->same, ret->better, ret->unsure, ret->worse, ret->judged, ret->rows, threshold_pct,
+           ret->worse_families, ret->worse_families == 1 ? "y" : "ies");
     if (ret->unsure)
         printf("  inconclusive rows are not failures: more --reps (see 'need'), or a quieter "
                "machine, decide them\n");

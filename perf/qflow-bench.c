@@ -120,7 +120,7 @@ static int confirm_worse(const bench_options *o, const char *compare_path,
     int n = 0;
     for (size_t i = 0; i < sum->npairs; i++) {
         const bench_cmp_pair *p = &sum->pairs[i];
-        if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
+        if ((strncmp(p->row_verdict, "WORSE", 5) != 0 && !bench_family_is_worse(sum, p->bench)) ||
             (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
             continue;
         if (n++)
@@ -130,11 +130,11 @@ static int confirm_worse(const bench_options *o, const char *compare_path,
     strcat(re, ")/");
     regex_t cre;
     if (n == 0 || regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0)
-        return sum->worse;
+        return sum->worse + sum->worse_families;
     bench_options co = *o;
     co.filter = &cre;
     bench_results again = {0};
-    printf("\n== confirming: %d WORSE row(s) run again (filter '%s')\n", n, re);
+    printf("\n== confirming: %d row(s) of WORSE rows or families run again (filter '%s')\n", n, re);
     fflush(stdout);
     bench_meta_of_run(&co, &again.meta);
     bench_run_all(&co, &again);
@@ -183,7 +183,17 @@ static int confirm_worse(const bench_options *o, const char *compare_path,
                again_worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
         confirmed += again_worse;
     }
-    printf("  confirmed: %d of %d WORSE rows\n", confirmed, n);
+    int rows_worse = confirmed;
+    for (int f = 0; f < sum->worse_families && f < BENCH_FAMILIES_MAX; f++) {
+        bool fam_again = false;
+        for (int g = 0; g < csum.worse_families && g < BENCH_FAMILIES_MAX; g++)
+            fam_again |= strcmp(sum->family[f], csum.family[g]) == 0;
+        printf("  family %-15s WORSE, then %s\n", sum->family[f],
+               fam_again ? "WORSE again: confirmed" : "not WORSE again: not a failure");
+        confirmed += fam_again;
+    }
+    printf("  confirmed: %d of %d WORSE rows, %d of %d WORSE families\n", rows_worse, sum->worse,
+           confirmed - rows_worse, sum->worse_families);
     bench_cmp_summary_free(&csum);
     bench_results_free(&again);
     bench_results_free(&both);
@@ -413,7 +423,7 @@ int main(int argc, char **argv)
             else
                 printf("report: %s/index.html\n", report_dir);
         }
-        int worse = sum.worse;
+        int worse = sum.worse + sum.worse_families;
         if (worse > 0 && confirm && !from_path)
             worse = confirm_worse(&o, compare_path, &old_rs, &new_rs, &sum, threshold);
         if (worse > 0 && status == 0)

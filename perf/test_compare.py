@@ -13,7 +13,8 @@ that a baseline's own move of more than 2x between the runs explains, too few
 repetitions cannot fail, files from other machines or modes warn, old files
 without repetitions cannot fail, a filter that matches nothing exits 2, and
 (one real run of a sub-second bench) a WORSE row of a live run runs again
-and fails only when it is WORSE again.
+and fails only when it is WORSE again, and a family of rows each too noisy to
+judge is WORSE as a whole when it is slower as a whole, not when it is noise.
 perf/gate-test.sh does the same with real runs of a real and a slowed qflow.
 """
 import json
@@ -278,6 +279,29 @@ def main():
         compare(tmp, "baseline_missing_in_old_is_not_judged", old[:1],
                 pair(rng, 5e6, 4e6, 0.05), 3, ["NOT JUDGED"], ["=> WORSE", "(own figures)"])
 
+        # A family of rows (queue.tput.*), each too noisy to be WORSE on its
+        # own (5 repetitions spread +-20%: a 30% drop gives p ~ 0.03 per
+        # row): all 10 rows 30% slower is WORSE as a whole; rows moved +-5%
+        # (noise) are not; 8 of 10 rows 8% slower (a median under 1.5x the
+        # threshold) are not; nor is a family of 7 rows 30% slower.
+        def family(drops, name="queue.tput.p%dc%d"):
+            res = []
+            for i, d in enumerate(drops):
+                bench = name % (i + 1, i + 1)
+                res += [result(bench, "qflow", [v * 1e6 * (1 - d) for v in (8, 9, 10, 11, 12)]),
+                        result(bench, "mutex_cond", [4e6] * 5)]
+            return res
+        fam_old = family([0] * 10)
+        compare(tmp, "family_slower_as_a_whole_is_worse", fam_old, family([0.3] * 10), 1,
+                ["family queue.tput", "=> WORSE (pooled)", "1 family WORSE as a whole",
+                 "0 WORSE;"])
+        compare(tmp, "family_noise_is_not_worse", fam_old, family([0.05, -0.05] * 5), 0,
+                ["not worse as a whole", "0 families WORSE as a whole"])
+        compare(tmp, "family_small_change_is_not_worse", fam_old, family([0.08] * 8 + [0] * 2), 0,
+                ["0 families WORSE as a whole"])
+        compare(tmp, "small_family_is_not_pooled", family([0] * 7), family([0.3] * 7), 0,
+                ["0 families WORSE as a whole"], ["family queue.tput"])
+
         # A live run: a WORSE row runs again and fails only when WORSE
         # again (coord.should_stop: under a second). The old file is this
         # run with qflow's figures made 1000x better (its ns per call swing 40x
@@ -292,7 +316,7 @@ def main():
                 r["median"] /= 1000
         better_old = os.path.join(tmp, "better-old.json")
         json.dump(doc, open(better_old, "w"))
-        for args, want_rc, want in (([], 1, ["== confirming: 1 WORSE row(s) run again",
+        for args, want_rc, want in (([], 1, ["== confirming: 1 row(s) of WORSE rows or families",
                                              "WORSE again: confirmed", "confirmed: 1 of 1"]),
                                     (["--no-confirm"], 1, ["=> WORSE"])):
             q = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--compare",

@@ -1,0 +1,141 @@
+/* compare_family.c - --compare's second look: families of rows pooled.
+ *
+ * One row decides on its own repetitions, and on a busy 2-core machine 5
+ * repetitions of one row often cannot tell a 1.3x change from the noise
+ * (perf/README.md, "need"): each of its pairs is "inconclusive", so no row
+ * is WORSE. But a slower qflow is slower in every row its code runs in at
+ * once, while the noise of one row has no reason to agree with the next.
+ * So the rows of a family (the bench name up to its second '.': the
+ * queue.tput rows of every producer and consumer count, say) are also
+ * judged together: each row's change is the median of the changes of its
+ * voting pairs (qflow's ratio to each baseline, as the rows are judged),
+ * and the family is WORSE as a whole when
+ *   - it has at least FAMILY_MIN_ROWS such rows (a small family's median
+ *     is one or two rows' noise),
+ *   - the median of its rows' changes is worse by more than
+ *     FAMILY_FACTOR times the threshold, and
+ *   - at least 2 in 3 of its rows changed the worse way.
+ * Measured on whole --quick runs under 2 x `yes` on 2 cores (perf/README.md,
+ * "Families"): the queue.tput family of one binary compared with its own
+ * other runs moved +5.4%, -5.8% and +2.5%, with 6, 4 and 6 of its 10 rows
+ * the worse way; two runs with the FIFO path slowed 1.3x, compared with
+ * three runs of the normal binary, moved +38%, +30%, +29% and +20%, +25%,
+ * +22%, with 7 or 8 of 10 rows the worse way, while at most one row of
+ * the family was WORSE on its own. A WORSE family is confirmed like a
+ * WORSE row: its rows run again and both looks together must find it
+ * WORSE again (qflow-bench.c).
+ *
+ * Rows judged on their own figures (no baseline) do not count: their
+ * figures move with the machine's load.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_run.h"
+
+#define FAMILY_MIN_ROWS 8
+#define FAMILY_FACTOR 1.5
+
+void bench_family_of(const char *bench, char *buf, size_t len)
+{
+    const char *dot = strchr(bench, '.');
+    dot = dot ? strchr(dot + 1, '.') : NULL;
+    size_t n = dot ? (size_t)(dot - bench) : strlen(bench);
+    snprintf(buf, len, "%.*s", (int)n, bench);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The rows of s, one change each: rows[i] is the median change of the
+ * voting pairs of the i-th row that has any (pairs of a row are adjacent). */
+typedef struct row_change {
+    const char *bench;
+    double change;
+} row_change;
+
+static size_t row_changes(const bench_cmp_summary *s, row_change *out, double *scratch)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->npairs;) {
+        size_t j = i, k = 0;
+        for (; j < s->npairs && strcmp(s->pairs[j].bench, s->pairs[i].bench) == 0; j++)
+            if (s->pairs[j].votes)
+                scratch[k++] = s->pairs[j].change_pct;
+        if (k)
+            out[n++] = (row_change){s->pairs[i].bench, median_of(scratch, k)};
+        i = j;
+    }
+    return n;
+}
+
+void bench_compare_families(bench_cmp_summary *s, double threshold_pct)
+{
+    s->worse_families = 0;
+    row_change *rows = malloc((s->npairs + 1) * sizeof(*rows));
+    double *v = malloc((s->npairs + 1) * sizeof(double));
+    bool *done = calloc(s->npairs + 1, sizeof(bool));
+    if (!rows || !v || !done) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    size_t n = row_changes(s, rows, v);
+    bool header = false;
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        char fam[48], other[48];
+        bench_family_of(rows[i].bench, fam, sizeof(fam));
+        size_t k = 0, worse_way = 0;
+        for (size_t j = i; j < n; j++) {
+            bench_family_of(rows[j].bench, other, sizeof(other));
+            if (strcmp(fam, other) != 0)
+                continue;
+            done[j] = true;
+            v[k++] = rows[j].change;
+            worse_way += rows[j].change > 0;
+        }
+        if (k < FAMILY_MIN_ROWS)
+            continue;
+        double med = median_of(v, k);
+        bool worse = med > FAMILY_FACTOR * threshold_pct && worse_way * 3 >= k * 2;
+        if (!header) {
+            printf(
+                "  families (rows judged together: WORSE as a whole when >= %d rows, their median "
+                "change\n  worse by > %gx the threshold and >= 3 in 4 of them the worse way):\n",
+                FAMILY_MIN_ROWS, FAMILY_FACTOR);
+            header = true;
+        }
+        printf("  family %-15s %zu rows, %zu the worse way, median change %+.1f%% => %s\n", fam, k,
+               worse_way, med, worse ? "WORSE (pooled)" : "not worse as a whole");
+        if (!worse)
+            continue;
+        if (s->worse_families < BENCH_FAMILIES_MAX)
+            snprintf(s->family[s->worse_families], sizeof(s->family[0]), "%s", fam);
+        s->worse_families++;
+    }
+    free(rows);
+    free(v);
+    free(done);
+}
+
+bool bench_family_is_worse(const bench_cmp_summary *s, const char *bench)
+{
+    char fam[48];
+    bench_family_of(bench, fam, sizeof(fam));
+    int n = s->worse_families < BENCH_FAMILIES_MAX ? s->worse_families : BENCH_FAMILIES_MAX;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->family[i], fam) == 0)
+            return true;
+    return false;
+}
