@@ -210,6 +210,13 @@ int bench_html_report(const char *dir, const char *old_path, const bench_results
             "inconclusive or not judged, <span class=\"%s\">%d WORSE</span></td></tr>\n",
             s->judged, s->rows, s->same, s->better, s->unsure, s->worse ? "worse" : "same",
             s->worse);
+    fprintf(f, "<tr><th>families WORSE as a whole</th><td id=\"families\"><span class=\"%s\">%d",
+            s->worse_families ? "worse" : "same", s->worse_families);
+    for (int k = 0; k < s->worse_families && k < BENCH_FAMILIES_MAX; k++) {
+        fputs(k ? ", " : ": ", f);
+        html_text(f, s->family[k]);
+    }
+    fputs("</span> (rows of one family judged together: see perf/README.md)</td></tr>\n", f);
     fputs("<tr><th>skipped peers</th><td>", f);
     html_text(f, new_rs->meta.skipped);
     fputs("</td></tr>\n</table>\n", f);
