@@ -15,6 +15,8 @@ LOWER_IS_BETTER = {"ns", "ratio", "expired/Mreq", "allocs/item", "count"}
 
 
 def fmt(v, unit):
+    if v is None:  # no repetition measured (a baseline that failed its check)
+        return "-"
     if unit == "items/s":
         if v >= 1e6:
             return f"{v / 1e6:.2f} M/s"
@@ -31,7 +33,7 @@ def fmt(v, unit):
 
 
 def ratio(q, b, unit):
-    if q == 0 or b == 0:
+    if q is None or b is None or q == 0 or b == 0:
         return "-"
     if unit in LOWER_IS_BETTER:
         return f"{b / q:.2f}x lower" if q <= b else f"{q / b:.2f}x higher"
