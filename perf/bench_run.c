@@ -1,4 +1,5 @@
 /* bench_run.c - run the registered cases and summarise the repetitions. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,10 +91,26 @@ size_t bench_results_take(bench_results *from, const regex_t *filter, bench_resu
     return moved;
 }
 
-static int cmp_double(const void *a, const void *b)
+int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+double bench_median(const double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    double *s = malloc(n * sizeof(*s));
+    if (!s) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), bench_cmp_double);
+    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    free(s);
+    return m;
 }
 
 /* Median (mean of the middle two for an even count), min and max; the
@@ -106,7 +123,7 @@ static void summarise(const double *v, unsigned n, bench_result *r)
         exit(2);
     }
     memcpy(s, v, n * sizeof(*s));
-    qsort(s, n, sizeof(*s), cmp_double);
+    qsort(s, n, sizeof(*s), bench_cmp_double);
     r->min = s[0];
     r->max = s[n - 1];
     r->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;

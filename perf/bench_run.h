@@ -135,6 +135,11 @@ typedef struct bench_cmp_summary {
     char family[BENCH_FAMILIES_MAX][48];
 } bench_cmp_summary;
 
+/* Doubles in ascending order (for qsort), and the median of v[0..n) (the
+ * mean of the middle two for an even n; NAN for none), v left as it is. */
+int bench_cmp_double(const void *a, const void *b);
+double bench_median(const double *v, size_t n);
+
 /* The family of a bench: its name up to the second '.' ("queue.tput" of
  * "queue.tput.p4c4"), into buf. */
 void bench_family_of(const char *bench, char *buf, size_t len);

@@ -144,26 +144,6 @@ static double p_floor(unsigned m, unsigned n)
     return 1 / c;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, unsigned n)
-{
-    double *s = malloc(n * sizeof(*s));
-    if (!s) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    memcpy(s, v, n * sizeof(*s));
-    qsort(s, n, sizeof(*s), cmp_double);
-    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    free(s);
-    return m;
-}
-
 /* One comparison of two samples (ratios, or raw figures). */
 typedef struct judged {
     verdict v;
@@ -185,8 +165,8 @@ static judged judge(const double *x, unsigned nx, const double *y, unsigned ny, 
                 .rel_pct = NAN};
     if (nx == 0 || ny == 0)
         return j;
-    j.old_med = median(x, nx);
-    j.new_med = median(y, ny);
+    j.old_med = bench_median(x, nx);
+    j.new_med = bench_median(y, ny);
     if (j.old_med != 0)
         j.rel_pct = (j.new_med - j.old_med) / fabs(j.old_med) * 100;
     else
@@ -259,9 +239,9 @@ static bool baseline_explains(const bench_result *old_b, const bench_result *b, 
                               bool higher_better, double *buf, double *ret_moved)
 {
     unsigned n = figures(old_b, buf);
-    double m_old = n ? median(buf, n) : NAN;
+    double m_old = n ? bench_median(buf, n) : NAN;
     n = figures(b, buf);
-    double m_new = n ? median(buf, n) : NAN;
+    double m_new = n ? bench_median(buf, n) : NAN;
     *ret_moved = 1;
     if (!(m_old > 0) || !(m_new > 0) || !(j->old_med > 0) || !(j->new_med > 0))
         return false;
@@ -363,7 +343,7 @@ static double mad_sd(const double *v, unsigned n, double med)
     }
     for (unsigned i = 0; i < n; i++)
         d[i] = fabs(v[i] - med);
-    double m = n ? median(d, n) : 0;
+    double m = n ? bench_median(d, n) : 0;
     free(d);
     return 1.4826 * m; /* the SD of a normal sample with this MAD */
 }
@@ -396,7 +376,7 @@ static unsigned reps_needed(const double *x, unsigned nx, const double *y, unsig
         lx[i] = log(x[i]);
     for (unsigned i = 0; i < ny; i++)
         ly[i] = log(y[i]);
-    double sx = mad_sd(lx, nx, median(lx, nx)), sy = mad_sd(ly, ny, median(ly, ny));
+    double sx = mad_sd(lx, nx, bench_median(lx, nx)), sy = mad_sd(ly, ny, bench_median(ly, ny));
     free(lx);
     free(ly);
     double var = (sx * sx * (nx - 1) + sy * sy * (ny - 1)) / (nx + ny - 2);
@@ -427,7 +407,7 @@ static void ratio_interval(const double *x, unsigned nx, const double *y, unsign
     for (unsigned i = 0; i < nx; i++)
         for (unsigned j = 0; j < ny; j++)
             d[(size_t)i * ny + j] = log(y[j]) - log(x[i]);
-    qsort(d, mn, sizeof(double), cmp_double);
+    qsort(d, mn, sizeof(double), bench_cmp_double);
     *est = exp(mn % 2 ? d[mn / 2] : (d[mn / 2 - 1] + d[mn / 2]) / 2);
     /* c: the largest count with P(U <= c - 1) <= 2.5%; the interval runs
      * from the c-th smallest difference to the c-th largest. */

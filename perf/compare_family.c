@@ -45,18 +45,6 @@ void bench_family_of(const char *bench, char *buf, size_t len)
     snprintf(buf, len, "%.*s", (int)n, bench);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* The rows of s, one change each: rows[i] is the median change of the
  * voting pairs of the i-th row that has any (pairs of a row are adjacent). */
 typedef struct row_change {
@@ -73,7 +61,7 @@ static size_t row_changes(const bench_cmp_summary *s, row_change *out, double *s
             if (s->pairs[j].votes)
                 scratch[k++] = s->pairs[j].change_pct;
         if (k)
-            out[n++] = (row_change){s->pairs[i].bench, median_of(scratch, k)};
+            out[n++] = (row_change){s->pairs[i].bench, bench_median(scratch, k)};
         i = j;
     }
     return n;
@@ -107,7 +95,7 @@ void bench_compare_families(bench_cmp_summary *s, double threshold_pct)
         }
         if (k < FAMILY_MIN_ROWS)
             continue;
-        double med = median_of(v, k);
+        double med = bench_median(v, k);
         bool worse = med > FAMILY_FACTOR * threshold_pct && worse_way * 3 >= k * 2;
         if (!header) {
             printf(

@@ -69,27 +69,6 @@ static double ypos(double v, double lo, double hi, bool logscale)
     return PAD + (1 - frac) * (CHART_H - 2 * PAD);
 }
 
-static double median_of(const double *v, unsigned n)
-{
-    if (n == 0)
-        return NAN;
-    double *s = malloc(n * sizeof(double));
-    if (!s) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    memcpy(s, v, n * sizeof(double));
-    for (unsigned i = 1; i < n; i++) /* small n: insertion sort */
-        for (unsigned j = i; j > 0 && s[j - 1] > s[j]; j--) {
-            double t = s[j];
-            s[j] = s[j - 1];
-            s[j - 1] = t;
-        }
-    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-    free(s);
-    return m;
-}
-
 static void chart(FILE *f, const bench_cmp_pair *p, double t)
 {
     double lo = INFINITY, hi = -INFINITY;
@@ -104,7 +83,7 @@ static void chart(FILE *f, const bench_cmp_pair *p, double t)
         hi = fmax(hi, p->new_v[i]);
         logscale = logscale && p->new_v[i] > 0;
     }
-    double mo = median_of(p->old_v, p->n_old), mn = median_of(p->new_v, p->n_new);
+    double mo = bench_median(p->old_v, p->n_old), mn = bench_median(p->new_v, p->n_new);
     double line = p->higher_better ? mo * (1 - t) : mo * (1 + t);
     if (isfinite(line)) {
         lo = fmin(lo, line);
