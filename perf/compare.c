@@ -154,8 +154,10 @@ typedef struct judged {
     unsigned n_old, n_new;
 } judged;
 
+/* `slack`: a change must also exceed this much (in the units of x and y)
+ * to be worse or better (memory figures: see BYTES_FLOOR). */
 static judged judge(const double *x, unsigned nx, const double *y, unsigned ny, bool higher_better,
-                    double t)
+                    double t, double slack)
 {
     judged j = {.v = V_NO_DATA,
                 .n_old = nx,
@@ -178,8 +180,8 @@ static judged judge(const double *x, unsigned nx, const double *y, unsigned ny, 
         exit(2);
     }
     for (unsigned i = 0; i < nx; i++) {
-        lo[i] = x[i] * (1 - t);
-        hi[i] = x[i] * (1 + t);
+        lo[i] = x[i] * (1 - t) - slack;
+        hi[i] = x[i] * (1 + t) + slack;
     }
     double p_better;
     if (higher_better) {
@@ -197,11 +199,33 @@ static judged judge(const double *x, unsigned nx, const double *y, unsigned ny, 
         j.v = V_BETTER;
     else if (p_floor(nx, ny) >= ALPHA)
         j.v = V_FEW;
-    else if (fabs(j.change_pct) <= t * 100)
+    else if (fabs(j.new_med - j.old_med) <= t * fabs(j.old_med) + slack)
         j.v = V_SAME;
     else
         j.v = V_NOISY;
     return j;
+}
+
+/* Memory figures (peak RSS growth) are the same in every repetition of a
+ * run, to the page, yet move between runs of one binary by tens of pages:
+ * how much of the parent's freed heap a forked child finds resident depends
+ * on what the parent did before (a compare run has read the old file). In
+ * CI, runners.rss.100 went from 745 to 815 KiB (+17 pages), a 12% change
+ * with p < 0.001 and nothing changed. So a byte figure must also move by
+ * more than BYTES_FLOOR to be worse or better. */
+#define BYTES_FLOOR (256.0 * 1024)
+
+static double units_floor(const char *unit)
+{
+    return strcmp(unit, "bytes") == 0 ? BYTES_FLOOR : 0;
+}
+
+/* The floor of a qflow figure in `unit` as a part of its ratio to baseline
+ * b (the floor over b's median). */
+static double floor_as_ratio(const char *unit, const bench_result *b)
+{
+    double f = units_floor(unit);
+    return f > 0 && b->median > 0 ? f / b->median : 0;
 }
 
 /* The usable ratios q/b of one run: repetitions where both ran whole. */
@@ -604,7 +628,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             unsigned nx = ratios(oq, ob, x), ny = ratios(q, b, y);
             unsigned cut_o = cut_pair(oq, ob), cut_n = cut_pair(q, b);
             cut += cut_o + cut_n;
-            judged j = judge(x, nx, y, ny, hib, t);
+            judged j = judge(x, nx, y, ny, hib, t, floor_as_ratio(q->unit, b));
             unsigned need = reps_needed(x, nx, y, ny, hib, t);
             pair_add(ret, q->bench, b->impl, "ratio", hib, x, nx, y, ny, cut_o, cut_n, &j, need);
             char ov[24], nv[24], chg[16], pw[16], reps[24], nd[16];
@@ -659,7 +683,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             unsigned nx = figures(oq, x), ny = figures(q, y);
             unsigned cut_o = cut_pair(oq, NULL), cut_n = cut_pair(q, NULL);
             cut += cut_o + cut_n;
-            judged j = judge(x, nx, y, ny, hib, t);
+            judged j = judge(x, nx, y, ny, hib, t, units_floor(q->unit));
             unsigned need = reps_needed(x, nx, y, ny, hib, t);
             /* A time or a rate with nothing of the same run to hold it
              * against moves with the machine's load (serve.answer.50k.p99
