@@ -1425,6 +1425,41 @@ Test(coordinator, join_until_after_a_stop_is_join_with_an_absolute_grace, .timeo
     qf_coord_free(c);
 }
 
+/* The look that decides whether to wait stops at the first member still
+ * running (qf_coord_join.c, members_left()); the members after it are
+ * still counted and named right when the wait ends without them: a
+ * running member registered first, nine that finished after it, and the
+ * registered set afterwards holds only the one still running. */
+Test(coordinator, join_until_counts_members_behind_a_laggard, .timeout = 10)
+{
+    qf_coord *c = new_coord();
+    qf_coord_member *lag, *ms[9];
+    cr_assert_eq(qf_coord_member_new(c, "lag", &lag), QF_OK);
+    for (int i = 0; i < 9; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "m%d", i);
+        cr_assert_eq(qf_coord_member_new(c, name, &ms[i]), QF_OK);
+    }
+    for (int i = 0; i < 9; i++)
+        qf_coord_member_done(ms[i]);
+    qf_coord_join_report rep = {0};
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, qf_deadline_in_ns(2000000), false, &rep),
+                 QF_DEADLINE_EXCEEDED);
+    cr_assert_eq(rep.n_members, 10);
+    cr_assert_eq(rep.n_finished, 9);
+    cr_assert_eq(rep.n_running, 1);
+    cr_assert_str_eq(rep.running[0], "lag");
+    cr_assert_str_eq(rep.finished[8], "m8");
+    qf_coord_join_report_clear(&rep);
+
+    qf_coord_member_done(lag);
+    cr_assert_eq(qf_coord_join_until(c, NULL, 0, QF_NO_WAIT, false, &rep), QF_OK);
+    cr_assert_eq(rep.n_members, 1, "the finished ones were released by the first join");
+    cr_assert_str_eq(rep.finished[0], "lag");
+    qf_coord_join_report_clear(&rep);
+    qf_coord_free(c);
+}
+
 /* spec 118 under join_until: laggards listed, not an error. */
 Test(coordinator, join_until_ignore_live_threads, .timeout = 10)
 {
