@@ -97,36 +97,43 @@ int bench_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A sorted copy of v[0 .. n) (n > 0; the caller frees it): the raw order
+ * of the repetitions is kept for the JSON and the compare. */
+static double *sorted_copy(const double *v, size_t n)
+{
+    double *s = malloc(n * sizeof(*s));
+    if (!s) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), bench_cmp_double);
+    return s;
+}
+
+/* The median of sorted s[0 .. n): the mean of the middle two for an even n. */
+static double sorted_median(const double *s, size_t n)
+{
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
 double bench_median(const double *v, size_t n)
 {
     if (n == 0)
         return NAN;
-    double *s = malloc(n * sizeof(*s));
-    if (!s) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    memcpy(s, v, n * sizeof(*s));
-    qsort(s, n, sizeof(*s), bench_cmp_double);
-    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    double *s = sorted_copy(v, n);
+    double m = sorted_median(s, n);
     free(s);
     return m;
 }
 
-/* Median (mean of the middle two for an even count), min and max; the
- * values are copied, not sorted in place (the raw order is kept). */
+/* Median, min and max of v[0 .. n) (n > 0). */
 static void summarise(const double *v, unsigned n, bench_result *r)
 {
-    double *s = malloc(n * sizeof(*s));
-    if (!s) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    memcpy(s, v, n * sizeof(*s));
-    qsort(s, n, sizeof(*s), bench_cmp_double);
+    double *s = sorted_copy(v, n);
     r->min = s[0];
     r->max = s[n - 1];
-    r->median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    r->median = sorted_median(s, n);
     r->reps = n;
     free(s);
 }
