@@ -323,7 +323,11 @@ QF_API qf_code qf_record_to_element(const qf_record *rec, qf_element **ret_elem)
 QF_API qf_code qf_reader_new(const qf_reader_options *opts, qf_reader **ret_reader);
 
 /** qf_text_line_reader_new() - TextLineReader(skip_header_lines) (spec
- *  190-196). Returns as qf_reader_new(). */
+ *  190-196). Returns as qf_reader_new().
+ *
+ *  Environment: on x86-64 the reader finds line ends with AVX2 where the
+ *  CPU has it (looked up once per process); QF_TEXT_SPLIT=baseline keeps
+ *  the SSE2 search every x86-64 has. The records are the same either way. */
 QF_API qf_code qf_text_line_reader_new(int64_t skip_header_lines, qf_reader **ret_reader);
 
 /** qf_fixed_length_record_reader_new() - FixedLengthRecordReader(record_bytes,
