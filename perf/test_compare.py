@@ -7,7 +7,9 @@ Runs (almost) no benchmark: it writes results files with made-up repetitions
 status and the verdicts: a real drop is WORSE, noise is inconclusive,
 a change under the threshold is the same, truncated repetitions are left
 out (a row left with too few is "not judged", and too few judged rows exit
-3), qflow's own variants never vote, each row says the repetitions its
+3), a new median inside the old run's own range is not WORSE (a row with
+two regimes), a baseline's count of rare events that is 0 leaves the row to
+its own figures, qflow's own variants never vote, each row says the repetitions its
 noise needs, a drop against one baseline only is not a failure, nor one
 that a baseline's own move of more than 2x between the runs explains, too few
 repetitions cannot fail, files from other machines or modes warn, old files
@@ -150,6 +152,36 @@ def main():
                      result("padding.tput.p1c1", "mutex_cond", noisy(rng, 0.9e6, 0.03, 5))]
         compare(tmp, "a_baseline_that_moved_less_still_judges", still_old, still_new, 1,
                 ["=> WORSE"])
+
+        # A row with two regimes (runners.stop_join.100 under load: most
+        # stops 0.3-0.5 ms, some a whole time slice): the new run drew more
+        # slow repetitions than the old, on the same binary. The rank test
+        # alone said WORSE; the new median is a figure the old run itself
+        # produced, so the row cannot call it.
+        def stop_rows(qms):
+            return [result("runners.stop_join.100", "qflow", [v * 1e6 for v in qms], unit="ns"),
+                    result("runners.stop_join.100", "thread_per_runner", [2e6] * len(qms),
+                           unit="ns")]
+        bi_old = stop_rows([0.30, 0.32, 0.35, 0.38, 0.40, 0.42, 0.45, 0.48, 6.0])
+        bi_new = stop_rows([0.45, 2.1, 2.4, 2.6, 3.2, 3.6, 4.0, 4.4, 5.1])
+        compare(tmp, "two_regimes_within_the_old_range_are_not_worse", bi_old, bi_new, 0,
+                ["inconclusive (within the old run's range)"], ["=> WORSE"])
+        # The same row 1.3x slower in every repetition, old run steady: the
+        # new median lies past the old run's slowest stop, WORSE.
+        steady = [0.30, 0.31, 0.32, 0.33, 0.34, 0.35, 0.36, 0.37, 0.38]
+        compare(tmp, "a_steady_row_1_3x_slower_is_worse", stop_rows(steady),
+                stop_rows([v * 1.3 for v in steady]), 1, ["=> WORSE"])
+
+        # A count of rare events whose baseline is 0 in most repetitions
+        # (serve.expired.50k: the mutex batcher expired 0 requests in 4 of 5
+        # repetitions, so no ratio and the row was never judged): qflow's
+        # own figures are judged instead.
+        def expired(qv, bv):
+            return [result("serve.expired.50k", "qflow", qv, unit="expired/Mreq"),
+                    result("serve.expired.50k", "mutex_cond", bv, unit="expired/Mreq")]
+        compare(tmp, "rare_baseline_counts_judge_own_figures", expired([0] * 5, [0, 0, 0, 0, 1120]),
+                expired([0] * 5, [320, 0, 0, 0, 0]), 0, ["(own figures)", "=> same"],
+                ["NOT JUDGED"])
 
         # Worse against one baseline, not against the other: not a failure.
         three = old + [result("queue.tput.p1c1", "gasyncqueue", noisy(rng, 5e6, 0.05, 9))]
