@@ -67,6 +67,25 @@ static inline uint32_t nl_ctz(uint64_t m)
     return (uint32_t)__builtin_ctzll(m | (uint64_t)1 << 63);
 }
 
+/* The positions of the cnt set bits of m (one 64-byte block's '\n's),
+ * plus base, to o[0..cnt). The first four are written whatever cnt is,
+ * without a branch on it (lines of 16+ bytes have at most four per block;
+ * the caller's array has room past max for them); shorter lines take the
+ * second loop. Inlined into each loop, so that in nl_gather_avx2 the ctz
+ * is BMI's TZCNT. */
+static inline __attribute__((always_inline)) void nl_write_positions(uint32_t *o, uint32_t base,
+                                                                     uint64_t m, unsigned cnt)
+{
+    for (unsigned k = 0; k < 4; k++) {
+        o[k] = base + nl_ctz(m);
+        m &= m - 1;
+    }
+    for (unsigned k = 4; k < cnt; k++) {
+        o[k] = base + nl_ctz(m);
+        m &= m - 1;
+    }
+}
+
 /* The bytes the 64-byte loops leave (fewer than 64 at the end, or all of
  * them without SSE2), from `next`, with n '\n's already found. */
 static size_t nl_gather_tail(const char *buf, size_t next, size_t lim, uint32_t *out, size_t n,
@@ -99,15 +118,7 @@ static size_t nl_gather(const char *buf, size_t from, size_t lim, uint32_t *out,
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), nl));
         uint64_t m = m0 | m1 << 16 | m2 << 32 | m3 << 48;
         unsigned cnt = nl_popcount(m);
-        uint32_t base = (uint32_t)next, *o = out + n;
-        for (unsigned k = 0; k < 4; k++) {
-            o[k] = base + nl_ctz(m);
-            m &= m - 1;
-        }
-        for (unsigned k = 4; k < cnt; k++) { /* short lines: one at a time */
-            o[k] = base + nl_ctz(m);
-            m &= m - 1;
-        }
+        nl_write_positions(out + n, (uint32_t)next, m, cnt);
         n += cnt;
         next += 64;
     }
@@ -138,15 +149,7 @@ nl_gather_avx2(const char *buf, size_t from, size_t lim, uint32_t *out, size_t m
             _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 32)), nl));
         uint64_t m = m0 | m1 << 32;
         unsigned cnt = (unsigned)__builtin_popcountll(m);
-        uint32_t base = (uint32_t)next, *o = out + n;
-        for (unsigned k = 0; k < 4; k++) {
-            o[k] = base + (uint32_t)__builtin_ctzll(m | (uint64_t)1 << 63);
-            m &= m - 1;
-        }
-        for (unsigned k = 4; k < cnt; k++) {
-            o[k] = base + (uint32_t)__builtin_ctzll(m);
-            m &= m - 1;
-        }
+        nl_write_positions(out + n, (uint32_t)next, m, cnt);
         n += cnt;
         next += 64;
     }
