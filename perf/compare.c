@@ -155,13 +155,15 @@ static double p_floor(unsigned m, unsigned n)
  * A rank test trusts every repetition alike; a row whose repetitions fall
  * into two regimes (runners.stop_join.100 under 2 x `yes`: most of a run's
  * stops take 0.3-0.5 ms, some a whole time slice, 2-8 ms, whenever a worker
- * or the joiner is descheduled) makes it WORSE whenever the new run draws
- * more of the slow regime than the old, on the same binary (1 false alarm
- * in 10 same-binary compares). A row can only tell a change larger than
- * the spread it has shown: when the new median is still a figure the old
- * run itself produced, the change is not the row's to call. A real
- * slowdown of a steady row moves its median past the old extreme; one in
- * a spread-out row is left to its family (compare_family.c). */
+ * or the joiner is descheduled) is WORSE whenever the new run draws more of
+ * the slow regime than the old, on the same binary. A row can only tell a
+ * change larger than the spread it has shown: when the new median is still
+ * a figure the old run itself produced, the change is not the row's to
+ * call. A real slowdown of a steady row moves its median past the old
+ * extreme; one in a spread-out row is left to its family
+ * (compare_family.c). At 5 repetitions against 5 this never changes a
+ * verdict (p < ALPHA needs U <= 1 there, the samples all but apart); it
+ * does with more (test_compare.py, 9 against 9). */
 static bool beyond_worst(const double *x, unsigned nx, double med, bool higher_better)
 {
     double worst = x[0];
