@@ -212,6 +212,11 @@ size_t qf__strblock_cap(const qf__strblock *r)
     return r->cap;
 }
 
+size_t qf__strblock_whole_cap(const qf__strblock *r)
+{
+    return r->cap + (size_t)(r->buf - block_data0((qf__strblock *)r));
+}
+
 static void block_release(qf__strblock *r, uint32_t k)
 {
     if (atomic_fetch_sub_explicit(&r->live, k, memory_order_release) != k)
@@ -238,7 +243,7 @@ size_t qf__strblock_rows_left(const qf__strblock *r)
 
 void qf__strblock_shift(qf__strblock *r, size_t delta)
 {
-    size_t whole = r->cap + (size_t)(r->buf - block_data0(r));
+    size_t whole = qf__strblock_whole_cap(r);
     r->buf = block_data0(r) + delta;
     r->cap = whole - delta;
 }

@@ -103,6 +103,7 @@ qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
     rb->raw_off = 0;
     rb->eof = false;
     rb->shrank_warned = false;
+    rb->ahead_failed = false;
     rb->nonblock = !S_ISREG(st.st_mode);
     rb->fifo = S_ISFIFO(st.st_mode);
     rb->file_size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
@@ -260,6 +261,7 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
      * read(2) that would return 0. Anything else ends at a 0 read. */
     if (got == 0 || (rb->size >= 0 && got < want && end >= (uint64_t)rb->size)) {
         rb->eof = true;
+        qf__ahead_stop(rb); /* idle since this fill took its block back */
         return QF_OK;
     }
     if (rb->ahead_ok) {
@@ -279,7 +281,10 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
 
 qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
 {
-    qf__ahead_stop(rb); /* reads ahead only for fills */
+    /* Read-ahead is for a reader that only fills (TextLineReader): these
+     * read past the buffer and would race its next block. */
+    qf__ahead_stop(rb);
+    rb->ahead_ok = false;
     while (rb->lim - rb->pos < n && !rb->eof) {
         /* Make room at the back if n bytes from pos would not fit. */
         if (rb->cap - rb->pos < n && rb->pos > 0) {
@@ -302,7 +307,10 @@ qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
 
 qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t *n, bool *ret_ok)
 {
-    qf__ahead_stop(rb); /* reads ahead only for fills */
+    /* Read-ahead is for a reader that only fills (TextLineReader): these
+     * read past the buffer and would race its next block. */
+    qf__ahead_stop(rb);
+    rb->ahead_ok = false;
     for (;;) {
         size_t avail = rb->lim - rb->pos;
         if (avail >= *n) {
@@ -325,7 +333,10 @@ qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t *n, bool *ret_ok)
 
 qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got)
 {
-    qf__ahead_stop(rb); /* reads ahead only for fills */
+    /* Read-ahead is for a reader that only fills (TextLineReader): these
+     * read past the buffer and would race its next block. */
+    qf__ahead_stop(rb);
+    rb->ahead_ok = false;
     while (*got < n) {
         size_t avail = rb->lim - rb->pos;
         if (avail) {

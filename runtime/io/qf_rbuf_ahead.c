@@ -60,6 +60,8 @@
 #define AHEAD_MIN_CAP 16
 /* Files smaller than this (and than 4 buffers) never read ahead. */
 #define AHEAD_MIN_FILE ((uint64_t)1 << 20)
+/* The helper's stack. */
+#define AHEAD_STACK ((size_t)64 * 1024)
 /* The room for a partial line in front of the bytes read ahead. */
 #define AHEAD_HEAD_MAX ((size_t)64 * 1024)
 
@@ -75,22 +77,21 @@ typedef struct qf__ahead {
     size_t head;       /* bytes of blk's buffer left free in front */
     uint64_t off;      /* the file offset its read starts at */
     size_t want, got;  /* asked, and read (READY) */
-    int err;           /* errno of a failed read (READY), else 0 */
+    int err;           /* errno of a read that got nothing (READY), else 0 */
     bool asked;        /* the filler's own: a block is with the helper */
+    pid_t pid;         /* the process that started the helper */
 } qf__ahead;
 
 /* ----------------------------------------------------------- settings */
 
 /* QF_READ_AHEAD=0 turns read-ahead off; QF_READ_AHEAD_MIN=BYTES sets the
  * least file size (0: every file). Read once. */
-static _Atomic int setting_read; /* 0: not yet; 1: read */
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static bool setting_off;
 static long long setting_min = -1;
 
-static void read_settings(void)
+static void read_settings_once(void)
 {
-    if (atomic_load_explicit(&setting_read, memory_order_acquire))
-        return;
     const char *off = getenv("QF_READ_AHEAD");
     const char *min = getenv("QF_READ_AHEAD_MIN");
     bool is_off = off && strcmp(off, "0") == 0;
@@ -102,16 +103,22 @@ static void read_settings(void)
         if (errno == 0 && *end == '\0' && v >= 0)
             m = v;
     }
-    /* Racing first calls compute the same values. */
     setting_off = is_off;
     setting_min = m;
-    atomic_store_explicit(&setting_read, 1, memory_order_release);
+}
+
+static void read_settings(void)
+{
+    pthread_once(&settings_once, read_settings_once);
 }
 
 static bool eligible(const qf__rbuf *rb)
 {
-    if (!rb->ahead_ok || !rb->blk || rb->z || rb->nonblock || rb->fd < 0 ||
-        rb->cap < AHEAD_MIN_CAP || rb->file_size < 0)
+    if (!rb->ahead_ok || rb->ahead_failed || !rb->blk || rb->z || rb->nonblock || rb->fd < 0 ||
+        rb->file_size < 0)
+        return false;
+    size_t cap = qf__strblock_whole_cap(rb->blk); /* the buffer size, shifted or not */
+    if (cap < AHEAD_MIN_CAP)
         return false;
     read_settings();
     if (setting_off)
@@ -119,7 +126,7 @@ static bool eligible(const qf__rbuf *rb)
     /* A smaller file is read in a few read(2)s that cost less than the
      * thread (about 100 us a MiB of copy against some 30 us to start and
      * join one). */
-    uint64_t min = 4 * (uint64_t)rb->cap;
+    uint64_t min = 4 * (uint64_t)cap;
     if (min < AHEAD_MIN_FILE)
         min = AHEAD_MIN_FILE;
     if (setting_min >= 0)
@@ -141,7 +148,10 @@ static size_t read_at(int fd, char *dst, size_t want, uint64_t off, int *ret_err
         } else if (n == 0) {
             break;
         } else if (errno != EINTR) {
-            *ret_err = errno;
+            /* Bytes before the error are handed over, as read(2) would
+             * (the error then comes with the next read, at their end). */
+            if (got == 0)
+                *ret_err = errno;
             break;
         }
     }
@@ -192,18 +202,27 @@ static bool start(qf__rbuf *rb)
     }
     a->fd = rb->fd;
     a->phase = A_IDLE;
+    a->pid = getpid();
     /* No signal is ever delivered to the helper: a program that leaves
      * its signals to one thread (qflow-lines) keeps them there. */
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int e = pthread_create(&a->th, NULL, helper_main, a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e == 0) {
+        /* pread and a lock: a small stack does. */
+        (void)pthread_attr_setstacksize(&attr, AHEAD_STACK);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        e = pthread_create(&a->th, &attr, helper_main, a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
     if (e != 0) {
         pthread_cond_destroy(&a->cv);
         pthread_mutex_destroy(&a->mu);
         free(a);
-        return false; /* read as usual */
+        rb->ahead_failed = true; /* read as usual, and do not try again for this file */
+        return false;
     }
     (void)pthread_setname_np(a->th, "qflow-ahead");
     rb->ahead = a;
@@ -240,10 +259,42 @@ void qf__ahead_next(qf__rbuf *rb)
         (void)ask(rb);
 }
 
+/* Put the file position where a reader without read-ahead would have it.
+ * A failure cannot be told to anyone who could act on it, and the next
+ * read would read from the wrong place, which the shrink check and the
+ * record formats' own checks do not catch: the file ends there, with a
+ * warning. */
+static void restore_position(qf__rbuf *rb)
+{
+    if (rb->fd < 0 || rb->raw_off > (uint64_t)INT64_MAX ||
+        lseek(rb->fd, (off_t)rb->raw_off, SEEK_SET) >= 0)
+        return;
+    if (rb->owner)
+        qf__reader_warn(rb->owner,
+                        "'%s': cannot seek back to %llu after reading ahead (%s); "
+                        "the rest of the file is not read",
+                        rb->path, (unsigned long long)rb->raw_off, strerror(errno));
+    rb->eof = true;
+}
+
+/* A fork's child has the reader but not the helper (threads do not
+ * survive a fork): it must neither wait for it nor join it. The state is
+ * left behind (its mutex may have been held at the fork); the child reads
+ * as usual. */
+static bool forked(qf__rbuf *rb)
+{
+    if (rb->ahead->pid == getpid())
+        return false;
+    rb->ahead = NULL;
+    rb->ahead_failed = true;
+    restore_position(rb);
+    return true;
+}
+
 void qf__ahead_stop(qf__rbuf *rb)
 {
     qf__ahead *a = rb->ahead;
-    if (!a)
+    if (!a || forked(rb))
         return;
     pthread_mutex_lock(&a->mu);
     a->phase = A_QUIT;
@@ -256,13 +307,7 @@ void qf__ahead_stop(qf__rbuf *rb)
     pthread_mutex_destroy(&a->mu);
     free(a);
     rb->ahead = NULL;
-    /* Where a reader without read-ahead would be. An error here cannot
-     * be told to anyone who could act on it; the next read would then
-     * read from the wrong place, which the shrink check and the record
-     * formats' own checks do not catch, so give up on the file instead. */
-    if (rb->fd >= 0 && rb->raw_off <= (uint64_t)INT64_MAX &&
-        lseek(rb->fd, (off_t)rb->raw_off, SEEK_SET) < 0)
-        rb->eof = true;
+    restore_position(rb);
 }
 
 /* Wait for the block asked for and take it back: NULL when none was
@@ -289,10 +334,31 @@ static qf__strblock *take(qf__ahead *a, size_t *ret_head, size_t *ret_want, size
     return b;
 }
 
+/* Lay the block out as the buffer: buf[0..keep) the partial line, then
+ * the bytes read ahead. Returns how many of those it holds. The line goes
+ * in front of them when it fits in the head; a longer one goes at the
+ * start and the bytes are moved up behind it (one copy, as read(2) would
+ * have made; those that no longer fit are read again next time). */
+static size_t lay_out(qf__strblock *b, const char *line, size_t keep, size_t head, size_t got)
+{
+    size_t use = got;
+    if (keep <= head) {
+        qf__strblock_shift(b, head - keep);
+    } else {
+        size_t cap = qf__strblock_cap(b); /* unshifted: fresh from the pool */
+        if (use > cap - keep)
+            use = cap - keep;
+        char *d = qf__strblock_data(b);
+        memmove(d + keep, d + head, use);
+    }
+    memcpy(qf__strblock_data(b), line, keep);
+    return use;
+}
+
 bool qf__ahead_fill(qf__rbuf *rb, qf_code *ret_rc)
 {
     qf__ahead *a = rb->ahead;
-    if (!a)
+    if (!a || forked(rb))
         return false;
     size_t head, want, got;
     int err;
@@ -306,30 +372,29 @@ bool qf__ahead_fill(qf__rbuf *rb, qf_code *ret_rc)
         return true;
     }
     size_t keep = rb->lim - rb->pos;
-    if (keep > head) {
-        /* A partial line too long to go in front: this fill reads as
-         * usual (pread at raw_off, qf__rbuf_file_read()). */
+    if (keep >= qf__strblock_cap(b)) {
+        /* No room for a byte after the line (not from a TextLineReader,
+         * which carries such a line out first): read as usual. */
         qf__strblock_drop(b);
         return false;
     }
-    qf__strblock_shift(b, head - keep);
-    char *d = qf__strblock_data(b);
-    memcpy(d, rb->buf + rb->pos, keep);
+    size_t use = lay_out(b, rb->buf + rb->pos, keep, head, got);
     qf__strblock_drop(rb->blk);
     rb->blk = b;
-    rb->buf = d;
+    rb->buf = qf__strblock_data(b);
     rb->cap = qf__strblock_cap(b);
     rb->base += rb->pos;
     rb->pos = 0;
-    rb->lim = keep + got;
-    rb->raw_off += got;
+    rb->lim = keep + use;
+    rb->raw_off += use;
     uint64_t end = rb->base + rb->lim;
     *ret_rc = QF_OK;
     /* The end, by the same rule as a read(2) into the buffer. */
-    if (got == 0 || (rb->size >= 0 && got < want && end >= (uint64_t)rb->size)) {
+    if (got == 0 || (rb->size >= 0 && use == got && got < want && end >= (uint64_t)rb->size)) {
         if (got == 0)
             qf__rbuf_check_shrank(rb);
         rb->eof = true;
+        qf__ahead_stop(rb); /* the helper is not needed any more */
         return true;
     }
     (void)ask(rb);

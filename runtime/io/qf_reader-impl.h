@@ -156,6 +156,7 @@ typedef struct qf__rbuf {
     bool fifo;               /* a named pipe (read 0 before any writer is not the end) */
     bool shrank_warned;      /* the truncation warning was given for this file */
     bool ahead_ok;           /* this reader's fills may read ahead (qf_rbuf_ahead.c) */
+    bool ahead_failed;       /* no helper could be started for this file */
     struct qf__ahead *ahead; /* NULL, or the read-ahead of the open file */
     qf__zin *z;              /* NULL: the file is the stream */
     qf__fdwatch watch;       /* for QF_PENDING: where a task waits */
