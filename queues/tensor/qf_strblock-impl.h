@@ -87,17 +87,6 @@ char *qf__strblock_data(qf__strblock *r);
 bool qf__strblock_in_use(const qf__strblock *r);
 /* Rows that may still be added before the table is full. Filler only. */
 size_t qf__strblock_rows_left(const qf__strblock *r);
-/* Start the buffer `delta` bytes into the block's memory (at most its
- * whole size), from where it starts unshifted: qf__strblock_data() and row
- * offsets count from there, and the buffer is that much shorter. Only on
- * a block with no rows (the filler's, fresh from qf__strblock_pool_get(),
- * which undoes a shift). Read-ahead (runtime/io/qf_rbuf_ahead.c) reads a
- * block's bytes at an offset and then puts the partial line before them. */
-void qf__strblock_shift(qf__strblock *r, size_t delta);
-/* The buffer's size (the pool's data_cap, less a shift), and the pool's
- * data_cap whatever the shift. */
-size_t qf__strblock_cap(const qf__strblock *r);
-size_t qf__strblock_whole_cap(const qf__strblock *r);
 /* Forget the rows (all consumed: !qf__strblock_in_use()) so the buffer and the
  * table can be reused. Filler only. */
 void qf__strblock_reuse(qf__strblock *r);

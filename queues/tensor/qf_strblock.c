@@ -25,12 +25,6 @@
 
 typedef qf__block_row block_row;
 
-/* Where a block's buffer starts unshifted: right after its row table. */
-static char *block_data0(qf__strblock *r)
-{
-    return (char *)r + sizeof(qf__strblock) + r->rows_cap * sizeof(block_row);
-}
-
 /* Blocks retired by consumers go back to their filler's pool instead of to
  * malloc: a block is a few hundred KiB, which malloc maps and unmaps each
  * time, and the page faults of a fresh one cost more than the copying it
@@ -84,7 +78,7 @@ static qf__strblock *block_alloc(size_t data_cap)
     r->prefix_len = 0;
     r->prefix_cap = 0;
     r->prefix = NULL;
-    r->buf = block_data0(r);
+    r->buf = (char *)r + head;
     r->cap = data_cap;
     r->pool = NULL;
     r->next = NULL;
@@ -176,8 +170,6 @@ qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p)
         atomic_store_explicit(&r->live, 1 + r->rows_cap, memory_order_relaxed);
         r->n = 0;
         r->next = NULL;
-        r->buf = block_data0(r); /* undo a qf__strblock_shift() */
-        r->cap = p->cap;
         return r;
     }
     if (!(r = block_alloc(p->cap)))
@@ -207,16 +199,6 @@ char *qf__strblock_data(qf__strblock *r)
     return r->buf;
 }
 
-size_t qf__strblock_cap(const qf__strblock *r)
-{
-    return r->cap;
-}
-
-size_t qf__strblock_whole_cap(const qf__strblock *r)
-{
-    return r->cap + (size_t)(r->buf - block_data0((qf__strblock *)r));
-}
-
 static void block_release(qf__strblock *r, uint32_t k)
 {
     if (atomic_fetch_sub_explicit(&r->live, k, memory_order_release) != k)
@@ -239,13 +221,6 @@ bool qf__strblock_in_use(const qf__strblock *r)
 size_t qf__strblock_rows_left(const qf__strblock *r)
 {
     return r->rows_cap - r->n;
-}
-
-void qf__strblock_shift(qf__strblock *r, size_t delta)
-{
-    size_t whole = qf__strblock_whole_cap(r);
-    r->buf = block_data0(r) + delta;
-    r->cap = whole - delta;
 }
 
 void qf__strblock_reuse(qf__strblock *r)

@@ -103,7 +103,6 @@ qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
     rb->raw_off = 0;
     rb->eof = false;
     rb->shrank_warned = false;
-    rb->ahead_failed = false;
     rb->nonblock = !S_ISREG(st.st_mode);
     rb->fifo = S_ISFIFO(st.st_mode);
     rb->file_size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
@@ -127,7 +126,6 @@ qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
 
 void qf__rbuf_close(qf__rbuf *rb)
 {
-    qf__ahead_stop(rb);
     /* The watch forgets the fd before it is closed (and maybe reused). */
     qf__fdwatch_disarm(&rb->watch);
     if (rb->fd >= 0)
@@ -149,7 +147,6 @@ qf_code qf__rbuf_renew(qf__rbuf *rb)
     qf__strblock_drop(rb->blk);
     rb->blk = nb;
     rb->buf = d;
-    rb->cap = qf__strblock_cap(nb); /* the last run may have been shifted */
     rb->base += rb->pos;
     rb->pos = 0;
     rb->lim = keep;
@@ -171,7 +168,7 @@ static qf_code writable(qf__rbuf *rb)
 
 /* A regular file ended before the size it had at open: it was truncated
  * while being read. Say so once per file. */
-void qf__rbuf_check_shrank(qf__rbuf *rb)
+static void check_shrank(qf__rbuf *rb)
 {
     if (rb->shrank_warned || rb->file_size < 0 || rb->raw_off >= (uint64_t)rb->file_size)
         return;
@@ -187,9 +184,7 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
 {
     ssize_t got;
     for (;;) {
-        /* While read-ahead runs, the file position is not ours: read at
-         * the buffer's own offset (qf_rbuf_ahead.c). */
-        got = rb->ahead ? pread(rb->fd, dst, n, (off_t)rb->raw_off) : read(rb->fd, dst, n);
+        got = read(rb->fd, dst, n);
         if (got >= 0 || errno != EINTR)
             break;
     }
@@ -216,7 +211,7 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
     }
     rb->raw_off += (size_t)got;
     if (got == 0)
-        qf__rbuf_check_shrank(rb);
+        check_shrank(rb);
     *ret_got = (size_t)got;
     return QF_OK;
 }
@@ -232,9 +227,6 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
 {
     if (rb->eof)
         return QF_OK;
-    qf_code arc;
-    if (qf__ahead_fill(rb, &arc))
-        return arc;
     if (rb->pos == rb->lim || rb->lim == rb->cap) {
         qf_code rc = writable(rb);
         if (rc != QF_OK)
@@ -261,13 +253,7 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
      * read(2) that would return 0. Anything else ends at a 0 read. */
     if (got == 0 || (rb->size >= 0 && got < want && end >= (uint64_t)rb->size)) {
         rb->eof = true;
-        qf__ahead_stop(rb); /* idle since this fill took its block back */
         return QF_OK;
-    }
-    if (rb->ahead_ok) {
-        qf__ahead_next(rb);
-        if (rb->ahead)
-            return QF_OK;
     }
     /* Start the kernel on the next chunk while this one is consumed, so the
      * next read(2) finds it in the page cache (see qf_reader.h). */
@@ -281,10 +267,6 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
 
 qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
 {
-    /* Read-ahead is for a reader that only fills (TextLineReader): these
-     * read past the buffer and would race its next block. */
-    qf__ahead_stop(rb);
-    rb->ahead_ok = false;
     while (rb->lim - rb->pos < n && !rb->eof) {
         /* Make room at the back if n bytes from pos would not fit. */
         if (rb->cap - rb->pos < n && rb->pos > 0) {
@@ -307,10 +289,6 @@ qf_code qf__rbuf_ensure(qf__rbuf *rb, size_t n, bool *ret_ok)
 
 qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t *n, bool *ret_ok)
 {
-    /* Read-ahead is for a reader that only fills (TextLineReader): these
-     * read past the buffer and would race its next block. */
-    qf__ahead_stop(rb);
-    rb->ahead_ok = false;
     for (;;) {
         size_t avail = rb->lim - rb->pos;
         if (avail >= *n) {
@@ -333,10 +311,6 @@ qf_code qf__rbuf_skip(qf__rbuf *rb, uint64_t *n, bool *ret_ok)
 
 qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got)
 {
-    /* Read-ahead is for a reader that only fills (TextLineReader): these
-     * read past the buffer and would race its next block. */
-    qf__ahead_stop(rb);
-    rb->ahead_ok = false;
     while (*got < n) {
         size_t avail = rb->lim - rb->pos;
         if (avail) {
@@ -373,7 +347,6 @@ qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got)
 
 qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 {
-    qf__ahead_stop(rb); /* reads ahead only for fills */
     if (!rb->z && !rb->nonblock && rb->base == 0 && rb->lim == 0 && off <= (uint64_t)INT64_MAX) {
         if (rb->file_size >= 0 && off > (uint64_t)rb->file_size) {
             rb->eof = true;
@@ -394,7 +367,6 @@ qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 
 qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 {
-    qf__ahead_stop(rb); /* reads ahead only for fills */
     if (rb->z && qf__rbuf_offset(rb) == off && qf__zin_resumable(rb->z)) {
         /* Stopped at `off` for want of compressed bytes: the inflater's
          * state is whole, so it takes what was appended since. Going back

@@ -155,9 +155,6 @@ typedef struct qf__rbuf {
     bool nonblock;           /* not a regular file: opened O_NONBLOCK, fill may pend */
     bool fifo;               /* a named pipe (read 0 before any writer is not the end) */
     bool shrank_warned;      /* the truncation warning was given for this file */
-    bool ahead_ok;           /* this reader's fills may read ahead (qf_rbuf_ahead.c) */
-    bool ahead_failed;       /* no helper could be started for this file */
-    struct qf__ahead *ahead; /* NULL, or the read-ahead of the open file */
     qf__zin *z;              /* NULL: the file is the stream */
     qf__fdwatch watch;       /* for QF_PENDING: where a task waits */
     const char *path;        /* for messages: the reader's current work item */
@@ -207,21 +204,6 @@ qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got);
 qf_code qf__rbuf_raw_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got);
 /* read(2) from the file itself, with the FIFO and shrinking-file rules. */
 qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got);
-
-/* Read-ahead (qf_rbuf_ahead.c): while the reader splits one block of a
- * large regular file, a helper thread reads the next block into a fresh
- * run. qf__ahead_fill() is qf__rbuf_fill()'s step for such a file: true
- * when it did the fill (*ret_rc its result), false when the caller reads
- * as usual. qf__ahead_stop() ends it, leaving the file and the buffer as
- * if no byte had been read ahead (every other positioning call runs it
- * first); idempotent. */
-bool qf__ahead_fill(qf__rbuf *rb, qf_code *ret_rc);
-void qf__ahead_stop(qf__rbuf *rb);
-/* After a fill that read as usual: start read-ahead if the file is one
- * for it (or ask for the next block if it runs). */
-void qf__ahead_next(qf__rbuf *rb);
-/* A regular file ended before its size at open: warn once (qf_rbuf.c). */
-void qf__rbuf_check_shrank(qf__rbuf *rb);
 
 /* For next_rows(): make the reader's run ready for rows of the current
  * file: its key prefix is the file name and ':' (a run whose rows are out

@@ -69,19 +69,7 @@
  *     bounded by n records, or one record for read.
  * Pipelines whose files live on slow storage should run the readers on a
  * runtime of their own (qf_runtime_new) so the batching tasks keep their
- * workers. No io_uring is needed.
- *
- * Read-ahead (TextLineReader only). From the page cache, read(2)'s copy is
- * about half a text reader's time, the split the other half. So for a
- * regular file of at least 4 buffers and 1 MiB, a TextLineReader
- * starts one helper thread for that file ("qflow-ahead", all signals
- * blocked), which pread(2)s the next chunk into a fresh buffer while the
- * reader splits the current one; the reader's fill then takes it with the
- * partial last line copied in front (the only copy on its thread). Records,
- * keys, offsets and errors are exactly those of a plain read; the thread
- * ends with the file (end, close, seek, rewind, reader freed). Environment:
- * QF_READ_AHEAD=0 turns it off; QF_READ_AHEAD_MIN=BYTES sets the least
- * file size (0: every file).
+ * workers. No thread is created for regular files, no io_uring needed.
  *
  * Named pipes, terminals and other non-regular files never block a worker.
  * They are opened O_NONBLOCK (a FIFO's open does not wait for a writer) and
@@ -89,8 +77,8 @@
  * yet) the poll form registers its waker with an fd watch and returns
  * QF_PENDING, and the reader keeps every byte of a half-read record for the
  * next poll. The watch is one epoll instance served by one thread, started
- * the first time a task waits on such a file (with the read-ahead helpers
- * above, the only threads qflow's readers start). A Coordinator stop or a task cancel withdraws the
+ * the first time a task waits on such a file (the only thread qflow's
+ * readers ever start). A Coordinator stop or a task cancel withdraws the
  * waker like any other (qf_waker_withdraw). The thread forms wait in
  * poll(2) until their deadline; try returns QF_UNAVAILABLE. A FIFO ends
  * when its writers have come and gone.

@@ -192,7 +192,6 @@ static size_t nl_gather_best(const char *buf, size_t from, size_t lim, uint32_t 
 
 static qf_code text_start(qf_reader *r)
 {
-    r->rb.ahead_ok = true; /* lines are split where the bytes lie: qf_rbuf_ahead.c */
     qf_code rc = qf__rbuf_open(&r->rb, r->work);
     if (rc != QF_OK)
         return rc;

@@ -11,16 +11,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${QF_FUZZ_SECONDS:-20}
-# text_ahead: fuzz_text with read-ahead on every file (QF_READ_AHEAD_MIN=0;
-# by default only files of 1 MiB and more read ahead, larger than any input
-# here), from the text seeds.
-all=(text text_ahead fixed_plain fixed_zlib fixed_gzip tfrecord_plain tfrecord_zlib tfrecord_gzip
+all=(text fixed_plain fixed_zlib fixed_gzip tfrecord_plain tfrecord_zlib tfrecord_gzip
      whole_file iterator writer random state)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
-binary() { [[ $1 == text_ahead ]] && echo text || echo "$1"; }
-bins=()
-for t in "${targets[@]}"; do bins+=("tests/fuzz/fuzz_$(binary "$t")"); done
 
 if ! command -v clang >/dev/null; then
     echo "fuzz: clang not found (apt-get install clang libclang-rt-14-dev): skipped"
@@ -31,8 +25,8 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
     CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null || exit 1
 fi
-ninja -C build-fuzz -j2 "${bins[@]}" >/dev/null || {
-    ninja -C build-fuzz -j2 "${bins[@]}" | tail -30
+ninja -C build-fuzz -j2 "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null || {
+    ninja -C build-fuzz -j2 "${targets[@]/#/tests/fuzz/fuzz_}" | tail -30
     exit 1
 }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -42,12 +36,9 @@ bad=0
 for t in "${targets[@]}"; do
     mkdir -p "build-fuzz/corpus/$t"
     log="build-fuzz/fuzz-$t.log"
-    b=$(binary "$t")
-    ahead=()
-    [[ $t == text_ahead ]] && ahead=(env QF_READ_AHEAD_MIN=0)
-    if "${ahead[@]}" "build-fuzz/tests/fuzz/fuzz_$b" -max_total_time="$secs" -timeout=10 \
-        -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" \
-        "build-fuzz/corpus/$t" "tests/fuzz/corpus/$b" >"$log" 2>&1; then
+    if "build-fuzz/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=4096 -print_final_stats=1 -artifact_prefix="build-fuzz/$t-" \
+        "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
         runs=$(grep -a 'stat::number_of_executed_units' "$log" | awk '{print $2}')
         echo "fuzz $t: clean, ${runs:-?} executions in ${secs}s"
         clean=$((clean + 1))

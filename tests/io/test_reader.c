@@ -26,8 +26,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -35,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -984,70 +981,6 @@ Test(reader, text_lines_crossing_buffer_refills_read_the_same)
     free(starts);
     free(lens);
     free(data);
-    tdir_remove(&d);
-}
-
-/* Read-ahead (runtime/io/qf_rbuf_ahead.c) runs a helper thread per large
- * file, and threads do not survive a fork: a child that goes on reading
- * must neither wait for the helper nor join it: it reads the rest of the
- * file whole, in order, from where the parent was. */
-static bool read_lines_from(qf_reader *r, qf_queue *q, size_t from, size_t to, bool then_end)
-{
-    qf_record rec;
-    qf_record_init(&rec);
-    char want[32];
-    bool ok = true;
-    for (size_t i = from; ok && i < to; i++) {
-        snprintf(want, sizeof(want), "line %07zu", i);
-        ok = qf_reader_read(r, q, &rec) == QF_OK && strcmp(rec.value, want) == 0;
-    }
-    if (ok && then_end)
-        ok = qf_reader_read(r, q, &rec) == QF_OUT_OF_RANGE;
-    qf_record_clear(&rec);
-    return ok;
-}
-
-Test(reader, text_reader_goes_on_in_a_forked_child_after_reading_ahead)
-{
-    tdir d;
-    tdir_make(&d);
-    const size_t lines = 200000;         /* 2.6 MB: reads ahead (1 MiB, 4 buffers) */
-    char *data = malloc(lines * 13 + 1); /* + the last snprintf NUL */
-    cr_assert_not_null(data);
-    for (size_t i = 0; i < lines; i++)
-        snprintf(data + i * 13, 14, "line %07zu\n", i);
-    const char *p = write_bytes(&d, "big.txt", data, lines * 13);
-    free(data);
-
-    qf_reader_options o = {.kind = QF_READER_TEXT_LINE, .buffer_bytes = 64 * 1024};
-    qf_reader *r = NULL;
-    OK(qf_reader_new(&o, &r));
-    qf_queue *q = work_queue();
-    put(q, p);
-    close_q(q);
-    cr_assert(read_lines_from(r, q, 0, 10000, false), "before the fork");
-
-    pid_t child = fork();
-    cr_assert_neq(child, -1, "fork: %s", strerror(errno));
-    if (child == 0)
-        _exit(read_lines_from(r, q, 10000, lines, true) ? 0 : 1);
-    /* A child stuck on the helper is a failure, not a hang. */
-    int status = 0;
-    qf_deadline dl = qf_deadline_in_ns(60 * 1000000000LL);
-    pid_t w;
-    while ((w = waitpid(child, &status, WNOHANG)) == 0 && !qf_deadline_passed(dl))
-        sched_yield();
-    if (w == 0) {
-        kill(child, SIGKILL);
-        waitpid(child, &status, 0);
-        cr_assert_fail("the child did not finish reading in 60 s");
-    }
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child read wrong lines");
-    /* The parent's helper is still there: freeing the reader joins it.
-     * (The parent does not read on: the file position is shared with the
-     * child, which has moved it to the end.) */
-    qf_reader_free(r);
-    qf_queue_unref(q);
     tdir_remove(&d);
 }
 
