@@ -608,8 +608,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
            "  time budget are left out (counted in 'cut'). WORSE only when worse against every\n"
            "  baseline with the new median beyond the old run's worst repetition, and never\n"
            "  when a baseline whose own median moved more than %gx between the runs\n"
-           "  explains the drop (the machine changed); only WORSE fails.\n"
-           "  'need': repetitions\n"
+           "  explains the drop (the machine changed); only WORSE fails. 'need': repetitions\n"
            "  per run that catch a change of twice the threshold at this row's noise (90%%\n"
            "  of the time).\n",
            BASELINE_MOVED);
