@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench_run.h"
+#include "confirm.h"
 
 /* Every group of benchmarks; add yours here (see bench.h). */
 static void (*const groups[])(void) = {
@@ -55,6 +56,11 @@ static void usage(FILE *f)
                "  --no-confirm       with --compare: fail on the first look (by default the\n"
                "                     WORSE rows run again, and fail only when both looks\n"
                "                     together are WORSE again)\n"
+               "  --base-bin OLD     with --compare: OLD is the qflow-bench of the build\n"
+               "                     OLD.json came from; a WORSE row is confirmed by running\n"
+               "                     OLD beside this build, turn about, and fails only when\n"
+               "                     this build is worse than OLD measured now too (OLD runs\n"
+               "                     without QFLOW_BENCH_SLOWDOWN)\n"
                "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
                "                     --compare: compare two files, e.g. a CI's artifacts)\n"
                "  --help             this text\n"
@@ -92,115 +98,6 @@ static size_t list_cases(const regex_t *filter)
     return listed;
 }
 
-/* Appends `s` to buf as a regex matching it literally. */
-static void append_escaped(char *buf, size_t len, const char *s)
-{
-    size_t n = strlen(buf);
-    for (; *s && n + 3 < len; s++) {
-        if (strchr(".[]()*+?{}|^$\\", *s))
-            buf[n++] = '\\';
-        buf[n++] = *s;
-    }
-    buf[n] = '\0';
-}
-
-/* The rows judged WORSE run again, each bench with all of its cases (the
- * same repetitions, interleaved as before), and both looks together are
- * compared with the old run; returns how many are WORSE again. On a shared
- * machine a burst of someone else's load can sit on one bench for a whole
- * round of repetitions and move qflow's ratio beyond the threshold; it is
- * unlikely to do so twice. A slower qflow is slower both times. (The
- * second look alone confirmed 1 of 4 rows of a 3.5x slower qflow at load
- * 30-70: 5 repetitions were too few for it.) */
-static int confirm_worse(const bench_options *o, const char *compare_path,
-                         const bench_results *old_rs, const bench_results *new_rs,
-                         const bench_cmp_summary *sum, double threshold)
-{
-    char re[8192] = "^(";
-    int n = 0;
-    for (size_t i = 0; i < sum->npairs; i++) {
-        const bench_cmp_pair *p = &sum->pairs[i];
-        if ((strncmp(p->row_verdict, "WORSE", 5) != 0 && !bench_family_is_worse(sum, p->bench)) ||
-            (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
-            continue;
-        if (n++)
-            strcat(re, "|");
-        append_escaped(re, sizeof(re) - 8, p->bench);
-    }
-    strcat(re, ")/");
-    regex_t cre;
-    if (n == 0 || regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0)
-        return sum->worse + sum->worse_families;
-    bench_options co = *o;
-    co.filter = &cre;
-    bench_results again = {0};
-    printf("\n== confirming: %d row(s) of WORSE rows or families run again (filter '%s')\n", n, re);
-    fflush(stdout);
-    bench_meta_of_run(&co, &again.meta);
-    bench_run_all(&co, &again);
-    /* Both looks together against the old run: twice the repetitions, so
-     * a real change shows more clearly than in either look, while a burst
-     * that sat on the first look only is diluted by the second. */
-    bench_results both = {0};
-    for (size_t i = 0; i < again.n; i++) {
-        const bench_result *a = &again.v[i];
-        const bench_result *f = bench_results_find(new_rs, a->bench, a->impl);
-        unsigned nf = f && f->values ? f->nvalues : 0;
-        bench_result *b = bench_results_add(&both, a->bench, a->impl, a->unit);
-        b->nvalues = nf + a->nvalues;
-        b->values = calloc(b->nvalues ? b->nvalues : 1, sizeof(double));
-        b->truncated = calloc(b->nvalues ? b->nvalues : 1, sizeof(bool));
-        if (!b->values || !b->truncated) {
-            perror("qflow-bench");
-            exit(2);
-        }
-        if (nf) {
-            memcpy(b->values, f->values, nf * sizeof(double));
-            memcpy(b->truncated, f->truncated, nf * sizeof(bool));
-        }
-        memcpy(b->values + nf, a->values, a->nvalues * sizeof(double));
-        memcpy(b->truncated + nf, a->truncated, a->nvalues * sizeof(bool));
-        b->median = a->median;
-        b->reps = b->nvalues;
-        b->bc = a->bc;
-    }
-    both.meta = again.meta;
-    memset(&again.meta, 0, sizeof(again.meta));
-    printf("\n== both looks together (first run and second)\n");
-    bench_cmp_summary csum;
-    bench_compare(compare_path, old_rs, &both, threshold, &cre, &csum);
-    int confirmed = 0;
-    for (size_t i = 0; i < sum->npairs; i++) {
-        const bench_cmp_pair *p = &sum->pairs[i];
-        if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
-            (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
-            continue;
-        bool again_worse = false;
-        for (size_t k = 0; k < csum.npairs; k++)
-            again_worse |= strcmp(csum.pairs[k].bench, p->bench) == 0 &&
-                           strncmp(csum.pairs[k].row_verdict, "WORSE", 5) == 0;
-        printf("  %-22s WORSE, then %s\n", p->bench,
-               again_worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
-        confirmed += again_worse;
-    }
-    int rows_worse = confirmed;
-    for (int f = 0; f < sum->worse_families && f < BENCH_FAMILIES_MAX; f++) {
-        bool fam_again = false;
-        for (int g = 0; g < csum.worse_families && g < BENCH_FAMILIES_MAX; g++)
-            fam_again |= strcmp(sum->family[f], csum.family[g]) == 0;
-        printf("  family %-15s WORSE, then %s\n", sum->family[f],
-               fam_again ? "WORSE again: confirmed" : "not WORSE again: not a failure");
-        confirmed += fam_again;
-    }
-    printf("  confirmed: %d of %d WORSE rows, %d of %d WORSE families\n", rows_worse, sum->worse,
-           confirmed - rows_worse, sum->worse_families);
-    bench_cmp_summary_free(&csum);
-    bench_results_free(&again);
-    bench_results_free(&both);
-    regfree(&cre);
-    return confirmed;
-}
-
 static double parse_threshold(const char *s)
 {
     char *end;
@@ -229,6 +126,7 @@ int main(int argc, char **argv)
         OPT_REPORT,
         OPT_MIN_JUDGED,
         OPT_NO_CONFIRM,
+        OPT_BASE_BIN,
         OPT_HELP
     };
     static const struct option longopts[] = {
@@ -246,13 +144,14 @@ int main(int argc, char **argv)
         {"report", required_argument, NULL, OPT_REPORT},
         {"min-judged", required_argument, NULL, OPT_MIN_JUDGED},
         {"no-confirm", no_argument, NULL, OPT_NO_CONFIRM},
+        {"base-bin", required_argument, NULL, OPT_BASE_BIN},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
     bench_options o = {
         .quick = false, .reps = 5, .filter = NULL, .budget_scale = 1, .grow_budget = true};
     const char *filter_src = NULL, *json_path = NULL, *compare_path = NULL, *plot_dir = NULL,
-               *from_path = NULL, *report_dir = NULL;
+               *from_path = NULL, *report_dir = NULL, *base_bin = NULL;
     double threshold = 10, min_judged = 80;
     bool list = false, confirm = true;
     regex_t filter;
@@ -317,6 +216,9 @@ int main(int argc, char **argv)
         case OPT_NO_CONFIRM:
             confirm = false;
             break;
+        case OPT_BASE_BIN:
+            base_bin = optarg;
+            break;
         case OPT_LIST:
             list = true;
             break;
@@ -330,6 +232,15 @@ int main(int argc, char **argv)
     }
     if (report_dir && !compare_path) {
         fprintf(stderr, "qflow-bench: --report needs --compare OLD.json\n");
+        return 2;
+    }
+    if (base_bin && (!compare_path || from_path || !confirm)) {
+        fprintf(stderr, "qflow-bench: --base-bin needs --compare OLD.json, and runs benchmarks "
+                        "(not with --from or --no-confirm)\n");
+        return 2;
+    }
+    if (base_bin && access(base_bin, X_OK) != 0) {
+        fprintf(stderr, "qflow-bench: --base-bin '%s': not an executable file\n", base_bin);
         return 2;
     }
     if (optind < argc) {
@@ -425,7 +336,8 @@ int main(int argc, char **argv)
         }
         int worse = sum.worse + sum.worse_families;
         if (worse > 0 && confirm && !from_path)
-            worse = confirm_worse(&o, compare_path, &old_rs, &new_rs, &sum, threshold);
+            worse =
+                bench_confirm_worse(&o, compare_path, &old_rs, &new_rs, &sum, threshold, base_bin);
         if (worse > 0 && status == 0)
             status = 1;
         /* A gate that could judge little must not pass as if it had

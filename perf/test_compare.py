@@ -82,6 +82,19 @@ def compare(tmp, name, old, new, want_rc, want_in=(), want_not_in=(), args=()):
         print(f"  wanted {list(want_in)}, not {list(want_not_in)}")
 
 
+def live(name, old_path, filt, env, base_bin, want_rc, want_in, args=()):
+    """A real run of `filt` compared with old_path, confirmed with --base-bin."""
+    q = subprocess.run([BENCH, "--quick", "--filter", filt, "--compare", old_path,
+                        "--base-bin", base_bin, *args], capture_output=True, text=True,
+                       env={**os.environ, **env})
+    missing = [w for w in want_in if w not in q.stdout]
+    ok = q.returncode == want_rc and not missing
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {q.returncode} (want {want_rc})")
+    if not ok:
+        failures.append(name)
+        print(f"missing: {missing}\n" + q.stdout + q.stderr)
+
+
 def pair(rng, q, b, spread, n=9, bench="queue.tput.p1c1", base="mutex_cond"):
     """qflow around q and a baseline around b: per-repetition ratios near q/b."""
     return [result(bench, "qflow", noisy(rng, q, spread, n)),
@@ -359,7 +372,7 @@ def main():
                 r["median"] /= 1000
         better_old = os.path.join(tmp, "better-old.json")
         json.dump(doc, open(better_old, "w"))
-        for args, want_rc, want in (([], 1, ["== confirming: 1 row(s) of WORSE rows or families",
+        for args, want_rc, want in (([], 1, ["== confirming: run again '^(coord\\.should_stop)/'",
                                              "WORSE again: confirmed", "confirmed: 1 of 1"]),
                                     (["--no-confirm"], 1, ["=> WORSE"])):
             q = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", "--compare",
@@ -371,6 +384,39 @@ def main():
             if not ok:
                 failures.append(name)
                 print(p.stdout + q.stdout + q.stderr)
+
+        # --base-bin: the second look runs the old build beside this one.
+        # The same build against a saved run that is out of its regime (the
+        # 1000x better file above): WORSE at first, not against the old
+        # build measured now, so the run passes. (A threshold of 50%: the
+        # test runs beside others, and a 1.1x swing of a 1 ns row in a live
+        # look is not what it tests.)
+        live("live_same_build_is_not_worse", better_old, "^coord.should_stop/", {}, BENCH, 0,
+             ["turn about with the old build", "not WORSE again: not a failure",
+              "confirmed: 0 of 1"], ("--threshold", "50%"))
+        # A slower build (the test knob, which the old build runs without)
+        # is WORSE against the old build measured now too.
+        fast = os.path.join(tmp, "fast.json")
+        subprocess.run([BENCH, "--quick", "--filter", "^queue.pingpong.p50/",
+                        "--json", fast], capture_output=True, text=True)
+        live("live_slower_build_is_worse", fast, "^queue.pingpong.p50/",
+             {"QFLOW_BENCH_SLOWDOWN": "10"}, BENCH, 1,
+             ["turn about with the old build", "WORSE again: confirmed"])
+        # An old build that fails: said so, and the saved run decides.
+        live("live_broken_old_build_falls_back", better_old, "^coord.should_stop/", {},
+             "/bin/false", 1, ["--base-bin /bin/false ended with status 1",
+                               "confirming against", "WORSE again: confirmed"])
+        for args, why in ((["--base-bin", BENCH], "--base-bin needs --compare"),
+                          (["--compare", better_old, "--base-bin", "/no/such/file"],
+                           "not an executable file")):
+            p = subprocess.run([BENCH, "--quick", "--filter", "^coord.should_stop/", *args],
+                               capture_output=True, text=True)
+            name = "base_bin_usage " + " ".join(args[-2:])
+            ok = p.returncode == 2 and why in p.stderr
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want 2)")
+            if not ok:
+                failures.append(name)
+                print(p.stdout + p.stderr)
 
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],

@@ -1,0 +1,364 @@
+/* confirm.c - the second look of --compare at the rows it judged WORSE.
+ *
+ * A first look compares this run with a saved one, measured minutes, days
+ * or another machine's placement earlier. On a shared machine what changed
+ * in between (someone else's job, the hypervisor moving the guest) can move
+ * one row's ratio beyond the threshold for a whole run; a slower qflow is
+ * slower every time. So a WORSE row is looked at again before it fails the
+ * run, in one of two ways:
+ *
+ *   - against the saved run: the rows' benches run again here and both
+ *     looks together (twice the repetitions) are compared with the saved
+ *     run. A burst that sat on the first look only is diluted; a regime
+ *     that lasts the whole run is not.
+ *   - against the old build, live (--base-bin OLD): the old build runs the
+ *     same benches beside this one, turn about (old, new, new, old), and
+ *     the row fails only when this build is WORSE than the old one measured
+ *     now as well. Whatever moved between the saved run and now moves both
+ *     builds alike. The old build runs without the test knob
+ *     (QFLOW_BENCH_SLOWDOWN): it stands for the build before the change.
+ *
+ * The looks go one WORSE row's bench at a time, then (when no row was
+ * confirmed) one WORSE family at a time, and stop at the first confirmed:
+ * that alone fails the run, and a slower qflow, WORSE in a dozen rows,
+ * would otherwise spend minutes confirming all of them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confirm.h"
+
+extern char **environ;
+
+/* Appends `s` to buf as a regex matching it literally. */
+static void append_escaped(char *buf, size_t len, const char *s)
+{
+    size_t n = strlen(buf);
+    for (; *s && n + 3 < len; s++) {
+        if (strchr(".[]()*+?{}|^$\\", *s))
+            buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = '\0';
+}
+
+/* re = "^(b1|b2|...)/" over the benches of sum whose row is WORSE (when
+ * row is non-NULL: that row's bench only) or, when family is non-NULL, whose
+ * family it is; returns how many benches. */
+static int benches_re(const bench_cmp_summary *sum, const char *row, const char *family, char *re,
+                      size_t len)
+{
+    int n = 0;
+    snprintf(re, len, "^(");
+    for (size_t i = 0; i < sum->npairs; i++) {
+        const char *b = sum->pairs[i].bench;
+        if (i > 0 && strcmp(sum->pairs[i - 1].bench, b) == 0)
+            continue;
+        char fam[48];
+        bench_family_of(b, fam, sizeof(fam));
+        bool match = row ? strcmp(b, row) == 0 : family && strcmp(fam, family) == 0;
+        if (!match)
+            continue;
+        if (n++)
+            strncat(re, "|", len - strlen(re) - 1);
+        append_escaped(re, len - 8, b);
+    }
+    strncat(re, ")/", len - strlen(re) - 1);
+    return n;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    return p;
+}
+
+/* Appends the repetitions of every result of `src` that passes `filter` to
+ * the result of the same bench/impl in `dst` (added when absent), and sets
+ * its median, min and max over all of them. Repetition i of every impl of
+ * a bench stays in one round as long as each run gave every impl the same
+ * number of repetitions (bench_run_all does). */
+static void append_reps(bench_results *dst, const bench_results *src, const regex_t *filter)
+{
+    for (size_t i = 0; i < src->n; i++) {
+        const bench_result *s = &src->v[i];
+        if (!s->values || !bench_filter_matches(filter, s->bench, s->impl))
+            continue;
+        bench_result *d = (bench_result *)bench_results_find(dst, s->bench, s->impl);
+        if (!d) {
+            d = bench_results_add(dst, s->bench, s->impl, s->unit);
+            d->bc = s->bc;
+        }
+        unsigned n = d->nvalues + s->nvalues;
+        double *v = xcalloc(n, sizeof(double));
+        bool *t = xcalloc(n, sizeof(bool));
+        if (d->nvalues) {
+            memcpy(v, d->values, d->nvalues * sizeof(double));
+            memcpy(t, d->truncated, d->nvalues * sizeof(bool));
+        }
+        memcpy(v + d->nvalues, s->values, s->nvalues * sizeof(double));
+        if (s->truncated)
+            memcpy(t + d->nvalues, s->truncated, s->nvalues * sizeof(bool));
+        free(d->values);
+        free(d->truncated);
+        d->values = v;
+        d->truncated = t;
+        d->nvalues = d->reps = n;
+        d->truncated_reps += s->truncated_reps;
+        d->median = bench_median(v, n);
+        d->min = d->max = v[0];
+        for (unsigned k = 1; k < n; k++) {
+            d->min = v[k] < d->min ? v[k] : d->min;
+            d->max = v[k] > d->max ? v[k] : d->max;
+        }
+    }
+}
+
+/* Whether the second look found row `bench` WORSE again. */
+static bool row_worse_again(const bench_cmp_summary *again, const char *bench)
+{
+    for (size_t k = 0; k < again->npairs; k++)
+        if (strcmp(again->pairs[k].bench, bench) == 0 &&
+            strncmp(again->pairs[k].row_verdict, "WORSE", 5) == 0)
+            return true;
+    return false;
+}
+
+/* Whether the second look found `family` WORSE again as a whole. */
+static bool family_worse_again(const bench_cmp_summary *again, const char *family)
+{
+    for (int g = 0; g < again->worse_families && g < BENCH_FAMILIES_MAX; g++)
+        if (strcmp(again->family[g], family) == 0)
+            return true;
+    return false;
+}
+
+/* The environment without the test knob, for the old build. */
+static char **env_without_knob(void)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = xcalloc(n + 1, sizeof(char *));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "QFLOW_BENCH_SLOWDOWN=", 21) != 0)
+            env[k++] = environ[i];
+    env[k] = NULL;
+    return env;
+}
+
+/* Runs the old build on the benches of `re` with `o`'s mode, repetitions
+ * and budget, its results into `json` and its output into `log`; returns
+ * its exit status (128 + the signal that ended it), or -1 when it could
+ * not be started (errno). */
+static int run_base(const char *bin, const bench_options *o, const char *re, const char *json,
+                    const char *log)
+{
+    char reps[16], scale[32];
+    snprintf(reps, sizeof(reps), "%u", o->reps);
+    snprintf(scale, sizeof(scale), "%g", o->budget_scale);
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = bin;
+    if (o->quick)
+        argv[n++] = "--quick";
+    argv[n++] = "--filter";
+    argv[n++] = re;
+    argv[n++] = "--reps";
+    argv[n++] = reps;
+    argv[n++] = "--json";
+    argv[n++] = json;
+    if (o->budget_scale != 1) {
+        argv[n++] = "--budget-scale";
+        argv[n++] = scale;
+    }
+    if (!o->grow_budget)
+        argv[n++] = "--fixed-budget";
+    argv[n] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -1;
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char **env = env_without_knob();
+    fflush(NULL);
+    pid_t pid;
+    int err = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One run of the old build, `reps` repetitions, into `into`; false (with
+ * the reason printed) when it failed. */
+static bool base_look(const char *bin, const bench_options *o, unsigned reps, const char *re,
+                      const char *dir, int k, bench_results *into)
+{
+    char json[4096], log[4096];
+    snprintf(json, sizeof(json), "%s/old%d.json", dir, k);
+    snprintf(log, sizeof(log), "%s/old%d.log", dir, k);
+    printf("  the old build (%s), turn %d: output in %s\n", bin, k, log);
+    bench_options bo = *o;
+    bo.reps = reps;
+    int rc = run_base(bin, &bo, re, json, log);
+    if (rc != 0) {
+        if (rc < 0)
+            printf("  --base-bin %s could not be started: %s\n", bin, strerror(errno));
+        else
+            printf("  --base-bin %s ended with status %d (its output: %s)\n", bin, rc, log);
+        return false;
+    }
+    bench_results rs = {0};
+    if (bench_read_json(json, &rs) != 0)
+        return false;
+    append_reps(into, &rs, NULL);
+    if (!into->meta.host) {
+        into->meta = rs.meta;
+        memset(&rs.meta, 0, sizeof(rs.meta));
+    }
+    bench_results_free(&rs);
+    return true;
+}
+
+/* The old build's files in dir, and dir. */
+static void remove_base_files(const char *dir)
+{
+    static const char *const names[] = {"old1.json", "old1.log", "old2.json", "old2.log"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* One second look at the benches of `re`: live against the old build when
+ * base_bin can be run (`side` repetitions of each build: old, new, new,
+ * old), else against the saved run (o->reps more); fills `ret`. */
+static void look_again(const bench_options *o, const char *compare_path,
+                       const bench_results *old_rs, const bench_results *new_rs, double threshold,
+                       const char *base_bin, unsigned side, const char *re, bench_cmp_summary *ret)
+{
+    regex_t cre;
+    if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
+        fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", re);
+        exit(2);
+    }
+    bench_options co = *o;
+    co.filter = &cre;
+    char dir[4096] = "";
+    bench_results live_old = {0}, again = {0};
+    bool live = false;
+    if (base_bin) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/qflow-bench-base.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        live = mkdtemp(dir) != NULL;
+        if (!live)
+            printf("  --base-bin: no temporary directory under %s: %s\n", dir, strerror(errno));
+    }
+    printf("\n== confirming: run again '%s'", re);
+    if (live)
+        printf(", turn about with the old build: old %u, new %u, old %u repetitions",
+               (side + 1) / 2, side, side / 2);
+    printf("\n");
+    fflush(stdout);
+    live = live && base_look(base_bin, o, (side + 1) / 2, re, dir, 1, &live_old);
+    if (live)
+        co.reps = side; /* the "new, new" of old, new, new, old */
+    bench_meta_of_run(&co, &again.meta);
+    bench_run_all(&co, &again);
+    live = live && base_look(base_bin, o, side / 2, re, dir, 2, &live_old);
+
+    if (live) {
+        char what[4200];
+        snprintf(what, sizeof(what), "the old build %s, run now beside this one", base_bin);
+        bench_compare(what, &live_old, &again, threshold, &cre, ret);
+        remove_base_files(dir); /* a failed old build's output stays for the reader */
+    } else {
+        if (base_bin)
+            printf("  the old build could not be run: confirming against %s instead\n",
+                   compare_path);
+        /* Both looks together against the saved run. */
+        bench_results both = {0};
+        append_reps(&both, new_rs, &cre);
+        append_reps(&both, &again, NULL);
+        both.meta = again.meta;
+        memset(&again.meta, 0, sizeof(again.meta));
+        printf("\n== both looks together (first run and second)\n");
+        bench_compare(compare_path, old_rs, &both, threshold, &cre, ret);
+        bench_results_free(&both);
+    }
+    bench_results_free(&again);
+    bench_results_free(&live_old);
+    regfree(&cre);
+}
+
+/* Looks again at the WORSE rows one bench at a time, then, when none was
+ * confirmed, at each WORSE family: the first confirmed one fails the run,
+ * so the looks stop there (a real slowdown costs one bench's second look,
+ * not the whole suite's). A row's live look takes twice the repetitions
+ * of a run on each side (one bench: seconds); a family's, which runs a
+ * dozen benches and is judged over all of their rows at once, the
+ * repetitions of a run. */
+int bench_confirm_worse(const bench_options *o, const char *compare_path,
+                        const bench_results *old_rs, const bench_results *new_rs,
+                        const bench_cmp_summary *sum, double threshold, const char *base_bin)
+{
+    char re[8192];
+    int rows = 0, families = 0, looked = 0;
+    for (size_t i = 0; i < sum->npairs && rows == 0; i++) {
+        const bench_cmp_pair *p = &sum->pairs[i];
+        if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
+            (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
+            continue;
+        benches_re(sum, p->bench, NULL, re, sizeof(re));
+        bench_cmp_summary csum;
+        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, 2 * o->reps, re, &csum);
+        bool worse = row_worse_again(&csum, p->bench);
+        printf("  %-22s WORSE, then %s\n", p->bench,
+               worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
+        bench_cmp_summary_free(&csum);
+        rows += worse;
+        looked++;
+    }
+    for (int f = 0; f < sum->worse_families && f < BENCH_FAMILIES_MAX && rows + families == 0;
+         f++) {
+        benches_re(sum, NULL, sum->family[f], re, sizeof(re));
+        bench_cmp_summary csum;
+        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps, re, &csum);
+        bool worse = family_worse_again(&csum, sum->family[f]);
+        printf("  family %-15s WORSE, then %s\n", sum->family[f],
+               worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
+        bench_cmp_summary_free(&csum);
+        families += worse;
+        looked++;
+    }
+    int total = sum->worse + sum->worse_families;
+    printf("  confirmed: %d of %d WORSE rows, %d of %d WORSE families", rows, sum->worse, families,
+           sum->worse_families);
+    if (looked < total)
+        printf(" (%d not looked at again: one confirmed fails the run)", total - looked);
+    printf("\n");
+    return rows + families;
+}
