@@ -138,7 +138,7 @@ static void summarise(const double *v, unsigned n, bench_result *r)
     free(s);
 }
 
-static void *xcalloc(size_t n, size_t size)
+void *bench_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);
     if (!p) {
@@ -218,8 +218,8 @@ static void finish_case(const bench_options *o, running *x, size_t total, bool t
         r->regrown_reps = x->regrown;
         r->bc = c;
         r->nvalues = o->reps;
-        r->values = xcalloc(o->reps, sizeof(double));
-        r->truncated = xcalloc(o->reps, sizeof(bool));
+        r->values = bench_xcalloc(o->reps, sizeof(double));
+        r->truncated = bench_xcalloc(o->reps, sizeof(bool));
         memcpy(r->values, &x->vals[k * o->reps], o->reps * sizeof(double));
         memcpy(r->truncated, x->trunc, o->reps * sizeof(bool));
     }
@@ -231,8 +231,8 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
 {
     size_t n = bench_case_count(), total = 0;
     const char *names[BENCH_MAX_OUTPUTS];
-    bool *selected = xcalloc(n + 1, sizeof(*selected));
-    bool *done = xcalloc(n + 1, sizeof(*done));
+    bool *selected = bench_xcalloc(n + 1, sizeof(*selected));
+    bool *done = bench_xcalloc(n + 1, sizeof(*done));
     for (size_t i = 0; i < n; i++) {
         const bench_case *c = bench_case_at(i);
         unsigned nout = bench_case_outputs(c, names);
@@ -241,7 +241,7 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
         total += selected[i];
     }
     bool tty = isatty(STDERR_FILENO);
-    running *group = xcalloc(n + 1, sizeof(*group));
+    running *group = bench_xcalloc(n + 1, sizeof(*group));
     size_t idx = 0;
     /* Benches in registration order; each one's cases interleaved. */
     for (size_t i = 0; i < n; i++) {
@@ -258,8 +258,8 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
             x->c = c;
             x->idx = idx++;
             x->nout = bench_case_outputs(c, x->names);
-            x->vals = xcalloc((size_t)x->nout * o->reps, sizeof(double));
-            x->trunc = xcalloc(o->reps, sizeof(bool));
+            x->vals = bench_xcalloc((size_t)x->nout * o->reps, sizeof(double));
+            x->trunc = bench_xcalloc(o->reps, sizeof(bool));
         }
         for (unsigned rep = 0; rep < o->reps; rep++)
             for (size_t k = 0; k < g; k++)

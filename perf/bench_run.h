@@ -68,6 +68,10 @@ bool bench_filter_matches(const regex_t *filter, const char *bench, const char *
 /* True for units where a larger value is better (items/s). */
 bool bench_unit_higher_is_better(const char *unit);
 
+/* calloc of at least one byte that ends the program (exit 2, with a
+ * message) when out of memory (bench_run.c). */
+void *bench_xcalloc(size_t n, size_t size);
+
 /* Results (bench_run.c). */
 bench_result *bench_results_add(bench_results *rs, const char *bench, const char *impl,
                                 const char *unit);

@@ -74,16 +74,6 @@ static int benches_re(const bench_cmp_summary *sum, const char *row, const char 
     return n;
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    return p;
-}
-
 /* Appends the repetitions of every result of `src` that passes `filter` to
  * the result of the same bench/impl in `dst` (added when absent), and sets
  * its median, min and max over all of them. Repetition i of every impl of
@@ -101,8 +91,8 @@ static void append_reps(bench_results *dst, const bench_results *src, const rege
             d->bc = s->bc;
         }
         unsigned n = d->nvalues + s->nvalues;
-        double *v = xcalloc(n, sizeof(double));
-        bool *t = xcalloc(n, sizeof(bool));
+        double *v = bench_xcalloc(n, sizeof(double));
+        bool *t = bench_xcalloc(n, sizeof(bool));
         if (d->nvalues) {
             memcpy(v, d->values, d->nvalues * sizeof(double));
             memcpy(t, d->truncated, d->nvalues * sizeof(bool));
@@ -150,7 +140,7 @@ static char **env_without_knob(void)
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = xcalloc(n + 1, sizeof(char *));
+    char **env = bench_xcalloc(n + 1, sizeof(char *));
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "QFLOW_BENCH_SLOWDOWN=", 21) != 0)
