@@ -83,7 +83,7 @@ static void append_reps(bench_results *dst, const bench_results *src, const rege
 {
     for (size_t i = 0; i < src->n; i++) {
         const bench_result *s = &src->v[i];
-        if (!s->values || !bench_filter_matches(filter, s->bench, s->impl))
+        if (!s->values || s->nvalues == 0 || !bench_filter_matches(filter, s->bench, s->impl))
             continue;
         bench_result *d = (bench_result *)bench_results_find(dst, s->bench, s->impl);
         if (!d) {
