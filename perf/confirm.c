@@ -49,29 +49,30 @@ static void append_escaped(char *buf, size_t len, const char *s)
     buf[n] = '\0';
 }
 
-/* re = "^(b1|b2|...)/" over the benches of sum whose row is WORSE (when
- * row is non-NULL: that row's bench only) or, when family is non-NULL, whose
- * family it is; returns how many benches. */
-static int benches_re(const bench_cmp_summary *sum, const char *row, const char *family, char *re,
-                      size_t len)
+/* re = "^(bench)/": the benches of one WORSE row. */
+static void row_re(const char *bench, char *re, size_t len)
+{
+    snprintf(re, len, "^(");
+    append_escaped(re, len - 8, bench);
+    strncat(re, ")/", len - strlen(re) - 1);
+}
+
+/* re = "^(b1|b2|...)/" over the benches of sum in `family`. */
+static void family_re(const bench_cmp_summary *sum, const char *family, char *re, size_t len)
 {
     int n = 0;
     snprintf(re, len, "^(");
     for (size_t i = 0; i < sum->npairs; i++) {
         const char *b = sum->pairs[i].bench;
-        if (i > 0 && strcmp(sum->pairs[i - 1].bench, b) == 0)
-            continue;
         char fam[48];
         bench_family_of(b, fam, sizeof(fam));
-        bool match = row ? strcmp(b, row) == 0 : family && strcmp(fam, family) == 0;
-        if (!match)
+        if ((i > 0 && strcmp(sum->pairs[i - 1].bench, b) == 0) || strcmp(fam, family) != 0)
             continue;
         if (n++)
             strncat(re, "|", len - strlen(re) - 1);
         append_escaped(re, len - 8, b);
     }
     strncat(re, ")/", len - strlen(re) - 1);
-    return n;
 }
 
 /* Appends the repetitions of every result of `src` that passes `filter` to
@@ -322,7 +323,7 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
         if (strncmp(p->row_verdict, "WORSE", 5) != 0 ||
             (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
             continue;
-        benches_re(sum, p->bench, NULL, re, sizeof(re));
+        row_re(p->bench, re, sizeof(re));
         bench_cmp_summary csum;
         look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, 2 * o->reps, re, &csum);
         bool worse = row_worse_again(&csum, p->bench);
@@ -334,7 +335,7 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
     }
     for (int f = 0; f < sum->worse_families && f < BENCH_FAMILIES_MAX && rows + families == 0;
          f++) {
-        benches_re(sum, NULL, sum->family[f], re, sizeof(re));
+        family_re(sum, sum->family[f], re, sizeof(re));
         bench_cmp_summary csum;
         look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps, re, &csum);
         bool worse = family_worse_again(&csum, sum->family[f]);
