@@ -1,21 +1,24 @@
 /* runners_regime.c - one QueueRunner workload, the pool size chosen: where
  * the time of runners.tput.<N> goes (a diagnostic, not part of the suite).
  *
- *   build/perf/runners-regime [RUNNERS [WORKERS [ITEMS [ROUNDS]]]]
+ *   build/perf/runners-regime [RUNNERS [WORKERS [ITEMS [ROUNDS [thread|task]]]]]
  *
  * RUNNERS (default 10000) QueueRunners, one pointer produce op each, start
  * on a runtime of WORKERS workers (default: one per online CPU) and feed
  * one pointer FIFOQueue of capacity 1024 that this thread drains, as in
- * runners.tput. Each round prints, in ns: the start call, the drain until
+ * runners.tput (CONSUMER `task`: a task on the same runtime drains it, as
+ * in runners.tput.task). Each round prints, in ns: the start call, the drain until
  * every runner's first element arrived, and the steady state over ITEMS
  * (default 1,000,000) further elements, per element; and the mean queue
  * size seen every 1024 takes in the steady state, which tells the regime:
  * near the capacity, runners wait in line and each take hands a slot to a
- * parked runner and wakes it; near zero, runners put and yield and the
- * taker waits for them. The program checks nothing and judges nothing. */
+ * parked runner and wakes it; near zero, runners put a turn's worth and
+ * yield, and the taker waits for them. The program checks nothing and judges nothing. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "qf_coordinator.h"
@@ -53,7 +56,50 @@ static void *take(qf_queue *q)
     return v;
 }
 
-static void round_once(unsigned n, int workers, unsigned long items)
+/* The consumer as a task beside the runners: the same three phases, run
+ * in its poll function; it returns once the steady state is measured. */
+typedef struct task_consumer {
+    qf_queue *q;
+    unsigned n, delivered;
+    unsigned char *seen;
+    unsigned long items, k, first_items;
+    double fill;
+    unsigned long samples;
+    int64_t t2, t3;
+} task_consumer;
+
+static qf_code consume_task(qf_task *t, void *arg)
+{
+    task_consumer *s = arg;
+    for (;;) {
+        void *v = NULL;
+        qf_code rc = qf_queue_poll_dequeue_ptr(s->q, qf_task_waker(t), &v);
+        if (rc == QF_PENDING)
+            return rc;
+        if (rc != QF_OK)
+            die("qf_queue_poll_dequeue_ptr");
+        if (s->delivered < s->n) {
+            uint64_t id = ((uint64_t)(uintptr_t)v >> 32) - 1;
+            s->first_items++;
+            if (id < s->n && !s->seen[id]) {
+                s->seen[id] = 1;
+                if (++s->delivered == s->n)
+                    s->t2 = qf_now_ns();
+            }
+            continue;
+        }
+        if (s->k % SAMPLE_EVERY == 0) {
+            s->fill += (double)qf_queue_size(s->q);
+            s->samples++;
+        }
+        if (++s->k == s->items) {
+            s->t3 = qf_now_ns();
+            return QF_OK;
+        }
+    }
+}
+
+static void round_once(unsigned n, int workers, unsigned long items, bool task)
 {
     qf_runtime *rt = NULL;
     qf_coord *coord = NULL;
@@ -85,7 +131,7 @@ static void round_once(unsigned n, int workers, unsigned long items)
     int64_t t1 = qf_now_ns();
     unsigned delivered = 0;
     unsigned long first_items = 0;
-    while (delivered < n) {
+    while (!task && delivered < n) {
         uint64_t id = ((uint64_t)(uintptr_t)take(q) >> 32) - 1;
         first_items++;
         if (id < n && !seen[id]) {
@@ -93,21 +139,39 @@ static void round_once(unsigned n, int workers, unsigned long items)
             delivered++;
         }
     }
-    int64_t t2 = qf_now_ns();
+    int64_t t2, t3;
     double fill = 0;
     unsigned long samples = 0;
-    for (unsigned long k = 0; k < items; k++) {
-        (void)take(q);
-        if (k % SAMPLE_EVERY == 0) {
-            fill += (double)qf_queue_size(q);
-            samples++;
+    if (task) {
+        task_consumer s = {.q = q, .n = n, .seen = seen, .items = items};
+        qf_task *t = NULL;
+        if (qf_task_spawn(rt, consume_task, &s, &(qf_task_options){.name = "consumer"}, &t) !=
+                QF_OK ||
+            qf_task_join(t, QF_FOREVER, NULL) != QF_OK)
+            die("the consumer task");
+        qf_task_unref(t);
+        first_items = s.first_items;
+        t2 = s.t2;
+        t3 = s.t3;
+        fill = s.fill;
+        samples = s.samples;
+    } else {
+        t2 = qf_now_ns();
+        for (unsigned long k = 0; k < items; k++) {
+            (void)take(q);
+            if (k % SAMPLE_EVERY == 0) {
+                fill += (double)qf_queue_size(q);
+                samples++;
+            }
         }
+        t3 = qf_now_ns();
     }
-    int64_t t3 = qf_now_ns();
-    printf("runners %u workers %d: start %.0f ns/runner, first %.2f ms (%lu takes), steady %.0f "
+    printf("runners %u workers %d %s consumer: start %.0f ns/runner, first %.2f ms (%lu takes), "
+           "steady %.0f "
            "ns/item, mean size %.0f of %d\n",
-           n, workers, (double)(t1 - t0) / n, (double)(t2 - t1) / 1e6, first_items,
-           (double)(t3 - t2) / (double)items, samples ? fill / (double)samples : 0.0, CAPACITY);
+           n, workers, task ? "task" : "thread", (double)(t1 - t0) / n, (double)(t2 - t1) / 1e6,
+           first_items, (double)(t3 - t2) / (double)items, samples ? fill / (double)samples : 0.0,
+           CAPACITY);
 
     qf_coord_request_stop(coord, NULL);
     if (qf_coord_join(coord, NULL, 0, 30.0, false, NULL) != QF_OK)
@@ -131,10 +195,15 @@ int main(int argc, char **argv)
     unsigned rounds = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 3;
     if (n == 0 || n > 1000000 || workers < 1 || workers > 1024 || rounds == 0) {
         fprintf(stderr, "usage: runners-regime [RUNNERS (1..1e6) [WORKERS (1..1024) [ITEMS "
-                        "[ROUNDS]]]]\n");
+                        "[ROUNDS [thread|task]]]]]\n");
+        return 2;
+    }
+    bool task = argc > 5 && strcmp(argv[5], "task") == 0;
+    if (argc > 5 && !task && strcmp(argv[5], "thread") != 0) {
+        fprintf(stderr, "runners-regime: CONSUMER is thread or task\n");
         return 2;
     }
     for (unsigned r = 0; r < rounds; r++)
-        round_once(n, workers, items);
+        round_once(n, workers, items, task);
     return 0;
 }
