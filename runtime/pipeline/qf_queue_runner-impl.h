@@ -73,6 +73,7 @@ typedef struct qf__rtask {
      * runners, qf_queue_put-impl.h). */
     qf__put_ticket ticket;
     bool stop_checked, stop_registered, has_ptr;
+    bool had_turn; /* polled before: its turns may hold several puts */
 } qf__rtask;
 
 #endif

@@ -336,3 +336,63 @@ Test(runners_start, thousands_started_at_once_all_deliver, .timeout = 120)
     qf_queue_unref(q);
     qf_coord_free(c);
 }
+
+/* Turns (issue 26): a runner's first turn is one element, so every runner
+ * of a start has its first element in the queue before any has a second;
+ * later turns hold several elements (at most 32) while other runners wait.
+ * On a runtime of 0 workers driven by this thread, the queue's order is
+ * the order of the turns. */
+Test(runners_start, first_turn_one_element_then_turns_of_several)
+{
+    enum { N = 16, CAP = 2048, TURN_MAX = 32 };
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", CAP);
+    ptr_counter pcs[N];
+    qf_queue_runner *rs[N];
+    for (int i = 0; i < N; i++) {
+        pcs[i] = (ptr_counter){.next = (long)i << 20, .limit = -1}; /* the id in the value */
+        qf_enqueue_op o = ptr_op("p", &pcs[i]);
+        rs[i] = mkrunner(q, &o, 1, NULL);
+    }
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runners_start(rs, N, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    qf_deadline d = soon();
+    while (qf_queue_size(q) < CAP) {
+        cr_assert(!qf_deadline_passed(d), "the runners filled %lld of %d", qf_queue_size(q), CAP);
+        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
+    }
+    long prev = -1;
+    int run = 0, longest = 0;
+    bool first_seen[N] = {false};
+    for (int k = 0; k < CAP; k++) {
+        void *p = NULL;
+        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+        long id = (long)(((uintptr_t)p - 1) >> 20);
+        cr_assert(id >= 0 && id < N);
+        if (k < N) {
+            cr_assert(!first_seen[id],
+                      "runner %ld had a second element (at %d) before every "
+                      "runner had a first",
+                      id, k);
+            first_seen[id] = true;
+            continue;
+        }
+        run = id == prev ? run + 1 : 1;
+        prev = id;
+        cr_assert_leq(run, TURN_MAX, "runner %ld put %d in a row while others waited", id, run);
+        if (run > longest)
+            longest = run;
+    }
+    cr_expect_gt(longest, 1, "a later turn holds more than one element");
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    drive(rt, ts, n);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 1.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_tasks_free(ts, n);
+    for (int i = 0; i < N; i++)
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(q);
+}
