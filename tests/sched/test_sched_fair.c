@@ -32,6 +32,8 @@ static qf_code produce(void *arg, void **ret_p)
     return QF_OK;
 }
 
+#define STARVED_S 2
+
 static void every_runner_delivers(unsigned n, int workers, double limit_s)
 {
     qf_runtime *rt;
@@ -86,10 +88,16 @@ static void every_runner_delivers(unsigned n, int workers, double limit_s)
      * a round lasts, and the tasks queued behind it wait until a busy
      * worker takes them over: a runner may miss a round or two (in 320
      * runs on 2 cores, 1-38 runners missed the first round in 3% of runs,
-     * and all of them delivered by the third). Starvation is a runner that
-     * gets nothing in four rounds. */
+     * and all of them delivered by the third). On a loaded machine a
+     * worker can stay off its core for several rounds (1 of 30 runs with a
+     * `yes` per core beside it), and while the queue has room a round is
+     * fewer turns than runners (a turn holds up to 32 elements). So
+     * starvation is a runner that gets nothing in four rounds and in
+     * STARVED_S of rounds after them: the stack-ordered injection this
+     * guards against left runners at zero for 20 s. */
     unsigned missed_first = zero, rounds = 1;
-    for (; zero && rounds < 4; rounds++) {
+    qf_deadline starved = qf_deadline_in_s(STARVED_S);
+    for (; zero && (rounds < 4 || !qf_deadline_passed(starved)); rounds++) {
         for (uint64_t k = 0; zero && k < (uint64_t)n * 4; k++) {
             void *v;
             cr_assert_eq(qf_queue_dequeue_ptr_until(q, limit, &v), QF_OK);
