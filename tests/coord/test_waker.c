@@ -366,6 +366,42 @@ Test(waker, cancel_waits_for_a_wake_in_progress, .timeout = 20)
     }
 }
 
+/* qf_waker_consumed() on a waker whose wake is still in progress (CLAIMED,
+ * its wake function not returned) returns at once: a task woken onto the
+ * waking thread's core must not wait for that thread (issue 26). The wake
+ * is then used: a withdraw after DONE passes nothing on to the next
+ * waiter of the list. */
+Test(waker, consumed_does_not_wait_for_a_wake_in_progress, .timeout = 20)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker w, next;
+    qf_waker_init(&w, slow_wake, NULL);
+    qf_waker_init(&next, on_wake, NULL);
+    atomic_store(&in_slow_wake, 0);
+    atomic_store(&release_slow_wake, 0);
+    atomic_store(&woke, 0);
+    qf_waitlist_register(&wl, &w);
+    qf_waitlist_register(&wl, &next);
+    pthread_t waker_thread;
+    cr_assert_eq(pthread_create(&waker_thread, NULL, wake_list, &wl), 0);
+    while (!atomic_load(&in_slow_wake))
+        sched_yield();
+    cr_assert_eq(qf_waker_state(&w), QF_WAKER_CLAIMED);
+    /* The wake function is held until released: returning here at all
+     * means the call did not wait for it. */
+    qf_waker_consumed(&w);
+    cr_expect_eq(qf_waker_state(&w), QF_WAKER_CLAIMED, "the wake is still in progress");
+    atomic_store(&release_slow_wake, 1);
+    pthread_join(waker_thread, NULL);
+    cr_assert_eq(qf_waker_state(&w), QF_WAKER_DONE);
+    qf_waker_withdraw(&w);
+    cr_expect_eq(atomic_load(&woke), 0, "a used wake was passed on");
+    cr_expect_eq(qf_waker_state(&next), QF_WAKER_REGISTERED);
+    cr_expect(qf_waitlist_cancel(&wl, &next));
+    qf_waitlist_destroy(&wl);
+}
+
 /* Stress: the owner cancels on the wrong list while the right list's wake
  * races it. Every cancel returns (watchdog), none touches the other list,
  * and no wake is lost or doubled. */
