@@ -21,6 +21,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,6 +35,24 @@ static inline void qf__cpu_relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield" ::: "memory");
 #endif
+}
+
+/* Pauses before a wait for another thread's few steps (a waking thread's
+ * wake function call, a consumer finishing a request) yields the CPU. When
+ * that thread runs, its window is 1-3 us; when it does not, it is usually
+ * because the waiter took its CPU (a task woken onto the waker's core
+ * preempts it there), and then only a yield ends the wait. 1000 pauses
+ * (12.5 us here) before the first yield put 15 us into every such wake
+ * (task.wake.p50 24.6 us against 1.6 us for a thread's futex wake). */
+#define QF__SPIN_BEFORE_YIELD 64
+
+/* Step i (from 0) of such a wait: pause, then yield. */
+static inline void qf__spin_then_yield(unsigned i)
+{
+    if (i < QF__SPIN_BEFORE_YIELD)
+        qf__cpu_relax();
+    else
+        sched_yield();
 }
 
 #ifndef NDEBUG

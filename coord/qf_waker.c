@@ -64,30 +64,12 @@ uint32_t qf_waker_state(const qf_waker *w)
     return atomic_load_explicit(&((qf_waker *)w)->qf__state, memory_order_acquire);
 }
 
-/* Pauses before a wait for a waking thread yields the CPU. The window is
- * one wake function call (a task wake: a push and perhaps a futex wake,
- * 1-3 us) when the waking thread runs; when it does not, it is usually
- * because the waiter took its CPU (a task woken onto the waker's core
- * preempts it there), and then only a yield ends the wait. 1000 pauses
- * (12.5 us here) before the first yield put 15 us into every such wake
- * (task.wake.p50 24.6 us against 1.6 us for a thread's futex wake). */
-#define WAKE_WINDOW_SPINS 64
-
-/* One step of a wait for a waking thread: pause, then yield. */
-static void wake_window_step(unsigned i)
-{
-    if (i < WAKE_WINDOW_SPINS)
-        qf__cpu_relax();
-    else
-        sched_yield();
-}
-
 /* Wait until a waking thread has finished with `w` (CLAIMED -> DONE). */
 static void wait_until_done(qf_waker *w)
 {
     for (unsigned i = 0; atomic_load_explicit(&w->qf__state, memory_order_acquire) != QF_WAKER_DONE;
          i++)
-        wake_window_step(i);
+        qf__spin_then_yield(i);
 }
 
 qf_code qf_waker_wait_until(qf_waker *w, qf_deadline deadline)
@@ -262,9 +244,7 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
         sched_yield();
 #endif
         __atomic_store_n(&w->qf__woken_from, wl, __ATOMIC_RELAXED);
-        /* Release: an owner that reads CLAIMED may store woken_from at
-         * once (qf_waker_consumed()); its store must come after ours. */
-        atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_release);
+        atomic_store_explicit(&w->qf__state, QF_WAKER_CLAIMED, memory_order_relaxed);
         /* Reuse qf__next for a private singly linked batch. */
         if (last)
             last->qf__next = w;
@@ -364,7 +344,7 @@ bool qf_waker_withdraw(qf_waker *w)
              * is that wake under way: wait for its mark, else the wake
              * would be neither this waker's nor passed on. */
             for (unsigned i = 0; st == QF_WAKER_REGISTERED; i++) {
-                wake_window_step(i);
+                qf__spin_then_yield(i);
                 st = atomic_load_explicit(&w->qf__state, memory_order_acquire);
             }
             if (st == QF_WAKER_CLAIMED) {
@@ -398,15 +378,14 @@ void qf_waker_consumed(qf_waker *w)
         refuse("qf_waker_consumed: waker (w) is NULL");
         return;
     }
-    /* A wake may be under way (CLAIMED, its function not yet returned).
-     * Its one write of woken_from came before its release store of
-     * CLAIMED, which this acquire load reads (or DONE after it), so our
-     * store comes after that write; nothing here waits for DONE. Waiting
-     * cost 2-15 us a wake when the woken task had preempted the waking
-     * thread on its own core: the wake could only finish once the task
-     * gave the core back. A later registration or withdraw still waits
-     * for DONE before it touches the waker. */
-    (void)atomic_load_explicit(&w->qf__state, memory_order_acquire);
+    /* A wake may be under way (claimed by a list, its function not yet
+     * run): let it finish, so the two do not write the field at once. The
+     * wait also keeps a guarantee callers rely on: after a poll form that
+     * used a wake returns, the waker is no longer CLAIMED (the FIFO's put
+     * requests hold a task alive only through a waker that is IDLE or
+     * DONE, finish_request() in queues/engine/qf_fifo_wait.c). */
+    if (atomic_load_explicit(&w->qf__state, memory_order_acquire) == QF_WAKER_CLAIMED)
+        wait_until_done(w);
     __atomic_store_n(&w->qf__woken_from, NULL, __ATOMIC_RELAXED);
 }
 

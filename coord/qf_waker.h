@@ -160,9 +160,9 @@ QF_API bool qf_waker_withdraw(qf_waker *w);
 
 /** qf_waker_consumed() - the wake `w` received has been used (the poll it
  *  was for succeeded), so withdrawing it later passes nothing on (see
- *  "Using a waker" above for when to call it). Owner only. Wait-free: a
- *  wake still in progress (CLAIMED) is not waited for; its note of the
- *  list it came from is ordered before this call's clear of it. */
+ *  "Using a waker" above for when to call it). Owner only. Wait-free,
+ *  except that on a CLAIMED waker it first waits, spinning briefly, for the
+ *  wake in progress to store DONE. */
 QF_API void qf_waker_consumed(qf_waker *w);
 
 /* A wait list. Embed it; initialise with qf_waitlist_init(). Pair with

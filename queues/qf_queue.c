@@ -1291,17 +1291,14 @@ static qf_code poll_put_slot_claimed(qf_queue *q, void *slot, qf_waker *wk, qf__
 /* The consumer or closer that gave a task's request its final state may
  * still be waking the task through the request's waker (finish_request()
  * in queues/engine/qf_fifo_wait.c holds it CLAIMED until then): wait that out before the
- * ticket and the waker are used again. A wake function call: spin, then
- * yield. */
+ * ticket and the waker are used again. A wake function call: spin a
+ * little, then yield (the consumer may be off its core because the woken
+ * task took it). */
 static void put_ticket_settle(const qf__put_ticket *tk)
 {
     qf_waker *wk = tk->req.waker;
-    for (unsigned i = 0; wk && qf_waker_state(wk) == QF_WAKER_CLAIMED; i++) {
-        if (i < 1000)
-            qf__cpu_relax();
-        else
-            sched_yield();
-    }
+    for (unsigned i = 0; wk && qf_waker_state(wk) == QF_WAKER_CLAIMED; i++)
+        qf__spin_then_yield(i);
 }
 
 /* A single-producer queue's producer side stays claimed while a ticket is

@@ -367,11 +367,27 @@ Test(waker, cancel_waits_for_a_wake_in_progress, .timeout = 20)
 }
 
 /* qf_waker_consumed() on a waker whose wake is still in progress (CLAIMED,
- * its wake function not returned) returns at once: a task woken onto the
- * waking thread's core must not wait for that thread (issue 26). The wake
- * is then used: a withdraw after DONE passes nothing on to the next
- * waiter of the list. */
-Test(waker, consumed_does_not_wait_for_a_wake_in_progress, .timeout = 20)
+ * its wake function not returned) waits for the wake to store DONE: after
+ * a poll form that used a wake returns, the waker is not CLAIMED any more
+ * (a put request holds a task alive only through a waker that is IDLE or
+ * DONE, queues/engine/qf_fifo_wait.c). The wake is then used: a withdraw
+ * passes nothing on to the next waiter of the list. */
+typedef struct consumed_call {
+    qf_waker *w;
+    atomic_int returned;
+    uint32_t state_after;
+} consumed_call;
+
+static void *consume_it(void *p)
+{
+    consumed_call *c = p;
+    qf_waker_consumed(c->w);
+    c->state_after = qf_waker_state(c->w);
+    atomic_store(&c->returned, 1);
+    return NULL;
+}
+
+Test(waker, consumed_waits_for_a_wake_in_progress, .timeout = 20)
 {
     qf_waitlist wl;
     qf_waitlist_init(&wl);
@@ -383,18 +399,23 @@ Test(waker, consumed_does_not_wait_for_a_wake_in_progress, .timeout = 20)
     atomic_store(&woke, 0);
     qf_waitlist_register(&wl, &w);
     qf_waitlist_register(&wl, &next);
-    pthread_t waker_thread;
+    pthread_t waker_thread, consumer;
     cr_assert_eq(pthread_create(&waker_thread, NULL, wake_list, &wl), 0);
     while (!atomic_load(&in_slow_wake))
         sched_yield();
     cr_assert_eq(qf_waker_state(&w), QF_WAKER_CLAIMED);
-    /* The wake function is held until released: returning here at all
-     * means the call did not wait for it. */
-    qf_waker_consumed(&w);
-    cr_expect_eq(qf_waker_state(&w), QF_WAKER_CLAIMED, "the wake is still in progress");
+    consumed_call c = {.w = &w};
+    atomic_init(&c.returned, 0);
+    cr_assert_eq(pthread_create(&consumer, NULL, consume_it, &c), 0);
+    /* The wake function cannot return before it is released, so the call
+     * can only have returned by now if it did not wait. */
+    for (int i = 0; i < 1000; i++)
+        sched_yield();
+    cr_expect(!atomic_load(&c.returned), "consumed returned while the wake was in progress");
     atomic_store(&release_slow_wake, 1);
+    pthread_join(consumer, NULL);
     pthread_join(waker_thread, NULL);
-    cr_assert_eq(qf_waker_state(&w), QF_WAKER_DONE);
+    cr_expect_eq(c.state_after, QF_WAKER_DONE);
     qf_waker_withdraw(&w);
     cr_expect_eq(atomic_load(&woke), 0, "a used wake was passed on");
     cr_expect_eq(qf_waker_state(&next), QF_WAKER_REGISTERED);
