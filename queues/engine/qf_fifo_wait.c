@@ -108,6 +108,7 @@
 #include "qf_lock-impl.h"
 #include "qf_status.h"
 #include "qf_task_mark-impl.h"
+#include "qf_wake_defer-impl.h"
 
 static uint64_t state_sc(qf__fifo *f)
 {
@@ -244,9 +245,11 @@ static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
     sched_yield(); /* room for a task owner to see the state and end */
 #endif
     if (wk) {
+        qf__wake_defer_begin(); /* the worker's wake after DONE (qf_wake_defer-impl.h) */
         wk->wake(wk);
         if (held)
             atomic_store_explicit(&wk->qf__state, QF_WAKER_DONE, memory_order_release);
+        qf__wake_defer_end();
     } else {
         qf_futex_wake(&r->state, 1);
     }

@@ -93,6 +93,8 @@ typedef struct qf__worker {
     ck_ring_buffer_t buf[QF__LOCAL_RING];
 } qf__worker;
 
+#define QF__CPU_HINTS 64
+
 struct qf_runtime {
     int nworkers;
     qf__worker *workers; /* nworkers entries, or one for the host */
@@ -107,6 +109,17 @@ struct qf_runtime {
      * runs what it found, never held while a task runs (qf_scheduler.c,
      * "Waking"). */
     _Atomic int waking;
+    /* The index of the worker that went to sleep last and has not been
+     * woken since, -1 when none; per CPU (mod QF__CPU_HINTS), the same for
+     * the workers that went to sleep on that CPU. A wake-up prefers the
+     * one that slept on the waking thread's CPU, else the last one
+     * (qf_scheduler.c, "Which worker"). Hints, read and written relaxed. */
+    _Atomic int last_idle;
+    _Alignas(64) _Atomic int idle_on_cpu[QF__CPU_HINTS];
+    /* Tasks pushed from outside the pool whose wake-up has not run yet
+     * (qf_scheduler.c, push_from_outside()): qf_runtime_free() waits for
+     * them. */
+    _Alignas(64) _Atomic int wakeups_in_flight;
     _Alignas(64) qf_eventcount idle;
     _Atomic bool accepting;
     _Atomic bool stopping;

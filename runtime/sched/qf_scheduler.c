@@ -53,6 +53,30 @@
  * with the clear, the hand-over and long tasks, is model-checked in
  * tests/model/sched_idle.pml.
  *
+ * Which worker a wake-up gets up. The event count's plain notify wakes the
+ * sleeper the kernel picks, the one asleep longest: with workers taking
+ * turns that way, the one woken had last run on the other CPU, which on a
+ * virtual machine had usually been halted, and getting a halted vCPU going
+ * took 30-45 us (perf sched: the woken worker's scheduling delay) against
+ * 1-3 us for a thread woken on the waker's own CPU. So each worker sleeps
+ * tagged with its own futex bit, and records itself as the last to sleep
+ * (last_idle) and the last to sleep on its CPU (idle_on_cpu, by
+ * sched_getcpu()); signal_work() prefers the worker that slept on the
+ * waking thread's CPU, else the last to sleep, and wakes any one when the
+ * one it prefers is not in its futex wait (qf_eventcount-impl.h). The
+ * choice is a hint, read and written relaxed: whichever sleeper is woken,
+ * the protocol above is the same (the model lets the wake reach any one).
+ *
+ * A wake-up after the waker's release. A thread whose queue operation
+ * wakes a parked task runs the task's wake function (the push and
+ * signal_work()) and then stores DONE on its waker. The worker the futex
+ * call got up on that thread's core used to run at once, mid-call, poll the
+ * task, find its waker still CLAIMED and wait for a DONE that the
+ * preempted thread could not store until it had its core back. Now the
+ * futex call runs after DONE (push_from_outside(), qf_wake_defer-impl.h),
+ * and a count of such wake-ups keeps qf_runtime_free() from freeing the
+ * runtime under one that has yet to run.
+ *
  * Rescue. Stealing alone never reaches a worker that the OS has taken off
  * its core (or that is inside one long poll) while the others are busy:
  * they have work of their own, so they never search, and the tasks in the
@@ -77,11 +101,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "qf_eventcount-impl.h"
 #include "qf_fence-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
 #include "qf_task_mark-impl.h"
 #include "qf_tsan-impl.h"
+#include "qf_wake_defer-impl.h"
 
 #define NEXT_SLOT_STREAK 3
 #define GLOBAL_EVERY 61
@@ -121,6 +147,12 @@ static void host_notify(qf_runtime *rt)
     }
 }
 
+/* A worker's tag in the idle event count: one futex bit per worker (mod 32). */
+static uint32_t worker_tag(int index)
+{
+    return 1u << ((unsigned)index & 31u);
+}
+
 /* New shared work was published: make sure a worker will look (see
  * "Sleeping" at the top). A worker already searching, or one already woken
  * and on its way, will: no second wake-up (a burst of outside wakes used to
@@ -134,8 +166,15 @@ static void signal_work(qf_runtime *rt)
         return;
     int idle = 0;
     if (atomic_compare_exchange_strong_explicit(&rt->waking, &idle, 1, memory_order_seq_cst,
-                                                memory_order_relaxed))
-        qf_eventcount_notify(&rt->idle, false);
+                                                memory_order_relaxed)) {
+        int cpu = sched_getcpu();
+        int last = cpu >= 0 ? atomic_load_explicit(&rt->idle_on_cpu[cpu % QF__CPU_HINTS],
+                                                   memory_order_relaxed)
+                            : -1;
+        if (last < 0)
+            last = atomic_load_explicit(&rt->last_idle, memory_order_relaxed);
+        qf__eventcount_notify_prefer(&rt->idle, last >= 0 ? worker_tag(last) : QF__EC_ANY);
+    }
 }
 
 static void link_after(qf_task *a, qf_task *b)
@@ -184,6 +223,42 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
     qf__push_local(w, t);
 }
 
+static void deferred_signal(void *arg)
+{
+    qf_runtime *rt = arg;
+    signal_work(rt);
+    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+}
+
+/* A task made runnable from outside the pool: the push, then the
+ * wake-up (signal_work()). Inside a wake the wake-up runs after the
+ * waker's DONE (qf_wake_defer-impl.h), so a worker the futex call gets up
+ * on this core finds the task's waker released instead of waiting for it;
+ * a wake-up of this runtime already deferred covers this push too (it
+ * runs after it). From that DONE on, the task may end and its owner free
+ * the runtime before the deferred wake-up has read it, so a deferred
+ * wake-up is counted in wakeups_in_flight from before the push (sequenced
+ * before the push's release, which a worker's pop, the task's end and the
+ * shutdown's count of live tasks carry to qf_runtime_free()'s acquire load
+ * of the count) until signal_work() has returned (the release decrement).
+ * Outside a wake nothing is counted: the caller is making the call on the
+ * runtime, and must not free it meanwhile. */
+static void push_from_outside(qf_runtime *rt, qf_task *t)
+{
+    bool defer = qf__wake_deferring();
+    bool covered = defer && qf__wake_deferred(deferred_signal, rt);
+    if (defer && !covered)
+        atomic_fetch_add_explicit(&rt->wakeups_in_flight, 1, memory_order_relaxed);
+    qf__gq_push_chain(&rt->global, t, t, 1);
+#ifdef QF_RACE_WIDENING
+    sched_yield(); /* room for a worker to run t to its end here */
+#endif
+    if (!defer)
+        signal_work(rt);
+    else if (!covered)
+        qf__wake_defer(deferred_signal, rt);
+}
+
 void qf__schedule(qf_task *t)
 {
     qf__worker *w = tls_worker;
@@ -196,11 +271,7 @@ void qf__schedule(qf_task *t)
             qf__push_local(w, prev);
         return;
     }
-    qf__gq_push_chain(&rt->global, t, t, 1);
-#ifdef QF_RACE_WIDENING
-    sched_yield(); /* room for a worker to run t to its end here */
-#endif
-    signal_work(rt);
+    push_from_outside(rt, t);
 }
 
 void qf__schedule_chain(qf_runtime *rt, qf_task *const *ts, size_t n)
@@ -601,7 +672,7 @@ static void found_work(qf_runtime *rt, bool woken, bool last_searcher)
  * push that still saw it set is seen by that look, and any later push
  * finds it clear and notifies (the wake it was set for may have found no
  * sleeper, so it must not outlive the next worker going to sleep). */
-static void idle_wait(qf_runtime *rt, qf_deadline deadline)
+static void idle_wait(qf_runtime *rt, int index, qf_deadline deadline)
 {
     uint32_t ticket = qf_eventcount_prepare(&rt->idle);
     atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);
@@ -611,7 +682,23 @@ static void idle_wait(qf_runtime *rt, qf_deadline deadline)
         return;
     }
     qf_deadline d = qf_deadline_min(deadline, qf_runtime_next_deadline(rt));
-    qf_eventcount_wait_until(&rt->idle, ticket, d);
+    if (index < 0) { /* the host thread of a runtime of 0 workers */
+        qf_eventcount_wait_until(&rt->idle, ticket, d);
+        return;
+    }
+    int cpu = sched_getcpu();
+    _Atomic int *on_cpu = cpu >= 0 ? &rt->idle_on_cpu[cpu % QF__CPU_HINTS] : NULL;
+    atomic_store_explicit(&rt->last_idle, index, memory_order_relaxed);
+    if (on_cpu)
+        atomic_store_explicit(on_cpu, index, memory_order_relaxed);
+    qf__eventcount_wait_tagged(&rt->idle, ticket, worker_tag(index), d);
+    int me = index;
+    atomic_compare_exchange_strong_explicit(&rt->last_idle, &me, -1, memory_order_relaxed,
+                                            memory_order_relaxed);
+    me = index;
+    if (on_cpu)
+        atomic_compare_exchange_strong_explicit(on_cpu, &me, -1, memory_order_relaxed,
+                                                memory_order_relaxed);
 }
 
 static void *worker_main(void *arg)
@@ -633,7 +720,7 @@ static void *worker_main(void *arg)
             woken = false;
             qf__task_run(w, t);
         } else {
-            idle_wait(rt, QF_FOREVER);
+            idle_wait(rt, w->index, QF_FOREVER);
             woken = true;
         }
     }
@@ -684,6 +771,10 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
     atomic_init(&rt->searching, 0);
     atomic_init(&rt->waking, 0);
     qf_eventcount_init(&rt->idle);
+    atomic_init(&rt->last_idle, -1);
+    atomic_init(&rt->wakeups_in_flight, 0);
+    for (int i = 0; i < QF__CPU_HINTS; i++)
+        atomic_init(&rt->idle_on_cpu[i], -1);
     qf_eventcount_init(&rt->live_ec);
     atomic_init(&rt->accepting, true);
     atomic_init(&rt->next_timer, QF_FOREVER);
@@ -792,7 +883,7 @@ int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline)
         }
         if (ran > 0 || deadline == QF_NO_WAIT || round == 1)
             break;
-        idle_wait(rt, deadline);
+        idle_wait(rt, -1, deadline);
     }
     tls_worker = saved;
     atomic_store(&rt->host_running, 0);
@@ -862,6 +953,11 @@ void qf_runtime_free(qf_runtime *rt)
          * event count; keep notifying until each has left. */
         pthread_join(rt->workers[i].thread, NULL);
     }
+    /* A thread that made one of its tasks runnable may not have run the
+     * wake-up that follows yet (the task ran and ended first). */
+    for (unsigned i = 0; atomic_load_explicit(&rt->wakeups_in_flight, memory_order_acquire) != 0;
+         i++)
+        qf__spin_then_yield(i);
     if (rt->efd >= 0)
         close(rt->efd);
     free(rt->heap);

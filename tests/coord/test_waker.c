@@ -463,3 +463,121 @@ Test(waker, cancel_on_the_wrong_list_racing_a_wake, .timeout = 60)
     qf_waitlist_destroy(&stray_wl);
     qf_waitlist_destroy(&wrong);
 }
+
+/* ------------------------------------------- a wake's deferred last step */
+
+#include "qf_eventcount-impl.h"
+#include "qf_wake_defer-impl.h"
+
+static int defer_log[8];
+static int defer_n;
+static void log_call(void *arg)
+{
+    defer_log[defer_n++] = (int)(intptr_t)arg;
+}
+
+Test(waker, defer_runs_each_call_once_at_the_outermost_end)
+{
+    defer_n = 0;
+    cr_expect(!qf__wake_deferring());
+    cr_expect(!qf__wake_defer(log_call, (void *)1), "outside a deferral nothing is kept");
+    cr_expect_eq(defer_n, 0);
+    qf__wake_defer_begin();
+    qf__wake_defer_begin();
+    cr_expect(qf__wake_deferring());
+    cr_expect(qf__wake_defer(log_call, (void *)2));
+    cr_expect_eq(defer_n, 0, "deferred, not run");
+    cr_expect(qf__wake_defer(log_call, (void *)3));
+    cr_expect_eq(defer_n, 1, "a second deferral runs the first at once");
+    cr_expect_eq(defer_log[0], 2);
+    qf__wake_defer_end();
+    cr_expect_eq(defer_n, 1, "an inner end runs nothing");
+    qf__wake_defer_end();
+    cr_expect_eq(defer_n, 2, "the outermost end runs the last call");
+    cr_expect_eq(defer_log[1], 3);
+    cr_expect(!qf__wake_deferring());
+    qf__wake_defer_begin();
+    qf__wake_defer_end();
+    cr_expect_eq(defer_n, 2, "an empty deferral runs nothing");
+}
+
+/* A wake function that defers its last step: the step must see the waker
+ * DONE (the state its owner may reuse it in), and run before
+ * qf_waitlist_wake() returns. */
+static uint32_t state_seen_by_step;
+static void step_after_done(void *arg)
+{
+    state_seen_by_step = qf_waker_state(arg);
+}
+static void on_wake_deferring(qf_waker *w)
+{
+    cr_expect(qf__wake_defer(step_after_done, w), "a waitlist wake opens a deferral");
+}
+
+Test(waker, a_wake_functions_deferred_step_runs_after_done)
+{
+    qf_waitlist wl;
+    qf_waitlist_init(&wl);
+    qf_waker a, b;
+    qf_waker_init(&a, on_wake_deferring, NULL);
+    qf_waker_init(&b, on_wake_deferring, NULL);
+    qf_waitlist_register(&wl, &a);
+    qf_waitlist_register(&wl, &b);
+    state_seen_by_step = 0;
+    cr_expect_eq(qf_waitlist_wake(&wl, 2), 2);
+    cr_expect_eq(state_seen_by_step, QF_WAKER_DONE);
+    cr_expect(!qf__wake_deferring(), "the deferral is closed on return");
+}
+
+/* The preferring notify: with two sleepers in their futex waits, the one
+ * tagged with the preferred bits is woken, the other stays asleep until a
+ * plain notify. */
+#include "qf_test_park.h"
+
+typedef struct tagged_sleeper {
+    qf_eventcount *ec;
+    uint32_t bits;
+    _Atomic int tid;
+    _Atomic bool woke;
+} tagged_sleeper;
+
+static void *sleep_tagged(void *arg)
+{
+    tagged_sleeper *s = arg;
+    atomic_store(&s->tid, qft_tid());
+    uint32_t t = qf_eventcount_prepare(s->ec);
+    /* Wait for real: a wake that advanced the count before we took the
+     * ticket is not ours. */
+    while (qf__eventcount_wait_tagged(s->ec, t, s->bits, qf_deadline_in_ns(20000000000)) == QF_OK &&
+           atomic_load_explicit(&s->ec->qf__seq, memory_order_acquire) == t)
+        t = qf_eventcount_prepare(s->ec);
+    atomic_store(&s->woke, true);
+    return NULL;
+}
+
+Test(waker, eventcount_notify_prefer_wakes_the_tagged_sleeper)
+{
+    qf_eventcount evc;
+    qf_eventcount_init(&evc);
+    tagged_sleeper s[2] = {{.ec = &evc, .bits = 1u << 3}, {.ec = &evc, .bits = 1u << 7}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, sleep_tagged, &s[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        while (atomic_load(&s[i].tid) == 0)
+            sched_yield();
+        if (qft_wait_parked(atomic_load(&s[i].tid), NULL, 0, NULL, 10000000000) != 1)
+            cr_skip("cannot see the sleepers parked (/proc)");
+    }
+    qf__eventcount_notify_prefer(&evc, 1u << 7);
+    for (int64_t end = qf_now_ns() + 10000000000; !atomic_load(&s[1].woke);)
+        cr_assert(qf_now_ns() < end, "the preferred sleeper was not woken");
+    /* The other one is still inside its futex wait: it was not woken. */
+    cr_expect_eq(qft_parked_now(atomic_load(&s[0].tid), NULL, 0), 1);
+    cr_expect(!atomic_load(&s[0].woke));
+    /* A preference that matches nobody in the kernel still wakes one. */
+    qf__eventcount_notify_prefer(&evc, 1u << 20);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_expect(atomic_load(&s[0].woke));
+}

@@ -14,7 +14,11 @@
  * each publish one task, then signal: unless a worker is searching or a
  * wake is under way (`waking`), they claim `waking` and notify the event
  * count: seq++, then a futex wake of ONE waiter in the kernel (`tokens`),
- * not of every sleeper.
+ * not of every sleeper. Which one is not modelled: the C code prefers a
+ * tagged sleeper (the last to sleep on the pusher's CPU) and wakes any one
+ * when that one is not in the kernel, so one is woken if any is there,
+ * as here. The push and its signal are separate steps here, so a signal
+ * run later than the push (after a waker's DONE) is covered too.
  *
  * A task run may take for ever (up to NLONG of them): the worker never
  * comes back. A worker that has found a task and came back from the idle

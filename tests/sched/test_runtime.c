@@ -505,3 +505,66 @@ Test(runtime, detached_tasks_spawned_or_woken_from_a_thread_are_not_read_after_q
     cr_expect_eq(atomic_load(&n), 2 * N, "every task ran once");
     qf_runtime_free(rt);
 }
+
+/* A thread whose enqueue wakes a parked task runs the worker's wake-up
+ * after it has released the task's waker (qf_wake_defer-impl.h): the task
+ * may take its element and end, and its owner join it and free the
+ * runtime, while that thread has yet to make the wake-up, which reads the
+ * runtime. qf_runtime_free() must wait for it. With -Drace_widening=true
+ * the thread yields just there, and ASan reports a use-after-free of the
+ * runtime when the free does not wait. */
+typedef struct wake_then_free {
+    qf_queue *q;
+    _Atomic int round; /* the round whose element the sender may send */
+    int rounds;
+} wake_then_free;
+
+static void *send_each_round(void *arg)
+{
+    wake_then_free *w = arg;
+    for (int r = 1; r <= w->rounds; r++) {
+        while (atomic_load_explicit(&w->round, memory_order_acquire) < r)
+            sched_yield();
+        cr_assert_eq(qf_queue_enqueue_ptr(w->q, (void *)(intptr_t)r), QF_OK);
+    }
+    return NULL;
+}
+
+/* Keeps the worker awake (yielding until told to stop), so the woken task
+ * runs without the deferred wake-up: that is when it can end first. */
+static qf_code busy_until_stopped(qf_task *t, void *arg)
+{
+    (void)t;
+    return atomic_load((_Atomic bool *)arg) ? QF_OK : QF_YIELD;
+}
+
+Test(runtime, free_waits_for_a_wake_up_deferred_past_the_wakers_release, .timeout = 120)
+{
+    wake_then_free w = {.rounds = 300};
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &w.q), QF_OK);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, send_each_round, &w), 0);
+    for (int r = 1; r <= w.rounds; r++) {
+        qf_runtime *rt = mkrt(1);
+        deq_arg a = {.q = w.q};
+        _Atomic bool stop = false;
+        qf_task *t, *busy;
+        cr_assert_eq(qf_task_spawn(rt, busy_until_stopped, &stop, NULL, &busy), QF_OK);
+        cr_assert_eq(qf_task_spawn(rt, dequeue_task, &a, NULL, &t), QF_OK);
+        /* Send once the task has polled (it then parks on the empty queue,
+         * or, rarely, is still on its way there: either way it gets the
+         * element through its waker or its next poll). */
+        while (atomic_load(&a.polls) == 0)
+            sched_yield();
+        atomic_store_explicit(&w.round, r, memory_order_release);
+        cr_assert_eq(qf_task_join(t, qf_deadline_in_s(60), NULL), QF_OK);
+        cr_assert_eq((intptr_t)a.got, r);
+        qf_task_unref(t);
+        atomic_store(&stop, true);
+        cr_assert_eq(qf_task_join(busy, qf_deadline_in_s(60), NULL), QF_OK);
+        qf_task_unref(busy);
+        qf_runtime_free(rt); /* possibly while the sender is still in its wake */
+    }
+    pthread_join(th, NULL);
+    qf_queue_unref(w.q);
+}

@@ -1,0 +1,54 @@
+/* qf_wake_defer-impl.h - internal: the last step of a wake, run after the
+ * waker is released.
+ * Never installed; not exported from libqflow.so (the layers above link
+ * the static archive).
+ *
+ * Why. A thread that wakes a task's waker calls the waker's function (the
+ * runtime makes the task runnable and futex-wakes a sleeping worker), then
+ * stores DONE, which releases the waker to its task. The kernel tends to
+ * put the woken worker on the waking thread's own core and to run it at
+ * once, in the middle of that futex call: the worker then polled the task,
+ * found its waker still CLAIMED, and waited (64 pauses, then yields) for a
+ * DONE that the preempted waking thread could store only once the worker
+ * gave its core back, and then not until that thread next slept (measured:
+ * task.wake p50 15 us against 1.8 us for a thread woken by the same queue).
+ * So the code that calls a waker's function opens a deferral around the
+ * call and its DONE store; a wake function whose last step can wait (the
+ * futex wake of a worker: the task is already runnable and visible to any
+ * worker that looks) leaves it here, and it runs after DONE.
+ *
+ * Rules. Deferrals nest (a counter per thread); the deferred call runs when
+ * the outermost one ends, on the same thread. One call waits at a time: a
+ * second deferral runs the first one at once, so every deferred call runs
+ * exactly once. Outside a deferral nothing is deferred (qf__wake_defer()
+ * returns false and the caller does the step itself), so a caller that
+ * invokes a wake function directly loses nothing. Whoever defers a call
+ * that uses an object must keep that object alive until the call has run:
+ * after DONE the task may end and its owner may free what it likes (the
+ * runtime counts its deferred signals, and qf_runtime_free() waits for
+ * them). */
+#ifndef QF_WAKE_DEFER_IMPL_H
+#define QF_WAKE_DEFER_IMPL_H
+
+#include <stdbool.h>
+
+typedef void (*qf__deferred_fn)(void *arg);
+
+/* Open a deferral on this thread (before calling a wake function). */
+void qf__wake_defer_begin(void);
+
+/* Close it (after the DONE store); the outermost close runs the call
+ * deferred, if any. */
+void qf__wake_defer_end(void);
+
+/* True inside a deferral on this thread. */
+bool qf__wake_deferring(void);
+
+/* True when fn(arg) is the call this thread's deferral will run. */
+bool qf__wake_deferred(qf__deferred_fn fn, void *arg);
+
+/* Inside a deferral: run fn(arg) at its end (and run an earlier deferred
+ * call now), true. Outside one: false, nothing recorded. */
+bool qf__wake_defer(qf__deferred_fn fn, void *arg);
+
+#endif
