@@ -313,6 +313,24 @@ static void *wake_list(void *p)
     return NULL;
 }
 
+/* Start a wake of `wl` on a thread of its own and return once it holds its
+ * first waker (registered with slow_wake) CLAIMED, inside the wake function;
+ * release_held_wake() lets it finish. */
+static void start_held_wake(qf_waitlist *wl, pthread_t *waker_thread)
+{
+    atomic_store(&in_slow_wake, 0);
+    atomic_store(&release_slow_wake, 0);
+    cr_assert_eq(pthread_create(waker_thread, NULL, wake_list, wl), 0);
+    while (!atomic_load(&in_slow_wake))
+        sched_yield();
+}
+
+static void release_held_wake(pthread_t waker_thread)
+{
+    atomic_store(&release_slow_wake, 1);
+    pthread_join(waker_thread, NULL);
+}
+
 typedef struct cancel_call {
     qf_waitlist *wl;
     qf_waker *w;
@@ -340,13 +358,9 @@ Test(waker, cancel_waits_for_a_wake_in_progress, .timeout = 20)
         qf_waitlist_init(&other);
         qf_waker w;
         qf_waker_init(&w, slow_wake, NULL);
-        atomic_store(&in_slow_wake, 0);
-        atomic_store(&release_slow_wake, 0);
         qf_waitlist_register(&wl, &w);
         pthread_t waker_thread, canceller;
-        cr_assert_eq(pthread_create(&waker_thread, NULL, wake_list, &wl), 0);
-        while (!atomic_load(&in_slow_wake))
-            sched_yield();
+        start_held_wake(&wl, &waker_thread);
         cr_expect_eq(qf_waker_state(&w), QF_WAKER_CLAIMED);
         cancel_call c = {.wl = other_list ? &other : &wl, .w = &w};
         atomic_init(&c.returned, 0);
@@ -356,9 +370,8 @@ Test(waker, cancel_waits_for_a_wake_in_progress, .timeout = 20)
         for (int i = 0; i < 1000; i++)
             sched_yield();
         cr_expect(!atomic_load(&c.returned), "cancel returned while the wake was in progress");
-        atomic_store(&release_slow_wake, 1);
+        release_held_wake(waker_thread);
         pthread_join(canceller, NULL);
-        pthread_join(waker_thread, NULL);
         cr_expect(!c.result);
         cr_expect_eq(c.state_after, QF_WAKER_DONE);
         qf_waitlist_destroy(&other);
@@ -394,15 +407,11 @@ Test(waker, consumed_waits_for_a_wake_in_progress, .timeout = 20)
     qf_waker w, next;
     qf_waker_init(&w, slow_wake, NULL);
     qf_waker_init(&next, on_wake, NULL);
-    atomic_store(&in_slow_wake, 0);
-    atomic_store(&release_slow_wake, 0);
     atomic_store(&woke, 0);
     qf_waitlist_register(&wl, &w);
     qf_waitlist_register(&wl, &next);
     pthread_t waker_thread, consumer;
-    cr_assert_eq(pthread_create(&waker_thread, NULL, wake_list, &wl), 0);
-    while (!atomic_load(&in_slow_wake))
-        sched_yield();
+    start_held_wake(&wl, &waker_thread);
     cr_assert_eq(qf_waker_state(&w), QF_WAKER_CLAIMED);
     consumed_call c = {.w = &w};
     atomic_init(&c.returned, 0);
@@ -412,9 +421,8 @@ Test(waker, consumed_waits_for_a_wake_in_progress, .timeout = 20)
     for (int i = 0; i < 1000; i++)
         sched_yield();
     cr_expect(!atomic_load(&c.returned), "consumed returned while the wake was in progress");
-    atomic_store(&release_slow_wake, 1);
+    release_held_wake(waker_thread);
     pthread_join(consumer, NULL);
-    pthread_join(waker_thread, NULL);
     cr_expect_eq(c.state_after, QF_WAKER_DONE);
     qf_waker_withdraw(&w);
     cr_expect_eq(atomic_load(&woke), 0, "a used wake was passed on");
@@ -567,7 +575,7 @@ Test(waker, eventcount_notify_prefer_wakes_the_tagged_sleeper)
         while (atomic_load(&s[i].tid) == 0)
             sched_yield();
         if (qft_wait_parked(atomic_load(&s[i].tid), NULL, 0, NULL, 10000000000) != 1)
-            cr_skip("cannot see the sleepers parked (/proc)");
+            cr_skip_test("cannot see the sleepers parked (/proc)");
     }
     qf__eventcount_notify_prefer(&evc, 1u << 7);
     for (int64_t end = qf_now_ns() + 10000000000; !atomic_load(&s[1].woke);)
