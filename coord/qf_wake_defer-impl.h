@@ -17,6 +17,16 @@
  * futex wake of a worker: the task is already runnable and visible to any
  * worker that looks) leaves it here, and it runs after DONE.
  *
+ * Only near wakes do this: a queue's consumers woken because elements
+ * came (qf__waitlist_wake_near()), where the task's latency is the point
+ * and the runtime also gets up the worker that slept on the waking
+ * thread's CPU. A worker started there takes that core from the waking
+ * thread; when that thread goes on working (a consumer thread whose takes
+ * wake the producer tasks of a full queue: pipeline.text, runners.fair)
+ * the two then share one core, and measured 20% below the old order (the
+ * worker waited for DONE, yielded the core back, and was soon taken by
+ * the other CPU). Room wakes and every other wake keep that order.
+ *
  * Rules. Deferrals nest (a counter per thread); the deferred call runs when
  * the outermost one ends, on the same thread. One call waits at a time: a
  * second deferral runs the first one at once, so every deferred call runs
@@ -32,7 +42,13 @@
 
 #include <stdbool.h>
 
+#include "qf_waker.h"
+
 typedef void (*qf__deferred_fn)(void *arg);
+
+/* qf_waitlist_wake() for a near wake: each waker's function runs inside a
+ * deferral that closes after its DONE store (wl not NULL). */
+int qf__waitlist_wake_near(qf_waitlist *wl, int n);
 
 /* Open a deferral on this thread (before calling a wake function). */
 void qf__wake_defer_begin(void);

@@ -14,8 +14,10 @@
  * one wake function away, is waited for.
  *
  * A wake function may leave its last step (a futex wake of a worker) to
- * run after the DONE store: qf_waitlist_wake() opens a deferral around the
- * call and the store (qf_wake_defer-impl.h says why and how).
+ * run after the DONE store when the wake is a near one
+ * (qf__waitlist_wake_near(): a queue's consumers, woken for elements): it
+ * opens a deferral around the call and the store (qf_wake_defer-impl.h
+ * says why, how, and why only those).
  *
  * For thread wakers the state word itself is the futex the thread sleeps
  * on. The futex wake after the DONE store may reach an address the owner
@@ -285,12 +287,25 @@ bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
     }
 }
 
+static int wake_list(qf_waitlist *wl, int n, bool near);
+
 int qf_waitlist_wake(qf_waitlist *wl, int n)
 {
     if (!wl) {
         refuse("qf_waitlist_wake: wait list (wl) is NULL");
         return 0;
     }
+    return wake_list(wl, n, false);
+}
+
+int qf__waitlist_wake_near(qf_waitlist *wl, int n)
+{
+    return wake_list(wl, n, true);
+}
+
+/* Wake up to n wakers of wl; `near`: inside a deferral (see the notes). */
+static int wake_list(qf_waitlist *wl, int n, bool near)
+{
     if (n <= 0)
         return 0;
     qf_waker *batch = NULL, *last = NULL;
@@ -320,13 +335,16 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
         /* Read the link before DONE: after DONE the owner may reuse w. */
         batch = w->qf__next;
         w->qf__next = NULL;
-        if (w->wake) {
+        if (w->wake && near) {
             /* The wake function's futex call may run after DONE, so a
              * worker it gets up finds the waker released (qf_wake_defer-impl.h). */
             qf__wake_defer_begin();
             w->wake(w);
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
             qf__wake_defer_end();
+        } else if (w->wake) {
+            w->wake(w);
+            atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
         } else {
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
             qf_futex_wake(&w->qf__state, 1);

@@ -204,7 +204,7 @@ void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
         return;
     }
     if (qf_waitlist_count(&f->deq_waiters))
-        qf_waitlist_wake(&f->deq_waiters, clamp_n(k));
+        qf__waitlist_wake_near(&f->deq_waiters, clamp_n(k));
     if (qf_waitlist_count(&f->deq_many_waiters)) {
         uint32_t need = atomic_load_explicit(&f->many_need, memory_order_seq_cst);
         /* Whoever resets many_need from a real value wakes the batch
@@ -212,7 +212,7 @@ void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
          * re-check, so a later publish sees it. */
         if (need != UINT32_MAX && qf__fifo_available(f) >= need &&
             atomic_exchange_explicit(&f->many_need, UINT32_MAX, memory_order_seq_cst) != UINT32_MAX)
-            qf_waitlist_wake(&f->deq_many_waiters, INT32_MAX);
+            qf__waitlist_wake_near(&f->deq_many_waiters, INT32_MAX);
     }
 }
 
@@ -245,11 +245,9 @@ static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
     sched_yield(); /* room for a task owner to see the state and end */
 #endif
     if (wk) {
-        qf__wake_defer_begin(); /* the worker's wake after DONE (qf_wake_defer-impl.h) */
         wk->wake(wk);
         if (held)
             atomic_store_explicit(&wk->qf__state, QF_WAKER_DONE, memory_order_release);
-        qf__wake_defer_end();
     } else {
         qf_futex_wake(&r->state, 1);
     }

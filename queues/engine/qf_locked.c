@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "qf_lock-impl.h"
+#include "qf_wake_defer-impl.h"
 #include "qf_locked-impl.h"
 #include "qf_ring-impl.h" /* QF_WIDEN */
 #include "qf_spin-impl.h"
@@ -167,9 +168,9 @@ static void deliver(qf__locked *L, const wakes *wk)
         finish_req(r);
     }
     if (wk->deq)
-        qf_waitlist_wake(&L->deq_waiters, clamp_wake(wk->deq));
+        qf__waitlist_wake_near(&L->deq_waiters, clamp_wake(wk->deq));
     if (wk->many)
-        qf_waitlist_wake(&L->many_waiters, INT32_MAX);
+        qf__waitlist_wake_near(&L->many_waiters, INT32_MAX);
     if (wk->enq)
         qf_waitlist_wake(&L->enq_waiters, clamp_wake(wk->enq));
 }

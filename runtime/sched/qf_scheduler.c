@@ -66,10 +66,13 @@
  * one it prefers is not in its futex wait (qf_eventcount-impl.h). The
  * choice is a hint, read and written relaxed: whichever sleeper is woken,
  * the protocol above is the same (the model lets the wake reach any one).
+ * Only near wake-ups (below) prefer: a worker started on the waking
+ * thread's CPU shares that core with it, which a thread that goes on
+ * working pays for (see qf_wake_defer-impl.h); the others wake any one.
  *
- * A wake-up after the waker's release. A thread whose queue operation
- * wakes a parked task runs the task's wake function (the push and
- * signal_work()) and then stores DONE on its waker. The worker the futex
+ * A wake-up after the waker's release (near wake-ups). A thread whose
+ * enqueue wakes a parked consumer task runs the task's wake function (the
+ * push and signal_work()) and then stores DONE on its waker. The worker the futex
  * call got up on that thread's core used to run at once, mid-call, poll the
  * task, find its waker still CLAIMED and wait for a DONE that the
  * preempted thread could not store until it had its core back. Now the
@@ -153,11 +156,26 @@ static uint32_t worker_tag(int index)
     return 1u << ((unsigned)index & 31u);
 }
 
+/* The worker a near wake-up prefers (see "Which worker" at the top): the
+ * last to sleep on this thread's CPU, else the last to sleep; its tag, or
+ * QF__EC_ANY when none is recorded. */
+static uint32_t near_worker(qf_runtime *rt)
+{
+    int cpu = sched_getcpu();
+    int last =
+        cpu >= 0 ? atomic_load_explicit(&rt->idle_on_cpu[cpu % QF__CPU_HINTS], memory_order_relaxed)
+                 : -1;
+    if (last < 0)
+        last = atomic_load_explicit(&rt->last_idle, memory_order_relaxed);
+    return last >= 0 ? worker_tag(last) : QF__EC_ANY;
+}
+
 /* New shared work was published: make sure a worker will look (see
  * "Sleeping" at the top). A worker already searching, or one already woken
  * and on its way, will: no second wake-up (a burst of outside wakes used to
- * cost a futex call each while the first woken worker was still getting up). */
-static void signal_work(qf_runtime *rt)
+ * cost a futex call each while the first woken worker was still getting up).
+ * `near`: get up the worker near this thread rather than any. */
+static void signal_work_to(qf_runtime *rt, bool near)
 {
     qf__fence_full(); /* the publish before, the looks at searching and waking after */
     host_notify(rt);
@@ -166,15 +184,13 @@ static void signal_work(qf_runtime *rt)
         return;
     int idle = 0;
     if (atomic_compare_exchange_strong_explicit(&rt->waking, &idle, 1, memory_order_seq_cst,
-                                                memory_order_relaxed)) {
-        int cpu = sched_getcpu();
-        int last = cpu >= 0 ? atomic_load_explicit(&rt->idle_on_cpu[cpu % QF__CPU_HINTS],
-                                                   memory_order_relaxed)
-                            : -1;
-        if (last < 0)
-            last = atomic_load_explicit(&rt->last_idle, memory_order_relaxed);
-        qf__eventcount_notify_prefer(&rt->idle, last >= 0 ? worker_tag(last) : QF__EC_ANY);
-    }
+                                                memory_order_relaxed))
+        qf__eventcount_notify_prefer(&rt->idle, near ? near_worker(rt) : QF__EC_ANY);
+}
+
+static void signal_work(qf_runtime *rt)
+{
+    signal_work_to(rt, false);
 }
 
 static void link_after(qf_task *a, qf_task *b)
@@ -226,7 +242,7 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
 static void deferred_signal(void *arg)
 {
     qf_runtime *rt = arg;
-    signal_work(rt);
+    signal_work_to(rt, true);
     atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
 }
 

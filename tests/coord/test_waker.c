@@ -509,17 +509,21 @@ Test(waker, defer_runs_each_call_once_at_the_outermost_end)
     cr_expect_eq(defer_n, 2, "an empty deferral runs nothing");
 }
 
-/* A wake function that defers its last step: the step must see the waker
- * DONE (the state its owner may reuse it in), and run before
- * qf_waitlist_wake() returns. */
+/* A wake function that defers its last step: in a near wake the step
+ * must see the waker DONE (the state its owner may reuse it in), and run
+ * before the wake returns; a plain wake opens no deferral. */
 static uint32_t state_seen_by_step;
+static int deferred_steps;
 static void step_after_done(void *arg)
 {
     state_seen_by_step = qf_waker_state(arg);
 }
 static void on_wake_deferring(qf_waker *w)
 {
-    cr_expect(qf__wake_defer(step_after_done, w), "a waitlist wake opens a deferral");
+    if (qf__wake_defer(step_after_done, w))
+        deferred_steps++;
+    else
+        step_after_done(w);
 }
 
 Test(waker, a_wake_functions_deferred_step_runs_after_done)
@@ -532,9 +536,16 @@ Test(waker, a_wake_functions_deferred_step_runs_after_done)
     qf_waitlist_register(&wl, &a);
     qf_waitlist_register(&wl, &b);
     state_seen_by_step = 0;
-    cr_expect_eq(qf_waitlist_wake(&wl, 2), 2);
+    deferred_steps = 0;
+    cr_expect_eq(qf__waitlist_wake_near(&wl, 2), 2);
+    cr_expect_eq(deferred_steps, 2, "a near wake opens a deferral per waker");
     cr_expect_eq(state_seen_by_step, QF_WAKER_DONE);
     cr_expect(!qf__wake_deferring(), "the deferral is closed on return");
+    qf_waitlist_register(&wl, &a);
+    state_seen_by_step = 0;
+    cr_expect_eq(qf_waitlist_wake(&wl, 1), 1);
+    cr_expect_eq(deferred_steps, 2, "a plain wake defers nothing");
+    cr_expect_eq(state_seen_by_step, QF_WAKER_CLAIMED, "the step ran inside the wake");
 }
 
 /* The preferring notify: with two sleepers in their futex waits, the one
