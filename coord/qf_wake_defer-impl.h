@@ -18,7 +18,8 @@
  * worker that looks) leaves it here, and it runs after DONE.
  *
  * Only near wakes do this: a queue's consumers woken because elements
- * came (qf__waitlist_wake_near()), where the task's latency is the point
+ * came (qf__waitlist_wake_near(); the locked engine's end-of-data wake
+ * after a close goes the same way), where the task's latency is the point
  * and the runtime also gets up the worker that slept on the waking
  * thread's CPU. A worker started there takes that core from the waking
  * thread; when that thread goes on working (a consumer thread whose takes

@@ -89,10 +89,13 @@ QF_BEGIN_DECLS
 typedef struct qf_waker qf_waker;
 typedef struct qf_waitlist qf_waitlist;
 
-/* A wake function runs on the waking thread, outside every qflow lock, while
- * the waker is CLAIMED (the list stores DONE after it returns). It must not
- * block, free the waker, or register, cancel or withdraw it; it makes the
- * waiting task runnable, and the task re-registers when it polls again. */
+/* A wake function runs on the waking thread, outside the wait list's lock
+ * (the waking call may hold locks of its own callers: a batcher's poll
+ * holds its lock across the queue operation that wakes), while the waker is
+ * CLAIMED (the list stores DONE after it returns). It must not block, take
+ * a lock a poll may hold, free the waker, or register, cancel or withdraw
+ * it; it makes the waiting task runnable, and the task re-registers when
+ * it polls again. */
 typedef void (*qf_wake_fn)(qf_waker *w);
 
 /* Waker states (qf__state). */

@@ -66,13 +66,13 @@
 #include <unistd.h>
 
 #include "qf_lock-impl.h"
-#include "qf_wake_defer-impl.h"
 #include "qf_locked-impl.h"
 #include "qf_ring-impl.h" /* QF_WIDEN */
 #include "qf_spin-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
 #include "qf_task_mark-impl.h"
+#include "qf_wake_defer-impl.h"
 
 /* Preallocate storage up to this many entries; beyond, grow on demand. */
 #define PREALLOC_MAX 65536u

@@ -111,7 +111,7 @@ struct qf_runtime {
     _Atomic int waking;
     /* The index of the worker that went to sleep last and has not been
      * woken since, -1 when none; per CPU (mod QF__CPU_HINTS), the same for
-     * the workers that went to sleep on that CPU. A wake-up prefers the
+     * the workers that went to sleep on that CPU. A near wake-up prefers the
      * one that slept on the waking thread's CPU, else the last one
      * (qf_scheduler.c, "Which worker"). Hints, read and written relaxed. */
     _Atomic int last_idle;

@@ -61,9 +61,10 @@
  * 1-3 us for a thread woken on the waker's own CPU. So each worker sleeps
  * tagged with its own futex bit, and records itself as the last to sleep
  * (last_idle) and the last to sleep on its CPU (idle_on_cpu, by
- * sched_getcpu()); signal_work() prefers the worker that slept on the
- * waking thread's CPU, else the last to sleep, and wakes any one when the
- * one it prefers is not in its futex wait (qf_eventcount-impl.h). The
+ * sched_getcpu()); a near wake-up (signal_work_to(rt, true)) prefers the
+ * worker that slept on the waking thread's CPU, else the last to sleep,
+ * and wakes any one when the one it prefers is not in its futex wait
+ * (qf_eventcount-impl.h). The
  * choice is a hint, read and written relaxed: whichever sleeper is woken,
  * the protocol above is the same (the model lets the wake reach any one).
  * Only near wake-ups (below) prefer: a worker started on the waking
@@ -71,9 +72,11 @@
  * working pays for (see qf_wake_defer-impl.h); the others wake any one.
  *
  * A wake-up after the waker's release (near wake-ups). A thread whose
- * enqueue wakes a parked consumer task runs the task's wake function (the
- * push and signal_work()) and then stores DONE on its waker. The worker the futex
- * call got up on that thread's core used to run at once, mid-call, poll the
+ * queue operation wakes a parked consumer task (an enqueue, a give-back,
+ * or a dequeue that refills from blocked producers) runs the task's wake
+ * function (the push and signal_work()) and then stores DONE on its
+ * waker. The worker the futex call got up on that thread's core used to
+ * run at once, mid-call, poll the
  * task, find its waker still CLAIMED and wait for a DONE that the
  * preempted thread could not store until it had its core back. Now the
  * futex call runs after DONE (push_from_outside(), qf_wake_defer-impl.h),
@@ -247,8 +250,9 @@ static void deferred_signal(void *arg)
 }
 
 /* A task made runnable from outside the pool: the push, then the
- * wake-up (signal_work()). Inside a wake the wake-up runs after the
- * waker's DONE (qf_wake_defer-impl.h), so a worker the futex call gets up
+ * wake-up (signal_work()). Inside a near wake (an open deferral) the
+ * wake-up runs after the waker's DONE (qf_wake_defer-impl.h), and prefers
+ * the worker near this thread, so a worker the futex call gets up
  * on this core finds the task's waker released instead of waiting for it;
  * a wake-up of this runtime already deferred covers this push too (it
  * runs after it). From that DONE on, the task may end and its owner free
@@ -257,8 +261,10 @@ static void deferred_signal(void *arg)
  * before the push's release, which a worker's pop, the task's end and the
  * shutdown's count of live tasks carry to qf_runtime_free()'s acquire load
  * of the count) until signal_work() has returned (the release decrement).
- * Outside a wake nothing is counted: the caller is making the call on the
- * runtime, and must not free it meanwhile. */
+ * Outside a deferral nothing is counted: inside a plain wake the waker
+ * stays CLAIMED until after signal_work(), and the task's end waits for
+ * its DONE; a direct qf_task_wake() is a call on the runtime, which its
+ * caller must not free meanwhile. */
 static void push_from_outside(qf_runtime *rt, qf_task *t)
 {
     bool defer = qf__wake_deferring();

@@ -18,7 +18,9 @@
  * tagged sleeper (the last to sleep on the pusher's CPU) and wakes any one
  * when that one is not in the kernel, so one is woken if any is there,
  * as here. The push and its signal are separate steps here, so a signal
- * run later than the push (after a waker's DONE) is covered too.
+ * run later than the push (after a waker's DONE) is covered too; one
+ * deferred signal covering two pushes (qf_scheduler.c, push_from_outside)
+ * is not modelled: the worker it wakes hands over for what it leaves.
  *
  * A task run may take for ever (up to NLONG of them): the worker never
  * comes back. A worker that has found a task and came back from the idle
