@@ -64,9 +64,9 @@
  * sched_getcpu()); a near wake-up (signal_work_to(rt, true)) prefers the
  * worker that slept on the waking thread's CPU, else the last to sleep,
  * and wakes any one when the one it prefers is not in its futex wait
- * (qf_eventcount-impl.h). The
- * choice is a hint, read and written relaxed: whichever sleeper is woken,
- * the protocol above is the same (the model lets the wake reach any one).
+ * (qf_eventcount-impl.h). The choice is a hint, read and written relaxed:
+ * whichever sleeper is woken, the protocol above is the same (the model
+ * lets the wake reach any one).
  * Only near wake-ups (below) prefer: a worker started on the waking
  * thread's CPU shares that core with it, which a thread that goes on
  * working pays for (see qf_wake_defer-impl.h); the others wake any one.
@@ -76,9 +76,9 @@
  * or a dequeue that refills from blocked producers) runs the task's wake
  * function (the push and signal_work()) and then stores DONE on its
  * waker. The worker the futex call got up on that thread's core used to
- * run at once, mid-call, poll the
- * task, find its waker still CLAIMED and wait for a DONE that the
- * preempted thread could not store until it had its core back. Now the
+ * run at once, mid-call, poll the task, find its waker still CLAIMED and
+ * wait for a DONE that the preempted thread could not store until it had
+ * its core back. Now the
  * futex call runs after DONE (push_from_outside(), qf_wake_defer-impl.h),
  * and a count of such wake-ups keeps qf_runtime_free() from freeing the
  * runtime under one that has yet to run.
@@ -251,11 +251,11 @@ static void deferred_signal(void *arg)
 
 /* A task made runnable from outside the pool: the push, then the
  * wake-up (signal_work()). Inside a near wake (an open deferral) the
- * wake-up runs after the waker's DONE (qf_wake_defer-impl.h), and prefers
- * the worker near this thread, so a worker the futex call gets up
- * on this core finds the task's waker released instead of waiting for it;
- * a wake-up of this runtime already deferred covers this push too (it
- * runs after it). From that DONE on, the task may end and its owner free
+ * wake-up runs after the waker's DONE (qf_wake_defer-impl.h) and prefers
+ * the worker near this thread, so a worker the futex call gets up on this
+ * core finds the task's waker released instead of waiting for it; a
+ * wake-up of this runtime already deferred covers this push too (it runs
+ * after it). From that DONE on, the task may end and its owner free
  * the runtime before the deferred wake-up has read it, so a deferred
  * wake-up is counted in wakeups_in_flight from before the push (sequenced
  * before the push's release, which a worker's pop, the task's end and the
