@@ -335,16 +335,15 @@ static int wake_list(qf_waitlist *wl, int n, bool near)
         /* Read the link before DONE: after DONE the owner may reuse w. */
         batch = w->qf__next;
         w->qf__next = NULL;
-        if (w->wake && near) {
-            /* The wake function's futex call may run after DONE, so a
+        if (w->wake) {
+            /* Near: the wake function's futex call may run after DONE, so a
              * worker it gets up finds the waker released (qf_wake_defer-impl.h). */
-            qf__wake_defer_begin();
+            if (near)
+                qf__wake_defer_begin();
             w->wake(w);
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
-            qf__wake_defer_end();
-        } else if (w->wake) {
-            w->wake(w);
-            atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
+            if (near)
+                qf__wake_defer_end();
         } else {
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
             qf_futex_wake(&w->qf__state, 1);
