@@ -124,6 +124,7 @@
 #include "qf_fence-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
+#include "qf_prefetch-impl.h"
 
 typedef struct qf__ring {
     ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
@@ -277,6 +278,25 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
             return k;
         }
     }
+}
+
+/* After a reservation that ends before index idx: ask for the slot and
+ * mark lines that the next puts write (the ones holding idx + 7 and
+ * idx + 15: this line's rest, else the next line) in the owned state
+ * (coord/qf_prefetch-impl.h). The consumers read them a lap ago, so
+ * without it each put's store waits for their copies to be invalidated
+ * and the fence or locked instruction after it waits for the store.
+ * Measured: the pointer queue's queue.tput 8.5-8.8 -> 10.7-11.7 M items/s
+ * at p1c1, 7.1 -> 9.2 M at p4c4, 10.8 -> 20 M for a single producer and
+ * consumer. Two lines further ahead gained nothing. */
+static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
+{
+    /* A small ring's next line may be the one its consumers read now. */
+    if (r->mask < 63)
+        return;
+    qf__prefetch_for_write(&r->buf[(idx + 7) & r->mask]);
+    if (r->marks)
+        qf__prefetch_for_write(&r->marks[(idx + 15) & r->mask]);
 }
 
 static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
