@@ -51,6 +51,7 @@ struct qf_task {
     _Atomic uint32_t done; /* futex word for join: 0 -> 1 */
     _Atomic bool cancelled;
     bool daemon;
+    uint8_t mem_class; /* qf__block_alloc()'s class of a task on its own */
     qf_runtime *rt;
     qf_task_fn fn;
     void *arg;
