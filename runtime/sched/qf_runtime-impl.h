@@ -48,7 +48,7 @@ struct qf_task {
     qf__gnode gnode; /* link in the global run queue */
     _Atomic uint32_t state;
     _Atomic uint32_t refs;
-    _Atomic uint32_t done; /* futex word for join: 0 -> 1 */
+    _Atomic uint32_t done; /* futex word for join (qf_task.c, TASK_DONE) */
     _Atomic bool cancelled;
     bool daemon;
     uint8_t mem_class; /* qf__block_alloc()'s class of a task on its own */

@@ -17,6 +17,16 @@
  * object would cost padding in every task. */
 #define TASK_ARG_OFF ((sizeof(qf_task) + 7) & ~(size_t)7)
 
+/* A task's `done` word (the futex qf_task_join() sleeps on): running,
+ * running with a joiner that may be asleep (set by the joiner before it
+ * sleeps), done (stored by the task's end, which wakes the word only when
+ * it replaced TASK_JOINED). The exchange and the joiner's mark are RMWs
+ * of one word, so one of them sees the other: either the end reads
+ * TASK_JOINED and wakes, or the mark fails on TASK_DONE and the joiner does
+ * not sleep; a joiner whose futex wait starts after the end returns at once
+ * (the word is no longer TASK_JOINED). */
+enum { TASK_RUNNING = 0, TASK_DONE = 1, TASK_JOINED = 2 };
+
 /* A batch of at most this many tasks keeps its lists on the stack. */
 #define SMALL_BATCH 8
 _Static_assert(_Alignof(qf_task) <= 8, "a task must fit a member's 8-aligned extra bytes");
@@ -307,8 +317,10 @@ static void finish(qf_task *t, qf_code rc)
     atomic_fetch_sub_explicit(&rt->live_n, 1, memory_order_acq_rel);
 
     atomic_store_explicit(&t->state, T_DONE, memory_order_release);
-    atomic_store_explicit(&t->done, 1, memory_order_release);
-    qf_futex_wake(&t->done, INT32_MAX);
+    /* A joiner asleep on `done` marked it first (qf_task_join()): only then
+     * a futex call, not at every task's end. */
+    if (atomic_exchange_explicit(&t->done, TASK_DONE, memory_order_acq_rel) == TASK_JOINED)
+        qf_futex_wake(&t->done, INT32_MAX);
     /* Only now: a Coordinator join that sees the member finished must also
      * see the task done. */
     if (member)
@@ -440,20 +452,27 @@ bool qf_task_is_done(const qf_task *t)
         qf_set_error(QF_INVALID_ARGUMENT, "qf_task_is_done: task is NULL");
         return false;
     }
-    return atomic_load_explicit(&((qf_task *)t)->done, memory_order_acquire) != 0;
+    return atomic_load_explicit(&((qf_task *)t)->done, memory_order_acquire) == TASK_DONE;
 }
 
 qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status)
 {
     if (!t)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL task");
-    while (!atomic_load_explicit(&t->done, memory_order_acquire)) {
+    uint32_t d;
+    while ((d = atomic_load_explicit(&t->done, memory_order_acquire)) != TASK_DONE) {
         if (qf__in_task())
             return qf__blocking_in_task_error_instead(
                 "qf_task_join", "check qf_task_is_done() (non-blocking) from the task, and join "
                                 "from a thread that runs no tasks once it is true");
-        if (qf_futex_wait_until(&t->done, 0, deadline) == QF_DEADLINE_EXCEEDED &&
-            !atomic_load_explicit(&t->done, memory_order_acquire))
+        /* Mark the word before sleeping on it, so the task's end wakes us
+         * (a failed mark means it ended, or another joiner marked it). */
+        if (d == TASK_RUNNING &&
+            !atomic_compare_exchange_strong_explicit(&t->done, &d, TASK_JOINED,
+                                                     memory_order_acquire, memory_order_acquire))
+            continue;
+        if (qf_futex_wait_until(&t->done, TASK_JOINED, deadline) == QF_DEADLINE_EXCEEDED &&
+            atomic_load_explicit(&t->done, memory_order_acquire) != TASK_DONE)
             return qf_set_error(QF_DEADLINE_EXCEEDED, "Task '%s' is still running", t->name);
     }
     if (ret_status)

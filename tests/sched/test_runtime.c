@@ -568,3 +568,59 @@ Test(runtime, free_waits_for_a_wake_up_deferred_past_the_wakers_release, .timeou
     pthread_join(th, NULL);
     qf_queue_unref(w.q);
 }
+
+/* Joiners asleep on a task's end: the end wakes them only when one marked
+ * the task's word first (qf_task.c, TASK_JOINED), so every sleeping joiner
+ * must have marked it, and a joiner whose deadline passed must leave the
+ * task joinable. Three threads join a task parked on an empty queue, one
+ * with a deadline that passes first; once the others are seen asleep in
+ * the kernel, an enqueue lets the task end, and every join returns. */
+typedef struct joiner {
+    qf_task *t;
+    atomic_int tid;
+    qf_code rc;
+} joiner;
+
+static void *join_thread(void *arg)
+{
+    joiner *j = arg;
+    atomic_store(&j->tid, qft_tid());
+    j->rc = qf_task_join(j->t, QF_FOREVER, NULL);
+    return NULL;
+}
+
+Test(runtime, every_joiner_asleep_on_a_task_wakes_at_its_end, .timeout = 60)
+{
+    qf_runtime *rt = mkrt(2);
+    deq_arg a = {.got = NULL};
+    cr_assert_eq(qf_ptr_queue_new(4, "q", 0, NULL, &a.q), QF_OK);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, dequeue_task, &a, NULL, &t), QF_OK);
+    cr_expect_eq(qf_task_join(t, qf_deadline_in_ns(2000000), NULL), QF_DEADLINE_EXCEEDED);
+    cr_expect_not(qf_task_is_done(t));
+    joiner j[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        j[i] = (joiner){.t = t, .rc = QF_UNKNOWN};
+        atomic_init(&j[i].tid, 0);
+        cr_assert_eq(pthread_create(&th[i], NULL, join_thread, &j[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        while (atomic_load(&j[i].tid) == 0)
+            sched_yield();
+        cr_expect_neq(qft_wait_parked(atomic_load(&j[i].tid), NULL, 0, NULL, 10000000000), 0,
+                      "joiner %d never went to sleep", i);
+    }
+    cr_expect_not(qf_task_is_done(t));
+    cr_assert_eq(qf_queue_enqueue_ptr(a.q, (void *)0x42), QF_OK);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+        cr_expect_eq(j[i].rc, QF_OK);
+    }
+    cr_expect(qf_task_is_done(t));
+    cr_expect_eq(qf_task_join(t, QF_NO_WAIT, NULL), QF_OK);
+    cr_expect_eq((uintptr_t)a.got, 0x42);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_queue_unref(a.q);
+}
