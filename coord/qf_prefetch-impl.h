@@ -10,20 +10,32 @@
  *
  * GCC's __builtin_prefetch(p, 1) emits PREFETCHW only when the target is
  * compiled for it (-mprfchw), which a distribution's generic x86-64 build
- * is not; so it is written out here. Every x86-64 processor executes the
- * instruction (0F 0D /1): as the prefetch where it has one, as a NOP on
- * Intel processors before Broadwell. Elsewhere, the builtin. A prefetch
- * never faults, so p may be any address, also one past the end. */
+ * is not; so it is written out here. Not every x86-64 processor has it:
+ * early 64-bit Intel ones (NetBurst) raise an invalid-opcode fault on it,
+ * later Intel ones before Broadwell run it as a NOP. So it is used only
+ * where CPUID says it exists (qf__prefetchw_ok, set at load by
+ * qf_prefetch.c: 3DNowPrefetch, or AMD's 3DNow!), else the read
+ * prefetch. A prefetch never faults on its address, so p may be any
+ * address, also one past the end. */
 #ifndef QF_PREFETCH_IMPL_H
 #define QF_PREFETCH_IMPL_H
+
+#include <stdbool.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Whether this processor has PREFETCHW; set once, before main(). */
+extern bool qf__prefetchw_ok;
+#endif
 
 static inline void qf__prefetch_for_write(const void *p)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    __asm__("prefetchw %0" ::"m"(*(const char *)p));
-#else
-    __builtin_prefetch(p, 1);
+    if (qf__prefetchw_ok) {
+        __asm__("prefetchw %0" ::"m"(*(const char *)p));
+        return;
+    }
 #endif
+    __builtin_prefetch(p, 1);
 }
 
 #endif

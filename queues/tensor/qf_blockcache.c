@@ -182,10 +182,19 @@ static void cache_key_init(void)
     cache_key_ok = pthread_key_create(&cache_key, cache_flush) == 0;
 }
 
+static bool cache_register(thread_cache *c);
+
 /* An allocation from an empty list of class k: a chain from the shared
- * level, else malloc(). Out of line, as spill_list(). */
+ * level, else malloc(). The rest of a chain stays in this thread's list,
+ * so the list must be flushed at the thread's exit: a thread that only
+ * allocates (one that spawns tasks the workers end) never frees, and its
+ * first free is where a cache registers otherwise. A dead or unregistered
+ * cache takes no chain. Out of line, as spill_list(). */
 __attribute__((noinline, cold)) static void *refill_alloc(block_list *l, size_t k)
 {
+    thread_cache *c = &tls_cache;
+    if (c->state != CACHE_LIVE && (c->state == CACHE_DEAD || !cache_register(c)))
+        return malloc(k * QF__BLOCK_GRAIN);
     if (!take_chain((int)k - 1, l))
         return malloc(k * QF__BLOCK_GRAIN);
     free_block *b = l->head;
