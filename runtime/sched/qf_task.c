@@ -24,7 +24,9 @@
  * of one word, so one of them sees the other: either the end reads
  * TASK_JOINED and wakes, or the mark fails on TASK_DONE and the joiner does
  * not sleep; a joiner whose futex wait starts after the end returns at once
- * (the word is no longer TASK_JOINED). */
+ * (the word is no longer TASK_JOINED). tests/model/task_join.pml checks it
+ * (with joiners whose deadline passes), and finds the lost wake of joiners
+ * that sleep without marking. */
 enum { TASK_RUNNING = 0, TASK_DONE = 1, TASK_JOINED = 2 };
 
 /* A batch of at most this many tasks keeps its lists on the stack. */

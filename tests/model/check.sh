@@ -1,6 +1,6 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the worker pool, the wait list's cancel, the serving batcher's timer) with
+# the worker pool, a task's join, the wait list's cancel, the serving batcher's timer) with
 # spin: every model, at the bounds below, must have no invalid end state
 # (nobody asleep for good) and no assertion violation. Exhaustive search;
 # each run takes seconds. A model run with a seeded bug (`seeded`) must fail instead.
@@ -76,6 +76,9 @@ BITSTATE=1 run sched_idle -DNW=2 -DNP=3
 BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2
 seeded sched_idle -DNW=2 -DNP=2 -DCLEAR=0
 seeded sched_idle -DNW=2 -DNP=2 -DHANDOVER=0
+run task_join -DNJ=3 -DND=1
+run task_join -DNJ=4 -DND=0
+seeded task_join -DMARK=0
 run waker_cancel -DROUNDS=3
 seeded waker_cancel -DROUNDS=2 -DOLD=1
 run serve_timer -DNS=2 -DROUNDS=2
