@@ -20,17 +20,20 @@
 #ifndef QF_PREFETCH_IMPL_H
 #define QF_PREFETCH_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* Whether this processor has PREFETCHW; set once, before main(). */
-extern bool qf__prefetchw_ok;
+/* Whether this processor has PREFETCHW: set by an early constructor
+ * (qf_prefetch.c); read relaxed, since a program's own constructor may run
+ * queues before it (then the read prefetch is used). */
+extern _Atomic bool qf__prefetchw_ok;
 #endif
 
 static inline void qf__prefetch_for_write(const void *p)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (qf__prefetchw_ok) {
+    if (atomic_load_explicit(&qf__prefetchw_ok, memory_order_relaxed)) {
         __asm__("prefetchw %0" ::"m"(*(const char *)p));
         return;
     }

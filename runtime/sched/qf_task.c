@@ -467,8 +467,12 @@ qf_code qf_task_join(qf_task *t, qf_deadline deadline, qf_status **ret_status)
             return qf__blocking_in_task_error_instead(
                 "qf_task_join", "check qf_task_is_done() (non-blocking) from the task, and join "
                                 "from a thread that runs no tasks once it is true");
+        if (qf_deadline_passed(deadline))
+            return qf_set_error(QF_DEADLINE_EXCEEDED, "Task '%s' is still running", t->name);
         /* Mark the word before sleeping on it, so the task's end wakes us
-         * (a failed mark means it ended, or another joiner marked it). */
+         * (a failed mark means it ended, or another joiner marked it). A
+         * join that will not sleep (its deadline passed) does not mark:
+         * the end would make the futex call for nobody. */
         if (d == TASK_RUNNING &&
             !atomic_compare_exchange_strong_explicit(&t->done, &d, TASK_JOINED,
                                                      memory_order_acquire, memory_order_acquire))
