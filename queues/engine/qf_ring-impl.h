@@ -286,9 +286,10 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
  * (coord/qf_prefetch-impl.h). The consumers read them a lap ago, so
  * without it each put's store waits for their copies to be invalidated
  * and the fence or locked instruction after it waits for the store.
- * Measured: the pointer queue's queue.tput 8.5-8.8 -> 10.7-11.7 M items/s
- * at p1c1, 7.1 -> 9.2 M at p4c4, 10.8 -> 20 M for a single producer and
- * consumer. Two lines further ahead gained nothing. */
+ * Measured in builds of three code layouts (README, Measured): the pointer
+ * queue's queue.tput 8.0-9.5 -> 11.3-11.8 M items/s at p1c1, 6.3-7.4 ->
+ * 8.9-10.0 M at p4c4, 11 -> 29-37 M for a single producer and consumer.
+ * Two lines further ahead gained nothing. */
 static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
 {
     /* A small ring's next line may be the one its consumers read now. */
