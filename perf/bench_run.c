@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_run.h"
@@ -44,6 +45,7 @@ void bench_results_free(bench_results *rs)
         free(rs->v[i].unit);
         free(rs->v[i].values);
         free(rs->v[i].truncated);
+        free(rs->v[i].cpu_util);
     }
     free(rs->v);
     bench_meta_free(&rs->meta);
@@ -156,9 +158,36 @@ typedef struct running {
     const char *names[BENCH_MAX_OUTPUTS];
     double *vals;     /* nout x reps */
     bool *trunc;      /* reps */
+    double *util;     /* reps: CPU seconds per wall second */
     uint64_t ns;      /* time spent in its repetitions */
     unsigned regrown; /* repetitions run again with a larger budget */
 } running;
+
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return NAN;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One run of the case, with the process's CPU time over its wall time into
+ * *util. On a shared machine a repetition's wall time grows with whatever
+ * else runs there; its CPU time much less (time the process waits for a core
+ * is not counted, nor, in a guest with a steal clock, time the hypervisor
+ * took), so CPU time per unit of work tells a slower qflow from a busier
+ * machine where the wall-clock figure cannot (compare.c). The CPU time is
+ * the process's: a case runs alone in it (a peer in a child process, Go's,
+ * is not counted, and its util is not used). */
+static void run_timed(const bench_case *c, bench_rep *r, double *util)
+{
+    double c0 = cpu_now_s();
+    uint64_t t0 = bench_now_ns();
+    c->run(r);
+    uint64_t wall_ns = bench_now_ns() - t0;
+    double cpu = cpu_now_s() - c0;
+    *util = wall_ns > 0 && isfinite(cpu) ? cpu / ((double)wall_ns / 1e9) : NAN;
+}
 
 static void run_rep(const bench_options *o, running *x, unsigned rep, size_t total, bool tty)
 {
@@ -173,7 +202,7 @@ static void run_rep(const bench_options *o, running *x, unsigned rep, size_t tot
                    .bc = c,
                    .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
     uint64_t t0 = bench_now_ns();
-    c->run(&r);
+    run_timed(c, &r, &x->util[rep]);
     /* A repetition cut by its budget measured an unknown part of the work
      * and --compare cannot judge it; dropping it quietly let a slowed
      * qflow pass the gate (its slow repetitions were the ones cut). So the
@@ -189,7 +218,7 @@ static void run_rep(const bench_options *o, running *x, unsigned rep, size_t tot
         r.truncated = false;
         memset(r.values, 0, sizeof(r.values));
         x->regrown++;
-        c->run(&r);
+        run_timed(c, &r, &x->util[rep]);
     }
     x->ns += bench_now_ns() - t0;
     x->trunc[rep] = r.truncated;
@@ -222,9 +251,12 @@ static void finish_case(const bench_options *o, running *x, size_t total, bool t
         r->truncated = bench_xcalloc(o->reps, sizeof(bool));
         memcpy(r->values, &x->vals[k * o->reps], o->reps * sizeof(double));
         memcpy(r->truncated, x->trunc, o->reps * sizeof(bool));
+        r->cpu_util = bench_xcalloc(o->reps, sizeof(double));
+        memcpy(r->cpu_util, x->util, o->reps * sizeof(double));
     }
     free(x->vals);
     free(x->trunc);
+    free(x->util);
 }
 
 size_t bench_run_all(const bench_options *o, bench_results *ret)
@@ -260,6 +292,7 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
             x->nout = bench_case_outputs(c, x->names);
             x->vals = bench_xcalloc((size_t)x->nout * o->reps, sizeof(double));
             x->trunc = bench_xcalloc(o->reps, sizeof(bool));
+            x->util = bench_xcalloc(o->reps, sizeof(double));
         }
         for (unsigned rep = 0; rep < o->reps; rep++)
             for (size_t k = 0; k < g; k++)

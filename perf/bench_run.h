@@ -28,6 +28,12 @@ typedef struct bench_result {
     double *values;
     bool *truncated;
     unsigned nvalues;
+    /* Each repetition's CPU time over its wall time: the whole process's
+     * user + system seconds (every thread of it, none of a child process)
+     * per second of the repetition, as run_rep() measured them around its
+     * last run (owned; NULL when read from a file that lacks them). With a
+     * rate it gives CPU seconds per unit of work (compare.c). */
+    double *cpu_util;
 } bench_result;
 
 /* What a run was made on and with: compare warns when two differ. Strings
@@ -123,6 +129,7 @@ typedef struct bench_cmp_pair {
     unsigned need;     /* repetitions per run the threshold needs at this noise */
     double change_pct; /* how much worse (+) or better (-) the median ratio is */
     bool votes;        /* a baseline's ratio that counted in the row's verdict */
+    bool cpu;          /* qflow's own CPU time per unit of work (compare.c) */
     char verdict[64], row_verdict[160];
 } bench_cmp_pair;
 
@@ -132,6 +139,7 @@ typedef struct bench_cmp_pair {
 
 typedef struct bench_cmp_summary {
     int rows, judged, worse, better, same, unsure;
+    bool cpu_votes; /* CPU pairs could make rows and families WORSE */
     bench_cmp_pair *pairs;
     size_t npairs, cap;
     /* Families WORSE as a whole (pooled), by name ("queue.tput"). */
@@ -157,9 +165,13 @@ bool bench_family_is_worse(const bench_cmp_summary *s, const char *bench);
  * build, prints the table (old results outside `filter` are left out) and
  * fills `ret` (free with bench_cmp_summary_free): rows compared, judged
  * (at least one baseline, or its own figures, with enough whole
- * repetitions on both sides), and the verdicts (see compare.c). */
+ * repetitions on both sides), and the verdicts (see compare.c).
+ * cpu_votes: a row worse in qflow's own CPU time per unit of work is
+ * WORSE (true when the old build is, or will be, measured live beside
+ * this one: confirm.c); else that pair is shown and counts for nothing. */
 void bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
-                   double threshold_pct, const regex_t *filter, bench_cmp_summary *ret);
+                   double threshold_pct, const regex_t *filter, bool cpu_votes,
+                   bench_cmp_summary *ret);
 void bench_cmp_summary_free(bench_cmp_summary *s);
 
 /* --report DIR (html_report.c): DIR/index.html, one self-contained page

@@ -24,6 +24,10 @@
  * WaitGroup (mode spawn). Published anchor, not measured here: Tokio's
  * 2019 scheduler write-up gives about 169 ns for a local spawn.
  *
+ * Under the test knob (QFLOW_BENCH_SLOWDOWN, impl_qflow.c) each producer
+ * sends the knob's filler values before its own, and consumers skip them,
+ * as the thread benchmarks' qflow adapter does.
+ *
  * A repetition still running after its time budget is told to stop
  * (producers stop producing; the rate is over what moved, marked
  * truncated); one that has not ended HANG_S after that fails the run. */
@@ -36,6 +40,8 @@
 
 #include "baseline_go.h"
 #include "bench.h"
+#include "bench_run.h"
+#include "impl_qflow.h"
 #include "qf_queue.h"
 #include "qf_runtime.h"
 
@@ -63,6 +69,7 @@ typedef struct tt_prod {
     tt_run *run;
     uint64_t id, seq; /* seq: the last value enqueued */
     bool holding;
+    int fill_left; /* the test knob's fillers still to send before the value */
 } tt_prod;
 
 typedef struct tt_cons {
@@ -90,11 +97,18 @@ static qf_code tt_producer(qf_task *t, void *arg)
             if (p->seq == run->per || atomic_load_explicit(&run->stop, memory_order_relaxed))
                 break;
             p->holding = true;
+            p->fill_left = bq_qflow_fillers_now();
         }
-        void *v = (void *)(uintptr_t)(p->id << SEQ_BITS | (p->seq + 1));
+        bool filler = p->fill_left > 0;
+        void *v =
+            filler ? bq_qflow_filler() : (void *)(uintptr_t)(p->id << SEQ_BITS | (p->seq + 1));
         qf_code rc = qf_queue_poll_enqueue_ptr(run->q, v, qf_task_waker(t));
         if (rc != QF_OK)
             return rc; /* QF_PENDING: parked until a slot frees */
+        if (filler) {
+            p->fill_left--;
+            continue;
+        }
         p->holding = false;
         p->seq++;
     }
@@ -114,6 +128,8 @@ static qf_code tt_consumer(qf_task *t, void *arg)
             return QF_OK;
         if (rc != QF_OK)
             return rc;
+        if (v == bq_qflow_filler())
+            continue;
         uint64_t x = (uint64_t)(uintptr_t)v, id = x >> SEQ_BITS;
         uint64_t seq = x & ((UINT64_C(1) << SEQ_BITS) - 1);
         if (id >= (uint64_t)run->producers || seq <= c->last[id])
@@ -132,6 +148,7 @@ static void run_tasks_tput(bench_rep *r)
 {
     const tt_cfg *cfg = r->arg;
     int np = cfg->producers, nc = cfg->consumers;
+    bench_slowdown(); /* read the test knob before any task runs */
     tt_run *run = aligned_alloc(64, (sizeof(*run) + 63) & ~(size_t)63);
     tt_prod *prod = calloc((size_t)np, sizeof(*prod));
     tt_cons *cons = calloc((size_t)nc, sizeof(*cons));

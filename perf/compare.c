@@ -577,6 +577,43 @@ static unsigned cut_reps(const bench_result *r)
     return n;
 }
 
+/* ------------------------------------------------------- CPU per unit */
+
+/* The CPU cost of a rate's unit of work, as the pair's unit ("" when the
+ * row is not a rate: a time, a count or a ratio has no work to divide by). */
+static const char *cpu_unit(const char *unit)
+{
+    if (strcmp(unit, BENCH_ITEMS_PER_S) == 0)
+        return "CPU ns/item";
+    if (strcmp(unit, BENCH_MB_PER_S) == 0)
+        return "CPU ns/MB";
+    return "";
+}
+
+/* The CPU nanoseconds per unit of work of each usable repetition of a rate
+ * row: the process's CPU seconds per wall second over the rate
+ * (bench_run.h). The wall time of a repetition stretches with the other
+ * load on a shared machine; its CPU time does not (time spent waiting for
+ * a core is not counted), and in a measurement of the knob's 1.3x under
+ * two `yes`es the CPU per item of queue.tput.p4c4 was 188-211 ns against
+ * 266-272 ns in every run while the rates of the very same repetitions
+ * overlapped. A spinning wait costs CPU time too, so a row whose threads
+ * spin more in one run than another moves on its own (queue.tput.p1c1:
+ * 84 and 184 ns/item in two runs of one binary): a CPU verdict is
+ * therefore only taken on a second look against the old build, run live
+ * (confirm.c). */
+static unsigned cpu_costs(const bench_result *r, double *out)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; r->cpu_util && r->values && i < r->nvalues; i++) {
+        double u = r->cpu_util[i], v = r->values[i];
+        if (r->truncated[i] || !isfinite(u) || !(u > 0) || !isfinite(v) || !(v > 0))
+            continue;
+        out[n++] = u / v * 1e9;
+    }
+    return n;
+}
+
 /* --------------------------------------------------------------- compare */
 
 #define ROW_FMT "  %-22s %-16s %9s %9s %8s %8s %7s %5s  %s\n"
@@ -589,7 +626,8 @@ static void name_list_add(char *buf, size_t cap, const char *name)
 }
 
 void bench_compare(const char *old_path, const bench_results *old_rs, const bench_results *new_rs,
-                   double threshold_pct, const regex_t *filter, bench_cmp_summary *ret)
+                   double threshold_pct, const regex_t *filter, bool cpu_votes,
+                   bench_cmp_summary *ret)
 {
     double t = threshold_pct / 100;
     unsigned cap = max_reps(old_rs, new_rs);
@@ -600,6 +638,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         exit(2);
     }
     memset(ret, 0, sizeof(*ret));
+    ret->cpu_votes = cpu_votes;
 
     printf("\n== compare with %s (threshold %g%%, one-sided Mann-Whitney U, alpha %g)\n", old_path,
            threshold_pct, ALPHA);
@@ -610,7 +649,9 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
            "  when a baseline whose own median moved more than %gx between the runs\n"
            "  explains the drop (the machine changed); only WORSE fails. 'need': repetitions\n"
            "  per run that catch a change of twice the threshold at this row's noise (90%%\n"
-           "  of the time).\n",
+           "  of the time). '(own CPU/unit)': qflow's CPU time per unit of work (a rate's\n"
+           "  rows); worse there makes the row WORSE when the old build runs beside this one\n"
+           "  (--base-bin's second look, and the first look that leads to it).\n",
            BASELINE_MOVED);
     warn_meta(old_path, &old_rs->meta, &new_rs->meta);
     printf(ROW_FMT, "bench", "qflow against", "old", "new", "change", "p(worse)", "reps", "need",
@@ -751,8 +792,48 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
                 have_min = nx < ny ? nx : ny;
             }
         }
+        /* qflow's own CPU per unit of work (above): a pair of its own, which
+         * does not vote with the baselines; WORSE on it makes the row WORSE. */
+        verdict cpu_v = V_NO_DATA;
+        const char *cu = cpu_unit(q->unit);
+        if (*cu && oq->cpu_util && q->cpu_util) {
+            unsigned nx = cpu_costs(oq, x), ny = cpu_costs(q, y);
+            judged j = judge(x, nx, y, ny, false, t, 0);
+            unsigned need = reps_needed(x, nx, y, ny, false, t);
+            pair_add(ret, q->bench, "(own CPU/unit)", cu, false, x, nx, y, ny, cut_reps(oq),
+                     cut_reps(q), &j, need);
+            ret->pairs[ret->npairs - 1].change_pct = j.change_pct;
+            ret->pairs[ret->npairs - 1].cpu = j.v != V_NO_DATA && j.v != V_FEW;
+            char ov[24], nv[24], chg[16], pw[16], reps[16], nd[16];
+            snprintf(ov, sizeof(ov), j.v == V_NO_DATA ? "-" : "%.4g", j.old_med);
+            snprintf(nv, sizeof(nv), j.v == V_NO_DATA ? "-" : "%.4g", j.new_med);
+            fmt_change(chg, sizeof(chg), &j);
+            fmt_p(pw, sizeof(pw), j.p_worse);
+            snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
+            snprintf(nd, sizeof(nd), need ? "%u" : "-", need);
+            bool counts = j.v != V_WORSE || cpu_votes;
+            printf(ROW_FMT, q->bench, "(own CPU/unit)", ov, nv, chg, pw, reps, nd,
+                   counts ? verdict_word(j.v) : "worse, counted only against a live old build");
+            cpu_v = counts ? j.v : V_NOISY;
+            if (cpu_votes && n_pairs == 0 && j.v != V_NO_DATA && j.v != V_FEW) {
+                /* No baseline could judge the row (queue.tput.spsc under
+                 * load: its spinning baseline is cut every time): its CPU
+                 * figure does. */
+                n_pairs = 1;
+                n_worse = j.v == V_WORSE;
+                n_better = j.v == V_BETTER;
+                n_same = j.v == V_SAME;
+                need_max = need;
+                have_min = nx < ny ? nx : ny;
+            }
+        }
         char overall[160];
-        if (n_pairs == 0) {
+        if (cpu_v == V_WORSE) {
+            /* Counted as judged and WORSE whatever the baselines said. */
+            snprintf(overall, sizeof(overall), "WORSE in CPU per unit of work (%s)", cu);
+            ret->judged++;
+            ret->worse++;
+        } else if (n_pairs == 0) {
             if (cut)
                 snprintf(overall, sizeof(overall),
                          "NOT JUDGED: %u repetitions cut by the time budget", cut);

@@ -17,6 +17,8 @@
  *     now as well. Whatever moved between the saved run and now moves both
  *     builds alike. The old build runs without the test knob
  *     (QFLOW_BENCH_SLOWDOWN): it stands for the build before the change.
+ *     Only this look lets qflow's CPU time per unit of work fail a row
+ *     (compare.c): both builds then spin or sleep in the same regime.
  *
  * The looks go one WORSE row's bench at a time, then (when no row was
  * confirmed) one WORSE family at a time, and stop at the first confirmed:
@@ -101,6 +103,16 @@ static void append_reps(bench_results *dst, const bench_results *src, const rege
         memcpy(v + d->nvalues, s->values, s->nvalues * sizeof(double));
         if (s->truncated)
             memcpy(t + d->nvalues, s->truncated, s->nvalues * sizeof(bool));
+        /* CPU figures only when both looks have them (NAN fills none). */
+        double *u = NULL;
+        if ((d->nvalues == 0 || d->cpu_util) && s->cpu_util) {
+            u = bench_xcalloc(n, sizeof(double));
+            if (d->nvalues)
+                memcpy(u, d->cpu_util, d->nvalues * sizeof(double));
+            memcpy(u + d->nvalues, s->cpu_util, s->nvalues * sizeof(double));
+        }
+        free(d->cpu_util);
+        d->cpu_util = u;
         free(d->values);
         free(d->truncated);
         d->values = v;
@@ -284,7 +296,7 @@ static void look_again(const bench_options *o, const char *compare_path,
     if (live) {
         char what[4200];
         snprintf(what, sizeof(what), "the old build %s, run now beside this one", base_bin);
-        bench_compare(what, &live_old, &again, threshold, &cre, ret);
+        bench_compare(what, &live_old, &again, threshold, &cre, true, ret);
         remove_base_files(dir); /* a failed old build's output stays for the reader */
     } else {
         if (base_bin)
@@ -297,7 +309,7 @@ static void look_again(const bench_options *o, const char *compare_path,
         both.meta = again.meta;
         memset(&again.meta, 0, sizeof(again.meta));
         printf("\n== both looks together (first run and second)\n");
-        bench_compare(compare_path, old_rs, &both, threshold, &cre, ret);
+        bench_compare(compare_path, old_rs, &both, threshold, &cre, false, ret);
         bench_results_free(&both);
     }
     bench_results_free(&again);

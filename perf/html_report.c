@@ -2,7 +2,8 @@
  *
  * A reviewer looking at a red gate wants to see the repetitions, not only
  * a p-value: were the old and new runs apart, or did one outlier decide?
- * So every pair (a qflow row against one baseline, or its own figures) gets
+ * So every pair (a qflow row against one baseline, its own figures, or its
+ * own CPU time per unit of work) gets
  * a small chart with the old repetitions on the left and the new ones on
  * the right, both medians, and the line the new median must cross to be
  * "worse" (old median moved by the threshold); beside it, new/old with its

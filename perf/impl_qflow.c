@@ -15,7 +15,8 @@
  * regression gate (perf/gate-test.sh expects --compare to fail with F = 1.3
  * and 3.5);
  * the queue itself is untouched, the baselines do not see it, and the
- * results file records it. */
+ * results file records it. queue.tput.tasks, whose tasks call the poll
+ * forms themselves, sends the same fillers (bq_qflow_fillers_now()). */
 #include <stdlib.h>
 
 #include "baseline.h"
@@ -44,6 +45,16 @@ static int fillers_now(void)
  * sequence numbers, never a static object's address. */
 static char filler_object;
 #define FILLER ((void *)&filler_object)
+
+int bq_qflow_fillers_now(void)
+{
+    return bench_slowdown() > 1 ? fillers_now() : 0;
+}
+
+void *bq_qflow_filler(void)
+{
+    return FILLER;
+}
 
 double bench_slowdown(void)
 {

@@ -13,4 +13,12 @@ int bq_qflow_check(qf_code c, qf_code end, const char *what);
 void bq_qflow_destroy(bq *q);
 void bq_qflow_close(bq *q);
 
+/* The test knob (QFLOW_BENCH_SLOWDOWN, impl_qflow.c) for benchmarks that
+ * call qflow's queues themselves (queue.tput.tasks): the filler values to
+ * send before this call's own value (F - 1 on average per call, on this
+ * thread; 0 without the knob), and the filler value, which no benchmark
+ * sends otherwise and a consumer skips. */
+int bq_qflow_fillers_now(void);
+void *bq_qflow_filler(void);
+
 #endif

@@ -60,7 +60,8 @@ static void usage(FILE *f)
                "                     OLD.json came from; a WORSE row is confirmed by running\n"
                "                     OLD beside this build, turn about, and fails only when\n"
                "                     this build is worse than OLD measured now too (OLD runs\n"
-               "                     without QFLOW_BENCH_SLOWDOWN)\n"
+               "                     without QFLOW_BENCH_SLOWDOWN); with it, qflow's own CPU\n"
+               "                     time per unit of work can make a row WORSE too\n"
                "  --from NEW.json    run nothing: take the results from NEW.json (with\n"
                "                     --compare: compare two files, e.g. a CI's artifacts)\n"
                "  --help             this text\n"
@@ -327,7 +328,10 @@ int main(int argc, char **argv)
         status = 2;
     if (compare_path) {
         bench_cmp_summary sum;
-        bench_compare(compare_path, &old_rs, &new_rs, threshold, o.filter, &sum);
+        /* qflow's CPU per unit of work may fail a row only when the old
+         * build will be run beside this one before it fails (confirm.c). */
+        bool cpu_votes = base_bin && confirm && !from_path;
+        bench_compare(compare_path, &old_rs, &new_rs, threshold, o.filter, cpu_votes, &sum);
         if (report_dir) {
             if (bench_html_report(report_dir, compare_path, &old_rs, &new_rs, threshold, &sum) != 0)
                 status = 2;

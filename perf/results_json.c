@@ -6,6 +6,8 @@
  *    "results": [{"bench", "impl", "unit", "median", "min", "max", "reps",
  *                 "values": [each repetition's raw figure, in run order],
  *                 "truncated": [whether it hit its time budget],
+ *                 "cpu_util": [the process's CPU seconds per wall second in
+ *                              each repetition (bench_run.h)],
  *                 "params": {...}}, ...]}
  * A result whose repetitions hit a time budget also carries
  * "truncated_reps": n in its params. Files of earlier versions (no
@@ -86,6 +88,13 @@ int bench_write_json(const char *path, const bench_results *rs, const bench_opti
             for (unsigned k = 0; k < r->nvalues; k++)
                 jw_bool(&w, r->truncated[k]);
             jw_end_array(&w);
+            if (r->cpu_util) {
+                jw_key(&w, "cpu_util");
+                jw_begin_array(&w);
+                for (unsigned k = 0; k < r->nvalues; k++)
+                    jw_number(&w, r->cpu_util[k]);
+                jw_end_array(&w);
+            }
         }
         jw_key(&w, "params");
         write_params(&w, r);
@@ -184,6 +193,16 @@ static void read_values(const json_value *e, bench_result *r)
         r->truncated[k] = ts->items[k].type == JSON_BOOL && ts->items[k].boolean;
     }
     r->nvalues = (unsigned)vs->n;
+    const json_value *us = json_get(e, "cpu_util");
+    if (!us || us->type != JSON_ARRAY || us->n != vs->n)
+        return; /* an earlier file: no CPU figures, nothing judged by them */
+    r->cpu_util = calloc(vs->n, sizeof(double));
+    if (!r->cpu_util) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (size_t k = 0; k < vs->n; k++)
+        r->cpu_util[k] = number_or(&us->items[k], NAN);
 }
 
 int bench_read_json(const char *path, bench_results *ret)

@@ -16,7 +16,10 @@ repetitions cannot fail, files from other machines or modes warn, old files
 without repetitions cannot fail, a filter that matches nothing exits 2, and
 (one real run of a sub-second bench) a WORSE row of a live run runs again
 and fails only when it is WORSE again, and a family of rows each too noisy to
-judge is WORSE as a whole when it is slower as a whole, not when it is noise.
+judge is WORSE as a whole when it is slower as a whole, not when it is noise,
+and qflow's own CPU time per item counts only when the old build runs live
+beside it (a real run against a fake old build whose CPU per item is far
+lower is WORSE in CPU, confirmed; from files it is shown and does not fail).
 perf/gate-test.sh does the same with real runs of a real and a slowed qflow.
 """
 import json
@@ -438,6 +441,40 @@ cp '{better_old}' "$json"
             if not ok:
                 failures.append(name)
                 print(p.stdout + p.stderr)
+
+        # qflow's CPU per item: twice as much at the same rate. From files
+        # (no old build to run beside it) it is shown and does not fail; a
+        # file without CPU figures (an earlier qflow-bench) has no such pair.
+        CPU_ROW = "queue.tput.p1c1        (own CPU/unit)"  # the row, not the header
+        cpu_old = pair(random.Random(7), 10e6, 4e6, 0.02)
+        cpu_new = [dict(r) for r in cpu_old]
+        cpu_old[0] = dict(cpu_old[0], cpu_util=[1.0] * 9)
+        cpu_new[0] = dict(cpu_new[0], cpu_util=[2.0] * 9)
+        compare(tmp, "cpu_worse_from_files_does_not_fail", cpu_old, cpu_new, 0,
+                [CPU_ROW, "worse, counted only against a live old build", "=> same"],
+                ["=> WORSE"])
+        compare(tmp, "cpu_absent_in_old_file", old, cpu_new, 0, ["=> same"], [CPU_ROW])
+        # Live: a real run of the spsc row against an old build that
+        # "measured" a CPU time per item a million times lower (a script
+        # that copies that file): WORSE in CPU on the first look and again
+        # beside the old build, so the run fails.
+        cheap = [result("queue.tput.spsc", "qflow", [1e9] * 5)]
+        cheap[0]["cpu_util"] = [1e-6] * 5
+        cheap_old = os.path.join(tmp, "cheap-old.json")
+        write(cheap_old, cheap)
+        cheap_bin = os.path.join(tmp, "cheap-qflow-bench")
+        with open(cheap_bin, "w") as f:
+            f.write(f"""#!/bin/sh
+while [ $# -gt 0 ]; do
+    [ "$1" = --json ] && {{ cp '{cheap_old}' "$2"; exit 0; }}
+    shift
+done
+echo "no --json"; exit 8
+""")
+        os.chmod(cheap_bin, 0o755)
+        live("live_cpu_worse_is_confirmed", cheap_old, "^queue.tput.spsc/qflow$", {}, cheap_bin, 1,
+             ["(own CPU/unit)", "WORSE in CPU per unit of work (CPU ns/item)",
+              "WORSE again: confirmed"], forbid=["could not be run"])
 
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],
