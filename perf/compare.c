@@ -614,6 +614,24 @@ static unsigned cpu_costs(const bench_result *r, double *out)
     return n;
 }
 
+/* The pairs of one row that vote, counted by verdict. */
+typedef struct tally {
+    int pairs, worse, better, same;
+    unsigned need_max; /* the most repetitions any of them needs */
+    unsigned have_min; /* the fewest any of them had on one side */
+} tally;
+
+static void tally_add(tally *t, verdict v, unsigned need, unsigned nx, unsigned ny)
+{
+    t->pairs++;
+    t->worse += v == V_WORSE;
+    t->better += v == V_BETTER;
+    t->same += v == V_SAME;
+    t->need_max = need > t->need_max ? need : t->need_max;
+    unsigned have = nx < ny ? nx : ny;
+    t->have_min = t->have_min == 0 || have < t->have_min ? have : t->have_min;
+}
+
 /* --------------------------------------------------------------- compare */
 
 #define ROW_FMT "  %-22s %-16s %9s %9s %8s %8s %7s %5s  %s\n"
@@ -673,9 +691,9 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             continue;
         }
         bool hib = bench_unit_higher_is_better(q->unit);
-        int n_pairs = 0, n_worse = 0, n_better = 0, n_same = 0;
+        tally tl = {0};
         int n_explained = 0; /* WORSE pairs their baseline's own move explains */
-        unsigned cut = 0, need_max = 0, have_min = 0;
+        unsigned cut = 0;
         bool any_baseline = false, baselines_zero = true;
         size_t first_pair = ret->npairs;
         char variants[160] = "", not_yardsticks[160] = "";
@@ -733,20 +751,14 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             if (j.v == V_NO_DATA || j.v == V_FEW)
                 continue; /* cannot be compared with: does not vote */
             ret->pairs[ret->npairs - 1].votes = true;
-            n_pairs++;
-            n_worse += j.v == V_WORSE;
-            n_better += j.v == V_BETTER;
-            n_same += j.v == V_SAME;
-            need_max = need > need_max ? need : need_max;
-            unsigned have = nx < ny ? nx : ny;
-            have_min = have_min == 0 || have < have_min ? have : have_min;
+            tally_add(&tl, j.v, need, nx, ny);
         }
         if (*variants)
             printf("  %-22s (%s: qflow's own variants, do not vote)\n", q->bench, variants);
         if (*not_yardsticks)
             printf("  %-22s (%s: a %s is not a measure of the machine, does not vote)\n", q->bench,
                    not_yardsticks, q->unit);
-        if (!any_baseline || (n_pairs == 0 && cut == 0 && baselines_zero)) {
+        if (!any_baseline || (tl.pairs == 0 && cut == 0 && baselines_zero)) {
             /* No baseline (queue.alloc), or too few ratios to judge because
              * the baselines' figures are 0 in some repetitions (a count of
              * rare events: runners.fair.*.zero, nothing starved, or
@@ -783,14 +795,8 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             printf(ROW_FMT, q->bench, "(own figures)", ov, nv, chg, pw, reps, nd,
                    load_bound ? "worse, but an absolute figure (moves with load)"
                               : verdict_word(j.v));
-            if (j.v != V_NO_DATA && j.v != V_FEW) {
-                n_pairs = 1;
-                n_worse = j.v == V_WORSE;
-                n_better = j.v == V_BETTER;
-                n_same = j.v == V_SAME;
-                need_max = need;
-                have_min = nx < ny ? nx : ny;
-            }
+            if (j.v != V_NO_DATA && j.v != V_FEW)
+                tally_add(&tl, j.v, need, nx, ny); /* no baseline voted */
         }
         /* qflow's own CPU per unit of work (above): a pair of its own, which
          * does not vote with the baselines; WORSE on it makes the row WORSE. */
@@ -815,17 +821,10 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             printf(ROW_FMT, q->bench, "(own CPU/unit)", ov, nv, chg, pw, reps, nd,
                    counts ? verdict_word(j.v) : "worse, counted only against a live old build");
             cpu_v = counts ? j.v : V_NOISY;
-            if (cpu_votes && n_pairs == 0 && j.v != V_NO_DATA && j.v != V_FEW) {
-                /* No baseline could judge the row (queue.tput.spsc under
-                 * load: its spinning baseline is cut every time): its CPU
-                 * figure does. */
-                n_pairs = 1;
-                n_worse = j.v == V_WORSE;
-                n_better = j.v == V_BETTER;
-                n_same = j.v == V_SAME;
-                need_max = need;
-                have_min = nx < ny ? nx : ny;
-            }
+            /* No baseline could judge the row (queue.tput.spsc under load:
+             * its spinning baseline is cut every time): its CPU figure does. */
+            if (cpu_votes && tl.pairs == 0 && j.v != V_NO_DATA && j.v != V_FEW)
+                tally_add(&tl, j.v, need, nx, ny);
         }
         char overall[160];
         if (cpu_v == V_WORSE) {
@@ -833,7 +832,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             snprintf(overall, sizeof(overall), "WORSE in CPU per unit of work (%s)", cu);
             ret->judged++;
             ret->worse++;
-        } else if (n_pairs == 0) {
+        } else if (tl.pairs == 0) {
             if (cut)
                 snprintf(overall, sizeof(overall),
                          "NOT JUDGED: %u repetitions cut by the time budget", cut);
@@ -844,32 +843,32 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         } else {
             ret->judged++;
             const char *w;
-            if (n_worse == n_pairs && n_explained > 0) {
+            if (tl.worse == tl.pairs && n_explained > 0) {
                 w = "inconclusive: worse, but a baseline moved too (the machine changed)";
                 ret->unsure++;
-            } else if (n_worse == n_pairs) {
+            } else if (tl.worse == tl.pairs) {
                 w = "WORSE";
                 ret->worse++;
-            } else if (n_better == n_pairs) {
+            } else if (tl.better == tl.pairs) {
                 w = "better";
                 ret->better++;
-            } else if (n_worse > 0) {
+            } else if (tl.worse > 0) {
                 w = "inconclusive: worse against some baselines only";
                 ret->unsure++;
-            } else if (n_same + n_better == n_pairs) {
+            } else if (tl.same + tl.better == tl.pairs) {
                 w = "same";
                 ret->same++;
             } else {
                 w = "inconclusive";
                 ret->unsure++;
             }
-            if (need_max == 0)
+            if (tl.need_max == 0)
                 snprintf(overall, sizeof(overall), "%s", w);
-            else if (need_max > have_min)
-                snprintf(overall, sizeof(overall), "%s (needs %u reps, had %u)", w, need_max,
-                         have_min);
+            else if (tl.need_max > tl.have_min)
+                snprintf(overall, sizeof(overall), "%s (needs %u reps, had %u)", w, tl.need_max,
+                         tl.have_min);
             else
-                snprintf(overall, sizeof(overall), "%s (needs %u reps)", w, need_max);
+                snprintf(overall, sizeof(overall), "%s (needs %u reps)", w, tl.need_max);
         }
         printf("  %-22s => %s\n", q->bench, overall);
         for (size_t k = first_pair; k < ret->npairs; k++)
