@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -163,22 +165,32 @@ typedef struct running {
     unsigned regrown; /* repetitions run again with a larger budget */
 } running;
 
+static double tv_s(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* CPU seconds so far of this process and of its children that have ended
+ * and been waited for (a case that measures in a forked child, as
+ * runners.tput does, waits for it before it returns). */
 static double cpu_now_s(void)
 {
     struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+    struct rusage ch;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 || getrusage(RUSAGE_CHILDREN, &ch) != 0)
         return NAN;
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + tv_s(ch.ru_utime) + tv_s(ch.ru_stime);
 }
 
-/* One run of the case, with the process's CPU time over its wall time into
- * *util. On a shared machine a repetition's wall time grows with whatever
- * else runs there; its CPU time much less (time the process waits for a core
- * is not counted, nor, in a guest with a steal clock, time the hypervisor
+/* One run of the case, with its CPU time over its wall time into *util.
+ * On a shared machine a repetition's wall time grows with whatever else
+ * runs there; its CPU time much less (time the process waits for a core is
+ * not counted, nor, in a guest with a steal clock, time the hypervisor
  * took), so CPU time per unit of work tells a slower qflow from a busier
  * machine where the wall-clock figure cannot (compare.c). The CPU time is
- * the process's: a case runs alone in it (a peer in a child process, Go's,
- * is not counted, and its util is not used). */
+ * the process's and its waited-for children's: a case runs alone in the
+ * process, and one that measures in a forked child (runners.tput) or a
+ * peer's program (Go's) has its child's counted when it waits for it. */
 static void run_timed(const bench_case *c, bench_rep *r, double *util)
 {
     double c0 = cpu_now_s();

@@ -80,6 +80,7 @@ typedef struct tt_cons {
 
 struct tt_run {
     qf_queue *q;
+    void *filler; /* the test knob's filler value (bq_qflow_filler()) */
     uint64_t per;
     int producers;
     alignas(64) atomic_int producers_left;
@@ -100,8 +101,7 @@ static qf_code tt_producer(qf_task *t, void *arg)
             p->fill_left = bq_qflow_fillers_now();
         }
         bool filler = p->fill_left > 0;
-        void *v =
-            filler ? bq_qflow_filler() : (void *)(uintptr_t)(p->id << SEQ_BITS | (p->seq + 1));
+        void *v = filler ? run->filler : (void *)(uintptr_t)(p->id << SEQ_BITS | (p->seq + 1));
         qf_code rc = qf_queue_poll_enqueue_ptr(run->q, v, qf_task_waker(t));
         if (rc != QF_OK)
             return rc; /* QF_PENDING: parked until a slot frees */
@@ -128,7 +128,7 @@ static qf_code tt_consumer(qf_task *t, void *arg)
             return QF_OK;
         if (rc != QF_OK)
             return rc;
-        if (v == bq_qflow_filler())
+        if (v == run->filler)
             continue;
         uint64_t x = (uint64_t)(uintptr_t)v, id = x >> SEQ_BITS;
         uint64_t seq = x & ((UINT64_C(1) << SEQ_BITS) - 1);
@@ -156,6 +156,7 @@ static void run_tasks_tput(bench_rep *r)
     if (!run || !prod || !cons || !ct)
         bench_fail("out of memory");
     memset(run, 0, sizeof(*run));
+    run->filler = bq_qflow_filler();
     run->per = bench_scale(r, cfg->items_quick, cfg->items_full) / (uint64_t)np;
     run->producers = np;
     atomic_init(&run->producers_left, np);

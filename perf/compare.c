@@ -818,8 +818,10 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
             snprintf(reps, sizeof(reps), "%u/%u", nx, ny);
             snprintf(nd, sizeof(nd), need ? "%u" : "-", need);
             bool counts = j.v != V_WORSE || cpu_votes;
-            printf(ROW_FMT, q->bench, "(own CPU/unit)", ov, nv, chg, pw, reps, nd,
-                   counts ? verdict_word(j.v) : "worse, counted only against a live old build");
+            const char *vw =
+                counts ? verdict_word(j.v) : "worse, counted only against a live old build";
+            snprintf(ret->pairs[ret->npairs - 1].verdict, sizeof(ret->pairs[0].verdict), "%s", vw);
+            printf(ROW_FMT, q->bench, "(own CPU/unit)", ov, nv, chg, pw, reps, nd, vw);
             cpu_v = counts ? j.v : V_NOISY;
             /* No baseline could judge the row (queue.tput.spsc under load:
              * its spinning baseline is cut every time): its CPU figure does. */

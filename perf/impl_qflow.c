@@ -41,8 +41,9 @@ static int fillers_now(void)
     return k;
 }
 
-/* A value no benchmark sends: producers send (id << 48) | seq with small
- * sequence numbers, never a static object's address. */
+/* A value no benchmark sends: producers send (id << 48) | seq (id << 40 in
+ * queue.tput.tasks) with small sequence numbers, never a static object's
+ * address. */
 static char filler_object;
 #define FILLER ((void *)&filler_object)
 
