@@ -6,8 +6,9 @@
  *    "results": [{"bench", "impl", "unit", "median", "min", "max", "reps",
  *                 "values": [each repetition's raw figure, in run order],
  *                 "truncated": [whether it hit its time budget],
- *                 "cpu_util": [the process's CPU seconds per wall second in
- *                              each repetition (bench_run.h)],
+ *                 "cpu_util": [CPU seconds (the process's and its waited-for
+ *                              children's) per wall second of each
+ *                              repetition (bench_run.h)],
  *                 "params": {...}}, ...]}
  * A result whose repetitions hit a time budget also carries
  * "truncated_reps": n in its params. Files of earlier versions (no
@@ -44,6 +45,16 @@ static void write_params(json_writer *w, const bench_result *r)
     jw_end_object(w);
 }
 
+/* "key": [v[0], ..., v[n-1]] */
+static void write_numbers(json_writer *w, const char *key, const double *v, unsigned n)
+{
+    jw_key(w, key);
+    jw_begin_array(w);
+    for (unsigned k = 0; k < n; k++)
+        jw_number(w, v[k]);
+    jw_end_array(w);
+}
+
 int bench_write_json(const char *path, const bench_results *rs, const bench_options *o)
 {
     FILE *f = fopen(path, "w");
@@ -78,23 +89,14 @@ int bench_write_json(const char *path, const bench_results *rs, const bench_opti
         jw_key(&w, "reps");
         jw_number(&w, r->reps);
         if (r->values) {
-            jw_key(&w, "values");
-            jw_begin_array(&w);
-            for (unsigned k = 0; k < r->nvalues; k++)
-                jw_number(&w, r->values[k]);
-            jw_end_array(&w);
+            write_numbers(&w, "values", r->values, r->nvalues);
             jw_key(&w, "truncated");
             jw_begin_array(&w);
             for (unsigned k = 0; k < r->nvalues; k++)
                 jw_bool(&w, r->truncated[k]);
             jw_end_array(&w);
-            if (r->cpu_util) {
-                jw_key(&w, "cpu_util");
-                jw_begin_array(&w);
-                for (unsigned k = 0; k < r->nvalues; k++)
-                    jw_number(&w, r->cpu_util[k]);
-                jw_end_array(&w);
-            }
+            if (r->cpu_util)
+                write_numbers(&w, "cpu_util", r->cpu_util, r->nvalues);
         }
         jw_key(&w, "params");
         write_params(&w, r);
