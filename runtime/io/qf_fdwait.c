@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -69,12 +70,25 @@ static qf_code ensure_watcher(void)
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "fd watch: epoll_create1: %s", strerror(errno));
-    int err = qf__helper_thread_start(watcher, (void *)(intptr_t)ep, "qf-fdwatch");
+    /* The watcher takes no signals: a program's SIGTERM handler must run on
+     * its own threads, never on this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, 64 * 1024);
+    pthread_t t;
+    int err = pthread_create(&t, &at, watcher, (void *)(intptr_t)ep);
+    pthread_attr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err) {
         close(ep);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "fd watch: cannot start its thread: %s",
                             strerror(err));
     }
+    pthread_setname_np(t, "qf-fdwatch");
     epfd = ep;
     return QF_OK;
 }

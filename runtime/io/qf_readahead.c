@@ -54,6 +54,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -180,8 +181,23 @@ static bool ensure_helper(void)
             atfork_set =
                 pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
         int err = atfork_set ? 0 : ENOMEM;
-        if (!err)
-            err = qf__helper_thread_start(helper, NULL, "qf-readahead");
+        pthread_t t;
+        if (!err) {
+            /* The helper takes no signals: a program's handlers run on its
+             * own threads. */
+            sigset_t all, old;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
+            pthread_attr_t at;
+            pthread_attr_init(&at);
+            pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+            pthread_attr_setstacksize(&at, 64 * 1024);
+            err = pthread_create(&t, &at, helper, NULL);
+            pthread_attr_destroy(&at);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            if (!err)
+                pthread_setname_np(t, "qf-readahead");
+        }
         /* A failure is for the life of the process (or until a fork):
          * trying again on every chunk would cost more than it saves. */
         atomic_store_explicit(&started, err ? -1 : 1, memory_order_release);

@@ -102,12 +102,6 @@ void qf__fdwatch_disarm(qf__fdwatch *w);
  * `deadline` (QF_DEADLINE_EXCEEDED). */
 qf_code qf__fd_wait_readable(int fd, qf_deadline deadline);
 
-/* Start a detached thread running fn(arg), named `name` (15 bytes at
- * most), with every signal blocked and a 64 KiB stack: io/'s own helpers,
- * which live as long as the process. Returns 0 or pthread_create's
- * error. */
-int qf__helper_thread_start(void *(*fn)(void *), void *arg, const char *name);
-
 /* ------------------------------------------------------------ read-ahead */
 
 /* The next chunk of a regular file read by a helper thread while the
