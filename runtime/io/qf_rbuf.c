@@ -93,15 +93,13 @@ static void advise(qf__rbuf *rb, uint64_t off, uint64_t len, int advice)
 static void check_shrank(qf__rbuf *rb);
 
 /* Room before the read-ahead's bytes in its run, for the bytes the current
- * chunk leaves over (the head of a record): an eighth of the buffer, at
- * most 16 KiB, until a longer left-over is seen; then up to half the
- * buffer (ahead_take()). */
+ * chunk leaves over: an eighth of the buffer, at most 16 KiB (text lines
+ * and most records are far shorter; a longer left-over drops the
+ * read-ahead and reads as before). */
 static size_t ahead_room(const qf__rbuf *rb)
 {
     size_t room = rb->cap / 8;
-    if (room > 16384)
-        room = 16384;
-    return rb->ahead_room_want > room ? rb->ahead_room_want : room;
+    return room > 16384 ? 16384 : room;
 }
 
 /* End the read-ahead under way, if any, without using its bytes: waits
@@ -136,103 +134,46 @@ static void ahead_start(qf__rbuf *rb)
         return;
     }
     rb->ahead_blk = nb;
-    rb->ahead_at = room;
     rb->ahead_off = rb->raw_off;
 }
 
-/* Wait for the read-ahead's bytes: the count, or SIZE_MAX when it cannot
- * be used (not started, taken back, failed: the error is left to the
- * synchronous read, which meets it again and reports it as it always
- * has; or read from another offset than the file's). On success the file
- * offset has moved past `use` of them (use(got): how many the caller
- * takes; the rest will be read again) and raw_off with it; the run stays
- * in rb->ahead_blk for the caller. */
-static size_t ahead_wait(qf__rbuf *rb, size_t (*use)(const qf__rbuf *, size_t))
+/* Move to the run the read-ahead filled, with buf[pos..lim) in the room
+ * before its bytes. *ret_got: the bytes it read (SIZE_MAX: it could not be
+ * used, and was dropped; the caller reads as before). The old run goes as
+ * in qf__rbuf_renew(): its rows stay valid. */
+static qf_code ahead_take(qf__rbuf *rb, size_t *ret_got)
 {
-    if (rb->raw_off != rb->ahead_off) {
+    *ret_got = SIZE_MAX;
+    size_t keep = rb->lim - rb->pos, room = ahead_room(rb);
+    if (keep > room || rb->raw_off != rb->ahead_off) {
         ahead_drop(rb);
-        return SIZE_MAX;
+        return QF_OK;
     }
     ssize_t got;
     int err;
     bool done = qf__ahead_finish(rb->ahead, &got, &err);
     rb->ahead = NULL;
-    size_t n = done && got >= 0 ? use(rb, (size_t)got) : 0;
-    if (!done || got < 0 || (n > 0 && lseek(rb->fd, (off_t)n, SEEK_CUR) < 0)) {
-        qf__strblock_drop(rb->ahead_blk);
-        rb->ahead_blk = NULL;
-        return SIZE_MAX;
-    }
-    rb->raw_off += n;
-    if (got == 0)
-        check_shrank(rb);
-    return n;
-}
-
-/* The bytes of the read-ahead that fit in its run after buf[pos..lim). */
-static size_t use_fitting(const qf__rbuf *rb, size_t got)
-{
-    size_t keep = rb->lim - rb->pos, at = rb->ahead_at;
-    size_t start = keep <= at ? at - keep : 0;
-    size_t fit = rb->cap - start - keep;
-    return got < fit ? got : fit;
-}
-
-/* Move to the run the read-ahead filled, with buf[pos..lim) right before
- * its bytes. A left-over longer than the room kept for it moves the bytes
- * up (those that no longer fit are read again later) and makes the next
- * read-aheads keep a larger room. *ret_got: the bytes taken (SIZE_MAX:
- * none; the caller reads as before). The old run goes as in
- * qf__rbuf_renew(): its rows stay valid. */
-static void ahead_take(qf__rbuf *rb, size_t *ret_got)
-{
-    size_t keep = rb->lim - rb->pos, at = rb->ahead_at;
-    *ret_got = SIZE_MAX;
-    if (keep >= rb->cap) {
-        ahead_drop(rb);
-        return;
-    }
-    if (keep > at) {
-        size_t want = 2 * keep, half = rb->cap / 2;
-        rb->ahead_room_want = want < half ? want : half;
-    }
-    size_t n = ahead_wait(rb, use_fitting);
-    if (n == SIZE_MAX)
-        return;
     qf__strblock *nb = rb->ahead_blk;
     rb->ahead_blk = NULL;
+    /* An error is left to the synchronous read, which meets it again and
+     * reports it as it always has. */
+    if (!done || got < 0 || (got > 0 && lseek(rb->fd, (off_t)got, SEEK_CUR) < 0)) {
+        qf__strblock_drop(nb);
+        return QF_OK;
+    }
     char *d = qf__strblock_data(nb);
-    size_t start = keep <= at ? at - keep : 0;
-    if (start + keep != at)
-        memmove(d + start + keep, d + at, n);
-    memcpy(d + start, rb->buf + rb->pos, keep);
+    memcpy(d + room - keep, rb->buf + rb->pos, keep);
     qf__strblock_drop(rb->blk);
     rb->blk = nb;
     rb->buf = d;
-    rb->base += rb->pos - start;
-    rb->pos = start;
-    rb->lim = start + keep + n;
-    *ret_got = n;
-}
-
-/* All the read-ahead's bytes (the caller's destination holds more). */
-static size_t use_all(const qf__rbuf *rb, size_t got)
-{
-    (void)rb;
-    return got;
-}
-
-/* For a read straight into the caller's memory: the read-ahead's bytes
- * copied there instead of read again. *ret_got as for ahead_take(). */
-static void ahead_into(qf__rbuf *rb, char *dst, size_t *ret_got)
-{
-    size_t n = ahead_wait(rb, use_all);
-    *ret_got = n;
-    if (n == SIZE_MAX)
-        return;
-    memcpy(dst, qf__strblock_data(rb->ahead_blk) + rb->ahead_at, n);
-    qf__strblock_drop(rb->ahead_blk);
-    rb->ahead_blk = NULL;
+    rb->base += rb->pos - (room - keep);
+    rb->pos = room - keep;
+    rb->lim = room + (size_t)got;
+    rb->raw_off += (size_t)got;
+    if (got == 0)
+        check_shrank(rb);
+    *ret_got = (size_t)got;
+    return QF_OK;
 }
 
 qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
@@ -412,11 +353,12 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
     if (rb->eof)
         return QF_OK;
     if (rb->ahead) {
-        size_t want = rb->cap - rb->ahead_at, got;
-        ahead_take(rb, &got);
+        size_t got;
+        qf_code rc = ahead_take(rb, &got);
+        if (rc != QF_OK)
+            return rc;
         if (got != SIZE_MAX) {
-            /* Bytes left in the file for lack of room are not its end. */
-            after_fill(rb, got, got < want && rb->lim == rb->cap ? got : want);
+            after_fill(rb, got, rb->cap - ahead_room(rb));
             return QF_OK;
         }
     }
@@ -505,15 +447,10 @@ qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got)
         if (n - *got >= rb->cap) {
             /* A large remainder goes straight to its destination: no second
              * copy through the buffer. pos == lim here; keep base in step. */
-            size_t r = SIZE_MAX;
-            if (rb->ahead)
-                ahead_into(rb, dst + *got, &r); /* n - *got >= cap holds all of it */
-            if (r == SIZE_MAX) {
-                r = 0;
-                qf_code rc = qf__rbuf_raw_read(rb, dst + *got, n - *got, &r);
-                if (rc != QF_OK)
-                    return rc;
-            }
+            size_t r = 0;
+            qf_code rc = qf__rbuf_raw_read(rb, dst + *got, n - *got, &r);
+            if (rc != QF_OK)
+                return rc;
             if (r == 0) {
                 rb->eof = true;
                 break;

@@ -26,9 +26,7 @@
  *
  * So every request is freed exactly once: by the requester after DONE, by
  * the helper after TAKEN; the helper reads `next` before its CAS, while the
- * request cannot be freed by anyone else. (In a child after fork(), a
- * request taken back before the fork and not yet popped by the parent's
- * helper is never freed: a few bytes, once.) A requester never
+ * request cannot be freed by anyone else. A requester never
  * waits for a request that has not started (it takes it back): a helper
  * busy with another reader's slow read delays nobody but that reader, and
  * no reader can wait on a helper that will never come.
@@ -160,10 +158,6 @@ static void after_fork_in_child(void)
 {
     atomic_fetch_add(&fork_generation, 1);
     atomic_store(&pending, NULL);
-    /* The parent's sleepers (its helper, maybe requesters) are not here:
-     * counted on, they would make every notify a futex call. */
-    qf_eventcount_init(&submitted);
-    qf_eventcount_init(&done);
     atomic_store(&started, 0);
     pthread_mutex_unlock(&start_mu);
 }
@@ -198,8 +192,6 @@ static bool ensure_helper(void)
             if (!err)
                 pthread_setname_np(t, "qf-readahead");
         }
-        /* A failure is for the life of the process (or until a fork):
-         * trying again on every chunk would cost more than it saves. */
         atomic_store_explicit(&started, err ? -1 : 1, memory_order_release);
     }
     s = atomic_load_explicit(&started, memory_order_relaxed);

@@ -166,7 +166,7 @@ qf_code qf__zlib_options_check(qf_compression c, const qf_zlib_options *o, bool 
 typedef struct qf__rbuf {
     int fd;                  /* -1 when no file is open */
     char *buf;               /* the reader's buffer, kept across files */
-    qf__strblock *blk;       /* NULL, or the run buf belongs to (readers with rows) */
+    qf__strblock *blk;       /* NULL, or the run buf belongs to (TextLineReader) */
     qf__strblock_pool *pool; /* where blk and its successors come from */
     size_t cap;              /* its size */
     size_t pos;              /* next unconsumed byte */
@@ -181,10 +181,8 @@ typedef struct qf__rbuf {
     bool fifo;               /* a named pipe (read 0 before any writer is not the end) */
     bool shrank_warned;      /* the truncation warning was given for this file */
     qf__ahead *ahead;        /* the next chunk being read ahead, or NULL */
-    qf__strblock *ahead_blk; /* the run it is read into, */
-    size_t ahead_at;         /* at this offset, */
-    uint64_t ahead_off;      /* from this file offset */
-    size_t ahead_room_want;  /* 0, or the room a long left-over asked for */
+    qf__strblock *ahead_blk; /* the run it is read into (at ahead_room()) */
+    uint64_t ahead_off;      /* the file offset it reads from */
     qf__zin *z;              /* NULL: the file is the stream */
     qf__fdwatch watch;       /* for QF_PENDING: where a task waits */
     const char *path;        /* for messages: the reader's current work item */
@@ -210,9 +208,7 @@ qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok);
 qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok);
 /* Read more bytes after buf[lim): one read, restarting on EINTR; when
  * pos == lim it first rewinds the buffer, when lim == cap it first moves
- * buf[pos..lim) to the front. Or, with a read-ahead under way, move to its
- * run, buf[pos..lim) copied in front of its bytes (pos then need not be
- * 0; see qf_rbuf.c). On return either new bytes arrived or eof is
+ * buf[pos..lim) to the front. On return either new bytes arrived or eof is
  * set, or QF_PENDING (no error set) when a non-regular file has nothing
  * yet: nothing consumed, call again after waiting (qf__rbuf_wait_fd). */
 qf_code qf__rbuf_fill(qf__rbuf *rb);

@@ -46,15 +46,13 @@
  *     qf_reader_poll_read(..., waker)  for tasks: QF_PENDING with the waker
  *                                      registered on the work queue
  * The waiting is only ever for the *work queue*; file reads happen inline in
- * every form, with the next chunk read ahead for some kinds (see "Disk
- * I/O" and "Read-ahead" below).
+ * every form (see "Disk I/O" below).
  *
  * Disk I/O, and why readers do not stall every worker of a pool.
  * A reader owns one read buffer (QF_READER_DEFAULT_BUFFER = 256 KiB unless
  * set; at least record_bytes + footer_bytes for fixed-length readers) that
  * it reuses for every file. Files are opened O_RDONLY|O_CLOEXEC and read
- * sequentially with plain read(2) in buffer-sized chunks (or taken from
- * the read-ahead, below). At open the
+ * sequentially with plain read(2) in buffer-sized chunks. At open the
  * reader calls posix_fadvise(POSIX_FADV_SEQUENTIAL) (the kernel doubles its
  * readahead window) and after every chunk it issues
  * posix_fadvise(POSIX_FADV_WILLNEED) for the *next* chunk: the kernel starts
@@ -79,19 +77,13 @@
  * the reader splits one chunk, the next is read by a helper thread (one
  * for the process, started by the first such read, never more) with
  * pread(2) into a second buffer of the same size: the reader's path is
- * then the longer of the two, not their sum. Records, errors and warnings
- * are the same either way. A reader never waits for a read the helper has
- * not started (it takes it back and reads for itself), so a helper busy
- * with another reader's slow disk delays nobody else. The chunk goes
- * into the second buffer after a room for the head of the
- * record the last chunk cut (an eighth of the buffer, at most 16 KiB, until
- * a longer head asks for up to half); a longer head moves the chunk up in
- * its buffer, and the bytes that then no longer fit are read again later.
- * A record read straight into its destination (one longer than the buffer)
- * takes the chunk by a copy. A read-ahead that cannot be used (an error, a
- * reset, a restored state) is dropped, after its pread(2) if that had
- * begun, and the chunk read as before. Cost: one more buffer per reader
- * while a file is read, and the helper's thread.
+ * then the longer of the two, not their sum. A reader never waits for a
+ * read the helper has not started (it takes it back and reads for itself),
+ * so a helper busy with another reader's slow disk delays nobody else, and
+ * a read-ahead that cannot be used (a record left over longer than an
+ * eighth of the buffer or 16 KiB, a reset, a restored state, an error) is
+ * dropped and the chunk read as before: records, errors and warnings are
+ * the same either way. Cost: one more buffer per reader while a file is read.
  * QF_READAHEAD=0 in the environment turns it off. A child after fork()
  * has no helper: it starts its own on its first read-ahead.
  *
@@ -535,11 +527,8 @@ QF_API int64_t qf_reader_num_work_units_completed(const qf_reader *r);
  * also forgets an error held back by read_up_to. The next read dequeues a
  * new work item.
  *
- * Blocking:    only while the read-ahead helper is in the middle of this
- *              reader's next chunk (one pread(2) of its file; see
- *              "Read-ahead" above). Concurrency: not concurrently with a
- *              read on the same reader (counter readers are fine).
- *              NULL-safe.
+ * Blocking:    never. Concurrency: not concurrently with a read on the same
+ *              reader (counter readers are fine). NULL-safe.
  */
 QF_API void qf_reader_reset(qf_reader *r);
 
@@ -591,8 +580,7 @@ QF_API qf_code qf_reader_serialize_state(const qf_reader *r, void **ret_buf, siz
  * record. A file that can no longer be opened then fails that read as any
  * open does; one shorter than the saved position simply ends.
  *
- * Blocking:    opens nothing; waits only as qf_reader_reset() does.
- *              Concurrency: like a read.
+ * Blocking:    never (opens nothing). Concurrency: like a read.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments, and with
  *              nothing changed: "not a reader state" (bad magic or too
  *              short), "reader state version N is not supported", "reader

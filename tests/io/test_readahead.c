@@ -247,9 +247,9 @@ Test(readahead, a_child_forked_mid_file_reads_on_without_the_parents_helper)
         if (pid == 0) {
             /* The child reads on from line `at` with its copy of the
              * reader; the parent waits meanwhile (they share the fd and
-             * its offset). The parent's helper does not exist here: the
-             * child reads the chunk it had asked for again, whatever the
-             * helper had done with it at the fork. */
+             * its offset). The parent's helper does not exist here: a
+             * chunk it had read is taken, one it was reading is read
+             * again, one it had not started is read by the child. */
             int i = at;
             for (;; i++) {
                 qf_code rc = qf_reader_read(r, q, &rec);
