@@ -8,19 +8,6 @@
  * decides how to wait (a task's waker on the fd watch, a thread in
  * poll(2)), and every function here leaves the buffer so that the same
  * call can simply be repeated afterwards.
- *
- * Read-ahead. For a reader whose buffer is a run (it hands out rows that
- * point into it), each full chunk read from a regular file starts the read
- * of the next one on the helper thread (qf_readahead.c), into a fresh run
- * at offset ahead_room(): the room before it takes the bytes this chunk
- * leaves over (the head of a record cut by the chunk's end) when the
- * reader moves on, so the record lies whole in the new run. The helper
- * reads with pread(2) at the offset the next read(2) would have read, and
- * the fd's own position moves past those bytes only when they are taken
- * (one lseek(2)); so a read-ahead that is dropped (more left over than the
- * room holds, a seek, a close, an error) leaves the file where it was, and
- * the synchronous read that follows reads, or fails, exactly as it would
- * have without it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -88,94 +75,6 @@ static void advise(qf__rbuf *rb, uint64_t off, uint64_t len, int advice)
     (void)posix_fadvise(rb->fd, (off_t)off, (off_t)len, advice);
 }
 
-/* ------------------------------------------------------------ read-ahead */
-
-static void check_shrank(qf__rbuf *rb);
-
-/* Room before the read-ahead's bytes in its run, for the bytes the current
- * chunk leaves over: an eighth of the buffer, at most 16 KiB (text lines
- * and most records are far shorter; a longer left-over drops the
- * read-ahead and reads as before). */
-static size_t ahead_room(const qf__rbuf *rb)
-{
-    size_t room = rb->cap / 8;
-    return room > 16384 ? 16384 : room;
-}
-
-/* End the read-ahead under way, if any, without using its bytes: waits
- * only while the helper is reading. */
-static void ahead_drop(qf__rbuf *rb)
-{
-    if (!rb->ahead)
-        return;
-    ssize_t got;
-    int err;
-    (void)qf__ahead_finish(rb->ahead, &got, &err);
-    rb->ahead = NULL;
-    qf__strblock_drop(rb->ahead_blk);
-    rb->ahead_blk = NULL;
-}
-
-/* After a full chunk of a regular file: start reading the next one. Does
- * nothing when it cannot (out of memory, no helper): the next fill reads
- * as before. */
-static void ahead_start(qf__rbuf *rb)
-{
-    if (!rb->blk || rb->z || rb->nonblock || rb->eof || rb->lim != rb->cap || rb->size < 0 ||
-        rb->raw_off >= (uint64_t)rb->size || !qf__ahead_enabled())
-        return;
-    qf__strblock *nb = qf__strblock_pool_get(rb->pool);
-    if (!nb)
-        return; /* RESOURCE_EXHAUSTED recorded; the next fill reads as before */
-    size_t room = ahead_room(rb);
-    rb->ahead = qf__ahead_start(rb->fd, qf__strblock_data(nb) + room, rb->cap - room, rb->raw_off);
-    if (!rb->ahead) {
-        qf__strblock_drop(nb);
-        return;
-    }
-    rb->ahead_blk = nb;
-    rb->ahead_off = rb->raw_off;
-}
-
-/* Move to the run the read-ahead filled, with buf[pos..lim) in the room
- * before its bytes. *ret_got: the bytes it read (SIZE_MAX: it could not be
- * used, and was dropped; the caller reads as before). The old run goes as
- * in qf__rbuf_renew(): its rows stay valid. */
-static qf_code ahead_take(qf__rbuf *rb, size_t *ret_got)
-{
-    *ret_got = SIZE_MAX;
-    size_t keep = rb->lim - rb->pos, room = ahead_room(rb);
-    if (keep > room || rb->raw_off != rb->ahead_off) {
-        ahead_drop(rb);
-        return QF_OK;
-    }
-    ssize_t got;
-    int err;
-    bool done = qf__ahead_finish(rb->ahead, &got, &err);
-    rb->ahead = NULL;
-    qf__strblock *nb = rb->ahead_blk;
-    rb->ahead_blk = NULL;
-    /* An error is left to the synchronous read, which meets it again and
-     * reports it as it always has. */
-    if (!done || got < 0 || (got > 0 && lseek(rb->fd, (off_t)got, SEEK_CUR) < 0)) {
-        qf__strblock_drop(nb);
-        return QF_OK;
-    }
-    char *d = qf__strblock_data(nb);
-    memcpy(d + room - keep, rb->buf + rb->pos, keep);
-    qf__strblock_drop(rb->blk);
-    rb->blk = nb;
-    rb->buf = d;
-    rb->base += rb->pos - (room - keep);
-    rb->pos = room - keep;
-    rb->lim = room + (size_t)got;
-    rb->raw_off += (size_t)got;
-    if (got == 0)
-        check_shrank(rb);
-    *ret_got = (size_t)got;
-    return QF_OK;
-}
-
 qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
 {
     qf__rbuf_close(rb);
@@ -227,8 +126,6 @@ qf_code qf__rbuf_open(qf__rbuf *rb, const char *path)
 
 void qf__rbuf_close(qf__rbuf *rb)
 {
-    /* The helper may still be reading this fd into the next run. */
-    ahead_drop(rb);
     /* The watch forgets the fd before it is closed (and maybe reused). */
     qf__fdwatch_disarm(&rb->watch);
     if (rb->fd >= 0)
@@ -285,7 +182,6 @@ static void check_shrank(qf__rbuf *rb)
 
 qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
 {
-    ahead_drop(rb); /* fill took or dropped its own; this is any other read */
     ssize_t got;
     for (;;) {
         got = read(rb->fd, dst, n);
@@ -327,41 +223,10 @@ qf_code qf__rbuf_raw_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
     return qf__rbuf_file_read(rb, dst, n, ret_got);
 }
 
-/* After a fill's read of `got` of `want` bytes: the end of the stream,
- * advice to the kernel, and the next chunk's read-ahead. */
-static void after_fill(qf__rbuf *rb, size_t got, size_t want)
-{
-    uint64_t end = rb->base + rb->lim; /* the stream offset of the next read */
-    /* A regular file ends where its size says; a short read there saves the
-     * read(2) that would return 0. Anything else ends at a 0 read. */
-    if (got == 0 || (rb->size >= 0 && got < want && end >= (uint64_t)rb->size)) {
-        rb->eof = true;
-        return;
-    }
-    /* Start the kernel on the next chunk while this one is consumed, so the
-     * next read(2) finds it in the page cache (see qf_reader.h). */
-    if (!rb->z && !rb->nonblock && (rb->size < 0 || end < (uint64_t)rb->size) &&
-        end >= rb->advised) {
-        advise(rb, end, rb->cap, POSIX_FADV_WILLNEED);
-        rb->advised = end + rb->cap;
-    }
-    ahead_start(rb);
-}
-
 qf_code qf__rbuf_fill(qf__rbuf *rb)
 {
     if (rb->eof)
         return QF_OK;
-    if (rb->ahead) {
-        size_t got;
-        qf_code rc = ahead_take(rb, &got);
-        if (rc != QF_OK)
-            return rc;
-        if (got != SIZE_MAX) {
-            after_fill(rb, got, rb->cap - ahead_room(rb));
-            return QF_OK;
-        }
-    }
     if (rb->pos == rb->lim || rb->lim == rb->cap) {
         qf_code rc = writable(rb);
         if (rc != QF_OK)
@@ -383,7 +248,20 @@ qf_code qf__rbuf_fill(qf__rbuf *rb)
     if (rc != QF_OK)
         return rc; /* QF_PENDING too: the buffer is consistent, retry later */
     rb->lim += got;
-    after_fill(rb, got, want);
+    uint64_t end = rb->base + rb->lim; /* the stream offset of the next read */
+    /* A regular file ends where its size says; a short read there saves the
+     * read(2) that would return 0. Anything else ends at a 0 read. */
+    if (got == 0 || (rb->size >= 0 && got < want && end >= (uint64_t)rb->size)) {
+        rb->eof = true;
+        return QF_OK;
+    }
+    /* Start the kernel on the next chunk while this one is consumed, so the
+     * next read(2) finds it in the page cache (see qf_reader.h). */
+    if (!rb->z && !rb->nonblock && (rb->size < 0 || end < (uint64_t)rb->size) &&
+        end >= rb->advised) {
+        advise(rb, end, rb->cap, POSIX_FADV_WILLNEED);
+        rb->advised = end + rb->cap;
+    }
     return QF_OK;
 }
 
@@ -469,7 +347,6 @@ qf_code qf__rbuf_read(qf__rbuf *rb, char *dst, size_t n, size_t *got)
 
 qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 {
-    ahead_drop(rb);
     if (!rb->z && !rb->nonblock && rb->base == 0 && rb->lim == 0 && off <= (uint64_t)INT64_MAX) {
         if (rb->file_size >= 0 && off > (uint64_t)rb->file_size) {
             rb->eof = true;
@@ -490,7 +367,6 @@ qf_code qf__rbuf_seek(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 
 qf_code qf__rbuf_rewind(qf__rbuf *rb, uint64_t off, bool *ret_ok)
 {
-    ahead_drop(rb);
     if (rb->z && qf__rbuf_offset(rb) == off && qf__zin_resumable(rb->z)) {
         /* Stopped at `off` for want of compressed bytes: the inflater's
          * state is whole, so it takes what was appended since. Going back

@@ -20,7 +20,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "qf_reader.h"
 #include "qf_strblock-impl.h"
@@ -102,30 +101,6 @@ void qf__fdwatch_disarm(qf__fdwatch *w);
  * `deadline` (QF_DEADLINE_EXCEEDED). */
 qf_code qf__fd_wait_readable(int fd, qf_deadline deadline);
 
-/* ------------------------------------------------------------ read-ahead */
-
-/* The next chunk of a regular file read by a helper thread while the
- * reader works on the chunk before (qf_readahead.c: why, and the protocol).
- * The rbuf uses it for readers that yield rows (qf__rbuf_fill(): the read
- * goes into the next run, past a room for the bytes the current chunk
- * leaves over). QF_READAHEAD=0 in the environment turns it off. */
-typedef struct qf__ahead qf__ahead;
-
-/* Whether read-ahead is on (looked up once). Wait-free. */
-bool qf__ahead_enabled(void);
-/* Ask the helper for pread(fd, dst, n, off). NULL when it cannot run (no
- * helper thread, out of memory): the caller reads for itself. dst and fd
- * must stay valid until qf__ahead_finish(). Lock-free; no syscall unless
- * the helper sleeps (one futex wake) or is started now. */
-qf__ahead *qf__ahead_start(int fd, char *dst, size_t n, uint64_t off);
-/* End a request (each exactly once). True when the helper did the read:
- * *ret_got is what pread(2) returned (-1: *ret_err is its errno) and dst
- * holds the bytes. False when it had not started (taken back: dst was
- * never written) or was made before a fork (in the child): the caller
- * reads for itself.
- * Blocking only while the helper runs this very read. */
-bool qf__ahead_finish(qf__ahead *a, ssize_t *ret_got, int *ret_err);
-
 /* ------------------------------------------------------ compressed input */
 
 /* An inflating source between the file and the read buffer
@@ -180,9 +155,6 @@ typedef struct qf__rbuf {
     bool nonblock;           /* not a regular file: opened O_NONBLOCK, fill may pend */
     bool fifo;               /* a named pipe (read 0 before any writer is not the end) */
     bool shrank_warned;      /* the truncation warning was given for this file */
-    qf__ahead *ahead;        /* the next chunk being read ahead, or NULL */
-    qf__strblock *ahead_blk; /* the run it is read into (at ahead_room()) */
-    uint64_t ahead_off;      /* the file offset it reads from */
     qf__zin *z;              /* NULL: the file is the stream */
     qf__fdwatch watch;       /* for QF_PENDING: where a task waits */
     const char *path;        /* for messages: the reader's current work item */

@@ -69,23 +69,7 @@
  *     bounded by n records, or one record for read.
  * Pipelines whose files live on slow storage should run the readers on a
  * runtime of their own (qf_runtime_new) so the batching tasks keep their
- * workers.
- *
- * Read-ahead (TextLineReader and TFRecordReader, uncompressed regular
- * files larger than the buffer). Splitting a chunk into records costs
- * about as much as read(2)'s copy of it out of the page cache, so while
- * the reader splits one chunk, the next is read by a helper thread (one
- * for the process, started by the first such read, never more) with
- * pread(2) into a second buffer of the same size: the reader's path is
- * then the longer of the two, not their sum. A reader never waits for a
- * read the helper has not started (it takes it back and reads for itself),
- * so a helper busy with another reader's slow disk delays nobody else, and
- * a read-ahead that cannot be used (a record left over longer than an
- * eighth of the buffer or 16 KiB, a reset, a restored state, an error) is
- * dropped and the chunk read as before: records, errors and warnings are
- * the same either way. Cost: one more buffer per reader while a file is read.
- * QF_READAHEAD=0 in the environment turns it off. A child after fork()
- * has no helper: it starts its own on its first read-ahead.
+ * workers. No thread is created for regular files, no io_uring needed.
  *
  * Named pipes, terminals and other non-regular files never block a worker.
  * They are opened O_NONBLOCK (a FIFO's open does not wait for a writer) and
@@ -93,9 +77,9 @@
  * yet) the poll form registers its waker with an fd watch and returns
  * QF_PENDING, and the reader keeps every byte of a half-read record for the
  * next poll. The watch is one epoll instance served by one thread, started
- * the first time a task waits on such a file (with the read-ahead helper,
- * the only threads qflow's readers ever start). A Coordinator stop or a
- * task cancel withdraws the waker like any other (qf_waker_withdraw). The thread forms wait in
+ * the first time a task waits on such a file (the only thread qflow's
+ * readers ever start). A Coordinator stop or a task cancel withdraws the
+ * waker like any other (qf_waker_withdraw). The thread forms wait in
  * poll(2) until their deadline; try returns QF_UNAVAILABLE. A FIFO ends
  * when its writers have come and gone.
  *

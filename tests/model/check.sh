@@ -1,7 +1,6 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the worker pool, a task's join, the wait list's cancel, the serving batcher's timer,
-# the read-ahead helper's requests) with
+# the worker pool, a task's join, the wait list's cancel, the serving batcher's timer) with
 # spin: every model, at the bounds below, must have no invalid end state
 # (nobody asleep for good) and no assertion violation. Exhaustive search;
 # each run takes seconds. A model run with a seeded bug (`seeded`) must fail instead.
@@ -87,11 +86,4 @@ run serve_timer -DNS=3 -DROUNDS=2
 seeded serve_timer -DBUG=1
 seeded serve_timer -DBUG=2
 seeded waker_cancel -DROUNDS=2 -DOLD=2
-run readahead
-run readahead -DNRQ=3 -DROUNDS=1
-seeded readahead -DBUG=1
-seeded readahead -DBUG=2
-seeded readahead -DBUG=3
-seeded readahead -DBUG=4
-seeded readahead -DBUG=5
 exit $status
