@@ -37,8 +37,8 @@
  *     path, which parks most often when threads outnumber cores.
  *  4. A turn per slot: no shared tail. A queue's ring (one made with
  *     multi_producer true, which every queue's is) publishes each slot on
- *     its own: marks[i & mask] == i + 1 says "index i is written and
- *     published" (initially marks[k] = k; i and i + k * slots + 1 differ
+ *     its own: marks[pos(i)] == i + 1 says "index i is written and
+ *     published" (initially marks[pos(k)] = k; i and i + k * slots + 1 differ
  *     in parity, slots being a power of two, so neither the initial value
  *     nor a mark from an earlier lap reads as current). There is no
  *     p_tail to move in index order, so a producer never waits for, nor
@@ -94,7 +94,7 @@
  *     discarded when its CAS fails.
  *  7. Tombstones are tags, not values. A producer that reserved slots and
  *     then finds its queue closed cannot give them back, so it abandons
- *     them: per slot index i it stores tombs[i & mask] = i + 1 (and counts
+ *     them: per slot index i it stores tombs[pos(i)] = i + 1 (and counts
  *     it in tomb_n) before publishing. Any value may be a real element (a
  *     queue of int64 stores the numbers themselves), so no slot value can
  *     mean "abandoned". A consumer, while some tombstone is out (tomb_n !=
@@ -111,6 +111,25 @@
  *     decrement after its claim. tests/model/ring_tombs.pml checks it
  *     with spin (a thread stalled between claim and untag while 2^32
  *     indices pass is outside it, as for every CAS on a 32-bit index).
+ *  8. Spread indices. In a queue's ring, index i lives at pos(i) =
+ *     qf__ring_pos(): the low `spread` bits of i & mask trade places with
+ *     the `spread` bits above them (4 and 4 in a ring of 256 slots or
+ *     more, fewer in smaller rings, none in the run queues' rings), so
+ *     consecutive indices sit 16 positions apart and their slots (8
+ *     bytes) and marks (4 bytes) on lines of their own (atomic_queue
+ *     remaps its indices the same way; folly spreads its tickets with a
+ *     stride). Laid out in order, two producers putting i and i + 1 wrote
+ *     the same slot and mark lines, and a consumer reading index i held
+ *     the line that the producer of i + 1 was writing; each put's locked
+ *     publish then waited for the other core's copy to be invalidated.
+ *     Measured against the same tree in order (qflow-bench --quick,
+ *     --reps 5, one run each): queue.tput 11.8 -> 19.4 M items/s at
+ *     p1c1, 8.7 -> 17.3 M at p4c4, 6.0 -> 10.4 M at p16c16; batch32 71
+ *     -> 102 M; queue.tput.tasks.p4c4 10.3 -> 16.5 M; runners.tput.1000
+ *     6.5 -> 13.8 M; spsc unchanged (26.8-30.6 M against 27.8-29.6 M).
+ *     pos() is a permutation within each aligned block of 2^(2*spread)
+ *     indices and is its own inverse, so the ring's storage, wrap and
+ *     laps are as before.
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
@@ -130,6 +149,7 @@ typedef struct qf__ring {
     ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
     ck_ring_buffer_t *buf;
     unsigned mask;
+    unsigned spread;                      /* index bits swapped (note 8); 0: none */
     unsigned cap;                         /* most slots in use at once (<= mask) */
     bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
     _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
@@ -151,6 +171,16 @@ typedef struct qf__ring {
 #define QF__LD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define QF__ST(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
+/* Where index i lives in the slot, mark and tag arrays (note 8): the
+ * low `spread` bits of i & mask trade places with the `spread` above
+ * them. Its own inverse; identity when spread is 0. */
+static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
+{
+    unsigned x = i & r->mask;
+    unsigned mix = (x ^ (x >> r->spread)) & ((1u << r->spread) - 1u);
+    return x ^ mix ^ (mix << r->spread);
+}
+
 /* Bytes a ring of `slots` needs besides the ck_ring struct: the value
  * slots and, for a queue's ring, the marks and tombstone tags
  * (qf__ring_init()). */
@@ -169,6 +199,9 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     ck_ring_init(&r->ring, slots);
     r->buf = buf;
     r->mask = slots - 1;
+    r->spread = 0;
+    while (multi_producer && r->spread < 4 && (4u << (2 * r->spread)) <= slots)
+        r->spread++;
     r->cap = cap;
     qf__fence_init();
     r->sym = false;
@@ -181,9 +214,10 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     if (multi_producer) {
         r->marks = (_Atomic uint32_t *)(void *)(buf + slots);
         r->tombs = r->marks + slots;
+        /* Index i's mark and tag start at i: never i + 1 (note 4). */
         for (unsigned i = 0; i < slots; i++) {
-            atomic_init(&r->marks[i], i);
-            atomic_init(&r->tombs[i], i);
+            atomic_init(&r->marks[qf__ring_pos(r, i)], i);
+            atomic_init(&r->tombs[qf__ring_pos(r, i)], i);
         }
     }
 }
@@ -281,20 +315,28 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
 }
 
 /* After a reservation that ends before index idx: ask for the slot and
- * mark lines that the next puts write (the ones holding idx + 7 and
- * idx + 15: this line's rest, else the next line) in the owned state
+ * mark lines that the next puts write in the owned state
  * (coord/qf_prefetch-impl.h). The consumers read them a lap ago, so
  * without it each put's store waits for their copies to be invalidated
- * and the fence or locked instruction after it waits for the store.
- * Measured in builds of three code layouts (README, Measured): the pointer
- * queue's queue.tput 8.0-9.5 -> 11.3-11.8 M items/s at p1c1, 6.3-7.4 ->
- * 8.9-10.0 M at p4c4, 11 -> 29-37 M for a single producer and consumer.
- * Two lines further ahead gained nothing. */
+ * and the fence or locked instruction after it waits for the store. In a
+ * spread ring (note 8) every index has lines of its own: those of idx + 1
+ * (idx's own were asked for too late to gain: 12.7-13.2 -> 14.5-15.3 M
+ * items/s at p4c4, the same elsewhere). Unspread, the lines holding
+ * idx + 7 and idx + 15: this line's rest, else the next line. Measured
+ * in builds of three code layouts (README, Measured), before the spread:
+ * the pointer queue's queue.tput 8.0-9.5 -> 11.3-11.8 M items/s at p1c1,
+ * 6.3-7.4 -> 8.9-10.0 M at p4c4, 11 -> 29-37 M for a single producer and
+ * consumer. Two lines further ahead gained nothing. */
 static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
 {
     /* A small ring's next line may be the one its consumers read now. */
     if (r->mask < 63)
         return;
+    if (r->spread) {
+        qf__prefetch_for_write(&r->buf[qf__ring_pos(r, idx + 1)]);
+        qf__prefetch_for_write(&r->marks[qf__ring_pos(r, idx + 1)]);
+        return;
+    }
     qf__prefetch_for_write(&r->buf[(idx + 7) & r->mask]);
     if (r->marks)
         qf__prefetch_for_write(&r->marks[(idx + 15) & r->mask]);
@@ -302,27 +344,29 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
 
 static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
 {
-    QF__ST(&r->buf[idx & r->mask].value, v, RELAXED);
+    QF__ST(&r->buf[qf__ring_pos(r, idx)].value, v, RELAXED);
 }
 
 static inline bool qf__ring_is_published(qf__ring *r, unsigned i, memory_order mo)
 {
-    return atomic_load_explicit(&r->marks[i & r->mask], mo) == i + 1;
+    return atomic_load_explicit(&r->marks[qf__ring_pos(r, i)], mo) == i + 1;
 }
 
 /* The end of the published run from `from` (at most `end`): seq_cst
- * loads, in the order of the indices. Four marks at a time where they do
- * not wrap: the four loads are issued before any is compared, so a long
- * run (a count after a bulk put of hundreds) does not wait a load's
- * latency per mark; the first unpublished one is then found one by one. */
+ * loads, in the order of the indices. Four marks at a time: the four
+ * loads are issued before any is compared, so a long run (a count after
+ * a bulk put of hundreds) does not wait a load's latency per mark; the
+ * first unpublished one is then found one by one. */
 static inline unsigned qf__ring_run_end(qf__ring *r, unsigned from, unsigned end)
 {
-    while (end - from >= 4 && (from & r->mask) + 4 <= r->mask + 1) {
-        _Atomic uint32_t *m = &r->marks[from & r->mask];
-        uint32_t m0 = atomic_load_explicit(&m[0], memory_order_seq_cst);
-        uint32_t m1 = atomic_load_explicit(&m[1], memory_order_seq_cst);
-        uint32_t m2 = atomic_load_explicit(&m[2], memory_order_seq_cst);
-        uint32_t m3 = atomic_load_explicit(&m[3], memory_order_seq_cst);
+    while (end - from >= 4) {
+        uint32_t m0 = atomic_load_explicit(&r->marks[qf__ring_pos(r, from)], memory_order_seq_cst);
+        uint32_t m1 =
+            atomic_load_explicit(&r->marks[qf__ring_pos(r, from + 1)], memory_order_seq_cst);
+        uint32_t m2 =
+            atomic_load_explicit(&r->marks[qf__ring_pos(r, from + 2)], memory_order_seq_cst);
+        uint32_t m3 =
+            atomic_load_explicit(&r->marks[qf__ring_pos(r, from + 3)], memory_order_seq_cst);
         if ((m0 != from + 1) | (m1 != from + 2) | (m2 != from + 3) | (m3 != from + 4))
             break;
         from += 4;
@@ -347,10 +391,10 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
         return k;
     }
     if (k == 1 && !single_producer) {
-        atomic_store_explicit(&r->marks[start & r->mask], start + 1, memory_order_seq_cst);
+        atomic_store_explicit(&r->marks[qf__ring_pos(r, start)], start + 1, memory_order_seq_cst);
     } else {
         for (unsigned i = 0; i < k; i++)
-            atomic_store_explicit(&r->marks[(start + i) & r->mask], start + i + 1,
+            atomic_store_explicit(&r->marks[qf__ring_pos(r, start + i)], start + i + 1,
                                   memory_order_release);
         if (single_producer) {
             qf__ring_fence_light(r);
@@ -370,8 +414,8 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
 static inline void qf__ring_write_tombstone(qf__ring *r, unsigned idx)
 {
     atomic_fetch_add_explicit(&r->tomb_n, 1, memory_order_relaxed);
-    QF__ST(&r->buf[idx & r->mask].value, NULL, RELAXED);
-    atomic_store_explicit(&r->tombs[idx & r->mask], idx + 1, memory_order_relaxed);
+    QF__ST(&r->buf[qf__ring_pos(r, idx)].value, NULL, RELAXED);
+    atomic_store_explicit(&r->tombs[qf__ring_pos(r, idx)], idx + 1, memory_order_relaxed);
 }
 
 /* Of the k values just read from [c, c + k) into out, drop the tombstones
@@ -383,7 +427,8 @@ static inline unsigned qf__ring_drop_tombs(qf__ring *r, void **out, unsigned c, 
         return k;
     unsigned j = 0;
     for (unsigned i = 0; i < k; i++)
-        if (atomic_load_explicit(&r->tombs[(c + i) & r->mask], memory_order_relaxed) != c + i + 1)
+        if (atomic_load_explicit(&r->tombs[qf__ring_pos(r, c + i)], memory_order_relaxed) !=
+            c + i + 1)
             out[j++] = out[i];
     return j;
 }
@@ -397,7 +442,7 @@ static inline void qf__ring_untag(qf__ring *r, unsigned c, unsigned k, unsigned 
         return;
     for (unsigned i = 0; i < k; i++) {
         uint32_t t = c + i + 1;
-        atomic_compare_exchange_strong_explicit(&r->tombs[(c + i) & r->mask], &t, c + i,
+        atomic_compare_exchange_strong_explicit(&r->tombs[qf__ring_pos(r, c + i)], &t, c + i,
                                                 memory_order_relaxed, memory_order_relaxed);
     }
     atomic_fetch_sub_explicit(&r->tomb_n, k - real, memory_order_relaxed);
@@ -434,7 +479,7 @@ static inline size_t qf__ring_take_turns(qf__ring *r, void **out, unsigned c, si
             continue;
         }
         for (unsigned i = 0; i < k; i++)
-            out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
+            out[i] = QF__LD(&r->buf[qf__ring_pos(r, c + i)].value, RELAXED);
         unsigned real = qf__ring_drop_tombs(r, out, c, k);
         if (!qf__ring_claim(r, &c, k, single_consumer))
             continue;
@@ -474,7 +519,7 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
         }
         unsigned k = avail < max ? avail : (unsigned)max;
         for (unsigned i = 0; i < k; i++)
-            out[i] = QF__LD(&r->buf[(c + i) & r->mask].value, RELAXED);
+            out[i] = QF__LD(&r->buf[qf__ring_pos(r, c + i)].value, RELAXED);
         unsigned real = qf__ring_drop_tombs(r, out, c, k);
         if (single_consumer) {
             QF__ST(&r->ring.c_head, c + k, RELEASE);

@@ -457,6 +457,44 @@ Test(queue_ptr, tombstones_in_front_of_a_value_do_not_end_the_data)
     qf_queue_unref(q);
 }
 
+/* The spread layout (qf_ring-impl.h note 8): in every ring size, index
+ * -> position is a permutation of the slots and its own inverse, and in a
+ * ring of 256 slots or more consecutive indices put their marks (4 bytes)
+ * and slots (8 bytes) on different 64-byte lines, across a lap's wrap too.
+ * No index of a new ring reads as published (found when the first version
+ * left each mark at its position's number: with 4 slots, index 1 lives
+ * at position 2, whose 2 read as "index 1 published"). */
+Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
+{
+    for (unsigned slots = 2; slots <= (1u << 16); slots <<= 1) {
+        qf__ring r;
+        ck_ring_buffer_t *buf = calloc(1, qf__ring_storage_bytes(slots));
+        cr_assert_not_null(buf);
+        qf__ring_init(&r, buf, slots, slots - 1, true);
+        unsigned char *seen = calloc(slots, 1);
+        cr_assert_not_null(seen);
+        for (unsigned i = 0; i < slots; i++) {
+            unsigned p = qf__ring_pos(&r, i);
+            cr_assert_lt(p, slots, "slots %u: index %u at %u", slots, i, p);
+            cr_assert_eq(seen[p], 0, "slots %u: position %u twice", slots, p);
+            seen[p] = 1;
+            cr_assert_eq(qf__ring_pos(&r, p), i, "slots %u: not its own inverse at %u", slots, i);
+            cr_assert_eq(qf__ring_pos(&r, i + 7u * slots), p, "slots %u: laps differ", slots);
+            cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
+                      "slots %u: index %u reads as published in a new ring", slots, i);
+        }
+        for (unsigned i = 0; slots >= 256 && i < 2 * slots; i++) {
+            unsigned a = qf__ring_pos(&r, i), b = qf__ring_pos(&r, i + 1);
+            cr_assert_neq(a * 4 / 64, b * 4 / 64, "slots %u: marks of %u and %u share a line",
+                          slots, i, i + 1);
+            cr_assert_neq(a * 8 / 64, b * 8 / 64, "slots %u: slots of %u and %u share a line",
+                          slots, i, i + 1);
+        }
+        free(seen);
+        free(buf);
+    }
+}
+
 typedef struct {
     qf_queue *q;
     atomic_int tid;
