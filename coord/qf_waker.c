@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "qf_eventcount-impl.h"
+#include "qf_waitlist-impl.h"
 #include "qf_wake_defer-impl.h"
 #include "qf_futex.h"
 #include "qf_futex-impl.h"
@@ -185,7 +186,18 @@ uint32_t qf_waitlist_count(const qf_waitlist *wl)
     return atomic_load_explicit(&((qf_waitlist *)wl)->qf__count, memory_order_relaxed);
 }
 
-void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
+/* The count changes only under the list's lock: a load and a store, not
+ * a locked RMW (readers load it relaxed, as a hint or after the lock). */
+static void count_add(qf_waitlist *wl, int32_t d)
+{
+    QF__ASSERT_HELD(&wl->qf__lock);
+    uint32_t n = atomic_load_explicit(&wl->qf__count, memory_order_relaxed);
+    atomic_store_explicit(&wl->qf__count, n + (uint32_t)d, memory_order_relaxed);
+}
+
+/* `fence`: close with the full fence (see qf_waitlist-impl.h for when a
+ * caller may leave it out). */
+static void register_waker(qf_waitlist *wl, qf_waker *w, bool fence)
 {
     if (!wl || !w) {
         refuse(!wl ? "qf_waitlist_register: wait list (wl) is NULL"
@@ -204,7 +216,8 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
          * list). On another list: move it here. If a wake claims it
          * meanwhile, the task is simply polled once more. */
         if (__atomic_load_n(&w->qf__list, __ATOMIC_RELAXED) == wl) {
-            atomic_thread_fence(memory_order_seq_cst);
+            if (fence)
+                atomic_thread_fence(memory_order_seq_cst);
             return;
         }
         qf_waker_withdraw(w);
@@ -221,12 +234,23 @@ void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
     else
         wl->qf__head = w;
     wl->qf__tail = w;
-    atomic_fetch_add_explicit(&wl->qf__count, 1, memory_order_relaxed);
+    count_add(wl, 1);
     qf__unlock(&wl->qf__lock);
     /* Pairs with the notifier's seq_cst operation between its state change
      * and its look at the list: our re-check of the condition must not be
      * satisfied from before the registration became visible. */
-    atomic_thread_fence(memory_order_seq_cst);
+    if (fence)
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+void qf_waitlist_register(qf_waitlist *wl, qf_waker *w)
+{
+    register_waker(wl, w, true);
+}
+
+void qf__waitlist_register_unfenced(qf_waitlist *wl, qf_waker *w)
+{
+    register_waker(wl, w, false);
 }
 
 static void unlink_locked(qf_waitlist *wl, qf_waker *w)
@@ -242,7 +266,7 @@ static void unlink_locked(qf_waitlist *wl, qf_waker *w)
         wl->qf__tail = w->qf__prev;
     w->qf__next = w->qf__prev = NULL;
     __atomic_store_n(&w->qf__list, NULL, __ATOMIC_RELAXED);
-    atomic_fetch_sub_explicit(&wl->qf__count, 1, memory_order_relaxed);
+    count_add(wl, -1);
 }
 
 bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)

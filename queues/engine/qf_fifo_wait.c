@@ -108,6 +108,7 @@
 #include "qf_lock-impl.h"
 #include "qf_status.h"
 #include "qf_task_mark-impl.h"
+#include "qf_waitlist-impl.h"
 #include "qf_wake_defer-impl.h"
 
 static uint64_t state_sc(qf__fifo *f)
@@ -381,7 +382,7 @@ qf_code qf__fifo_wait_elements(qf__fifo *f, size_t need, bool holder, const qf__
         wk = &tw;
     }
     qf_waitlist *wl = need > 1 ? &f->deq_many_waiters : &f->deq_waiters;
-    qf_waitlist_register(wl, wk);
+    qf__waitlist_register_unfenced(wl, wk); /* the DEQ_WAIT RMW fences */
     if (need > 1)
         many_need_lower(f, need);
     atomic_fetch_or_explicit(&f->state, QF__DEQ_WAIT, memory_order_seq_cst);
@@ -517,7 +518,7 @@ qf_code qf__fifo_wait_request(qf__fifo *f, void *const *slots, size_t n, size_t 
 
 qf_code qf__fifo_wait_room_poll(qf__fifo *f, qf_waker *wk)
 {
-    qf_waitlist_register(&f->enq_waiters, wk);
+    qf__waitlist_register_unfenced(&f->enq_waiters, wk); /* the ENQ_WAIT RMW fences */
     uint64_t old = atomic_fetch_or_explicit(&f->state, QF__ENQ_WAIT, memory_order_seq_cst);
     fence_vs_consumers(f);
     uint64_t closed = QF__CLOSED | QF__CANCELLED;
