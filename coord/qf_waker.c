@@ -177,6 +177,11 @@ void qf_waitlist_destroy(qf_waitlist *wl)
     (void)wl; /* nothing allocated; present so init/destroy pair up */
 }
 
+uint32_t qf__waitlist_count_sc(qf_waitlist *wl)
+{
+    return atomic_load_explicit(&wl->qf__count, memory_order_seq_cst);
+}
+
 uint32_t qf_waitlist_count(const qf_waitlist *wl)
 {
     if (!wl) {

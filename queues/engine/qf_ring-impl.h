@@ -56,7 +56,9 @@
  *                  (a single store of one mark is itself seq_cst), or the
  *                  light one of a declared single producer (note 3).
  *       consumer   from c_head, count the marks that say published, in a
- *                  row (acquire loads); fewer than `min`: empty (a
+ *                  row (seq_cst loads, qf__ring_run_end(); acquire would
+ *                  do, and is the same instruction on x86 and
+ *                  AArch64); fewer than `min`: empty (a
  *                  multi-consumer re-reads c_head first: it may be stale);
  *                  read the values, then claim with the c_head CAS (store).
  *     A consumer sees only the published run from c_head, so a slot
@@ -115,8 +117,10 @@
  *     qf__ring_pos(): the low `spread` bits of i & mask trade places with
  *     the `spread` bits above them (4 and 4 in a ring of 256 slots or
  *     more, fewer in smaller rings, none in the run queues' rings), so
- *     consecutive indices sit 16 positions apart and their slots (8
- *     bytes) and marks (4 bytes) on lines of their own (atomic_queue
+ *     in a ring of 256 slots or more consecutive indices sit at least 16
+ *     positions apart (239 where the low four bits roll over),
+ *     and each slot (8 bytes) and mark (4 bytes) shares its line only
+ *     with indices 16 or more away from it (atomic_queue
  *     remaps its indices the same way; folly spreads its tickets with a
  *     stride). Laid out in order, two producers putting i and i + 1 wrote
  *     the same slot and mark lines, and a consumer reading index i held
@@ -316,20 +320,24 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
 
 /* After a reservation that ends before index idx: ask for the slot and
  * mark lines that the next puts write in the owned state
- * (coord/qf_prefetch-impl.h). The consumers read them a lap ago, so
- * without it each put's store waits for their copies to be invalidated
- * and the fence or locked instruction after it waits for the store. In a
- * spread ring (note 8) every index has lines of its own: those of idx + 1
- * (idx's own were asked for too late to gain: 12.7-13.2 -> 14.5-15.3 M
- * items/s at p4c4, the same elsewhere). Unspread, the lines holding
- * idx + 7 and idx + 15: this line's rest, else the next line. Measured
- * in builds of three code layouts (README, Measured), before the spread:
- * the pointer queue's queue.tput 8.0-9.5 -> 11.3-11.8 M items/s at p1c1,
- * 6.3-7.4 -> 8.9-10.0 M at p4c4, 11 -> 29-37 M for a single producer and
- * consumer. Two lines further ahead gained nothing. */
+ * (coord/qf_prefetch-impl.h). Consumers read those lines last, so without
+ * it each put's store waits for their copies to be invalidated and the
+ * fence or locked instruction after it waits for the store. In a spread
+ * ring (note 8) the next index's slot and mark lie on other lines than
+ * this one's: ask for those of idx + 1 (idx's own were asked for too late
+ * to gain: 12.7-13.2 -> 14.5-15.3 M items/s at p4c4, the same elsewhere).
+ * Those lines also hold indices 16 apart, which a consumer of a nearly
+ * empty queue may be reading: the prefetch then takes a line it will ask
+ * for again, which is what the store would have done anyway. Unspread (a
+ * ring without marks), the lines holding idx + 7 and idx + 15: this
+ * line's rest, else the next line; measured before the spread, in builds
+ * of three code layouts (README, Measured): the pointer queue's queue.tput
+ * 8.0-9.5 -> 11.3-11.8 M items/s at p1c1, 6.3-7.4 -> 8.9-10.0 M at p4c4,
+ * 11 -> 29-37 M for a single producer and consumer. Two lines further
+ * ahead gained nothing. */
 static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
 {
-    /* A small ring's next line may be the one its consumers read now. */
+    /* In a small ring the next lines are the ones its consumers read now. */
     if (r->mask < 63)
         return;
     if (r->spread) {

@@ -30,6 +30,7 @@
 #include "qf_futex.h"
 #include "qf_nats-impl.h"
 #include "qf_status-impl.h"
+#include "qf_waitlist-impl.h"
 
 #define BACKOFF_MIN_NS 50000000
 #define BACKOFF_MAX_NS 1000000000
@@ -73,9 +74,10 @@ static bool closed(qf_nats_sink *s)
 
 static void wake_waiters(qf_nats_sink *s)
 {
-    /* after the caller's seq_cst RMW: a waiter that registered before it
+    /* after the caller's seq_cst RMW (hence the seq_cst count, see
+     * qf_waitlist-impl.h): a waiter that registered before it
      * is counted here, one that registers after re-checks and sees it */
-    if (qf_waitlist_count(&s->wl))
+    if (qf__waitlist_count_sc(&s->wl))
         qf_waitlist_wake(&s->wl, INT32_MAX);
 }
 

@@ -16,6 +16,7 @@
 #include "qf_serve-impl.h"
 #include "qf_status-impl.h"
 #include "qf_task_mark-impl.h"
+#include "qf_waitlist-impl.h"
 
 static char *dup_str(const char *s)
 {
@@ -286,7 +287,7 @@ static qf_code enter(qf_serve *s, qf_serve_request *req, int64_t now)
         return qf_set_error(QF_UNAVAILABLE, "batcher '%s': level queue refused a request", s->name);
     }
     int64_t r = atomic_fetch_add_explicit(&s->ready, 1, memory_order_seq_cst) + 1;
-    if (qf_waitlist_count(&s->consumers) &&
+    if (qf__waitlist_count_sc(&s->consumers) &&
         r >= atomic_load_explicit(&s->need, memory_order_seq_cst))
         qf_waitlist_wake(&s->consumers, INT32_MAX);
     if (s->timer) /* a level timer asleep for want of requests (issue 30) */

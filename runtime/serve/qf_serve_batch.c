@@ -30,6 +30,7 @@
 #include "qf_serve-impl.h"
 #include "qf_status-impl.h"
 #include "qf_task_mark-impl.h"
+#include "qf_waitlist-impl.h"
 
 typedef struct form {
     qf_serve_request *expired;   /* answer DEADLINE_EXCEEDED after unlocking */
@@ -52,7 +53,7 @@ void qf__serve_left(qf_serve *s, uint64_t n)
     /* seq_cst: pairs with a BLOCK submitter's register + re-check of the
      * depth, and with a drain's prepare + re-check. */
     uint64_t a = atomic_fetch_sub_explicit(&s->adm, n, memory_order_seq_cst) - n;
-    if (s->policy == QF_SERVE_BLOCK && qf_waitlist_count(&s->producers))
+    if (s->policy == QF_SERVE_BLOCK && qf__waitlist_count_sc(&s->producers))
         qf_waitlist_wake(&s->producers, n > INT32_MAX ? INT32_MAX : (int)n);
     if (a & QF__ADM_DRAIN) {
         /* Drained: consumers waiting for the last reservations to land

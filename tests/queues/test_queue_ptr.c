@@ -482,6 +482,8 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
             cr_assert_eq(qf__ring_pos(&r, i + 7u * slots), p, "slots %u: laps differ", slots);
             cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
                       "slots %u: index %u reads as published in a new ring", slots, i);
+            cr_assert_neq(atomic_load(&r.tombs[p]), i + 1,
+                          "slots %u: index %u reads as a tombstone in a new ring", slots, i);
         }
         for (unsigned i = 0; slots >= 256 && i < 2 * slots; i++) {
             unsigned a = qf__ring_pos(&r, i), b = qf__ring_pos(&r, i + 1);
