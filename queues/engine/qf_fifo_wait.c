@@ -17,16 +17,17 @@
  *   notifier  make the condition true (publish slot turns, advance
  *             c_head, change the state word), run F_n, load the state word;
  *             if the bit is set, look at the lists and wake.
- * Either the notifier's load of the state word reads the waiter's RMW or
- * a later write (all of them RMWs, so it synchronizes with the waiter's
- * and sees the announcement), or it comes before that RMW in the seq_cst
- * order, and then the waiter's re-check sees the notifier's change. (A
- * bit that is set already, by an earlier waiter, proves nothing about
- * this one: the split is by which RMW the load reads.) A multi-producer publish ends with a seq_cst
- * store or a full fence and a multi-consumer take is a seq_cst RMW (qf_ring-impl.h, notes 3 and 4),
- * so F_w and F_n are nothing more under the C11 model. A declared single producer or consumer
- * stores plainly and runs F_n = qf__fence_light(); the waiters facing it then run F_w =
- * qf__fence_heavy() (membarrier where it works). A publish wakes for the
+ * Either the notifier's load of the state word reads the waiter's RMW or a
+ * later write (all of them RMWs, so it synchronizes with the waiter's and
+ * sees the announcement), or it comes before that RMW in the seq_cst
+ * order, and then the waiter's re-check sees the notifier's change. (A bit
+ * that is set already, by an earlier waiter, proves nothing about this
+ * one: the split is by which RMW the load reads.) A multi-producer publish
+ * ends with a seq_cst store or a full fence and a multi-consumer take is a
+ * seq_cst RMW (qf_ring-impl.h, notes 3 and 4), so F_w and F_n are nothing
+ * more under the C11 model. A declared single producer or consumer stores
+ * plainly and runs F_n = qf__fence_light(); the waiters facing it then run
+ * F_w = qf__fence_heavy() (membarrier where it works). A publish wakes for the
  * slots it made takeable, its own and the published run right behind them
  * (note 4), so a consumer that woke too early for a slot published out of
  * turn is woken again when the slots before it come. The wait bits are

@@ -128,9 +128,12 @@
  *     publish then waited for the other core's copy to be invalidated.
  *     Measured against the same tree in order (qflow-bench --quick,
  *     --reps 5, one run each): queue.tput 11.8 -> 19.4 M items/s at
- *     p1c1, 8.7 -> 17.3 M at p4c4, 6.0 -> 10.4 M at p16c16; batch32 71
- *     -> 102 M; queue.tput.tasks.p4c4 10.3 -> 16.5 M; runners.tput.1000
- *     6.5 -> 13.8 M; spsc unchanged (26.8-30.6 M against 27.8-29.6 M).
+ *     p1c1, 8.7 -> 17.3 M at p4c4, 6.0 -> 10.4 M at p16c16;
+ *     queue.tput.tasks.p4c4 10.3 -> 16.5 M; runners.tput.1000 6.5 ->
+ *     13.8 M; spsc unchanged (26.8-30.6 M against 27.8-29.6 M). Batches
+ *     pay: 32 values span 16 mark lines and 16-32 slot lines rather than
+ *     2 and 4, and queue.tput.batch32 ran 0.71-0.99x the unspread build
+ *     in six rounds (README, Measured, "The ring's spread indices").
  *     pos() is a permutation within each aligned block of 2^(2*spread)
  *     indices and is its own inverse, so the ring's storage, wrap and
  *     laps are as before.
