@@ -192,7 +192,8 @@ uint32_t qf_waitlist_count(const qf_waitlist *wl)
 }
 
 /* The count changes only under the list's lock: a load and a store, not
- * a locked RMW (readers load it relaxed, as a hint or after the lock). */
+ * a locked RMW. Readers outside the lock load it relaxed, as a hint after
+ * their own ordering, or seq_cst (qf__waitlist_count_sc()). */
 static void count_add(qf_waitlist *wl, int32_t d)
 {
     QF__ASSERT_HELD(&wl->qf__lock);
