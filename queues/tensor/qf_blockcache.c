@@ -184,6 +184,21 @@ static void cache_key_init(void)
 
 static bool cache_register(thread_cache *c);
 
+/* A new block of class k, on lines of its own. From malloc() (16-byte
+ * alignment, a header between chunks) a block straddled lines and shared
+ * its first and last with its neighbours, which are as likely as not in
+ * another thread's hands: a consumer reading the values a producer wrote
+ * into block n waited for the line the producer was writing block n + 1
+ * into. Measured (qflow-bench --quick --reps 5, queue.tput.p1c1, four
+ * interleaved rounds of one binary with and without): the (int64,
+ * float32 [16]) queue 5.3-7.3 -> 9.4-9.5 M items/s, the two-int64 queue
+ * 10.1-10.4 -> 10.3-10.6 M. At most 64 bytes more per block made, and
+ * blocks are made once and then cycle through the caches. */
+static void *new_block(size_t k)
+{
+    return aligned_alloc(QF__BLOCK_GRAIN, k * QF__BLOCK_GRAIN);
+}
+
 /* An allocation from an empty list of class k: a chain from the shared
  * level, else malloc(). The rest of a chain stays in this thread's list,
  * so the list must be flushed at the thread's exit: a thread that only
@@ -194,9 +209,9 @@ __attribute__((noinline, cold)) static void *refill_alloc(block_list *l, size_t 
 {
     thread_cache *c = &tls_cache;
     if (c->state != CACHE_LIVE && (c->state == CACHE_DEAD || !cache_register(c)))
-        return malloc(k * QF__BLOCK_GRAIN);
+        return new_block(k);
     if (!take_chain((int)k - 1, l))
-        return malloc(k * QF__BLOCK_GRAIN);
+        return new_block(k);
     free_block *b = l->head;
     l->head = b->next;
     l->n--;
