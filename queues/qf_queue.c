@@ -243,8 +243,13 @@ static bool init_engine(qf_queue *q)
         .single_producer = q->single_producer,
         .single_consumer = q->single_consumer,
         .spin_ns = q->spin_ns,
+        .value_bytes = q->packed ? q->packed->bytes : 0,
     };
-    return qf__fifo_init(&q->fifo, &c);
+    if (!qf__fifo_init(&q->fifo, &c))
+        return false;
+    if (q->packed)
+        q->packed->cells = qf__fifo_cells(&q->fifo);
+    return true;
 }
 
 qf_code qf__queue_new(const qf_queue_options *o, qf_queue_kind kind, const char *kind_name,
@@ -550,6 +555,16 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
         if (rc != QF_OK)
             return rc;
     }
+    if (q->packed && q->packed->cells) {
+        /* The values go into a cell of the ring: no block crosses. */
+        uint64_t buf[QF__PACKED_MAX_BYTES / 8];
+        void *slot = buf;
+        qf__packed_pack_into(q, elem, buf);
+        rc = engine_put(q, &slot, 1, w, NULL);
+        if (rc == QF_OK)
+            qf_element_free(elem);
+        return rc;
+    }
     if (q->packed) {
         /* The values go; the element and its tensors stay on this thread. */
         void *slot = qf__packed_pack(q, elem);
@@ -702,9 +717,19 @@ static qf_code enqueue_many_packed(qf_queue *q, qf_element *batch, int64_t rows,
 {
     void *small[64];
     void **slots = rows <= 64 ? small : malloc((size_t)rows * sizeof(void *));
-    if (!slots)
+    char *stage = NULL;
+    if (slots && q->packed->cells)
+        stage = malloc((size_t)rows * q->packed->room);
+    if (!slots || (q->packed->cells && !stage)) {
+        if (slots != small)
+            free(slots);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in enqueue_many");
-    qf_code rc = qf__packed_pack_rows(q, batch, 0, (size_t)rows, slots);
+    }
+    qf_code rc = QF_OK;
+    if (stage)
+        qf__packed_pack_rows_into(q, batch, 0, (size_t)rows, stage, slots);
+    else
+        rc = qf__packed_pack_rows(q, batch, 0, (size_t)rows, slots);
     size_t done = 0;
     if (rc == QF_OK) {
         rc = engine_put(q, slots, (size_t)rows, w, &done);
@@ -718,6 +743,7 @@ static qf_code enqueue_many_packed(qf_queue *q, qf_element *batch, int64_t rows,
     }
     if (slots != small)
         free(slots);
+    free(stage);
     *ret_done = done;
     return rc;
 }
@@ -848,7 +874,9 @@ static qf_code dequeue_one(qf_queue *q, const qf__wait *w, qf_element **ret_elem
 {
     if (!q || !ret_elem)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_elem" : "queue");
-    void *slot;
+    /* A queue of cells copies the value here (qf__fifo_config). */
+    uint64_t buf[QF__PACKED_MAX_BYTES / 8];
+    void *slot = buf;
     qf_code rc = engine_take(q, 1, 1, false, w, &slot, NULL);
     if (rc != QF_OK)
         return rc;
@@ -1014,6 +1042,28 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
     return QF_OK;
 }
 
+/* The queue stores its values in its ring's cells (qf__fifo_config). */
+static bool cells(const qf_queue *q)
+{
+    return q->packed && q->packed->cells;
+}
+
+/* For a take of up to n values of a queue of cells: n buffers, slots[i]
+ * pointing to each; what to free after (NULL: none needed, or out of
+ * memory when cells(q)). */
+static char *value_buffers(const qf_queue *q, void **slots, size_t n)
+{
+    if (!cells(q) || n == 0)
+        return NULL;
+    size_t room = q->packed->room;
+    if (n > SIZE_MAX / room)
+        return NULL;
+    char *stage = malloc(n * room);
+    for (size_t i = 0; stage && i < n; i++)
+        slots[i] = stage + i * room;
+    return stage;
+}
+
 static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait *w,
                              qf_element **ret_batch)
 {
@@ -1028,8 +1078,11 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
         return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
                             up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
     void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
-    if (!slots)
+    char *stage = slots ? value_buffers(q, slots, (size_t)n) : NULL;
+    if (!slots || (cells(q) && n > 0 && !stage)) {
+        free(slots);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
+    }
     size_t got = 0;
     /* A tried dequeue_up_to returns the 1..n that are there now. */
     size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : (size_t)n;
@@ -1043,6 +1096,7 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
         }
     }
     free(slots);
+    free(stage);
     return rc;
 }
 
@@ -1487,8 +1541,11 @@ static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait 
     if (!q->unbounded && room > q->capacity)
         room = q->capacity;
     void **slots = malloc((size_t)room * sizeof(void *));
-    if (!slots)
+    char *stage = slots ? value_buffers(q, slots, (size_t)room) : NULL;
+    if (!slots || (cells(q) && room > 0 && !stage)) {
+        free(slots);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in a bulk dequeue");
+    }
     size_t got = 0;
     rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, slots, &got);
     if (rc == QF_OK) {
@@ -1499,6 +1556,7 @@ static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait 
         }
     }
     free(slots);
+    free(stage);
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /* qf_queue_packed.c - slots of packed values (qf_queue_packed-impl.h).
  *
- * A slot is a block of the block cache (qf_blockcache-impl.h), the
- * components' values one after another at 8-byte offsets. The producer
+ * The components' values lie one after another at 8-byte offsets: in a
+ * cell of the queue's ring (the caller's buffer on the way in and out), or
+ * in a slot that is a block of the block cache (qf_blockcache-impl.h). The producer
  * allocates it from its own thread's lists and the consumer frees it into
  * its own, from where chains of them go back to the producer: one block per
  * element travels, where the element and each tensor did before. */
@@ -58,6 +59,8 @@ bool qf__packed_init(qf_queue *q)
         off += pc->nbytes;
     }
     p->bytes = off;
+    p->cells = false; /* the engine decides (init_engine() in qf_queue.c) */
+    p->room = (off + 7) & ~(size_t)7;
     p->cls = qf__block_class(off);
     p->home_bytes = qf__dense_layout(q->ncomp, p->comp);
     q->packed = p;
@@ -91,6 +94,30 @@ void *qf__packed_pack(const qf_queue *q, const qf_element *e)
     return s;
 }
 
+void qf__packed_pack_into(const qf_queue *q, const qf_element *e, void *dst)
+{
+    const qf__packed *p = q->packed;
+    char *d = dst;
+    memset(d, 0, p->room); /* the padding too: whole words are copied */
+    for (size_t c = 0; c < q->ncomp; c++)
+        memcpy(d + p->comp[c].off, e->comps[c]->buf, p->comp[c].nbytes);
+}
+
+void qf__packed_pack_rows_into(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
+                               char *stage, void **ret_slots)
+{
+    const qf__packed *p = q->packed;
+    memset(stage, 0, n * p->room);
+    for (size_t i = 0; i < n; i++) {
+        char *d = stage + i * p->room;
+        for (size_t c = 0; c < q->ncomp; c++) {
+            size_t nb = p->comp[c].nbytes;
+            memcpy(d + p->comp[c].off, b->comps[c]->buf + ((size_t)from + i) * nb, nb);
+        }
+        ret_slots[i] = d;
+    }
+}
+
 qf_code qf__packed_pack_rows(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
                              void **ret_slots)
 {
@@ -120,7 +147,8 @@ qf_element *qf__packed_unpack(const qf_queue *q, void *slot)
         qf_element_free(e);
         return NULL;
     }
-    qf__block_free(slot, p->cls);
+    if (!p->cells)
+        qf__block_free(slot, p->cls);
     return e;
 }
 
@@ -161,6 +189,8 @@ void qf__packed_keep_rows(const qf_queue *q, qf_element *b, int64_t from, int64_
 
 void qf__packed_free(const qf_queue *q, void *const *slots, size_t n)
 {
+    if (q->packed->cells)
+        return; /* the caller's buffers */
     uint8_t cls = q->packed->cls;
     for (size_t i = 0; i < n; i++)
         qf__block_free(slots[i], cls);

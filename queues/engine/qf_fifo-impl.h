@@ -54,6 +54,14 @@ typedef struct qf__fifo_config {
     bool unbounded;
     bool single_producer, single_consumer;
     int64_t spin_ns; /* spin before sleeping at most */
+    /* 0: a slot is a pointer (or an inline value) that the engine moves.
+     * Else each value is this many bytes that the ring stores in place
+     * (qf_ring-impl.h, note 9), when the ring is small enough to hold
+     * them (qf__fifo_cells() says whether it does): a put's slots[i]
+     * point to the bytes (read during the call), a take's ret_slots[i]
+     * must on entry point to buffers of qf__fifo_value_room() bytes,
+     * which it fills, and may come back permuted. */
+    size_t value_bytes;
 } qf__fifo_config;
 
 /* The engine state, embedded in the queue. */
@@ -115,6 +123,19 @@ typedef struct qf__fifo {
  * or unbounded queues. False when out of memory (qf__fifo_destroy() then
  * frees what was made). */
 bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c);
+/* Whether the values are stored in the ring's cells (value_bytes). */
+static inline bool qf__fifo_cells(const qf__fifo *f)
+{
+    return f->ring.cell_words != 0;
+}
+
+/* Bytes a take's buffer for one value of a ring of cells needs (the
+ * values are copied in whole 8-byte words). */
+static inline size_t qf__fifo_value_room(const qf__fifo *f)
+{
+    return 8 * (size_t)f->ring.cell_words;
+}
+
 /* Free the ring early: a queue kind on another engine never uses it. */
 void qf__fifo_free_ring(qf__fifo *f);
 /* Free the engine's storage (after qf__fifo_drain_all(); or after a failed

@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "qf_fifo-impl.h"
@@ -496,6 +497,25 @@ static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wai
 
 /* ------------------------------------------------------------- consumers */
 
+/* The stash's first n values into out[0..n). In a ring of cells (note 9
+ * of qf_ring-impl.h) out[i] is the caller's buffer and a stash entry a
+ * copy of the engine's own (put_back()): its words move to the buffer and
+ * the copy is freed. Under the side lock. */
+static void stash_pop(qf__fifo *f, void **out, size_t n)
+{
+    if (!f->ring.cell_words) {
+        qf__deque_pop_front(&f->stash, out, n);
+        return;
+    }
+    size_t bytes = 8 * (size_t)f->ring.cell_words;
+    for (size_t i = 0; i < n; i++) {
+        void *copy = NULL;
+        qf__deque_pop_front(&f->stash, &copy, 1);
+        memcpy(out[i], copy, bytes);
+        free(copy);
+    }
+}
+
 /* With a stash or an overflow list: in order stash, ring, overflow, at
  * least min of them or none, under the side lock (which holds the stash
  * and the overflow list still; the ring only shrinks under other consumers
@@ -528,7 +548,7 @@ static size_t take_side(qf__fifo *f, void **out, size_t min, size_t max, size_t 
             freed += slots;
         }
     }
-    qf__deque_pop_front(&f->stash, out, a);
+    stash_pop(f, out, a);
     atomic_fetch_sub_explicit(&f->stash_n, (uint32_t)a, memory_order_seq_cst);
     size_t k = a + r, from_o = 0;
     if (k < max && o > 0) {
@@ -565,11 +585,28 @@ static void put_back(qf__fifo *f, void *const *slots, size_t n)
 {
     if (n == 0)
         return;
+    void *small[16];
+    void *const *keep = slots;
+    if (f->ring.cell_words) {
+        /* The values are in the caller's buffers: the stash keeps copies. */
+        size_t bytes = 8 * (size_t)f->ring.cell_words;
+        void **copies = n <= 16 ? small : malloc(n * sizeof(void *));
+        if (!copies)
+            oom_abort("returning elements to a queue");
+        for (size_t i = 0; i < n; i++) {
+            if (!(copies[i] = malloc(bytes)))
+                oom_abort("returning elements to a queue");
+            memcpy(copies[i], slots[i], bytes);
+        }
+        keep = copies;
+    }
     qf__lock(&f->side_lock);
-    if (!qf__deque_push_front(&f->stash, slots, n))
+    if (!qf__deque_push_front(&f->stash, keep, n))
         oom_abort("returning elements to a queue");
     atomic_fetch_add_explicit(&f->stash_n, (uint32_t)n, memory_order_seq_cst);
     qf__unlock(&f->side_lock);
+    if (keep != slots && keep != small)
+        free((void *)keep);
     qf__fifo_wake_consumers(f, n);
 }
 
@@ -764,6 +801,14 @@ void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx)
 {
     void *buf[64];
     size_t k;
+    if (f->ring.cell_words) {
+        /* Values in cells own nothing; the stash holds the engine's copies
+         * (put_back()). Such a ring never spills. */
+        while ((k = qf__deque_pop_front(&f->stash, buf, 64)) > 0)
+            for (size_t i = 0; i < k; i++)
+                free(buf[i]);
+        return;
+    }
     while ((k = qf__deque_pop_front(&f->stash, buf, 64)) > 0)
         for (size_t i = 0; i < k; i++)
             release(ctx, buf[i]);
@@ -785,6 +830,9 @@ void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx)
  * UNBOUNDED_RING_SLOTS when there is no limit at all). */
 #define RING_MAX_SLOTS (1u << 20)
 #define UNBOUNDED_RING_SLOTS 4096u
+/* A ring of cells (qf__fifo_config's value_bytes) is made up front at its
+ * full size; above this many bytes the values go by pointer instead. */
+#define CELLS_MAX_BYTES ((size_t)16 << 20)
 
 bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
 {
@@ -807,10 +855,19 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
         while (slots < (unsigned)f->capacity + 1)
             slots <<= 1;
     }
-    f->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
-    if (!f->ring.buf)
-        return false;
-    qf__ring_init(&f->ring, f->ring.buf, slots, f->spill ? slots - 1 : (unsigned)f->capacity, true);
+    unsigned cap = f->spill ? slots - 1 : (unsigned)f->capacity;
+    size_t cell = c->value_bytes ? qf__ring_cell_bytes(c->value_bytes) : 0;
+    if (cell && !f->spill && (size_t)slots * cell <= CELLS_MAX_BYTES) {
+        f->ring.buf = aligned_alloc(128, ((size_t)slots * cell + 127) & ~(size_t)127);
+        if (!f->ring.buf)
+            return false;
+        qf__ring_init_cells(&f->ring, f->ring.buf, slots, cap, c->value_bytes);
+    } else {
+        f->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
+        if (!f->ring.buf)
+            return false;
+        qf__ring_init(&f->ring, f->ring.buf, slots, cap, true);
+    }
     atomic_init(&f->state, 0);
     qf_waitlist_init(&f->deq_waiters);
     qf_waitlist_init(&f->deq_many_waiters);

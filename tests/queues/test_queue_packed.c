@@ -277,6 +277,47 @@ Test(queue_packed, batches_both_ways_and_a_partial_enqueue_many)
     qf_queue_unref(q);
 }
 
+/* The ways a packed queue can hold its values: in its ring's cells (a
+ * bounded queue whose ring of cells is small enough), and in blocks of
+ * their own (an unbounded queue, whose ring spills into a list, and a
+ * queue whose ring of cells would be too big). */
+static const int64_t holds[] = {8, -1, (int64_t)1 << 20};
+
+/* A dequeue_many that times out with some rows taken gives them back to
+ * the front (the engine keeps copies of values it held in cells), in
+ * order; rows given back and never taken are freed with the queue. */
+Test(queue_packed, a_timed_out_batch_goes_back_to_the_front_in_order)
+{
+    for (size_t h = 0; h < sizeof holds / sizeof holds[0]; h++) {
+        qf_dtype dt[2] = {QF_INT64, QF_FLOAT32};
+        qf_shape sh[2] = {qf_shape_scalar(), QF_SHAPE(4)};
+        qf_queue *q = fifo(holds[h], 2, dt, sh, NULL);
+        size_t done = 0;
+        cr_assert_eq(qf_queue_enqueue_many(q, label_batch(0, 3), &done), QF_OK);
+        qf_element *out = NULL;
+        qf_code rc = qf_queue_dequeue_many_until(q, 5, qf_deadline_in_ns(20000000), &out);
+        cr_assert_eq(rc, QF_DEADLINE_EXCEEDED, "capacity %lld: %s", (long long)holds[h],
+                     qf_code_name(rc));
+        cr_assert_eq(qf_queue_size(q), 3);
+        cr_assert_eq(qf_queue_enqueue_many(q, label_batch(3, 3), &done), QF_OK);
+        cr_assert_eq(qf_queue_dequeue_many(q, 5, &out), QF_OK, "%s", qf_last_message());
+        expect_rows(out, 0, 5);
+        qf_element_free(out);
+        /* The last row goes back once more and stays there. */
+        rc = qf_queue_dequeue_many_until(q, 2, qf_deadline_in_ns(1000000), &out);
+        cr_assert_eq(rc, QF_DEADLINE_EXCEEDED, "%s", qf_code_name(rc));
+        qf_element *one = NULL;
+        cr_assert_eq(qf_queue_dequeue(q, &one), QF_OK);
+        cr_assert_eq(*(const int64_t *)qf_tensor_cdata(qf_element_get(one, 0)), 5);
+        qf_element_free(one);
+        cr_assert_eq(qf_queue_enqueue_many(q, label_batch(6, 2), &done), QF_OK);
+        rc = qf_queue_dequeue_many_until(q, 3, qf_deadline_in_ns(1000000), &out);
+        cr_assert_eq(rc, QF_DEADLINE_EXCEEDED, "%s", qf_code_name(rc));
+        cr_assert_eq(qf_queue_size(q), 2);
+        qf_queue_unref(q); /* two given back: freed with the queue (LeakSanitizer) */
+    }
+}
+
 Test(queue_packed, closed_queue_leaves_the_element_with_the_caller_and_frees_leftovers)
 {
     qf_dtype dt[2] = {QF_INT32, QF_UINT8};
@@ -469,6 +510,12 @@ Test(queue_packed, stress_4x4_single_calls_exactly_once_in_order, .timeout = 300
 Test(queue_packed, stress_4x4_batches_exactly_once_in_order, .timeout = 300)
 {
     run_stress(10, 7, 50000);
+}
+
+/* Values in blocks of their own: an unbounded queue's ring spills. */
+Test(queue_packed, stress_4x4_unbounded_exactly_once_in_order, .timeout = 300)
+{
+    run_stress(-1, 1, 20000);
 }
 
 /* Close with cancel while producers are blocked on a full queue: each
