@@ -9,9 +9,9 @@
  * pointer queue (impl "qflow") in one run, it shows what the element path
  * costs (issue 18: >= 0.5x the pointer queue, no allocation in the steady
  * state). The two-int64 (qflow_int64x2) and (int64 label, float32 [16]
- * features) (qflow_tuple) queues below are packed (issue 27): each slot holds a
- * block of the values, the producer's tensors and element are freed on its
- * thread and the consumer's made in one block from its own cache. */
+ * features) (qflow_tuple) queues below are packed (issue 27): the values
+ * travel in the ring's cells, the producer's tensors and element are freed
+ * on its thread and the consumer's made in one block from its own cache. */
 #include <stdint.h>
 
 #include "baseline.h"
@@ -99,8 +99,8 @@ const bq_impl bq_qflow_i64 = {
 };
 
 /* Two int64 scalar components (the value and its negation): a packed
- * queue, so one block of 16 bytes of values travels from the producer's
- * core to the consumer's, not the element and its two tensors. */
+ * queue, so 16 bytes of values travel from the producer's core to the
+ * consumer's in a cell of the ring, not the element and its two tensors. */
 static bq *pair_create(size_t capacity, unsigned flags)
 {
     (void)flags;
@@ -127,7 +127,7 @@ static int pair_enqueue(bq *q, void *p)
 const bq_impl bq_qflow_i64_pair = {
     .name = "qflow_int64x2",
     .note = "FIFOQueue of two int64 scalars, a tensor pair and an element per item on each side; "
-            "packed: one block of values per item crosses the cores",
+            "packed: the values cross the cores in a cell of the ring",
     .create = pair_create,
     .destroy = bq_qflow_destroy,
     .enqueue = pair_enqueue,
@@ -139,8 +139,8 @@ const bq_impl bq_qflow_i64_pair = {
 
 /* The shape of a TF1 input pipeline's example: an int64 label (the value)
  * and a float32 [16] feature row derived from it, which the consumer reads
- * and checks as a training step would read it. Packed like the pair: a block
- * of 72 bytes of values crosses the cores per item. */
+ * and checks as a training step would read it. Packed like the pair: 72
+ * bytes of values cross the cores per item, in a 128-byte cell. */
 #define TUPLE_FEATURES 16
 
 static bq *tuple_create(size_t capacity, unsigned flags)
@@ -200,7 +200,7 @@ static int tuple_dequeue(bq *q, void **ret_p)
 const bq_impl bq_qflow_tuple = {
     .name = "qflow_tuple",
     .note = "FIFOQueue of (int64 label, float32 [16] features), a TF1 input pipeline's example, "
-            "packed: one block of values per item crosses the cores; the consumer checks the row",
+            "packed: the values cross the cores in a cell of the ring; the consumer checks the row",
     .create = tuple_create,
     .destroy = bq_qflow_destroy,
     .enqueue = tuple_enqueue,
