@@ -15,7 +15,7 @@
  *
  * Where the values live. When the FIFO engine can hold them in its ring
  * (values of at most 248 bytes in a ring that does not spill and whose
- * cells take at most 16 MiB: queues/engine/qf_ring-impl.h, note 9), they
+ * cells take at most 4 MiB: queues/engine/qf_ring-impl.h, note 9), they
  * are copied into the ring's cells: a put packs them on the caller's
  * stack (qf__packed_pack_into()) and a take copies them into the caller's
  * buffer, so no block is made at all (`cells` below). Otherwise a slot is

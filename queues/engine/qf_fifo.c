@@ -588,7 +588,9 @@ static void put_back(qf__fifo *f, void *const *slots, size_t n)
     void *small[16];
     void *const *keep = slots;
     if (f->ring.cell_words) {
-        /* The values are in the caller's buffers: the stash keeps copies. */
+        /* The values are in the caller's buffers: the stash keeps copies.
+         * A copy that cannot be made aborts, as the stash's own growth
+         * does: the caller's buffers are its only other home. */
         size_t bytes = 8 * (size_t)f->ring.cell_words;
         void **copies = n <= 16 ? small : malloc(n * sizeof(void *));
         if (!copies)
@@ -830,9 +832,11 @@ void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx)
  * UNBOUNDED_RING_SLOTS when there is no limit at all). */
 #define RING_MAX_SLOTS (1u << 20)
 #define UNBOUNDED_RING_SLOTS 4096u
-/* A ring of cells (qf__fifo_config's value_bytes) is made up front at its
- * full size; above this many bytes the values go by pointer instead. */
-#define CELLS_MAX_BYTES ((size_t)16 << 20)
+/* A ring of cells (qf__fifo_config's value_bytes) is made, and its marks
+ * written, at its full size when the queue is; above this many bytes
+ * (32768 cells of 128 bytes, 131072 of 32) the values go by pointer
+ * instead, as they do when the cells cannot be allocated. */
+#define CELLS_MAX_BYTES ((size_t)4 << 20)
 
 bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
 {
@@ -857,10 +861,10 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     }
     unsigned cap = f->spill ? slots - 1 : (unsigned)f->capacity;
     size_t cell = c->value_bytes ? qf__ring_cell_bytes(c->value_bytes) : 0;
-    if (cell && !f->spill && (size_t)slots * cell <= CELLS_MAX_BYTES) {
+    f->ring.buf = NULL;
+    if (cell && !f->spill && (size_t)slots * cell <= CELLS_MAX_BYTES)
         f->ring.buf = aligned_alloc(128, ((size_t)slots * cell + 127) & ~(size_t)127);
-        if (!f->ring.buf)
-            return false;
+    if (f->ring.buf) {
         qf__ring_init_cells(&f->ring, f->ring.buf, slots, cap, c->value_bytes);
     } else {
         f->ring.buf = calloc(1, qf__ring_storage_bytes(slots));

@@ -279,9 +279,10 @@ Test(queue_packed, batches_both_ways_and_a_partial_enqueue_many)
 
 /* The ways a packed queue can hold its values: in its ring's cells (a
  * bounded queue whose ring of cells is small enough), and in blocks of
- * their own (an unbounded queue, whose ring spills into a list, and a
- * queue whose ring of cells would be too big). */
-static const int64_t holds[] = {8, -1, (int64_t)1 << 20};
+ * their own (an unbounded queue and one of 2^20, whose rings spill into a
+ * list, and one of 2^17, whose ring does not spill but whose cells would
+ * take more than the engine makes). */
+static const int64_t holds[] = {8, -1, (int64_t)1 << 20, (int64_t)1 << 17};
 
 /* A dequeue_many that times out with some rows taken gives them back to
  * the front (the engine keeps copies of values it held in cells), in
