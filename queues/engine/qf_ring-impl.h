@@ -304,7 +304,7 @@ static inline size_t qf__ring_cell_bytes(size_t value_bytes)
 }
 
 /* A queue's ring of cells (note 9): `cells` is slots * cell_bytes bytes,
- * 64-byte aligned (qf__ring_cell_bytes(value_bytes) each), and holds the
+ * 128-byte aligned (qf__ring_cell_bytes(value_bytes) each), and holds the
  * marks, tags and values; there are no pointer slots. */
 static inline void qf__ring_init_cells(qf__ring *r, void *cells, unsigned slots, unsigned cap,
                                        size_t value_bytes)
