@@ -83,55 +83,52 @@ static void *slot_alloc(const qf__packed *p)
     return s;
 }
 
-void *qf__packed_pack(const qf_queue *q, const qf_element *e)
+/* Row `row` of src's components (0 for an element's own values) to dst,
+ * at the packed offsets. */
+static void copy_row(const qf_queue *q, const qf_element *src, size_t row, char *dst)
 {
     const qf__packed *p = q->packed;
-    char *s = slot_alloc(p);
-    if (!s)
-        return NULL;
-    for (size_t c = 0; c < q->ncomp; c++)
-        memcpy(s + p->comp[c].off, e->comps[c]->buf, p->comp[c].nbytes);
+    for (size_t c = 0; c < q->ncomp; c++) {
+        size_t nb = p->comp[c].nbytes;
+        memcpy(dst + p->comp[c].off, src->comps[c]->buf + row * nb, nb);
+    }
+}
+
+void *qf__packed_pack(const qf_queue *q, const qf_element *e)
+{
+    char *s = slot_alloc(q->packed);
+    if (s)
+        copy_row(q, e, 0, s);
     return s;
 }
 
 void qf__packed_pack_into(const qf_queue *q, const qf_element *e, void *dst)
 {
-    const qf__packed *p = q->packed;
-    char *d = dst;
-    memset(d, 0, p->room); /* the padding too: whole words are copied */
-    for (size_t c = 0; c < q->ncomp; c++)
-        memcpy(d + p->comp[c].off, e->comps[c]->buf, p->comp[c].nbytes);
+    memset(dst, 0, q->packed->room); /* the padding too: whole words are copied */
+    copy_row(q, e, 0, dst);
 }
 
 void qf__packed_pack_rows_into(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
                                char *stage, void **ret_slots)
 {
-    const qf__packed *p = q->packed;
-    memset(stage, 0, n * p->room);
+    size_t room = q->packed->room;
+    memset(stage, 0, n * room);
     for (size_t i = 0; i < n; i++) {
-        char *d = stage + i * p->room;
-        for (size_t c = 0; c < q->ncomp; c++) {
-            size_t nb = p->comp[c].nbytes;
-            memcpy(d + p->comp[c].off, b->comps[c]->buf + ((size_t)from + i) * nb, nb);
-        }
-        ret_slots[i] = d;
+        copy_row(q, b, (size_t)from + i, stage + i * room);
+        ret_slots[i] = stage + i * room;
     }
 }
 
 qf_code qf__packed_pack_rows(const qf_queue *q, const qf_element *b, int64_t from, size_t n,
                              void **ret_slots)
 {
-    const qf__packed *p = q->packed;
     for (size_t i = 0; i < n; i++) {
-        char *s = slot_alloc(p);
+        char *s = slot_alloc(q->packed);
         if (!s) {
             qf__packed_free(q, ret_slots, i);
             return QF_RESOURCE_EXHAUSTED;
         }
-        for (size_t c = 0; c < q->ncomp; c++) {
-            size_t nb = p->comp[c].nbytes;
-            memcpy(s + p->comp[c].off, b->comps[c]->buf + ((size_t)from + i) * nb, nb);
-        }
+        copy_row(q, b, (size_t)from + i, s);
         ret_slots[i] = s;
     }
     return QF_OK;

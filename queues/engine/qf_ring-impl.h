@@ -234,9 +234,14 @@ static inline _Atomic uint32_t *qf__ring_tomb(const qf__ring *r, unsigned i)
 }
 
 /* Index i's value words in a ring of cells (note 9). */
+static inline uint64_t *qf__ring_cell_at(const qf__ring *r, unsigned i, unsigned shift)
+{
+    return (uint64_t *)(void *)qf__ring_mark_at(r, i, shift) + 1;
+}
+
 static inline uint64_t *qf__ring_cell(const qf__ring *r, unsigned i)
 {
-    return (uint64_t *)(void *)qf__ring_mark(r, i) + 1;
+    return qf__ring_cell_at(r, i, r->shift);
 }
 
 /* Bytes a ring of `slots` needs besides the ck_ring struct: the value
@@ -476,7 +481,7 @@ static inline __attribute__((always_inline)) void
 qf__ring_read_at(const qf__ring *r, unsigned idx, void **out, unsigned cell_words, unsigned shift)
 {
     if (cell_words) {
-        const uint64_t *cell = (const uint64_t *)(const void *)qf__ring_mark_at(r, idx, shift) + 1;
+        const uint64_t *cell = qf__ring_cell_at(r, idx, shift);
         char *dst = *out;
         for (unsigned w = 0; w < cell_words; w++) {
             uint64_t x = QF__LD(&cell[w], RELAXED);
@@ -526,8 +531,8 @@ static inline unsigned qf__ring_run_end(qf__ring *r, unsigned from, unsigned end
 /* Publish [start, start + k) (note 4). Returns how many slots this call may
  * have made takeable, the count to wake for: its own, and with other
  * producers the published run after them. Never waits. */
-static inline __attribute__((always_inline)) unsigned
-qf__ring_publish_at(qf__ring *r, unsigned start, unsigned k, bool single_producer, unsigned shift)
+static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
+                                        bool single_producer)
 {
     QF_WIDEN();
     if (!r->marks) {
@@ -538,11 +543,10 @@ qf__ring_publish_at(qf__ring *r, unsigned start, unsigned k, bool single_produce
         return k;
     }
     if (k == 1 && !single_producer) {
-        atomic_store_explicit(qf__ring_mark_at(r, start, shift), start + 1, memory_order_seq_cst);
+        atomic_store_explicit(qf__ring_mark(r, start), start + 1, memory_order_seq_cst);
     } else {
         for (unsigned i = 0; i < k; i++)
-            atomic_store_explicit(qf__ring_mark_at(r, start + i, shift), start + i + 1,
-                                  memory_order_release);
+            atomic_store_explicit(qf__ring_mark(r, start + i), start + i + 1, memory_order_release);
         if (single_producer) {
             qf__ring_fence_light(r);
             return k; /* in order: nothing waits behind it */
@@ -552,13 +556,7 @@ qf__ring_publish_at(qf__ring *r, unsigned start, unsigned k, bool single_produce
     QF_WIDEN();
     unsigned end = start + k;
     unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
-    return k + (qf__ring_run_end_at(r, end, head, shift) - end);
-}
-
-static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
-                                        bool single_producer)
-{
-    return qf__ring_publish_at(r, start, k, single_producer, r->shift);
+    return k + (qf__ring_run_end(r, end, head) - end);
 }
 
 /* Slot index idx is abandoned: its producer reserved it and then found
