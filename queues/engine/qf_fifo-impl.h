@@ -58,9 +58,9 @@ typedef struct qf__fifo_config {
      * Else each value is this many bytes that the ring stores in place
      * (qf_ring-impl.h, note 9), when the ring is small enough to hold
      * them (qf__fifo_cells() says whether it does): a put's slots[i]
-     * point to the bytes (read during the call), a take's ret_slots[i]
-     * must on entry point to buffers of qf__fifo_value_room() bytes,
-     * which it fills, and may come back permuted. */
+     * point to the bytes (read during the call, in whole 8-byte words),
+     * a take's ret_slots[i] must on entry point to buffers of value_bytes
+     * rounded up to 8, which it fills, and may come back permuted. */
     size_t value_bytes;
 } qf__fifo_config;
 
@@ -127,13 +127,6 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c);
 static inline bool qf__fifo_cells(const qf__fifo *f)
 {
     return f->ring.cell_words != 0;
-}
-
-/* Bytes a take's buffer for one value of a ring of cells needs (the
- * values are copied in whole 8-byte words). */
-static inline size_t qf__fifo_value_room(const qf__fifo *f)
-{
-    return 8 * (size_t)f->ring.cell_words;
 }
 
 /* Free the ring early: a queue kind on another engine never uses it. */
