@@ -193,6 +193,14 @@ void qf__push_local(qf__worker *w, qf_task *t);
 void qf__push_yielded(qf__worker *w, qf_task *t);
 void qf__timer_disarm(qf_task *t);
 qf__worker *qf__current_worker(void);
+
+#ifdef QF_RACE_WIDENING
+/* Builds with -Drace_widening=true only: when set, a worker calls it right
+ * after its hand-over wake, with the task it found waiting in its next
+ * slot (qf_scheduler.c, found_work()); a test stalls the worker there as
+ * the kernel may. */
+extern void (*_Atomic qf__handover_pause)(qf_task *t);
+#endif
 void qf__set_current_task(qf_task *t);
 /* One loop turn of a runtime with 0 workers on the calling thread: the
  * number of polls run, or -1 with the error recorded (NULL runtime, a

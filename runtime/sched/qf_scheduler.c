@@ -45,7 +45,9 @@
  * if work is still waiting (more pushes came while the flag kept them
  * quiet, or its own batch from the global queue sits in its ring), wakes
  * another worker through signal_work(): Go's resetspinning/wakep. The last
- * searcher to find a task does the same hand-over. Kept set while the task
+ * searcher to find a task does the same hand-over, and during it the task
+ * found waits in the worker's next slot, where a rescue reaches it should
+ * the wake cost this worker its core (found_work()). Kept set while the task
  * ran, the flag silenced every later push for as long as that task took:
  * a task running for seconds left tasks woken from outside waiting for it
  * while the other workers slept (issue 24). A clear that was not ours
@@ -675,18 +677,50 @@ static qf_task *search(qf__worker *w, bool *ret_last)
     return t;
 }
 
+#ifdef QF_RACE_WIDENING
+void (*_Atomic qf__handover_pause)(qf_task *t);
+#endif
+
 /* The worker found `t` and is about to run it: the clear of `waking`
  * (when it came back from idle_wait()) and the hand-over wake, in that
- * order (see "Waking" at the top). */
-static void found_work(qf_runtime *rt, bool woken, bool last_searcher)
+ * order (see "Waking" at the top). Returns the task to run: `t`, or NULL
+ * when a rescue took it meanwhile.
+ *
+ * During the wake `t` waits in the next slot, not in this worker's hands:
+ * the worker the wake gets up may be put on this worker's CPU and take it
+ * on the spot (the kernel's wake-up preemption), and with every core busy
+ * (a consumer thread beside the pool) this one may then wait a whole time
+ * slice, milliseconds, before it runs again. A task in its hands was out
+ * of everyone's reach meanwhile: of 1,000 runners started together, the
+ * first delivered its first element after some 40,000 of the others' in
+ * one start of 8 (queue runners, 2 workers, a consumer thread). In the
+ * next slot a rescue reaches it ("Rescue" at the top). */
+static qf_task *found_work(qf__worker *w, qf_task *t, bool woken, bool last_searcher)
 {
+    qf_runtime *rt = w->rt;
     if (woken)
         atomic_store_explicit(&rt->waking, 0, memory_order_seq_cst);
     else if (!last_searcher)
-        return;
+        return t;
     qf__fence_full(); /* the clear before, the looks after */
-    if (work_visible(rt))
-        signal_work(rt);
+    if (!work_visible(rt))
+        return t;
+    if (atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
+        signal_work(rt); /* the slot is in use: t stays in hand */
+        return t;
+    }
+    /* Only the owner stores a task into its next slot; a rescue only
+     * empties it. So what comes back is t, or NULL when a rescue took it. */
+    atomic_store_explicit(&w->next_slot, t, memory_order_release);
+    signal_work(rt);
+#ifdef QF_RACE_WIDENING
+    /* A stall here is what the kernel may do to us after the wake
+     * (tests/sched/test_sched_fair.c widens it on purpose). */
+    void (*pause)(qf_task *) = atomic_load(&qf__handover_pause);
+    if (pause)
+        pause(t);
+#endif
+    return next_take(w);
 }
 
 /* Sleep until something may be runnable or `deadline`. `waking` is
@@ -738,9 +772,10 @@ static void *worker_main(void *arg)
         if (!t)
             t = search(w, &last_searcher);
         if (t) {
-            found_work(rt, woken, last_searcher);
+            t = found_work(w, t, woken, last_searcher);
             woken = false;
-            qf__task_run(w, t);
+            if (t)
+                qf__task_run(w, t);
         } else {
             idle_wait(rt, w->index, QF_FOREVER);
             woken = true;

@@ -301,6 +301,106 @@ Test(sched_fair, tasks_behind_a_long_poll_run_on_a_busy_worker, .timeout = 120)
     cr_expect_eq(atomic_load(&s.ran), RESCUE_TASKS);
 }
 
+/* ------------------------------ a task found at a hand-over is in reach
+ *
+ * A worker that finds work after sleeping or searching wakes another
+ * before it runs the task it found (the hand-over, qf_scheduler.c). That
+ * wake may cost it its core for a whole time slice, and the task must stay
+ * within a rescue's reach meanwhile: in the worker's hands it was not, and
+ * the first of 1,000 runners started together waited milliseconds for its
+ * first element. Two workers: one cycles a task that yields for ever (it
+ * picks, so it rescues); the other is woken by tasks pushed from outside.
+ * The pause point (builds with -Drace_widening=true, as the CI's TSan
+ * build) stalls the waking worker right after its hand-over wake until the
+ * task it found has run, which must happen on the other worker; a task
+ * out of reach would not run before the bound. */
+#ifdef QF_RACE_WIDENING
+#include "qf_runtime-impl.h" /* white-box: the pause point */
+
+enum { HANDOVER_TRIALS = 100, HANDOVER_BATCH = 256 };
+
+typedef struct {
+    atomic_bool ran;
+} ho_task;
+
+static atomic_int ho_pauses, ho_stranded, ho_done;
+static atomic_bool ho_pausing;
+
+static qf_code ho_member(qf_task *t, void *arg);
+
+static void stall_after_handover(qf_task *t)
+{
+    /* Only the trials' tasks (the one yielding for ever can be found at a
+     * hand-over too), and one worker at a time: the other must be free
+     * to rescue. */
+    bool idle = false;
+    if (t->fn != ho_member || !atomic_compare_exchange_strong(&ho_pausing, &idle, true))
+        return;
+    ho_task *m = t->arg;
+    atomic_fetch_add(&ho_pauses, 1);
+    qf_deadline limit = qf_deadline_in_s(10);
+    while (!atomic_load(&m->ran) && !qf_deadline_passed(limit))
+        sched_yield();
+    if (!atomic_load(&m->ran))
+        atomic_fetch_add(&ho_stranded, 1);
+    atomic_store(&ho_pausing, false);
+}
+
+static qf_code ho_member(qf_task *t, void *arg)
+{
+    (void)t;
+    ho_task *m = arg;
+    atomic_store(&m->ran, true);
+    atomic_fetch_add(&ho_done, 1);
+    return QF_OK;
+}
+#endif
+
+Test(sched_fair, a_task_found_at_a_hand_over_stays_in_reach, .timeout = 300)
+{
+#ifndef QF_RACE_WIDENING
+    cr_skip_test("needs the hand-over's pause point: a build with -Drace_widening=true");
+#else
+    stalled s = {0};
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "handover"}, &s.rt),
+                 QF_OK);
+    qf_task *y;
+    cr_assert_eq(qf_task_spawn(s.rt, forever_yield, &s, NULL, &y), QF_OK);
+    while (atomic_load(&s.yields) == 0)
+        sched_yield();
+    atomic_store(&qf__handover_pause, stall_after_handover);
+    static ho_task tasks[HANDOVER_TRIALS][HANDOVER_BATCH];
+    int trials = 0;
+    /* Trials until some hand-over was stalled: the cycling worker may take
+     * a whole batch from the global queue before the sleeper wakes. */
+    for (; trials < HANDOVER_TRIALS && atomic_load(&ho_pauses) < 4 && !atomic_load(&ho_stranded);
+         trials++) {
+        int before = atomic_load(&ho_done);
+        /* Held until the trial ends: the pause reads its task's argument
+         * while another worker may be running it to its end. */
+        qf_task *held[HANDOVER_BATCH];
+        for (int i = 0; i < HANDOVER_BATCH; i++)
+            cr_assert_eq(qf_task_spawn(s.rt, ho_member, &tasks[trials][i], NULL, &held[i]), QF_OK);
+        qf_deadline limit = qf_deadline_in_s(60);
+        while (atomic_load(&ho_done) < before + HANDOVER_BATCH && !qf_deadline_passed(limit))
+            sched_yield();
+        cr_assert_eq(atomic_load(&ho_done), before + HANDOVER_BATCH, "trial %d: tasks lost",
+                     trials);
+        for (int i = 0; i < HANDOVER_BATCH; i++)
+            qf_task_unref(held[i]);
+    }
+    atomic_store(&qf__handover_pause, NULL);
+    atomic_store(&s.release, 1);
+    cr_assert_eq(qf_task_join(y, qf_deadline_in_s(60), NULL), QF_OK);
+    qf_task_unref(y);
+    qf_runtime_free(s.rt);
+    cr_expect_gt(atomic_load(&ho_pauses), 0, "no hand-over in %d trials", trials);
+    cr_expect_eq(atomic_load(&ho_stranded), 0,
+                 "%d of %d tasks found at a stalled hand-over did not run elsewhere",
+                 atomic_load(&ho_stranded), atomic_load(&ho_pauses));
+#endif
+}
+
 /* ------------------------------------------------ spin budget recovers */
 
 typedef struct {
