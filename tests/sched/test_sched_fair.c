@@ -317,7 +317,7 @@ Test(sched_fair, tasks_behind_a_long_poll_run_on_a_busy_worker, .timeout = 120)
 #ifdef QF_RACE_WIDENING
 #include "qf_runtime-impl.h" /* white-box: the pause point */
 
-enum { HANDOVER_TRIALS = 100, HANDOVER_BATCH = 256 };
+enum { HANDOVER_TRIALS = 400, HANDOVER_BATCH = 256 };
 
 typedef struct {
     atomic_bool ran;
@@ -370,30 +370,35 @@ Test(sched_fair, a_task_found_at_a_hand_over_stays_in_reach, .timeout = 300)
         sched_yield();
     atomic_store(&qf__handover_pause, stall_after_handover);
     static ho_task tasks[HANDOVER_TRIALS][HANDOVER_BATCH];
+    /* Every task is held until the pool is gone: a worker calls the pause
+     * with a task that another worker may already be running to its end,
+     * and reads it there (its function, its argument), so none may be
+     * freed and its memory reused by a later spawn while a worker could
+     * still be inside a pause. */
+    static qf_task *held[HANDOVER_TRIALS][HANDOVER_BATCH];
     int trials = 0;
     /* Trials until some hand-over was stalled: the cycling worker may take
      * a whole batch from the global queue before the sleeper wakes. */
     for (; trials < HANDOVER_TRIALS && atomic_load(&ho_pauses) < 4 && !atomic_load(&ho_stranded);
          trials++) {
         int before = atomic_load(&ho_done);
-        /* Held until the trial ends: the pause reads its task's argument
-         * while another worker may be running it to its end. */
-        qf_task *held[HANDOVER_BATCH];
         for (int i = 0; i < HANDOVER_BATCH; i++)
-            cr_assert_eq(qf_task_spawn(s.rt, ho_member, &tasks[trials][i], NULL, &held[i]), QF_OK);
+            cr_assert_eq(qf_task_spawn(s.rt, ho_member, &tasks[trials][i], NULL, &held[trials][i]),
+                         QF_OK);
         qf_deadline limit = qf_deadline_in_s(60);
         while (atomic_load(&ho_done) < before + HANDOVER_BATCH && !qf_deadline_passed(limit))
             sched_yield();
         cr_assert_eq(atomic_load(&ho_done), before + HANDOVER_BATCH, "trial %d: tasks lost",
                      trials);
-        for (int i = 0; i < HANDOVER_BATCH; i++)
-            qf_task_unref(held[i]);
     }
     atomic_store(&qf__handover_pause, NULL);
     atomic_store(&s.release, 1);
     cr_assert_eq(qf_task_join(y, qf_deadline_in_s(60), NULL), QF_OK);
     qf_task_unref(y);
     qf_runtime_free(s.rt);
+    for (int k = 0; k < trials; k++)
+        for (int i = 0; i < HANDOVER_BATCH; i++)
+            qf_task_unref(held[k][i]);
     cr_expect_gt(atomic_load(&ho_pauses), 0, "no hand-over in %d trials", trials);
     cr_expect_eq(atomic_load(&ho_stranded), 0,
                  "%d of %d tasks found at a stalled hand-over did not run elsewhere",
