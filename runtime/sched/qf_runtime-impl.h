@@ -201,6 +201,7 @@ qf__worker *qf__current_worker(void);
  * the kernel may. */
 extern void (*_Atomic qf__handover_pause)(qf_task *t);
 #endif
+
 void qf__set_current_task(qf_task *t);
 /* One loop turn of a runtime with 0 workers on the calling thread: the
  * number of polls run, or -1 with the error recorded (NULL runtime, a
