@@ -78,6 +78,12 @@ struct qf__strblock {
 qf__strblock_pool *qf__strblock_pool_new(size_t data_cap);
 qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p);
 void qf__strblock_pool_close(qf__strblock_pool *p);
+/* Blocks of closed pools wait, up to 32 MiB of buffers for the whole
+ * process, for the next pool of their size (qf_strblock.c).
+ * qf__strblock_idle_bytes(): the buffer bytes waiting now;
+ * qf__strblock_idle_release(): frees them all. Any thread. */
+size_t qf__strblock_idle_bytes(void);
+void qf__strblock_idle_release(void);
 
 /* The buffer (the pool's data_cap bytes). The filler writes it only while
  * !qf__strblock_in_use(). */

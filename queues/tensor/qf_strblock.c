@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_lock-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
@@ -49,11 +50,112 @@ struct qf__strblock_pool {
 
 _Static_assert(QF__ROWS_MAX < QF__STRBLOCK_ALIGN / 2, "a call's rows fit in one block");
 
+/* Blocks whose pools are gone, kept for the pools that come next. A
+ * pipeline built per epoch, per request stream or per benchmark repetition
+ * gets new readers and pools; without this each of them read its files
+ * into fresh memory, since malloc gives blocks this large back to the
+ * system: pipeline.tfrecord (qflow-bench --quick) spent 15-18% of its
+ * samples in page faults, zeroing and unmapping. At most IDLE_MAX_BYTES of
+ * buffers wait here, for the life of the process (a few pipelines' worth);
+ * beyond that a block goes back to malloc. A lock: a block changes hands
+ * once per hundreds of KiB read. AddressSanitizer builds keep nothing, so a
+ * use after free stays visible. */
+#if defined(__SANITIZE_ADDRESS__)
+#define IDLE_OFF 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IDLE_OFF 1
+#endif
+#endif
+#define IDLE_MAX_BYTES ((size_t)32 << 20)
+
+static struct {
+    _Atomic uint32_t lock;
+    qf__strblock *head; /* linked through next */
+    size_t bytes;       /* of their buffers */
+} idle;
+
+/* Keep r for a later pool; false when there is no room (then free it). */
+static bool idle_put(qf__strblock *r)
+{
+#ifdef IDLE_OFF
+    (void)r;
+    return false;
+#else
+    bool kept = false;
+    qf__lock(&idle.lock);
+    if (idle.bytes + r->cap <= IDLE_MAX_BYTES) {
+        r->next = idle.head;
+        r->pool = NULL;
+        idle.head = r;
+        idle.bytes += r->cap;
+        kept = true;
+    }
+    qf__unlock(&idle.lock);
+    return kept;
+#endif
+}
+
+/* A kept block of buffer size data_cap, or NULL. */
+static qf__strblock *idle_get(size_t data_cap)
+{
+#ifdef IDLE_OFF
+    (void)data_cap;
+    return NULL;
+#else
+    qf__strblock *r = NULL;
+    qf__lock(&idle.lock);
+    for (qf__strblock **at = &idle.head; *at; at = &(*at)->next) {
+        if ((*at)->cap == data_cap) {
+            r = *at;
+            *at = r->next;
+            idle.bytes -= r->cap;
+            break;
+        }
+    }
+    qf__unlock(&idle.lock);
+    return r;
+#endif
+}
+
+size_t qf__strblock_idle_bytes(void)
+{
+    qf__lock(&idle.lock);
+    size_t n = idle.bytes;
+    qf__unlock(&idle.lock);
+    return n;
+}
+
+void qf__strblock_idle_release(void)
+{
+    qf__lock(&idle.lock);
+    qf__strblock *r = idle.head;
+    idle.head = NULL;
+    idle.bytes = 0;
+    qf__unlock(&idle.lock);
+    while (r) {
+        qf__strblock *next = r->next;
+        free(r->prefix);
+        free(r);
+        r = next;
+    }
+}
+
 static qf__strblock *block_alloc(size_t data_cap)
 {
     if (data_cap == 0 || data_cap > UINT32_MAX / 2) {
         qf_set_error(QF_INVALID_ARGUMENT, "a block holds 1 byte to 2 GiB");
         return NULL;
+    }
+    qf__strblock *r = idle_get(data_cap);
+    if (r) {
+        /* As made below: the layout depends on data_cap only. Its prefix
+         * allocation stays; the prefix itself is another source's. */
+        atomic_store_explicit(&r->live, 1 + r->rows_cap, memory_order_relaxed);
+        r->n = 0;
+        r->prefix_len = 0;
+        r->next = NULL;
+        return r;
     }
     /* One row per 32 bytes of buffer covers lines of 31 bytes and more; a
      * file of shorter lines fills the table first and moves on to a fresh
@@ -66,7 +168,7 @@ static qf__strblock *block_alloc(size_t data_cap)
     size_t head = sizeof(qf__strblock) + rows * sizeof(block_row);
     size_t total = head + data_cap + 1;
     total = (total + QF__STRBLOCK_ALIGN - 1) / QF__STRBLOCK_ALIGN * QF__STRBLOCK_ALIGN;
-    qf__strblock *r = aligned_alloc(QF__STRBLOCK_ALIGN, total);
+    r = aligned_alloc(QF__STRBLOCK_ALIGN, total);
     if (!r) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a read buffer of %zu bytes",
                      data_cap);
@@ -87,6 +189,8 @@ static qf__strblock *block_alloc(size_t data_cap)
 
 static void block_free(qf__strblock *r)
 {
+    if (idle_put(r))
+        return;
     free(r->prefix);
     free(r);
 }
