@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
