@@ -78,11 +78,15 @@ struct qf__strblock {
 qf__strblock_pool *qf__strblock_pool_new(size_t data_cap);
 qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p);
 void qf__strblock_pool_close(qf__strblock_pool *p);
-/* Blocks of closed pools wait, up to 32 MiB of buffers for the whole
- * process, for the next pool of their size (qf_strblock.c).
- * qf__strblock_idle_bytes(): the buffer bytes waiting now;
- * qf__strblock_idle_release(): frees them all. Any thread. */
-size_t qf__strblock_idle_bytes(void);
+/* Blocks of closed pools wait, up to 32 MiB and 256 blocks for the whole
+ * process, oldest pushed out first, for the next pool of their size
+ * (qf_strblock.c). qf__strblock_idle_bytes(): the bytes of the blocks
+ * waiting now (whole allocations; *ret_blocks, when not NULL, their
+ * number); qf__strblock_bytes(): the allocation of one block of data_cap
+ * buffer bytes; qf__strblock_idle_release(): frees them all now. Any
+ * thread. */
+size_t qf__strblock_idle_bytes(size_t *ret_blocks);
+size_t qf__strblock_bytes(size_t data_cap);
 void qf__strblock_idle_release(void);
 
 /* The buffer (the pool's data_cap bytes). The filler writes it only while

@@ -17,6 +17,7 @@
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,80 +51,143 @@ struct qf__strblock_pool {
 
 _Static_assert(QF__ROWS_MAX < QF__STRBLOCK_ALIGN / 2, "a call's rows fit in one block");
 
+/* A block of data_cap buffer bytes: the rows its table holds and its
+ * whole allocation (header, row table, buffer and its NUL, rounded to
+ * the alignment). One row per 32 bytes of buffer covers lines of 31 bytes
+ * and more; a file of shorter lines fills the table first and moves on to
+ * a fresh block sooner (qf__strblock_rows_left()). */
+static size_t block_rows(size_t data_cap)
+{
+    size_t rows = data_cap / 32;
+    if (rows < QF__ROWS_MAX)
+        rows = QF__ROWS_MAX;
+    if (rows > QF__STRBLOCK_ALIGN / 2 - 1)
+        rows = QF__STRBLOCK_ALIGN / 2 - 1;
+    return rows;
+}
+
+static size_t block_head(size_t data_cap)
+{
+    return sizeof(qf__strblock) + block_rows(data_cap) * sizeof(block_row);
+}
+
+static size_t block_bytes(size_t data_cap)
+{
+    size_t total = block_head(data_cap) + data_cap + 1;
+    return (total + QF__STRBLOCK_ALIGN - 1) / QF__STRBLOCK_ALIGN * QF__STRBLOCK_ALIGN;
+}
+
+static void block_destroy(qf__strblock *r)
+{
+    free(r->prefix);
+    free(r);
+}
+
 /* Blocks whose pools are gone, kept for the pools that come next. A
  * pipeline built per epoch, per request stream or per benchmark repetition
  * gets new readers and pools; without this each of them read its files
  * into fresh memory, since malloc gives blocks this large back to the
  * system: pipeline.tfrecord (qflow-bench --quick) spent 15-18% of its
  * samples in page faults, zeroing and unmapping. At most IDLE_MAX_BYTES of
- * buffers wait here, for the life of the process (a few pipelines' worth);
- * beyond that a block goes back to malloc. A lock: a block changes hands
- * once per hundreds of KiB read. AddressSanitizer builds keep nothing, so a
- * use after free stays visible. */
+ * whole blocks and IDLE_MAX_BLOCKS blocks wait here, for the life of the
+ * process; a block that does not fit pushes out the oldest, so sizes no
+ * longer read leave first. A lock: a block changes hands once per buffer
+ * read (hundreds of KiB by default), and the list is short. In
+ * AddressSanitizer builds an idle block's rows and buffer are poisoned
+ * until a pool takes it again, so a use after free still reports. */
+#define IDLE_MAX_BYTES ((size_t)32 << 20)
+#define IDLE_MAX_BLOCKS 256
+
 #if defined(__SANITIZE_ADDRESS__)
-#define IDLE_OFF 1
+#define IDLE_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define IDLE_OFF 1
+#define IDLE_ASAN 1
 #endif
 #endif
-#define IDLE_MAX_BYTES ((size_t)32 << 20)
+#ifdef IDLE_ASAN
+#include <sanitizer/asan_interface.h>
+/* Everything after the header: the row table and the buffer. */
+#define IDLE_TAIL(r) (block_bytes((r)->cap) - offsetof(qf__strblock, rows))
+#define IDLE_POISON(r) ASAN_POISON_MEMORY_REGION((r)->rows, IDLE_TAIL(r))
+#define IDLE_UNPOISON(r) ASAN_UNPOISON_MEMORY_REGION((r)->rows, IDLE_TAIL(r))
+#else
+#define IDLE_POISON(r) ((void)(r))
+#define IDLE_UNPOISON(r) ((void)(r))
+#endif
 
 static struct {
     _Atomic uint32_t lock;
-    qf__strblock *head; /* linked through next */
-    size_t bytes;       /* of their buffers */
+    qf__strblock *head; /* newest first, linked through next */
+    size_t bytes;       /* their whole allocations */
+    size_t n;
 } idle;
 
-/* Keep r for a later pool; false when there is no room (then free it). */
-static bool idle_put(qf__strblock *r)
+/* Keep r for a later pool (it is the set's now), pushing out the oldest
+ * blocks while the set is over its bounds (r too, if it alone is). */
+static void idle_put(qf__strblock *r)
 {
-#ifdef IDLE_OFF
-    (void)r;
-    return false;
-#else
-    bool kept = false;
+    r->pool = NULL;
+    IDLE_POISON(r);
+    qf__strblock *out = NULL; /* pushed out, freed after the lock */
     qf__lock(&idle.lock);
-    if (idle.bytes + r->cap <= IDLE_MAX_BYTES) {
-        r->next = idle.head;
-        r->pool = NULL;
-        idle.head = r;
-        idle.bytes += r->cap;
-        kept = true;
+    r->next = idle.head;
+    idle.head = r;
+    idle.bytes += block_bytes(r->cap);
+    idle.n++;
+    while (idle.bytes > IDLE_MAX_BYTES || idle.n > IDLE_MAX_BLOCKS) {
+        qf__strblock **at = &idle.head;
+        while ((*at)->next)
+            at = &(*at)->next;
+        qf__strblock *old = *at;
+        *at = NULL;
+        idle.bytes -= block_bytes(old->cap);
+        idle.n--;
+        old->next = out;
+        out = old;
     }
     qf__unlock(&idle.lock);
-    return kept;
-#endif
+    while (out) {
+        qf__strblock *next = out->next;
+        IDLE_UNPOISON(out);
+        block_destroy(out);
+        out = next;
+    }
 }
 
-/* A kept block of buffer size data_cap, or NULL. */
+/* A kept block of buffer size data_cap (the newest), or NULL. */
 static qf__strblock *idle_get(size_t data_cap)
 {
-#ifdef IDLE_OFF
-    (void)data_cap;
-    return NULL;
-#else
     qf__strblock *r = NULL;
     qf__lock(&idle.lock);
     for (qf__strblock **at = &idle.head; *at; at = &(*at)->next) {
         if ((*at)->cap == data_cap) {
             r = *at;
             *at = r->next;
-            idle.bytes -= r->cap;
+            idle.bytes -= block_bytes(r->cap);
+            idle.n--;
             break;
         }
     }
     qf__unlock(&idle.lock);
+    if (r)
+        IDLE_UNPOISON(r);
     return r;
-#endif
 }
 
-size_t qf__strblock_idle_bytes(void)
+size_t qf__strblock_idle_bytes(size_t *ret_blocks)
 {
     qf__lock(&idle.lock);
-    size_t n = idle.bytes;
+    size_t bytes = idle.bytes, n = idle.n;
     qf__unlock(&idle.lock);
-    return n;
+    if (ret_blocks)
+        *ret_blocks = n;
+    return bytes;
+}
+
+size_t qf__strblock_bytes(size_t data_cap)
+{
+    return block_bytes(data_cap);
 }
 
 void qf__strblock_idle_release(void)
@@ -132,11 +196,12 @@ void qf__strblock_idle_release(void)
     qf__strblock *r = idle.head;
     idle.head = NULL;
     idle.bytes = 0;
+    idle.n = 0;
     qf__unlock(&idle.lock);
     while (r) {
         qf__strblock *next = r->next;
-        free(r->prefix);
-        free(r);
+        IDLE_UNPOISON(r);
+        block_destroy(r);
         r = next;
     }
 }
@@ -157,18 +222,8 @@ static qf__strblock *block_alloc(size_t data_cap)
         r->next = NULL;
         return r;
     }
-    /* One row per 32 bytes of buffer covers lines of 31 bytes and more; a
-     * file of shorter lines fills the table first and moves on to a fresh
-     * block sooner (qf__strblock_rows_left()). */
-    size_t rows = data_cap / 32;
-    if (rows < QF__ROWS_MAX)
-        rows = QF__ROWS_MAX;
-    if (rows > QF__STRBLOCK_ALIGN / 2 - 1)
-        rows = QF__STRBLOCK_ALIGN / 2 - 1;
-    size_t head = sizeof(qf__strblock) + rows * sizeof(block_row);
-    size_t total = head + data_cap + 1;
-    total = (total + QF__STRBLOCK_ALIGN - 1) / QF__STRBLOCK_ALIGN * QF__STRBLOCK_ALIGN;
-    r = aligned_alloc(QF__STRBLOCK_ALIGN, total);
+    size_t rows = block_rows(data_cap);
+    r = aligned_alloc(QF__STRBLOCK_ALIGN, block_bytes(data_cap));
     if (!r) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a read buffer of %zu bytes",
                      data_cap);
@@ -180,19 +235,17 @@ static qf__strblock *block_alloc(size_t data_cap)
     r->prefix_len = 0;
     r->prefix_cap = 0;
     r->prefix = NULL;
-    r->buf = (char *)r + head;
+    r->buf = (char *)r + block_head(data_cap);
     r->cap = data_cap;
     r->pool = NULL;
     r->next = NULL;
     return r;
 }
 
+/* A block nobody holds any more: kept for a later pool (see above). */
 static void block_free(qf__strblock *r)
 {
-    if (idle_put(r))
-        return;
-    free(r->prefix);
-    free(r);
+    idle_put(r);
 }
 
 static void pool_unref(qf__strblock_pool *p)

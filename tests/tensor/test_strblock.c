@@ -6,36 +6,30 @@
  * takes it from there instead of from malloc (qf_strblock.c, "Blocks whose
  * pools are gone"). What must hold: a block is reused only when no row of
  * it is out, only by a pool of its own size, with no trace of its old key
- * prefix, and the set stays under its bound. AddressSanitizer builds keep
- * no idle blocks (a use after free must stay visible): the reuse checks
- * are skipped there, the safety ones run. */
+ * prefix, and the set stays under its bounds, oldest out first. (In
+ * AddressSanitizer builds idle blocks are poisoned, so these tests also
+ * check that nothing touches one.) */
 #include <criterion/criterion.h>
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qf_queue.h"
 #include "qf_strblock-impl.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define NO_IDLE 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NO_IDLE 1
-#endif
-#endif
+#define IDLE_MAX_BYTES ((size_t)32 << 20)
+#define IDLE_MAX_BLOCKS 256
 
 /* Every test starts from an empty idle set (the in-process runner of the
  * ThreadSanitizer build runs them all in one process). */
-static void skip_without_idle(void)
+static void start_empty(void)
 {
-#ifdef NO_IDLE
-    cr_skip_test("AddressSanitizer build: blocks go back to malloc, none are kept");
-#endif
     qf__strblock_idle_release();
+    cr_assert_eq(qf__strblock_idle_bytes(NULL), 0);
 }
 
 /* n blocks of a fresh pool of data_cap bytes, let go and the pool closed:
@@ -63,7 +57,7 @@ static bool among(const qf__strblock *r, qf__strblock *const *set, size_t n)
 
 Test(strblock, a_closed_pools_blocks_serve_the_next_pool_of_their_size)
 {
-    skip_without_idle();
+    start_empty();
     enum { N = 4 };
     const size_t cap = 40 * 1024 + 3;
     qf__strblock *old[N];
@@ -89,7 +83,7 @@ Test(strblock, a_closed_pools_blocks_serve_the_next_pool_of_their_size)
 
 Test(strblock, a_pool_of_another_size_gets_a_fresh_block)
 {
-    skip_without_idle();
+    start_empty();
     enum { N = 3 };
     qf__strblock *old[N];
     retire_blocks(24 * 1024 + 5, N, old);
@@ -105,7 +99,7 @@ Test(strblock, a_pool_of_another_size_gets_a_fresh_block)
 
 Test(strblock, a_reused_block_has_no_key_prefix_of_its_old_source)
 {
-    skip_without_idle();
+    start_empty();
     const size_t cap = 20 * 1024 + 9;
     qf__strblock_pool *a = qf__strblock_pool_new(cap);
     cr_assert_not_null(a);
@@ -143,31 +137,74 @@ Test(strblock, a_reused_block_has_no_key_prefix_of_its_old_source)
     qf__strblock_pool_close(b);
 }
 
-Test(strblock, idle_blocks_stay_under_the_bound)
+Test(strblock, idle_blocks_stay_under_the_byte_bound)
 {
-    skip_without_idle();
-    /* 48 blocks of 1 MiB retired at once: 32 MiB of buffers are kept. */
-    enum { N = 48, KEPT_MAX = 32 };
-    const size_t cap = (size_t)1 << 20;
+    start_empty();
+    /* 48 blocks of 1 MiB buffers retired at once: as many whole blocks as
+     * fit in 32 MiB are kept, counting their row tables and rounding. */
+    enum { N = 48 };
+    const size_t cap = (size_t)1 << 20, each = qf__strblock_bytes(cap);
+    const size_t fit = IDLE_MAX_BYTES / each;
+    cr_assert_gt(each, cap, "a block's allocation counts more than its buffer");
     static qf__strblock *old[N];
     retire_blocks(cap, N, old);
-    cr_expect_eq(qf__strblock_idle_bytes(), KEPT_MAX * cap, "%zu bytes idle, the bound is %zu",
-                 qf__strblock_idle_bytes(), KEPT_MAX * cap);
+    size_t kept = 0;
+    cr_expect_eq(qf__strblock_idle_bytes(&kept), fit * each);
+    cr_expect_eq(kept, fit, "%zu blocks idle, %zu fit in the bound", kept, fit);
     /* A new pool takes them back, and they are no longer idle. */
     qf__strblock_pool *p = qf__strblock_pool_new(cap);
     cr_assert_not_null(p);
-    static qf__strblock *got[KEPT_MAX];
-    for (size_t i = 0; i < KEPT_MAX; i++) {
+    static qf__strblock *got[N];
+    for (size_t i = 0; i < fit; i++) {
         got[i] = qf__strblock_pool_get(p);
         cr_assert_not_null(got[i]);
         cr_expect(among(got[i], old, N), "block %zu was not an idle one", i);
     }
-    cr_expect_eq(qf__strblock_idle_bytes(), 0);
-    for (size_t i = 0; i < KEPT_MAX; i++)
+    cr_expect_eq(qf__strblock_idle_bytes(NULL), 0);
+    for (size_t i = 0; i < fit; i++)
         qf__strblock_drop(got[i]);
     qf__strblock_pool_close(p);
     qf__strblock_idle_release();
-    cr_expect_eq(qf__strblock_idle_bytes(), 0);
+    cr_expect_eq(qf__strblock_idle_bytes(NULL), 0);
+}
+
+Test(strblock, idle_blocks_stay_under_the_count_bound)
+{
+    start_empty();
+    /* 300 small blocks (16 KiB each, 4.7 MiB): 256 are kept. */
+    enum { N = 300 };
+    static qf__strblock *old[N];
+    retire_blocks(512, N, old);
+    size_t kept = 0;
+    size_t bytes = qf__strblock_idle_bytes(&kept);
+    cr_expect_eq(kept, IDLE_MAX_BLOCKS);
+    cr_expect_eq(bytes, IDLE_MAX_BLOCKS * qf__strblock_bytes(512));
+    qf__strblock_idle_release();
+}
+
+Test(strblock, a_new_size_pushes_out_the_oldest_blocks)
+{
+    start_empty();
+    /* The set full of one size no one reads any more; a block of another
+     * size retired after them is kept, and the oldest go. */
+    const size_t stale = (size_t)1 << 20, fresh = 64 * 1024 + 1;
+    enum { N = 40 };
+    static qf__strblock *old[N];
+    retire_blocks(stale, N, old);
+    size_t before = 0;
+    qf__strblock_idle_bytes(&before);
+    qf__strblock *mine[1];
+    retire_blocks(fresh, 1, mine);
+    size_t after = 0;
+    cr_expect_leq(qf__strblock_idle_bytes(&after), IDLE_MAX_BYTES);
+    cr_expect_leq(after, before, "the set grew past its bound");
+    qf__strblock_pool *p = qf__strblock_pool_new(fresh);
+    cr_assert_not_null(p);
+    qf__strblock *r = qf__strblock_pool_get(p);
+    cr_expect_eq(r, mine[0], "the newest block was pushed out instead of the oldest");
+    qf__strblock_drop(r);
+    qf__strblock_pool_close(p);
+    qf__strblock_idle_release();
 }
 
 /* ------------------------------------------------ rows out across threads
@@ -182,25 +219,45 @@ Test(strblock, idle_blocks_stay_under_the_bound)
 enum { FILLERS = 6, CONSUMERS = 3, ROUNDS = 300, ROWS = 24, ROW_LEN = 40 };
 
 static qf_queue *handoff;
-static atomic_long rows_seen, rows_bad;
+static atomic_long rows_seen, rows_bad, calls_failed;
+
+/* Row k of filler id's round: its line number says who wrote it, and
+ * every byte of it is the letter that number gives. */
+static uint64_t row_line(uint64_t id, uint64_t round, uint64_t k)
+{
+    return id * 1000000 + round * 100 + k;
+}
+
+static char row_letter(uint64_t line)
+{
+    return (char)('A' + line % 26);
+}
 
 static void *filler_main(void *arg)
 {
-    uintptr_t id = (uintptr_t)arg;
-    for (int round = 0; round < ROUNDS; round++) {
+    uint64_t id = (uintptr_t)arg;
+    for (uint64_t round = 0; round < ROUNDS; round++) {
         qf__strblock_pool *p = qf__strblock_pool_new(8 * 1024 + 11);
-        cr_assert_not_null(p);
+        if (!p) {
+            atomic_fetch_add(&calls_failed, 1);
+            return NULL;
+        }
         for (int b = 0; b < 2; b++) {
             qf__strblock *r = qf__strblock_pool_get(p);
-            cr_assert_not_null(r);
+            if (!r) {
+                atomic_fetch_add(&calls_failed, 1);
+                break;
+            }
             char *buf = qf__strblock_data(r);
-            for (int k = 0; k < ROWS; k++) {
-                /* Every byte of row k says who wrote it: filler, round, row. */
+            for (uint64_t k = 0; k < ROWS; k++) {
                 size_t off = (size_t)k * (ROW_LEN + 1);
-                char c = (char)('A' + (id * 7 + (uintptr_t)round * 3 + (uintptr_t)k) % 26);
-                memset(buf + off, c, ROW_LEN);
-                void *row = qf__strblock_add_row(r, off, ROW_LEN, (uint64_t)k);
-                cr_assert_eq(qf_queue_enqueue_ptr(handoff, row), QF_OK);
+                uint64_t line = row_line(id, round * 2 + (uint64_t)b, k);
+                memset(buf + off, row_letter(line), ROW_LEN);
+                void *row = qf__strblock_add_row(r, off, ROW_LEN, line);
+                if (qf_queue_enqueue_ptr(handoff, row) != QF_OK) {
+                    atomic_fetch_add(&calls_failed, 1);
+                    qf__rows_release(&row, 1);
+                }
             }
             qf__strblock_drop(r);
         }
@@ -209,21 +266,41 @@ static void *filler_main(void *arg)
     return NULL;
 }
 
+/* Whether the row still holds what its filler wrote: the letter its line
+ * number gives, ROW_LEN times, then the NUL. */
+static bool row_intact(void *row)
+{
+    const char *s0, *s1;
+    size_t l0, l1;
+    char digits[QF__ROW_DIGITS];
+    qf__row_string(row, 0, digits, &s0, &l0, &s1, &l1); /* no prefix: the key is the number */
+    char num[QF__ROW_DIGITS + 1];
+    if (l0 + l1 > QF__ROW_DIGITS)
+        return false;
+    if (l0)
+        memcpy(num, s0, l0);
+    if (l1)
+        memcpy(num + l0, s1, l1);
+    num[l0 + l1] = '\0';
+    char want = row_letter(strtoull(num, NULL, 10));
+    const char *v = qf__row_value(row);
+    for (int i = 0; i < ROW_LEN; i++)
+        if (v[i] != want)
+            return false;
+    return v[ROW_LEN] == '\0';
+}
+
 static void *consumer_main(void *arg)
 {
     (void)arg;
     void *row;
     while (qf_queue_dequeue_ptr(handoff, &row) == QF_OK) {
-        const char *v = qf__row_value(row);
         /* Look twice, with a yield between: a block reused under us would
-         * be rewritten by its next filler meanwhile. */
-        char first[ROW_LEN];
-        memcpy(first, v, ROW_LEN);
+         * be rewritten by its next filler before or meanwhile. */
+        bool ok = row_intact(row);
         sched_yield();
-        bool same = memcmp(first, v, ROW_LEN) == 0 && v[ROW_LEN] == '\0';
-        for (int i = 1; same && i < ROW_LEN; i++)
-            same = first[i] == first[0];
-        if (!same)
+        ok = ok && row_intact(row);
+        if (!ok)
             atomic_fetch_add(&rows_bad, 1);
         atomic_fetch_add(&rows_seen, 1);
         qf__rows_release(&row, 1);
@@ -233,6 +310,7 @@ static void *consumer_main(void *arg)
 
 Test(strblock, rows_out_keep_their_block_until_consumed, .timeout = 120)
 {
+    start_empty();
     cr_assert_eq(qf_ptr_queue_new(64, "rows", 0, NULL, &handoff), QF_OK);
     pthread_t f[FILLERS], c[CONSUMERS];
     for (int i = 0; i < CONSUMERS; i++)
@@ -245,7 +323,11 @@ Test(strblock, rows_out_keep_their_block_until_consumed, .timeout = 120)
     for (int i = 0; i < CONSUMERS; i++)
         pthread_join(c[i], NULL);
     qf_queue_unref(handoff);
+    cr_expect_eq(atomic_load(&calls_failed), 0);
     cr_expect_eq(atomic_load(&rows_seen), (long)FILLERS * ROUNDS * 2 * ROWS);
     cr_expect_eq(atomic_load(&rows_bad), 0, "%ld rows changed while their consumer held them",
                  atomic_load(&rows_bad));
+    /* The blocks went through the idle set: some wait there now. */
+    cr_expect_gt(qf__strblock_idle_bytes(NULL), 0);
+    qf__strblock_idle_release();
 }
