@@ -315,7 +315,7 @@ qf__strblock *qf__strblock_pool_get(qf__strblock_pool *p)
     if (r) {
         p->spare = r->next;
         p->nspare--;
-        /* Beyond what a filler needs: back to malloc. */
+        /* Beyond what a filler needs: to the idle set, for other pools. */
         while (p->nspare > POOL_SPARE) {
             qf__strblock *x = p->spare;
             p->spare = x->next;
