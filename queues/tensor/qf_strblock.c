@@ -123,6 +123,27 @@ static struct {
     size_t n;
 } idle;
 
+/* Take *at out of the set (under the lock). */
+static qf__strblock *idle_unlink(qf__strblock **at)
+{
+    qf__strblock *r = *at;
+    *at = r->next;
+    idle.bytes -= block_bytes(r->cap);
+    idle.n--;
+    return r;
+}
+
+/* Free a chain of blocks taken out of the set (after the lock). */
+static void idle_destroy_chain(qf__strblock *r)
+{
+    while (r) {
+        qf__strblock *next = r->next;
+        IDLE_UNPOISON(r);
+        block_destroy(r);
+        r = next;
+    }
+}
+
 /* Keep r for a later pool (it is the set's now), pushing out the oldest
  * blocks while the set is over its bounds (r too, if it alone is). */
 static void idle_put(qf__strblock *r)
@@ -139,20 +160,12 @@ static void idle_put(qf__strblock *r)
         qf__strblock **at = &idle.head;
         while ((*at)->next)
             at = &(*at)->next;
-        qf__strblock *old = *at;
-        *at = NULL;
-        idle.bytes -= block_bytes(old->cap);
-        idle.n--;
+        qf__strblock *old = idle_unlink(at);
         old->next = out;
         out = old;
     }
     qf__unlock(&idle.lock);
-    while (out) {
-        qf__strblock *next = out->next;
-        IDLE_UNPOISON(out);
-        block_destroy(out);
-        out = next;
-    }
+    idle_destroy_chain(out);
 }
 
 /* A kept block of buffer size data_cap (the newest), or NULL. */
@@ -162,10 +175,7 @@ static qf__strblock *idle_get(size_t data_cap)
     qf__lock(&idle.lock);
     for (qf__strblock **at = &idle.head; *at; at = &(*at)->next) {
         if ((*at)->cap == data_cap) {
-            r = *at;
-            *at = r->next;
-            idle.bytes -= block_bytes(r->cap);
-            idle.n--;
+            r = idle_unlink(at);
             break;
         }
     }
@@ -198,12 +208,7 @@ void qf__strblock_idle_release(void)
     idle.bytes = 0;
     idle.n = 0;
     qf__unlock(&idle.lock);
-    while (r) {
-        qf__strblock *next = r->next;
-        IDLE_UNPOISON(r);
-        block_destroy(r);
-        r = next;
-    }
+    idle_destroy_chain(r);
 }
 
 static qf__strblock *block_alloc(size_t data_cap)
