@@ -72,6 +72,9 @@ struct qf_task {
 };
 
 #define QF__LOCAL_RING 256
+/* A worker's search budget, in rounds (qf_scheduler.c). */
+#define QF__SEARCH_MIN 2
+#define QF__SEARCH_MAX 32
 
 typedef struct qf__worker {
     qf_runtime *rt;
@@ -82,6 +85,10 @@ typedef struct qf__worker {
     _Atomic(qf_task *) next_slot;
     unsigned next_streak;
     unsigned tick;
+    /* Rounds of the owner's next search, QF__SEARCH_MIN..QF__SEARCH_MAX
+     * (qf_scheduler.c, "How long a search lasts"). Written by the owner
+     * only; atomic (relaxed) so that tests may watch it. */
+    _Atomic unsigned search_rounds;
     uint64_t rng;
     /* The owner's pick count, published (relaxed) at every pick; and the
      * value another worker last saw there (qf_scheduler.c, "Rescue"). */

@@ -27,6 +27,24 @@
  * the pusher's path and a context switch on the sleeper's. At most half
  * the workers search at once (at least one may always).
  *
+ * How long a search lasts. A round costs about 0.2 us (the looks and the
+ * pauses), so the longest search, QF__SEARCH_MAX rounds, spins about 6 us
+ * before the worker sleeps. That pays when work comes back within it: no
+ * futex wake on the pusher's path, no wake-up latency. When it does not,
+ * the spin is worse than wasted: the kernel counts it against the worker,
+ * and a worker that used more CPU than the thread waking it is placed
+ * behind that thread rather than preempting it, so the wake-up waits for
+ * the waker to block (task.wake: 9 us at 32 rounds against 5 us at 2, on
+ * the same machine in the same minute; a thread blocked in the queue's
+ * own futex wait, which spins adaptively, took 5 us). So each worker
+ * keeps its own budget, as the queues keep their spin budgets: it doubles
+ * (up to QF__SEARCH_MAX) when a search finds work after its first round or
+ * the sleep that followed a failed search ended within SHORT_SLEEP_NS
+ * (a longer search would have caught that work), and halves (down to
+ * QF__SEARCH_MIN) when a sleep lasted longer. The budget changes nothing in
+ * the protocol below: a worker that searches less only goes to sleep
+ * sooner, through the same announce-and-look.
+ *
  * Sleeping, and why nothing is lost: a worker stops searching (seq_cst
  * decrement), prepares the idle event count (seq_cst RMW), clears
  * `waking`, looks once more everywhere, then sleeps until notified or the
@@ -121,8 +139,8 @@
 #define GLOBAL_EVERY 61
 #define GLOBAL_BATCH 64
 #define STEAL_BATCH 32
-#define SEARCH_ROUNDS 32
 #define SEARCH_PAUSES 4
+#define SHORT_SLEEP_NS 10000
 #define RESCUE_EVERY 8
 #define RESCUE_BATCH 128
 
@@ -642,6 +660,21 @@ static bool work_visible(qf_runtime *rt)
     return next != QF_FOREVER && next <= qf_now_ns();
 }
 
+/* The search budget (see "How long a search lasts" at the top). */
+static void search_longer(qf__worker *w)
+{
+    unsigned r = atomic_load_explicit(&w->search_rounds, memory_order_relaxed) * 2;
+    atomic_store_explicit(&w->search_rounds, r > QF__SEARCH_MAX ? QF__SEARCH_MAX : r,
+                          memory_order_relaxed);
+}
+
+static void search_shorter(qf__worker *w)
+{
+    unsigned r = atomic_load_explicit(&w->search_rounds, memory_order_relaxed) / 2;
+    atomic_store_explicit(&w->search_rounds, r < QF__SEARCH_MIN ? QF__SEARCH_MIN : r,
+                          memory_order_relaxed);
+}
+
 /* Nothing local: look at the global queue and the others' rings for a few
  * rounds, counted as a searcher (see "Searching" at the top). *ret_last:
  * it found a task as the last counted searcher, so the hand-over falls to
@@ -654,7 +687,8 @@ static qf_task *search(qf__worker *w, bool *ret_last)
     if (counted)
         atomic_fetch_add_explicit(&rt->searching, 1, memory_order_seq_cst);
     qf_task *t = NULL;
-    for (int round = 0; round < SEARCH_ROUNDS; round++) {
+    unsigned round = 0, rounds = atomic_load_explicit(&w->search_rounds, memory_order_relaxed);
+    for (; round < rounds; round++) {
         fire_timers(rt);
         /* A timer that fired here woke its task into this worker's next
          * slot (qf__schedule() on a worker thread): run it, or it would
@@ -674,6 +708,8 @@ static qf_task *search(qf__worker *w, bool *ret_last)
         int left = atomic_fetch_sub_explicit(&rt->searching, 1, memory_order_seq_cst) - 1;
         *ret_last = t && left == 0;
     }
+    if (t && round > 0)
+        search_longer(w); /* found while spinning: the spin paid */
     return t;
 }
 
@@ -777,7 +813,12 @@ static void *worker_main(void *arg)
             if (t)
                 qf__task_run(w, t);
         } else {
+            int64_t slept = qf_now_ns();
             idle_wait(rt, w->index, QF_FOREVER);
+            if (qf_now_ns() - slept < SHORT_SLEEP_NS)
+                search_longer(w);
+            else
+                search_shorter(w);
             woken = true;
         }
     }
@@ -792,6 +833,7 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     w->rt = rt;
     w->index = index;
     w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(index + 1);
+    atomic_init(&w->search_rounds, QF__SEARCH_MAX);
     atomic_init(&w->next_slot, NULL);
     atomic_init(&w->beat, 0);
     atomic_init(&w->beat_seen, 0);

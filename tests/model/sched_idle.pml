@@ -8,8 +8,9 @@
  * by its owner or stolen by any other worker). A look takes one task, or
  * two from the global queue: one to run, one into the taker's ring (its
  * batch), after which pop_global() signals. A worker with nothing to do
- * searches (counted in `searching` unless half the workers already are),
- * then prepares the idle event count (sleepers++, ticket = seq), clears
+ * searches (counted in `searching` unless half the workers already are;
+ * one look here stands for the search's rounds, however many its adaptive
+ * budget allows: at least one), then prepares the idle event count (sleepers++, ticket = seq), clears
  * `waking`, looks once more and sleeps in a futex wait on seq. NP pushers
  * each publish one task, then signal: unless a worker is searching or a
  * wake is under way (`waking`), they claim `waking` and notify the event

@@ -1,12 +1,15 @@
 /* test_sched_fair.c - the scheduler's promises (issue 15): every runner
  * gets its turn, a task woken by a running task runs next on the same
- * worker, and a queue's spin budget comes back once the load is gone.
+ * worker, a queue's spin budget comes back once the load is gone, and a
+ * worker's search budget follows how long it sleeps.
  *
  * Scale: QF_STRESS_SCALE divides the number of runners (the sanitizer runs
  * set it); the bounds are wall-clock limits far above what a quiet machine
  * needs, so a loaded CI machine still passes and a starved runner (one the
  * old stack-ordered injection left at zero for 20 s) still fails. */
 #include <criterion/criterion.h>
+#include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -14,7 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "qf_queue-impl.h" /* white-box: the spin budget */
+#include "qf_queue-impl.h"   /* white-box: the spin budget */
+#include "qf_runtime-impl.h" /* white-box: the search budget, the pause point */
 #include "qflow.h"
 #include "qf_test_stress.h"
 
@@ -315,7 +319,6 @@ Test(sched_fair, tasks_behind_a_long_poll_run_on_a_busy_worker, .timeout = 120)
  * task it found has run, which must happen on the other worker; a task
  * out of reach would not run before the bound. */
 #ifdef QF_RACE_WIDENING
-#include "qf_runtime-impl.h" /* white-box: the pause point */
 
 enum { HANDOVER_TRIALS = 400, HANDOVER_BATCH = 256 };
 
@@ -456,4 +459,104 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 120)
     cr_expect(pong_grew, "the pong queue's spin budget still zero after 30 s of ping-pong");
     qf_queue_unref(p.ping);
     qf_queue_unref(p.pong);
+}
+
+/* ------------------------------ a worker's search budget follows its sleeps
+ *
+ * (qf_scheduler.c, "How long a search lasts") A worker whose work comes
+ * back long after it fell asleep searches briefly before its next sleep,
+ * so its spin does not keep a wake-up waiting behind the waker; one whose
+ * work comes back within its search, or right after it fell asleep,
+ * searches longer again. A task drains a queue on a pool of two workers:
+ * first the test sends one element at a time and lets the whole pool fall
+ * asleep for a millisecond before the next (the budget of the worker
+ * woken falls to the minimum), then a thread sends without pause (a
+ * budget grows back). */
+typedef struct {
+    qf_queue *q;
+    atomic_size_t taken;
+    atomic_bool stop;
+} sb_state;
+
+static qf_code sb_receiver(qf_task *t, void *arg)
+{
+    sb_state *s = arg;
+    for (;;) {
+        void *p;
+        qf_code rc = qf_queue_poll_dequeue_ptr(s->q, qf_task_waker(t), &p);
+        if (rc != QF_OK)
+            return rc == QF_PENDING ? QF_PENDING : QF_OK;
+        atomic_fetch_add(&s->taken, 1);
+    }
+}
+
+static void *sb_sender(void *arg)
+{
+    sb_state *s = arg;
+    for (uintptr_t i = 1; !atomic_load(&s->stop); i++)
+        if (qf_queue_enqueue_ptr(s->q, (void *)i) != QF_OK)
+            break;
+    return NULL;
+}
+
+static unsigned sb_rounds(qf_runtime *rt, int i)
+{
+    return atomic_load_explicit(&rt->workers[i].search_rounds, memory_order_relaxed);
+}
+
+/* The fewest rounds among the workers; with `low`, which ones have them. */
+static unsigned sb_fewest(qf_runtime *rt, bool low[2])
+{
+    unsigned r = UINT_MAX;
+    for (int i = 0; i < 2; i++)
+        r = sb_rounds(rt, i) < r ? sb_rounds(rt, i) : r;
+    for (int i = 0; low && i < 2; i++)
+        low[i] = sb_rounds(rt, i) == r;
+    return r;
+}
+
+Test(sched_fair, search_budget_follows_sleeps, .timeout = 120)
+{
+    sb_state s = {0};
+    qf_runtime *rt = NULL;
+    qf_task *t = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "sb"}, &rt), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(16, "sb", 0, NULL, &s.q), QF_OK);
+    cr_assert_eq(qf_task_spawn(rt, sb_receiver, &s, NULL, &t), QF_OK);
+
+    /* Long sleeps: until a woken worker's budget is at the minimum. */
+    qf_deadline limit = qf_deadline_in_s(60);
+    size_t sent = 0;
+    while (sb_fewest(rt, NULL) > QF__SEARCH_MIN && !qf_deadline_passed(limit)) {
+        cr_assert_eq(qf_queue_enqueue_ptr(s.q, (void *)(uintptr_t)++sent), QF_OK);
+        while (atomic_load(&s.taken) < sent && !qf_deadline_passed(limit))
+            sched_yield();
+        /* the pool asleep (observed), then a millisecond more */
+        while (atomic_load(&rt->idle.qf__sleepers) < 2 && !qf_deadline_passed(limit))
+            sched_yield();
+        for (qf_deadline d = qf_deadline_in_s(0.001); !qf_deadline_passed(d);)
+            sched_yield();
+    }
+    bool low[2];
+    cr_assert_eq(sb_fewest(rt, low), QF__SEARCH_MIN,
+                 "after %zu wake-ups from long sleeps no worker's budget fell to the minimum "
+                 "(%u rounds)",
+                 sent, sb_fewest(rt, NULL));
+
+    /* Work that keeps coming back: a budget at the minimum grows again. */
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, sb_sender, &s), 0);
+    bool grown = false;
+    while (!grown && !qf_deadline_passed(limit))
+        for (int i = 0; i < 2; i++)
+            grown = grown || (low[i] && sb_rounds(rt, i) > QF__SEARCH_MIN);
+    atomic_store(&s.stop, true);
+    qf_queue_close(s.q, false);
+    pthread_join(th, NULL);
+    cr_assert_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK);
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+    qf_queue_unref(s.q);
+    cr_expect(grown,
+              "with elements sent without pause no search budget grew back from the minimum");
 }
