@@ -123,6 +123,10 @@ struct qf_runtime {
      * one that slept on the waking thread's CPU, else the last one
      * (qf_scheduler.c, "Which worker"). Hints, read and written relaxed. */
     _Atomic int last_idle;
+    /* A sleep shorter than this grows the sleeper's search budget
+     * (qf_scheduler.c, "How long a search lasts"): SHORT_SLEEP_NS; tests
+     * raise it to make a grow certain. Read relaxed. */
+    _Atomic int64_t search_short_sleep_ns;
     _Alignas(64) _Atomic int idle_on_cpu[QF__CPU_HINTS];
     /* Tasks pushed from outside the pool whose wake-up has not run yet
      * (qf_scheduler.c, push_from_outside()): qf_runtime_free() waits for

@@ -27,23 +27,28 @@
  * the pusher's path and a context switch on the sleeper's. At most half
  * the workers search at once (at least one may always).
  *
- * How long a search lasts. A round costs about 0.2 us (the looks and the
- * pauses), so the longest search, QF__SEARCH_MAX rounds, spins about 6 us
- * before the worker sleeps. That pays when work comes back within it: no
- * futex wake on the pusher's path, no wake-up latency. When it does not,
- * the spin is worse than wasted: the kernel counts it against the worker,
- * and a worker that used more CPU than the thread waking it is placed
- * behind that thread rather than preempting it, so the wake-up waits for
- * the waker to block (task.wake: 9 us at 32 rounds against 5 us at 2, on
- * the same machine in the same minute; a thread blocked in the queue's
- * own futex wait, which spins adaptively, took 5 us). So each worker
- * keeps its own budget, as the queues keep their spin budgets: it doubles
- * (up to QF__SEARCH_MAX) when a search finds work after its first round or
- * the sleep that followed a failed search ended within SHORT_SLEEP_NS
- * (a longer search would have caught that work), and halves (down to
- * QF__SEARCH_MIN) when a sleep lasted longer. The budget changes nothing in
- * the protocol below: a worker that searches less only goes to sleep
- * sooner, through the same announce-and-look.
+ * How long a search lasts. A round costs about 0.2 us with two workers
+ * (the looks and the pauses; the steal looks at every other worker's ring,
+ * so a round costs more in a larger pool), so the longest search,
+ * QF__SEARCH_MAX rounds, spins about 6 us before the worker sleeps. That
+ * pays when work comes back within it: no futex wake on the pusher's path,
+ * no wake-up latency. When it does not, the spin is worse than wasted: the
+ * kernel counts it against the worker, and a worker that used more CPU
+ * than the thread waking it is placed behind that thread rather than
+ * preempting it, so the wake-up waits for the waker to block (task.wake.p50
+ * 1.4-2.8x a thread's futex wake with 32 rounds, 1.04-1.11x with the budget
+ * below, interleaved runs on one machine; see README, Measured). So each
+ * worker keeps its own budget, as the queues keep their spin budgets: it
+ * doubles (up to QF__SEARCH_MAX) when a search finds work after its first
+ * round, or when the sleep that followed a failed search ended within
+ * rt->search_short_sleep_ns (SHORT_SLEEP_NS, 10 us: about what the wake-up
+ * costs the two sides, so a sleep that short saved nothing a longer search
+ * would have cost; wake-ups that bring no work, such as a timer change's
+ * notify-all, count too, a bias towards searching longer), and halves
+ * (down to QF__SEARCH_MIN) when a sleep lasted longer. The budget changes
+ * nothing in the protocol below: a worker that searches less only goes to
+ * sleep sooner, through the same announce-and-look, whose last look alone
+ * keeps wakes from being lost.
  *
  * Sleeping, and why nothing is lost: a worker stops searching (seq_cst
  * decrement), prepares the idle event count (seq_cst RMW), clears
@@ -815,7 +820,8 @@ static void *worker_main(void *arg)
         } else {
             int64_t slept = qf_now_ns();
             idle_wait(rt, w->index, QF_FOREVER);
-            if (qf_now_ns() - slept < SHORT_SLEEP_NS)
+            if (qf_now_ns() - slept <
+                atomic_load_explicit(&rt->search_short_sleep_ns, memory_order_relaxed))
                 search_longer(w);
             else
                 search_shorter(w);
@@ -871,6 +877,7 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
     atomic_init(&rt->waking, 0);
     qf_eventcount_init(&rt->idle);
     atomic_init(&rt->last_idle, -1);
+    atomic_init(&rt->search_short_sleep_ns, SHORT_SLEEP_NS);
     atomic_init(&rt->wakeups_in_flight, 0);
     for (int i = 0; i < QF__CPU_HINTS; i++)
         atomic_init(&rt->idle_on_cpu[i], -1);

@@ -10,7 +10,9 @@
  * batch), after which pop_global() signals. A worker with nothing to do
  * searches (counted in `searching` unless half the workers already are;
  * one look here stands for the search's rounds, however many its adaptive
- * budget allows: at least one), then prepares the idle event count (sleepers++, ticket = seq), clears
+ * budget allows: the protocol's safety rests on the last look below, not
+ * on how long a search lasts), then prepares the idle event count
+ * (sleepers++, ticket = seq), clears
  * `waking`, looks once more and sleeps in a futex wait on seq. NP pushers
  * each publish one task, then signal: unless a worker is searching or a
  * wake is under way (`waking`), they claim `waking` and notify the event
