@@ -8,7 +8,6 @@
  * needs, so a loaded CI machine still passes and a starved runner (one the
  * old stack-ordered injection left at zero for 20 s) still fails. */
 #include <criterion/criterion.h>
-#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -508,6 +507,13 @@ static void sb_send(sb_state *s, qf_runtime *rt, size_t n, qf_deadline limit)
     cr_assert(!qf_deadline_passed(limit), "element %zu not taken, or the worker never slept", n);
 }
 
+/* A long sleep for the worker: a millisecond more of it (it is asleep). */
+static void sb_wait_a_millisecond(void)
+{
+    for (qf_deadline d = qf_deadline_in_s(0.001); !qf_deadline_passed(d);)
+        sched_yield();
+}
+
 Test(sched_fair, search_budget_follows_sleeps, .timeout = 120)
 {
     sb_state s = {0};
@@ -528,16 +534,14 @@ Test(sched_fair, search_budget_follows_sleeps, .timeout = 120)
      * the test asks for no growth and the minimum within a few sends. */
     unsigned r = sb_rounds(rt);
     for (int i = 0; i < 8 && r > QF__SEARCH_MIN; i++) {
-        for (qf_deadline d = qf_deadline_in_s(0.001); !qf_deadline_passed(d);)
-            sched_yield();
+        sb_wait_a_millisecond();
         sb_send(&s, rt, ++sent, limit);
         cr_assert_lt(sb_rounds(rt), r, "after a sleep of over a millisecond: %u rounds, was %u",
                      sb_rounds(rt), r);
         r = sb_rounds(rt);
     }
     cr_assert_eq(r, QF__SEARCH_MIN, "the budget did not reach its minimum (%u rounds)", r);
-    for (qf_deadline d = qf_deadline_in_s(0.001); !qf_deadline_passed(d);)
-        sched_yield();
+    sb_wait_a_millisecond();
     sb_send(&s, rt, ++sent, limit);
     cr_assert_eq(sb_rounds(rt), QF__SEARCH_MIN, "the budget went below its minimum");
 
