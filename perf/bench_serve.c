@@ -212,7 +212,8 @@ void bench_register_serve(void)
             bc.unit = BENCH_NS;
             bc.outputs[0] = names[k][1];
             bc.outputs[1] = names[k][2];
-            bc.note = c->impl == &sv_qflow ? "qf_serve, thread executor (qf_serve_run)"
+            bc.note = c->impl == &sv_qflow ? "qf_serve, thread executor (qf_serve_run, "
+                                             "its short slice by default)"
                                            : "one mutex + condvar, same policy";
         }
         bench_register(&bc);
@@ -253,7 +254,8 @@ void bench_register_serve(void)
             .run = run_serve,
             .arg = (void *)c,
             .note = c->impl == &sv_qflow_fd
-                        ? "qf_serve, model thread posts, epoll loop thread collects (fd)"
+                        ? "qf_serve, model thread posts (with qf_thread_prefer_latency), epoll "
+                          "loop thread collects (fd)"
                         : "qf_serve, thread executor (qf_serve_run), callback on its thread",
         };
         bench_register(&bc);

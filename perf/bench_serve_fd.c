@@ -88,6 +88,9 @@ static void f_run(void *vb, sv_model_fn model, void *arg)
     size_t cap = qf_serve_max_batch_size(b->s), n;
     qf_serve_request **buf = malloc(cap * sizeof(*buf));
     qf_code rc;
+    /* As the README's serve_epoll example's model threads do (what
+     * qf_serve_run() does for its own thread); best effort. */
+    (void)qf_thread_prefer_latency(QF_SERVE_DEFAULT_EXEC_SLICE_NS, NULL);
     while ((rc = qf_serve_next_batch(b->s, buf, &n)) == QF_OK) {
         model(arg, (sv_item *const *)buf, n);
         if (qf_serve_post_complete(b->s, buf, n, QF_OK) != QF_OK)

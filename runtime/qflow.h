@@ -13,6 +13,7 @@
 #include "qf_time.h"
 #include "qf_futex.h"
 #include "qf_waker.h"
+#include "qf_thread.h"
 #include "qf_coordinator.h"
 #include "qf_tensor.h"
 #include "qf_sparse.h"

@@ -87,7 +87,8 @@ struct qf_serve {
     int64_t grace_ns;
     qf_coord *coord;
     qf_coord_action *stop_action;
-    qf_queue **q; /* one pointer queue per level */
+    qf_queue **q;                  /* one pointer queue per level */
+    _Atomic int64_t exec_slice_ns; /* qf_serve_set_exec_slice(); 0: none */
 
     /* Submitters' line. */
     _Alignas(64) _Atomic uint64_t adm;

@@ -118,6 +118,7 @@ qf_code qf_serve_new(const qf_serve_options *opts, qf_serve **ret_s)
     s->policy = opts->admission;
     s->grace_ns = opts->drain_grace_ns ? opts->drain_grace_ns : QF_SERVE_DEFAULT_DRAIN_GRACE_NS;
     s->coord = opts->coord;
+    atomic_init(&s->exec_slice_ns, QF_SERVE_DEFAULT_EXEC_SLICE_NS);
     s->pending = calloc(s->max_batch, sizeof(*s->pending));
     s->bypass = calloc(s->levels, sizeof(*s->bypass));
     s->q = calloc(s->levels, sizeof(*s->q));

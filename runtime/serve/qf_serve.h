@@ -92,6 +92,7 @@
 #include "qf_export.h"
 #include "qf_runtime.h"
 #include "qf_status.h"
+#include "qf_thread.h"
 #include "qf_time.h"
 #include "qf_waker.h"
 
@@ -550,6 +551,13 @@ typedef qf_code (*qf_serve_execute_fn)(void *arg, qf_serve_request *const *reqs,
  * (qf_serve_next_batch()), call fn on each, complete them, until the
  * batcher is drained.
  *
+ * While it runs, the thread has the batcher's executor slice and a 1 us
+ * timer slack (qf_thread_prefer_latency(); qf_serve_set_exec_slice()), so
+ * that on a busy machine it takes a batch at its close time rather than
+ * after a CPU-bound neighbour's slice; both are put back when it returns.
+ * A kernel or sandbox that refuses them changes nothing and is not an
+ * error.
+ *
  * Ownership:   `arg` is borrowed for the call.
  * Blocking:    until the batcher is drained (begin a drain to end it).
  * Concurrency: any number of executors per batcher.
@@ -559,6 +567,26 @@ typedef qf_code (*qf_serve_execute_fn)(void *arg, qf_serve_request *const *reqs,
  *              use qf_serve_spawn()); QF_RESOURCE_EXHAUSTED.
  */
 QF_API qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg);
+
+/* The slice qf_serve_run() gives its thread unless told otherwise. */
+#define QF_SERVE_DEFAULT_EXEC_SLICE_NS ((int64_t)100000)
+
+/**
+ * qf_serve_set_exec_slice() - the scheduling slice qf_serve_run() asks the
+ * kernel for on its thread while it runs (qf_thread_prefer_latency()), from
+ * its next call on: QF_THREAD_SLICE_MIN_NS..QF_THREAD_SLICE_MAX_NS, or 0 to
+ * leave the executor's thread as it is (its slice and timer slack). The
+ * default is QF_SERVE_DEFAULT_EXEC_SLICE_NS. A model that computes on the
+ * executor's thread while CPU-bound threads share its cores is preempted
+ * more often with a short slice (its share of the CPU is unchanged): give it
+ * a longer one, or 0.
+ *
+ * Blocking:    never; wait-free.  Concurrency: any thread.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL batcher or a slice
+ *              that is neither 0 nor in the kernel's range (nothing
+ *              changes).
+ */
+QF_API qf_code qf_serve_set_exec_slice(qf_serve *s, int64_t slice_ns);
 
 /**
  * qf_serve_spawn() - run the executor as a task on `rt`'s pool: it parks

@@ -71,13 +71,34 @@ qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
     qf_serve_request **buf = malloc(s->max_batch * sizeof(*buf));
     if (!buf)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory running batcher '%s'", s->name);
+    /* Best effort: a kernel without per-thread slices or a sandbox that
+     * refuses them leaves the thread as it was, and the executor runs. */
+    qf_thread_sched saved;
+    int64_t slice = atomic_load_explicit(&s->exec_slice_ns, memory_order_relaxed);
+    bool prefer = slice != 0 && qf_thread_prefer_latency(slice, &saved) == QF_OK;
     qf_code rc;
     size_t n;
     bad_model bad = {0, 0};
     while ((rc = qf_serve_next_batch(s, buf, &n)) == QF_OK)
         run_batch(s, fn, arg, buf, n, &bad);
     free(buf);
+    if (prefer)
+        (void)qf_thread_restore_sched(&saved);
     return end_result(s, &bad, rc == QF_OUT_OF_RANGE ? QF_OK : rc);
+}
+
+qf_code qf_serve_set_exec_slice(qf_serve *s, int64_t slice_ns)
+{
+    if (!s)
+        return qf_set_error(QF_INVALID_ARGUMENT, "qf_serve_set_exec_slice: NULL batcher");
+    if (slice_ns != 0 && (slice_ns < QF_THREAD_SLICE_MIN_NS || slice_ns > QF_THREAD_SLICE_MAX_NS))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_serve_set_exec_slice: batcher '%s': slice of %lld ns is neither 0 "
+                            "(leave the thread alone) nor in the kernel's %lld..%lld ns",
+                            s->name, (long long)slice_ns, (long long)QF_THREAD_SLICE_MIN_NS,
+                            (long long)QF_THREAD_SLICE_MAX_NS);
+    atomic_store_explicit(&s->exec_slice_ns, slice_ns, memory_order_relaxed);
+    return QF_OK;
 }
 
 typedef struct runner {

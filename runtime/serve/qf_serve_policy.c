@@ -396,6 +396,9 @@ static void *timer_main(void *arg)
 {
     qf_serve *s = arg;
     struct qf__serve_timer *t = s->timer;
+    /* Timeouts that fire while the machine is busy fire on time, as the
+     * executor's batches do (qf_serve_run()); best effort. */
+    (void)qf_thread_prefer_latency(QF_SERVE_DEFAULT_EXEC_SLICE_NS, NULL);
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         pthread_mutex_unlock(&t->mu);

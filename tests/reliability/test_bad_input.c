@@ -4537,6 +4537,36 @@ CASE(qf_serve_metrics_text)
     cr_expect_eq(len, 77);
 }
 
+/* a latency-critical thread's slice (issue 30) */
+CASE(qf_serve_set_exec_slice)
+{
+    INVALID(qf_serve_set_exec_slice(NULL, QF_SERVE_DEFAULT_EXEC_SLICE_NS), "batcher");
+    qf_serve *s = mkserve();
+    INVALID(qf_serve_set_exec_slice(s, -1), "neither 0");
+    INVALID(qf_serve_set_exec_slice(s, QF_THREAD_SLICE_MIN_NS - 1), "neither 0");
+    INVALID(qf_serve_set_exec_slice(s, QF_THREAD_SLICE_MAX_NS + 1), "neither 0");
+    INVALID(qf_serve_set_exec_slice(s, INT64_MIN), "neither 0");
+    cr_expect_eq(qf_serve_set_exec_slice(s, 0), QF_OK);
+    qf_serve_free(s);
+}
+CASE(qf_thread_prefer_latency)
+{
+    qf_thread_sched saved = {77, 77, 77, 77};
+    INVALID(qf_thread_prefer_latency(0, &saved), "outside");
+    INVALID(qf_thread_prefer_latency(-1, &saved), "outside");
+    INVALID(qf_thread_prefer_latency(QF_THREAD_SLICE_MIN_NS - 1, &saved), "outside");
+    INVALID(qf_thread_prefer_latency(QF_THREAD_SLICE_MAX_NS + 1, NULL), "outside");
+    INVALID(qf_thread_prefer_latency(INT64_MAX, NULL), "outside");
+    cr_expect(saved.tid == 77 && saved.slice_changed == 77 && saved.slice_ns == 77 &&
+              saved.timer_slack_ns == 77);
+}
+CASE(qf_thread_restore_sched)
+{
+    INVALID(qf_thread_restore_sched(NULL), "saved");
+    qf_thread_sched other = {0, 0, 0, 0}; /* no thread has id 0 */
+    EXPECT_CODE(QF_FAILED_PRECONDITION, qf_thread_restore_sched(&other), "another");
+}
+
 /* completion fd, end of input, metrics (issue 30) */
 CASE(qf_serve_end_input)
 {

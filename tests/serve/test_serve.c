@@ -20,6 +20,7 @@
 
 #include "qf_serve-impl.h"
 #include "qf_test_park.h"
+#include "qf_test_sched.h"
 #include "qflow.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
@@ -1469,5 +1470,93 @@ Test(serve, an_executor_answers_what_a_refused_complete_left)
     qf_serve_report rep;
     cr_expect_eq(qf_serve_drain(s, QF_NO_WAIT, &rep), QF_OK);
     cr_expect_eq(rep.in_flight, 0);
+    qf_serve_free(s);
+}
+
+/* ------------------------------------------- the executor's slice (issue 30) */
+
+typedef struct slice_seen {
+    qf_serve *s;
+    int64_t set; /* what qf_serve_set_exec_slice() gets; -1: no call */
+    uint64_t before, during, after;
+    uint64_t slack_before, slack_during, slack_after;
+    qf_code rc;
+} slice_seen;
+
+static qf_code model_looks(void *arg, qf_serve_request *const *reqs, size_t n)
+{
+    (void)reqs;
+    (void)n;
+    slice_seen *v = arg;
+    v->during = qft_slice_ns();
+    v->slack_during = qft_timer_slack_ns();
+    return QF_OK;
+}
+
+/* On a thread of its own (the runner's thread keeps its settings): run the
+ * executor over one queued request and a drain, looking before, inside the
+ * model and after. */
+static void *slice_executor(void *arg)
+{
+    slice_seen *v = arg;
+    if (v->set >= 0 && qf_serve_set_exec_slice(v->s, v->set) != QF_OK) {
+        v->rc = QF_INTERNAL;
+        return NULL;
+    }
+    v->before = qft_slice_ns();
+    v->slack_before = qft_timer_slack_ns();
+    v->rc = qf_serve_run(v->s, model_looks, v);
+    v->after = qft_slice_ns();
+    v->slack_after = qft_timer_slack_ns();
+    return NULL;
+}
+
+static slice_seen run_once_with_slice(int64_t set)
+{
+    slice_seen v = {.s = make(4, 100 * SEC, NULL), .set = set};
+    treq t;
+    treq_init(&t, 0, QF_FOREVER, 0);
+    cr_assert_eq(qf_serve_submit(v.s, &t.req), QF_OK);
+    qf_serve_begin_drain(v.s, QF_FOREVER);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, slice_executor, &v), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(v.rc, QF_OK, "%s", qf_code_name(v.rc));
+    cr_expect_eq(atomic_load(&t.answers), 1);
+    qf_serve_free(v.s);
+    return v;
+}
+
+Test(serve, the_executor_thread_has_the_exec_slice_while_it_runs)
+{
+    if (!qft_kernel_has_slices())
+        cr_skip_test("this kernel has no per-thread slices (Linux 6.12 or later)");
+    slice_seen v = run_once_with_slice(-1); /* the default */
+    cr_expect_eq(v.during, (uint64_t)QF_SERVE_DEFAULT_EXEC_SLICE_NS);
+    cr_expect_eq(v.slack_during, (uint64_t)QF_THREAD_LATENCY_TIMER_SLACK_NS);
+    cr_expect_eq(v.after, v.before, "the thread's slice was not put back");
+    cr_expect_eq(v.slack_after, v.slack_before, "the thread's timer slack was not put back");
+    v = run_once_with_slice(2000000);
+    cr_expect_eq(v.during, 2000000);
+    cr_expect_eq(v.after, v.before);
+}
+
+Test(serve, exec_slice_zero_leaves_the_executor_thread_alone)
+{
+    slice_seen v = run_once_with_slice(0);
+    cr_expect_eq(v.during, v.before);
+    cr_expect_eq(v.slack_during, v.slack_before);
+    cr_expect_eq(v.after, v.before);
+}
+
+Test(serve, exec_slice_outside_the_range_is_refused_and_kept)
+{
+    if (!qft_kernel_has_slices())
+        cr_skip_test("this kernel has no per-thread slices (Linux 6.12 or later)");
+    qf_serve *s = make(4, SEC, NULL);
+    cr_expect_eq(qf_serve_set_exec_slice(s, QF_THREAD_SLICE_MIN_NS - 1), QF_INVALID_ARGUMENT);
+    cr_expect(strstr(qf_last_message(), "'t'") != NULL, "%s", qf_last_message());
+    cr_expect_eq(qf_serve_set_exec_slice(s, -5), QF_INVALID_ARGUMENT);
+    cr_expect_eq(atomic_load(&s->exec_slice_ns), QF_SERVE_DEFAULT_EXEC_SLICE_NS);
     qf_serve_free(s);
 }
