@@ -12,8 +12,9 @@
  * each turn. Timed waits end up to the thread's timer slack late (50 us by
  * default); a latency-critical thread wants that small too.
  *
- * qf_serve_run() does both for its thread while it runs, and the batcher's
- * timer thread for itself (qf_serve_set_exec_slice() in qf_serve.h).
+ * qf_serve_run() does both for its thread while it runs
+ * (qf_serve_set_exec_slice() in qf_serve.h changes or turns that off), and
+ * a batcher's level-timeout thread does for itself (always 100 us).
  */
 #ifndef QF_THREAD_H
 #define QF_THREAD_H
@@ -32,13 +33,18 @@ QF_BEGIN_DECLS
 #define QF_THREAD_LATENCY_TIMER_SLACK_NS ((int64_t)1000)
 
 /* What a thread had before qf_thread_prefer_latency(), for
- * qf_thread_restore_sched(). Caller-allocated; its members are read only by
- * that call. */
+ * qf_thread_restore_sched(). Caller-allocated; filled by the prefer call.
+ * slice_changed says whether the slice was set (a SCHED_NORMAL or
+ * SCHED_BATCH thread on Linux 6.12 or later); the other members are for
+ * the restore call only. */
 typedef struct qf_thread_sched {
-    int32_t tid;             /* the thread it belongs to */
-    int32_t slice_changed;   /* 0: the slice was left alone */
+    int32_t tid;               /* the thread it belongs to */
+    int32_t slice_changed;     /* 1: the slice was set; 0: left alone */
+    int32_t slice_was_default; /* the thread followed the kernel's default */
+    int32_t reserved0;
     uint64_t slice_ns;       /* the slice in force before */
     uint64_t timer_slack_ns; /* the timer slack before */
+    uint64_t reserved[2];
 } qf_thread_sched;
 
 /**
@@ -48,28 +54,39 @@ typedef struct qf_thread_sched {
  * waits end on time.
  *
  * Only the calling thread changes; its policy, nice value and
- * reset-on-fork flag stay. A thread of a real-time, deadline or sched_ext
- * policy keeps its slice (it is not the fair scheduler's to give); only its
- * timer slack is set. Threads it creates afterwards inherit both settings.
+ * reset-on-fork flag stay. The slice is set where the kernel has one to
+ * give: a SCHED_NORMAL or SCHED_BATCH thread on Linux 6.12 or later. On an
+ * older kernel, or for a SCHED_IDLE, real-time or deadline thread, the
+ * slice is left alone (ret_saved->slice_changed is 0) and only the timer
+ * slack is set (the kernel ignores it for real-time and deadline threads,
+ * whose timers have no slack). Not an error: the call does what this
+ * thread and kernel allow.
+ *
+ * Threads created while it is in force inherit both the slice (unless the
+ * thread has reset-on-fork) and the timer slack, which becomes their
+ * default for good: a thread pool started later by code running on this
+ * thread (a model's BLAS or OpenMP workers) would run with them. Start
+ * such pools first, or keep this call away from threads that start them.
  *
  * Ownership:   *ret_saved (may be NULL: nothing to restore later) is the
  *              caller's; it is written only on QF_OK.
- * Blocking:    never (three or four system calls).
+ * Blocking:    never (a few system calls).
  * Concurrency: any thread, for itself. Async-signal-safe: no.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for slice_ns outside
  *              [QF_THREAD_SLICE_MIN_NS, QF_THREAD_SLICE_MAX_NS];
- *              QF_UNIMPLEMENTED on a kernel without per-thread slices
- *              (before Linux 6.12) or without sched_setattr();
  *              QF_PERMISSION_DENIED when a sandbox (seccomp, a container's
- *              policy) refuses the calls. Nothing changes on failure.
+ *              policy) refuses the calls; QF_INTERNAL for another refusal.
+ *              Nothing changes on failure.
  */
 QF_API qf_code qf_thread_prefer_latency(int64_t slice_ns, qf_thread_sched *ret_saved);
 
 /**
- * qf_thread_restore_sched() - put back the slice and timer slack that
- * `saved` (from qf_thread_prefer_latency() on this thread) records. A thread
- * that had the kernel's default slice gets the default back, so it follows
- * later changes of the system-wide setting again.
+ * qf_thread_restore_sched() - put back the timer slack and the slice that
+ * `saved` (from qf_thread_prefer_latency() on this thread) records. A
+ * thread that followed the kernel's default slice follows it again (the
+ * default moves with the number of online CPUs); one with a slice of its
+ * own gets that value. A thread whose policy has since changed to one
+ * without a slice (real-time, SCHED_IDLE) keeps what it has.
  *
  * Blocking:    never.  Concurrency: the thread `saved` belongs to.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL;

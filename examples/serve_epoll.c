@@ -54,8 +54,8 @@ static void *model(void *arg)
     size_t n;
     qf_code rc;
     /* Take each batch at its close time on a busy machine too (a short
-     * slice and timer slack, as qf_serve_run() gives its own thread); a
-     * kernel before Linux 6.12 says QF_UNIMPLEMENTED, and nothing changes. */
+     * slice and timer slack, as qf_serve_run() gives its own thread; before
+     * Linux 6.12 the timer slack only). */
     (void)qf_thread_prefer_latency(QF_SERVE_DEFAULT_EXEC_SLICE_NS, NULL);
     while ((rc = qf_serve_next_batch(s, batch, &n)) == QF_OK) {
         for (size_t i = 0; i < n; i++) {

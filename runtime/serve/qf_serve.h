@@ -554,9 +554,10 @@ typedef qf_code (*qf_serve_execute_fn)(void *arg, qf_serve_request *const *reqs,
  * While it runs, the thread has the batcher's executor slice and a 1 us
  * timer slack (qf_thread_prefer_latency(); qf_serve_set_exec_slice()), so
  * that on a busy machine it takes a batch at its close time rather than
- * after a CPU-bound neighbour's slice; both are put back when it returns.
- * A kernel or sandbox that refuses them changes nothing and is not an
- * error.
+ * after a CPU-bound neighbour's slice; both are put back when it returns
+ * (before Linux 6.12 only the timer slack is set). A sandbox that refuses
+ * them changes nothing and is not an error. Threads that fn starts inherit
+ * both (see qf_thread_prefer_latency()).
  *
  * Ownership:   `arg` is borrowed for the call.
  * Blocking:    until the batcher is drained (begin a drain to end it).
@@ -578,8 +579,10 @@ QF_API qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg);
  * leave the executor's thread as it is (its slice and timer slack). The
  * default is QF_SERVE_DEFAULT_EXEC_SLICE_NS. A model that computes on the
  * executor's thread while CPU-bound threads share its cores is preempted
- * more often with a short slice (its share of the CPU is unchanged): give it
- * a longer one, or 0.
+ * more often with a short slice (its share of the CPU is unchanged), and
+ * threads it starts from there (a lazily started BLAS or OpenMP pool)
+ * inherit the slice and the timer slack: give it a longer slice, or 0. The
+ * batcher's level-timeout thread keeps its own 100 us whatever this says.
  *
  * Blocking:    never; wait-free.  Concurrency: any thread.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL batcher or a slice

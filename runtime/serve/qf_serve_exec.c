@@ -11,6 +11,7 @@
 
 #include "qf_serve-impl.h"
 #include "qf_task_mark-impl.h"
+#include "qf_thread-impl.h"
 
 /* What an executor remembers of a model that returned something that is
  * not a status: the first such value and how many batches got one. */
@@ -71,11 +72,11 @@ qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
     qf_serve_request **buf = malloc(s->max_batch * sizeof(*buf));
     if (!buf)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory running batcher '%s'", s->name);
-    /* Best effort: a kernel without per-thread slices or a sandbox that
-     * refuses them leaves the thread as it was, and the executor runs. */
+    /* Best effort and quiet: a sandbox that refuses leaves the thread as it
+     * was, the executor runs, and the thread's last error is untouched. */
     qf_thread_sched saved;
     int64_t slice = atomic_load_explicit(&s->exec_slice_ns, memory_order_relaxed);
-    bool prefer = slice != 0 && qf_thread_prefer_latency(slice, &saved) == QF_OK;
+    bool prefer = slice != 0 && qf__thread_prefer_latency(slice, &saved, true) == QF_OK;
     qf_code rc;
     size_t n;
     bad_model bad = {0, 0};
@@ -83,7 +84,7 @@ qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg)
         run_batch(s, fn, arg, buf, n, &bad);
     free(buf);
     if (prefer)
-        (void)qf_thread_restore_sched(&saved);
+        (void)qf__thread_restore_sched(&saved, true);
     return end_result(s, &bad, rc == QF_OUT_OF_RANGE ? QF_OK : rc);
 }
 

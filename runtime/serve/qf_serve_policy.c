@@ -53,6 +53,7 @@
 #include "qf_lock-impl.h"
 #include "qf_serve-impl.h"
 #include "qf_status-impl.h"
+#include "qf_thread-impl.h"
 
 struct qf__serve_timer {
     pthread_t thread;
@@ -398,7 +399,7 @@ static void *timer_main(void *arg)
     struct qf__serve_timer *t = s->timer;
     /* Timeouts that fire while the machine is busy fire on time, as the
      * executor's batches do (qf_serve_run()); best effort. */
-    (void)qf_thread_prefer_latency(QF_SERVE_DEFAULT_EXEC_SLICE_NS, NULL);
+    (void)qf__thread_prefer_latency(QF_SERVE_DEFAULT_EXEC_SLICE_NS, NULL, true);
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
         pthread_mutex_unlock(&t->mu);

@@ -1,9 +1,12 @@
 /* test_thread.c - a latency-critical thread's slice and timer slack
- * (qf_thread.h). Each test changes threads it creates, so the runner's
- * thread keeps its settings. */
+ * (qf_thread.h). Each test changes only threads it creates, so the
+ * runner's thread (shared by every test under the TSan runner) keeps its
+ * settings; what a thread saw and the message of a failed call are carried
+ * back to the runner's thread to be checked there. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,8 +14,10 @@
 #include "qflow.h"
 
 #define POLICY_NORMAL 0u
-#define POLICY_BATCH 3u
 #define POLICY_FIFO 1u
+#define POLICY_BATCH 3u
+#define POLICY_IDLE 5u
+#define RESET_ON_FORK 1u
 
 static void need_slices(void)
 {
@@ -31,26 +36,29 @@ static void on_thread(void *(*fn)(void *), void *arg)
 
 typedef struct seen {
     qf_code rc, restore_rc;
-    uint64_t slice_before, slack_before;
-    uint64_t slice_during, slack_during;
-    uint64_t slice_after, slack_after;
-    qft_attr attr_during, attr_after;
+    char msg[256]; /* the last error after a failed call */
+    qft_attr before, during, after;
+    uint64_t slack_before, slack_during, slack_after;
     qf_thread_sched saved;
 } seen;
+
+static void note_error(seen *s, qf_code rc)
+{
+    if (rc != QF_OK)
+        snprintf(s->msg, sizeof(s->msg), "%s: %s", qf_code_name(rc), qf_last_message());
+}
 
 /* Prefer latency with `slice`, look, restore, look. */
 static void prefer_and_restore(seen *s, int64_t slice)
 {
-    s->slice_before = qft_slice_ns();
+    s->before = qft_sched_get();
     s->slack_before = qft_timer_slack_ns();
-    s->rc = qf_thread_prefer_latency(slice, &s->saved);
-    s->slice_during = qft_slice_ns();
+    note_error(s, s->rc = qf_thread_prefer_latency(slice, &s->saved));
+    s->during = qft_sched_get();
     s->slack_during = qft_timer_slack_ns();
-    s->attr_during = qft_sched_get();
-    s->restore_rc = qf_thread_restore_sched(&s->saved);
-    s->slice_after = qft_slice_ns();
+    note_error(s, s->restore_rc = qf_thread_restore_sched(&s->saved));
+    s->after = qft_sched_get();
     s->slack_after = qft_timer_slack_ns();
-    s->attr_after = qft_sched_get();
 }
 
 static void *default_thread(void *a)
@@ -64,74 +72,118 @@ Test(thread, prefer_latency_sets_slice_and_slack_and_restore_puts_them_back)
     need_slices();
     seen s = {0};
     on_thread(default_thread, &s);
-    cr_assert_eq(s.rc, QF_OK, "%s", qf_last_message());
-    cr_expect_eq(s.slice_during, 200000);
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.saved.slice_changed, 1);
+    cr_expect_eq(s.saved.slice_was_default, 1);
+    cr_expect_eq(s.during.runtime, 200000);
     cr_expect_eq(s.slack_during, (uint64_t)QF_THREAD_LATENCY_TIMER_SLACK_NS);
-    cr_expect_eq(s.restore_rc, QF_OK);
-    cr_expect_eq(s.slice_after, s.slice_before);
+    cr_expect_eq(s.restore_rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.after.runtime, s.before.runtime);
     cr_expect_eq(s.slack_after, s.slack_before);
-    cr_expect_neq(s.slice_before, 200000, "a fresh thread already had the slice under test");
+    cr_expect_neq(s.before.runtime, 200000, "a fresh thread already had the slice under test");
 }
+
+/* 2.6 ms: no machine's default (0.75 ms x (1 + log2 CPUs), at most 3 ms). */
+#define OWN_SLICE 2600000u
 
 static void *custom_slice_thread(void *a)
 {
+    seen *s = a;
     qft_attr cur = qft_sched_get();
-    if (qft_sched_set(cur.policy, cur.nice, 3000000) != 0) {
-        ((seen *)a)->rc = QF_INTERNAL;
+    if (qft_sched_set(cur.policy, cur.nice, OWN_SLICE) != 0) {
+        snprintf(s->msg, sizeof(s->msg), "could not set a slice of its own");
+        s->rc = QF_INTERNAL;
         return NULL;
     }
-    prefer_and_restore(a, QF_THREAD_SLICE_MIN_NS);
+    prefer_and_restore(s, QF_THREAD_SLICE_MIN_NS);
     return NULL;
 }
 
-Test(thread, a_custom_slice_comes_back_as_it_was)
+Test(thread, a_slice_of_the_threads_own_comes_back_as_it_was)
 {
     need_slices();
     seen s = {0};
     on_thread(custom_slice_thread, &s);
-    cr_assert_eq(s.rc, QF_OK, "%s", qf_last_message());
-    cr_expect_eq(s.slice_before, 3000000);
-    cr_expect_eq(s.slice_during, (uint64_t)QF_THREAD_SLICE_MIN_NS);
-    cr_expect_eq(s.slice_after, 3000000);
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.before.runtime, OWN_SLICE);
+    cr_expect_eq(s.saved.slice_was_default, 0);
+    cr_expect_eq(s.during.runtime, (uint64_t)QF_THREAD_SLICE_MIN_NS);
+    cr_expect_eq(s.after.runtime, OWN_SLICE, "restored to %llu",
+                 (unsigned long long)s.after.runtime);
 }
 
 static void *batch_nice_thread(void *a)
 {
-    if (qft_sched_set(POLICY_BATCH, 5, 0) != 0) {
-        ((seen *)a)->rc = QF_INTERNAL;
+    seen *s = a;
+    /* reset-on-fork may be set without privilege (only clearing needs it) */
+    qft_attr b = {.size = sizeof(b), .policy = POLICY_BATCH, .flags = RESET_ON_FORK, .nice = 5};
+    if (syscall(SYS_sched_setattr, 0, &b, 0u) != 0) {
+        snprintf(s->msg, sizeof(s->msg), "could not make the thread SCHED_BATCH, nice 5");
+        s->rc = QF_INTERNAL;
         return NULL;
     }
-    prefer_and_restore(a, 500000);
+    prefer_and_restore(s, 500000);
     return NULL;
 }
 
-Test(thread, policy_and_nice_survive_both_calls)
+Test(thread, policy_nice_and_reset_on_fork_survive_both_calls)
 {
     need_slices();
     seen s = {0};
     on_thread(batch_nice_thread, &s);
-    cr_assert_eq(s.rc, QF_OK, "%s", qf_last_message());
-    cr_expect_eq(s.attr_during.policy, POLICY_BATCH);
-    cr_expect_eq(s.attr_during.nice, 5);
-    cr_expect_eq(s.slice_during, 500000);
-    cr_expect_eq(s.attr_after.policy, POLICY_BATCH);
-    cr_expect_eq(s.attr_after.nice, 5);
-    cr_expect_eq(s.slice_after, s.slice_before);
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.during.runtime, 500000);
+    const qft_attr *look[2] = {&s.during, &s.after};
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(look[i]->policy, POLICY_BATCH, "%s", i ? "after" : "during");
+        cr_expect_eq(look[i]->nice, 5, "%s", i ? "after" : "during");
+        cr_expect_eq(look[i]->flags & RESET_ON_FORK, RESET_ON_FORK, "%s", i ? "after" : "during");
+    }
+    cr_expect_eq(s.after.runtime, s.before.runtime);
+}
+
+static void *idle_thread(void *a)
+{
+    seen *s = a;
+    if (qft_sched_set(POLICY_IDLE, 0, 0) != 0) {
+        snprintf(s->msg, sizeof(s->msg), "could not make the thread SCHED_IDLE");
+        s->rc = QF_INTERNAL;
+        return NULL;
+    }
+    prefer_and_restore(s, 200000);
+    return NULL;
+}
+
+/* The kernel gives SCHED_IDLE no slice of its own: the slack alone is set,
+ * and that is not an error. */
+Test(thread, an_idle_thread_gets_the_slack_and_keeps_its_slice)
+{
+    seen s = {0};
+    on_thread(idle_thread, &s);
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.saved.slice_changed, 0);
+    cr_expect_eq(s.during.policy, POLICY_IDLE);
+    cr_expect_eq(s.during.runtime, s.before.runtime);
+    cr_expect_eq(s.slack_during, (uint64_t)QF_THREAD_LATENCY_TIMER_SLACK_NS);
+    cr_expect_eq(s.restore_rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.slack_after, s.slack_before);
 }
 
 static void *no_saved_thread(void *a)
 {
-    uint64_t *slice = a;
-    *slice = qf_thread_prefer_latency(QF_THREAD_SLICE_MAX_NS, NULL) == QF_OK ? qft_slice_ns() : 0;
+    seen *s = a;
+    note_error(s, s->rc = qf_thread_prefer_latency(QF_THREAD_SLICE_MAX_NS, NULL));
+    s->during = qft_sched_get();
     return NULL;
 }
 
 Test(thread, saved_state_is_optional)
 {
     need_slices();
-    uint64_t slice = 0;
-    on_thread(no_saved_thread, &slice);
-    cr_expect_eq(slice, (uint64_t)QF_THREAD_SLICE_MAX_NS);
+    seen s = {0};
+    on_thread(no_saved_thread, &s);
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.during.runtime, (uint64_t)QF_THREAD_SLICE_MAX_NS);
 }
 
 typedef struct refused {
@@ -176,7 +228,6 @@ static void *save_only(void *a)
 
 Test(thread, a_thread_restores_only_itself)
 {
-    need_slices();
     qf_thread_sched saved;
     on_thread(save_only, &saved);
     cr_assert_neq(saved.tid, -1, "qf_thread_prefer_latency failed on the other thread");
@@ -190,12 +241,13 @@ Test(thread, a_thread_restores_only_itself)
 
 static void *fifo_thread(void *a)
 {
+    seen *s = a;
     qft_attr rt = {.size = sizeof(rt), .policy = POLICY_FIFO, .priority = 1};
     if (syscall(SYS_sched_setattr, 0, &rt, 0u) != 0) {
-        ((seen *)a)->rc = QF_PERMISSION_DENIED;
+        s->rc = QF_PERMISSION_DENIED;
         return NULL;
     }
-    prefer_and_restore(a, 200000);
+    prefer_and_restore(s, 200000);
     return NULL;
 }
 
@@ -205,12 +257,12 @@ Test(thread, a_realtime_thread_keeps_its_policy_and_slice)
     on_thread(fifo_thread, &s);
     if (s.rc == QF_PERMISSION_DENIED)
         cr_skip_test("no permission for SCHED_FIFO here");
-    cr_assert_eq(s.rc, QF_OK, "%s", qf_last_message());
+    cr_assert_eq(s.rc, QF_OK, "%s", s.msg);
     cr_expect_eq(s.saved.slice_changed, 0);
-    cr_expect_eq(s.attr_during.policy, POLICY_FIFO);
-    cr_expect_eq(s.slice_during, s.slice_before);
-    cr_expect_eq(s.restore_rc, QF_OK);
-    cr_expect_eq(s.attr_after.policy, POLICY_FIFO);
+    cr_expect_eq(s.during.policy, POLICY_FIFO);
+    cr_expect_eq(s.during.runtime, s.before.runtime);
+    cr_expect_eq(s.restore_rc, QF_OK, "%s", s.msg);
+    cr_expect_eq(s.after.policy, POLICY_FIFO);
 }
 
 static void *inherit_child(void *a)

@@ -4551,19 +4551,21 @@ CASE(qf_serve_set_exec_slice)
 }
 CASE(qf_thread_prefer_latency)
 {
-    qf_thread_sched saved = {77, 77, 77, 77};
+    qf_thread_sched saved;
+    memset(&saved, 0x5a, sizeof(saved));
     INVALID(qf_thread_prefer_latency(0, &saved), "outside");
     INVALID(qf_thread_prefer_latency(-1, &saved), "outside");
     INVALID(qf_thread_prefer_latency(QF_THREAD_SLICE_MIN_NS - 1, &saved), "outside");
     INVALID(qf_thread_prefer_latency(QF_THREAD_SLICE_MAX_NS + 1, NULL), "outside");
     INVALID(qf_thread_prefer_latency(INT64_MAX, NULL), "outside");
-    cr_expect(saved.tid == 77 && saved.slice_changed == 77 && saved.slice_ns == 77 &&
-              saved.timer_slack_ns == 77);
+    const unsigned char *b = (const unsigned char *)&saved;
+    for (size_t i = 0; i < sizeof(saved); i++)
+        cr_expect_eq(b[i], 0x5a, "ret_saved written on failure (byte %zu)", i);
 }
 CASE(qf_thread_restore_sched)
 {
     INVALID(qf_thread_restore_sched(NULL), "saved");
-    qf_thread_sched other = {0, 0, 0, 0}; /* no thread has id 0 */
+    qf_thread_sched other = {.tid = 0}; /* no thread has id 0 */
     EXPECT_CODE(QF_FAILED_PRECONDITION, qf_thread_restore_sched(&other), "another");
 }
 

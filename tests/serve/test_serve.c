@@ -1551,8 +1551,6 @@ Test(serve, exec_slice_zero_leaves_the_executor_thread_alone)
 
 Test(serve, exec_slice_outside_the_range_is_refused_and_kept)
 {
-    if (!qft_kernel_has_slices())
-        cr_skip_test("this kernel has no per-thread slices (Linux 6.12 or later)");
     qf_serve *s = make(4, SEC, NULL);
     cr_expect_eq(qf_serve_set_exec_slice(s, QF_THREAD_SLICE_MIN_NS - 1), QF_INVALID_ARGUMENT);
     cr_expect(strstr(qf_last_message(), "'t'") != NULL, "%s", qf_last_message());
