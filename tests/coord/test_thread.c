@@ -4,6 +4,7 @@
  * settings; what a thread saw and the message of a failed call are carried
  * back to the runner's thread to be checked there. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -61,6 +62,21 @@ static void prefer_and_restore(seen *s, int64_t slice)
     s->slack_after = qft_timer_slack_ns();
 }
 
+/* Give the thread `attr` (raw sched_setattr), then prefer and restore; a
+ * refusal is noted as QF_PERMISSION_DENIED (EPERM) or QF_INTERNAL. */
+static void *set_then_prefer(seen *s, qft_attr attr, int64_t slice)
+{
+    attr.size = sizeof(attr);
+    if (syscall(SYS_sched_setattr, 0, &attr, 0u) != 0) {
+        s->rc = errno == EPERM ? QF_PERMISSION_DENIED : QF_INTERNAL;
+        snprintf(s->msg, sizeof(s->msg), "sched_setattr(policy %u, nice %d, slice %llu): errno %d",
+                 attr.policy, attr.nice, (unsigned long long)attr.runtime, errno);
+        return NULL;
+    }
+    prefer_and_restore(s, slice);
+    return NULL;
+}
+
 static void *default_thread(void *a)
 {
     prefer_and_restore(a, 200000);
@@ -88,15 +104,10 @@ Test(thread, prefer_latency_sets_slice_and_slack_and_restore_puts_them_back)
 
 static void *custom_slice_thread(void *a)
 {
-    seen *s = a;
     qft_attr cur = qft_sched_get();
-    if (qft_sched_set(cur.policy, cur.nice, OWN_SLICE) != 0) {
-        snprintf(s->msg, sizeof(s->msg), "could not set a slice of its own");
-        s->rc = QF_INTERNAL;
-        return NULL;
-    }
-    prefer_and_restore(s, QF_THREAD_SLICE_MIN_NS);
-    return NULL;
+    return set_then_prefer(a,
+                           (qft_attr){.policy = cur.policy, .nice = cur.nice, .runtime = OWN_SLICE},
+                           QF_THREAD_SLICE_MIN_NS);
 }
 
 Test(thread, a_slice_of_the_threads_own_comes_back_as_it_was)
@@ -112,18 +123,11 @@ Test(thread, a_slice_of_the_threads_own_comes_back_as_it_was)
                  (unsigned long long)s.after.runtime);
 }
 
+/* reset-on-fork may be set without privilege (only clearing needs it) */
 static void *batch_nice_thread(void *a)
 {
-    seen *s = a;
-    /* reset-on-fork may be set without privilege (only clearing needs it) */
-    qft_attr b = {.size = sizeof(b), .policy = POLICY_BATCH, .flags = RESET_ON_FORK, .nice = 5};
-    if (syscall(SYS_sched_setattr, 0, &b, 0u) != 0) {
-        snprintf(s->msg, sizeof(s->msg), "could not make the thread SCHED_BATCH, nice 5");
-        s->rc = QF_INTERNAL;
-        return NULL;
-    }
-    prefer_and_restore(s, 500000);
-    return NULL;
+    return set_then_prefer(a, (qft_attr){.policy = POLICY_BATCH, .flags = RESET_ON_FORK, .nice = 5},
+                           500000);
 }
 
 Test(thread, policy_nice_and_reset_on_fork_survive_both_calls)
@@ -144,14 +148,7 @@ Test(thread, policy_nice_and_reset_on_fork_survive_both_calls)
 
 static void *idle_thread(void *a)
 {
-    seen *s = a;
-    if (qft_sched_set(POLICY_IDLE, 0, 0) != 0) {
-        snprintf(s->msg, sizeof(s->msg), "could not make the thread SCHED_IDLE");
-        s->rc = QF_INTERNAL;
-        return NULL;
-    }
-    prefer_and_restore(s, 200000);
-    return NULL;
+    return set_then_prefer(a, (qft_attr){.policy = POLICY_IDLE}, 200000);
 }
 
 /* The kernel gives SCHED_IDLE no slice of its own: the slack alone is set,
@@ -241,14 +238,7 @@ Test(thread, a_thread_restores_only_itself)
 
 static void *fifo_thread(void *a)
 {
-    seen *s = a;
-    qft_attr rt = {.size = sizeof(rt), .policy = POLICY_FIFO, .priority = 1};
-    if (syscall(SYS_sched_setattr, 0, &rt, 0u) != 0) {
-        s->rc = QF_PERMISSION_DENIED;
-        return NULL;
-    }
-    prefer_and_restore(s, 200000);
-    return NULL;
+    return set_then_prefer(a, (qft_attr){.policy = POLICY_FIFO, .priority = 1}, 200000);
 }
 
 Test(thread, a_realtime_thread_keeps_its_policy_and_slice)
