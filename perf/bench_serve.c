@@ -224,11 +224,19 @@ void bench_register_serve(void)
      * the completion callback, against qflow's thread executor (the callback
      * on the model thread). */
     static const sv_case fd_cases[] = {
-        {&sv_qflow_fd, 1000, false, false},  {&sv_qflow_fd, 10000, false, false},
-        {&sv_qflow_fd, 50000, false, false}, {&sv_qflow, 1000, false, true},
-        {&sv_qflow_fd, 1000, false, true},   {&sv_qflow, 10000, false, true},
-        {&sv_qflow_fd, 10000, false, true},  {&sv_qflow, 50000, false, true},
+        {&sv_qflow_fd, 1000, false, false},
+        {&sv_qflow_fd, 10000, false, false},
+        {&sv_qflow_fd, 50000, false, false},
+        {&sv_qflow, 1000, false, true},
+        {&sv_qflow_fd, 1000, false, true},
+        {&sv_qflow, 10000, false, true},
+        {&sv_qflow_fd, 10000, false, true},
+        {&sv_qflow, 50000, false, true},
         {&sv_qflow_fd, 50000, false, true},
+        /* The task executor of the README's first example. */
+        {&sv_qflow_task, 1000, false, false},
+        {&sv_qflow_task, 10000, false, false},
+        {&sv_qflow_task, 50000, false, false},
     };
     static const char *const answer_names[][3] = {
         {"serve.answer.1k", "serve.answer.1k.p50", "serve.answer.1k.p99"},
@@ -256,6 +264,9 @@ void bench_register_serve(void)
             .note = c->impl == &sv_qflow_fd
                         ? "qf_serve, model thread posts (with qf_thread_prefer_latency), epoll "
                           "loop thread collects (fd)"
+                    : c->impl == &sv_qflow_task
+                        ? "qf_serve, task executor (qf_serve_spawn) on a runtime of one worker "
+                          "per CPU; the model sleeps on a worker"
                         : "qf_serve, thread executor (qf_serve_run), callback on its thread",
         };
         bench_register(&bc);

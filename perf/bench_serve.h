@@ -47,5 +47,6 @@ typedef struct sv_impl {
 extern const sv_impl sv_qflow;      /* bench_serve_qflow.c */
 extern const sv_impl sv_mutex_cond; /* baseline_serve_mutex.c */
 extern const sv_impl sv_qflow_fd;   /* bench_serve_fd.c: model thread, completion fd */
+extern const sv_impl sv_qflow_task; /* bench_serve_qflow.c: task executor on a runtime */
 
 #endif

@@ -1,6 +1,9 @@
 /* bench_serve_qflow.c - qflow's batcher (qf_serve.h) behind the serving
- * benchmark's interface: a callback request per item, the thread executor
- * (qf_serve_run) on the benchmark's model thread. */
+ * benchmark's interface: a callback request per item, and either the
+ * thread executor (qf_serve_run) on the benchmark's model thread (sv_qflow)
+ * or the task executor (qf_serve_spawn) on a runtime of one worker per CPU,
+ * the benchmark's model thread only waiting for it (sv_qflow_task: the
+ * README's first example; the model then sleeps on a worker). */
 #include <stdlib.h>
 
 #include "bench.h"
@@ -55,6 +58,23 @@ static void q_run(void *vb, sv_model_fn model, void *arg)
         bench_fail("qf_serve_run: %s", qf_last_message());
 }
 
+/* The task executor: spawned on a runtime of its own, joined here. */
+static void t_run(void *vb, sv_model_fn model, void *arg)
+{
+    qb *b = vb;
+    b->model = model;
+    b->arg = arg;
+    qf_runtime *rt = NULL;
+    qf_task *t = NULL;
+    if (qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "serve"}, &rt) != QF_OK ||
+        qf_serve_spawn(b->s, rt, execute, b, NULL, &t) != QF_OK)
+        bench_fail("qf_serve_spawn: %s", qf_last_message());
+    if (qf_task_join(t, QF_FOREVER, NULL) != QF_OK)
+        bench_fail("the task executor ended with: %s", qf_last_message());
+    qf_task_unref(t);
+    qf_runtime_free(rt);
+}
+
 static void q_drain(void *vb)
 {
     qb *b = vb;
@@ -77,3 +97,5 @@ static void q_destroy(void *vb)
 }
 
 const sv_impl sv_qflow = {"qflow", q_create, q_submit, q_run, q_drain, q_expired, q_destroy};
+const sv_impl sv_qflow_task = {"qflow_task", q_create,  q_submit, t_run,
+                               q_drain,      q_expired, q_destroy};

@@ -4,9 +4,14 @@
 #ifndef QF_TEST_SCHED_H
 #define QF_TEST_SCHED_H
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -43,6 +48,53 @@ static inline int qft_sched_set(uint32_t policy, int nice, uint64_t slice_ns)
 static inline uint64_t qft_slice_ns(void)
 {
     return qft_sched_get().runtime;
+}
+
+/* Another thread's slice (0 when it cannot be read). */
+static inline uint64_t qft_slice_of(int tid)
+{
+    qft_attr a = {0};
+    if (syscall(SYS_sched_getattr, tid, &a, (unsigned)sizeof(a), 0u) != 0)
+        return 0;
+    return a.runtime;
+}
+
+/* The id of this process's thread named `name` (pthread_setname_np), or
+ * -1. */
+static inline int qft_thread_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        if (strcmp(comm, name) == 0)
+            found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* qft_thread_named(), waiting (yielding) up to 20 s for a thread that has
+ * just started to name itself. */
+static inline int qft_wait_thread_named(const char *name)
+{
+    qf_deadline limit = qf_deadline_in_s(20);
+    int tid;
+    while ((tid = qft_thread_named(name)) < 0 && !qf_deadline_passed(limit))
+        sched_yield();
+    return tid;
 }
 
 static inline uint64_t qft_timer_slack_ns(void)

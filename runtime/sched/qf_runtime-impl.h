@@ -25,6 +25,7 @@
 
 #include "qf_ring-impl.h"
 #include "qf_runtime.h"
+#include "qf_thread.h"
 
 enum { T_PARKED, T_SCHEDULED, T_RUNNING, T_NOTIFIED, T_DONE };
 
@@ -93,6 +94,12 @@ typedef struct qf__worker {
     /* The owner's pick count, published (relaxed) at every pick; and the
      * value another worker last saw there (qf_scheduler.c, "Rescue"). */
     _Atomic unsigned beat, beat_seen;
+    /* The worker slice the owner follows (qf_scheduler.c, follow_slice()):
+     * the setting's generation it last took, and what it changed. Owner
+     * only. */
+    uint32_t slice_gen;
+    bool slice_applied;
+    qf_thread_sched slice_saved;
     /* SPMC: the owner pushes, anyone pops. The queue layer's ring
      * operations (ck_ring indices, slots through ck_pr) are used rather
      * than ck_ring_dequeue_spmc, whose plain slot copy races benignly
@@ -127,6 +134,12 @@ struct qf_runtime {
      * (qf_scheduler.c, "How long a search lasts"): SHORT_SLEEP_NS; tests
      * raise it to make a grow certain. Read relaxed. */
     _Atomic int64_t search_short_sleep_ns;
+    /* qf_runtime_set_worker_slice(): the slice (0: none; -1: never set,
+     * which qf__runtime_offer_worker_slice() may change) and a generation
+     * bumped (release) after each store, which each worker compares with
+     * the one it took (acquire) at the top of its loop. */
+    _Atomic int64_t worker_slice_ns;
+    _Atomic uint32_t worker_slice_gen;
     _Alignas(64) _Atomic int idle_on_cpu[QF__CPU_HINTS];
     /* Tasks pushed from outside the pool whose wake-up has not run yet
      * (qf_scheduler.c, push_from_outside()): qf_runtime_free() waits for
@@ -219,5 +232,9 @@ void qf__set_current_task(qf_task *t);
  * runtime with workers, another thread inside a turn). qf_embed.c builds
  * the qf_code spellings on it. */
 int64_t qf__runtime_turn(qf_runtime *rt, qf_deadline deadline);
+
+/* qf_serve_spawn(): give rt's workers slice_ns unless
+ * qf_runtime_set_worker_slice() was ever called on rt. */
+void qf__runtime_offer_worker_slice(qf_runtime *rt, int64_t slice_ns);
 
 #endif

@@ -106,6 +106,30 @@ QF_API qf_runtime *qf_runtime_default(void);
  */
 QF_API qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline);
 
+/**
+ * qf_runtime_set_worker_slice() - the scheduling slice (and 1 us timer
+ * slack) every worker of rt asks the kernel for, as
+ * qf_thread_prefer_latency() does for one thread: on a busy machine a task
+ * woken at its deadline (a batcher's executor at its batch's close time)
+ * then runs on time rather than after a CPU-bound neighbour's slice. 0:
+ * the workers put back what they had and keep it. Each worker takes the
+ * setting before its next task, or when it next wakes; a kernel before
+ * Linux 6.12 gives only the timer slack, and a refusal leaves a worker as
+ * it is. A runtime of 0 workers has none to change (the host's thread is
+ * the caller's: qf_thread_prefer_latency()).
+ *
+ * qf_serve_spawn() sets its batcher's executor slice (100 us unless
+ * qf_serve_set_exec_slice() said otherwise) on a runtime where this was
+ * never called; call it with 0 first to keep the workers as they are. What the slice costs a
+ * CPU-bound task, and what threads a task starts inherit: qf_thread_prefer_latency().
+ *
+ * Blocking:    never; wait-free.  Concurrency: any thread.
+ * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL runtime or a slice
+ *              that is neither 0 nor in QF_THREAD_SLICE_MIN_NS..
+ *              QF_THREAD_SLICE_MAX_NS (nothing changes).
+ */
+QF_API qf_code qf_runtime_set_worker_slice(qf_runtime *rt, int64_t slice_ns);
+
 /** qf_runtime_free() - shut down (waiting as long as it takes), join the
  *  workers and free everything. NULL-safe. Not from inside a task. */
 QF_API void qf_runtime_free(qf_runtime *rt);

@@ -136,6 +136,7 @@
 #include "qf_fence-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_runtime-impl.h"
+#include "qf_thread-impl.h"
 #include "qf_task_mark-impl.h"
 #include "qf_tsan-impl.h"
 #include "qf_wake_defer-impl.h"
@@ -798,6 +799,24 @@ static void idle_wait(qf_runtime *rt, int index, qf_deadline deadline)
                                                 memory_order_relaxed);
 }
 
+/* The worker slice (qf_runtime_set_worker_slice()): when the setting's
+ * generation moved, put back what an earlier setting changed and take the
+ * new one. One acquire load of a line that is written only by that call,
+ * at the top of each loop turn: a worker takes a new setting before its
+ * next task, or as soon as it wakes if it was asleep. Quiet: a refusal
+ * leaves the worker as it is, and a task's last error alone. */
+static void follow_slice(qf__worker *w)
+{
+    uint32_t gen = atomic_load_explicit(&w->rt->worker_slice_gen, memory_order_acquire);
+    if (gen == w->slice_gen)
+        return;
+    w->slice_gen = gen;
+    int64_t ns = atomic_load_explicit(&w->rt->worker_slice_ns, memory_order_relaxed);
+    if (w->slice_applied)
+        (void)qf__thread_restore_sched(&w->slice_saved, true);
+    w->slice_applied = ns > 0 && qf__thread_prefer_latency(ns, &w->slice_saved, true) == QF_OK;
+}
+
 static void *worker_main(void *arg)
 {
     qf__worker *w = arg;
@@ -808,6 +827,7 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), tname);
     bool woken = false; /* back from idle_wait() and no task run since */
     while (!atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
+        follow_slice(w);
         bool last_searcher = false;
         qf_task *t = find_local(w);
         if (!t)
@@ -878,6 +898,8 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
     qf_eventcount_init(&rt->idle);
     atomic_init(&rt->last_idle, -1);
     atomic_init(&rt->search_short_sleep_ns, SHORT_SLEEP_NS);
+    atomic_init(&rt->worker_slice_ns, -1);
+    atomic_init(&rt->worker_slice_gen, 0);
     atomic_init(&rt->wakeups_in_flight, 0);
     for (int i = 0; i < QF__CPU_HINTS; i++)
         atomic_init(&rt->idle_on_cpu[i], -1);
@@ -1070,4 +1092,37 @@ void qf_runtime_free(qf_runtime *rt)
     free(rt->workers);
     free(rt->name);
     free(rt);
+}
+
+/* ------------------------------------------------------------ worker slice */
+
+static void publish_slice(qf_runtime *rt)
+{
+    /* release: a worker that sees the new generation sees the slice. */
+    atomic_fetch_add_explicit(&rt->worker_slice_gen, 1, memory_order_release);
+    /* Sleeping workers take it when they next wake; none is woken for it. */
+}
+
+qf_code qf_runtime_set_worker_slice(qf_runtime *rt, int64_t slice_ns)
+{
+    if (!rt)
+        return qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_set_worker_slice: NULL runtime");
+    if (slice_ns != 0 && (slice_ns < QF_THREAD_SLICE_MIN_NS || slice_ns > QF_THREAD_SLICE_MAX_NS))
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            "qf_runtime_set_worker_slice: runtime '%s': slice of %lld ns is "
+                            "neither 0 (the workers keep their own) nor in the kernel's "
+                            "%lld..%lld ns",
+                            rt->name, (long long)slice_ns, (long long)QF_THREAD_SLICE_MIN_NS,
+                            (long long)QF_THREAD_SLICE_MAX_NS);
+    atomic_store_explicit(&rt->worker_slice_ns, slice_ns, memory_order_relaxed);
+    publish_slice(rt);
+    return QF_OK;
+}
+
+void qf__runtime_offer_worker_slice(qf_runtime *rt, int64_t slice_ns)
+{
+    int64_t never = -1;
+    if (atomic_compare_exchange_strong_explicit(&rt->worker_slice_ns, &never, slice_ns,
+                                                memory_order_relaxed, memory_order_relaxed))
+        publish_slice(rt);
 }

@@ -574,15 +574,15 @@ QF_API qf_code qf_serve_run(qf_serve *s, qf_serve_execute_fn fn, void *arg);
 
 /**
  * qf_serve_set_exec_slice() - the scheduling slice qf_serve_run() asks the
- * kernel for on its thread while it runs (qf_thread_prefer_latency()), from
- * its next call on: QF_THREAD_SLICE_MIN_NS..QF_THREAD_SLICE_MAX_NS, or 0 to
- * leave the executor's thread as it is (its slice and timer slack). The
- * default is QF_SERVE_DEFAULT_EXEC_SLICE_NS. A model that computes on the
- * executor's thread while CPU-bound threads share its cores is preempted
- * more often with a short slice (its share of the CPU is unchanged), and
- * threads it starts from there (a lazily started BLAS or OpenMP pool)
- * inherit the slice and the timer slack: give it a longer slice, or 0. The
- * batcher's level-timeout thread keeps its own 100 us whatever this says.
+ * kernel for on its thread while it runs (qf_thread_prefer_latency()), and
+ * qf_serve_spawn() for the runtime's workers when their slice was never set
+ * (qf_runtime_set_worker_slice()), from their next call on:
+ * QF_THREAD_SLICE_MIN_NS..QF_THREAD_SLICE_MAX_NS, or 0 to leave the executor's thread as it is (its
+ * slice and timer slack). The default is QF_SERVE_DEFAULT_EXEC_SLICE_NS. A model that computes on
+ * the executor's thread while CPU-bound threads share its cores is preempted more often with a
+ * short slice (its share of the CPU is unchanged), and threads it starts from there (a lazily
+ * started BLAS or OpenMP pool) inherit the slice and the timer slack: give it a longer slice, or 0.
+ * The batcher's level-timeout thread keeps its own 100 us whatever this says.
  *
  * Blocking:    never; wait-free.  Concurrency: any thread.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL batcher or a slice
@@ -596,7 +596,10 @@ QF_API qf_code qf_serve_set_exec_slice(qf_serve *s, int64_t slice_ns);
  * while no batch is due (its timer armed at the batch's close time), runs
  * fn on a worker for each batch, yields to other tasks between batches
  * (several batchers share one pool fairly) and finishes with QF_OK once
- * the batcher is drained. When the runtime cancels it (shutdown), it
+ * the batcher is drained. On a runtime whose worker slice was never set
+ * (qf_runtime_set_worker_slice()) it sets the batcher's executor slice
+ * there, so that the worker it wakes on at a close time runs on time on a
+ * busy machine. When the runtime cancels it (shutdown), it
  * begins a drain with no grace, so queued requests are answered
  * QF_CANCELLED, and finishes with QF_CANCELLED. When fn returned a value
  * that is not a code, it finishes with QF_INVALID_ARGUMENT naming it.

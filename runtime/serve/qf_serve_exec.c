@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "qf_runtime-impl.h"
 #include "qf_serve-impl.h"
 #include "qf_task_mark-impl.h"
 #include "qf_thread-impl.h"
@@ -160,7 +161,15 @@ qf_code qf_serve_spawn(qf_serve *s, qf_runtime *rt, qf_serve_execute_fn fn, void
     r->bad = (bad_model){0, 0};
     qf_task_options o = {.name = s->name, .coord = s->coord};
     qf_code rc = qf_task_spawn(rt, exec_task, r, opts ? opts : &o, ret_task);
-    if (rc != QF_OK)
+    if (rc != QF_OK) {
         free(r);
-    return rc;
+        return rc;
+    }
+    /* The task may run on any worker: on a busy machine each must wake on
+     * time, as qf_serve_run()'s thread does (unless the runtime's owner
+     * chose otherwise with qf_runtime_set_worker_slice()). */
+    int64_t slice = atomic_load_explicit(&s->exec_slice_ns, memory_order_relaxed);
+    if (slice != 0)
+        qf__runtime_offer_worker_slice(rt, slice);
+    return QF_OK;
 }

@@ -4549,6 +4549,17 @@ CASE(qf_serve_set_exec_slice)
     cr_expect_eq(qf_serve_set_exec_slice(s, 0), QF_OK);
     qf_serve_free(s);
 }
+CASE(qf_runtime_set_worker_slice)
+{
+    INVALID(qf_runtime_set_worker_slice(NULL, QF_THREAD_SLICE_MIN_NS), "runtime");
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1}, &rt), QF_OK);
+    INVALID(qf_runtime_set_worker_slice(rt, -1), "neither 0");
+    INVALID(qf_runtime_set_worker_slice(rt, QF_THREAD_SLICE_MIN_NS - 1), "neither 0");
+    INVALID(qf_runtime_set_worker_slice(rt, QF_THREAD_SLICE_MAX_NS + 1), "neither 0");
+    cr_expect_eq(qf_runtime_set_worker_slice(rt, 0), QF_OK);
+    qf_runtime_free(rt);
+}
 CASE(qf_thread_prefer_latency)
 {
     qf_thread_sched saved;

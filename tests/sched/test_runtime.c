@@ -15,6 +15,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 
 #include "qflow.h"
 #include "qf_test_park.h"
+#include "qf_test_sched.h"
 #include "qf_test.h"
 
 static qf_code ok_task(qf_task *t, void *arg)
@@ -683,4 +684,60 @@ Test(runtime, threads_that_only_spawn_leave_no_blocks_behind, .timeout = 120)
     qf_runtime_free(rt);
     cr_expect_lt(end, base + 2 * 1024 * 1024, "memory in use grew by %zu bytes over 3950 threads",
                  end > base ? end - base : 0);
+}
+
+/* ------------------------------------------- the workers' slice (issue 30) */
+
+static qf_code nothing_task(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return QF_OK;
+}
+
+/* Until both workers of the runtime named `name` have `want` as their slice
+ * (spawning a few tasks each round, so that sleeping workers wake and take
+ * the setting), or 20 s. */
+static bool workers_reach_slice(qf_runtime *rt, const char *name, uint64_t want, uint64_t got[2])
+{
+    char n0[16], n1[16];
+    snprintf(n0, sizeof(n0), "%s-0", name);
+    snprintf(n1, sizeof(n1), "%s-1", name);
+    int tid[2] = {qft_wait_thread_named(n0), qft_wait_thread_named(n1)};
+    cr_assert(tid[0] > 0 && tid[1] > 0, "workers %s and %s not found", n0, n1);
+    qf_deadline limit = qf_deadline_in_s(20);
+    for (;;) {
+        got[0] = qft_slice_of(tid[0]);
+        got[1] = qft_slice_of(tid[1]);
+        if ((got[0] == want && got[1] == want) || qf_deadline_passed(limit))
+            return got[0] == want && got[1] == want;
+        qf_task *ts[4];
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(qf_task_spawn(rt, nothing_task, NULL, NULL, &ts[i]), QF_OK);
+        for (int i = 0; i < 4; i++) {
+            qf_task_join(ts[i], QF_FOREVER, NULL);
+            qf_task_unref(ts[i]);
+        }
+    }
+}
+
+Test(runtime, worker_slice_reaches_every_worker_and_goes_back)
+{
+    if (!qft_kernel_has_slices())
+        cr_skip_test("this kernel has no per-thread slices (Linux 6.12 or later)");
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "slc"}, &rt), QF_OK);
+    uint64_t got[2], before[2];
+    int tid0 = qft_wait_thread_named("slc-0");
+    before[0] = qft_slice_of(tid0);
+    before[1] = qft_slice_of(qft_wait_thread_named("slc-1"));
+    cr_assert_eq(qf_runtime_set_worker_slice(rt, 300000), QF_OK);
+    cr_expect(workers_reach_slice(rt, "slc", 300000, got), "worker slices %llu and %llu",
+              (unsigned long long)got[0], (unsigned long long)got[1]);
+    cr_assert_eq(qf_runtime_set_worker_slice(rt, 0), QF_OK);
+    cr_expect(workers_reach_slice(rt, "slc", before[0], got), "after 0: %llu and %llu, not %llu",
+              (unsigned long long)got[0], (unsigned long long)got[1],
+              (unsigned long long)before[0]);
+    cr_expect_eq(before[0], before[1]);
+    qf_runtime_free(rt);
 }

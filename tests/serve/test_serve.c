@@ -1558,3 +1558,70 @@ Test(serve, exec_slice_outside_the_range_is_refused_and_kept)
     cr_expect_eq(atomic_load(&s->exec_slice_ns), QF_SERVE_DEFAULT_EXEC_SLICE_NS);
     qf_serve_free(s);
 }
+
+static qf_code slice_nothing(qf_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return QF_OK;
+}
+
+/* A spawned executor may run on any worker: qf_serve_spawn() gives them all
+ * the executor slice, unless the runtime's owner set theirs. */
+static void spawn_and_serve_one(qf_runtime *rt)
+{
+    qf_serve *s = make(4, 0, NULL);
+    qf_task *t = NULL;
+    atomic_int batches = 0;
+    cr_assert_eq(qf_serve_spawn(s, rt, model_ok, &batches, NULL, &t), QF_OK, "%s",
+                 qf_last_message());
+    treq r;
+    treq_init(&r, 0, QF_FOREVER, 0);
+    cr_assert_eq(qf_serve_submit(s, &r.req), QF_OK);
+    qf_serve_begin_drain(s, QF_FOREVER);
+    cr_expect_eq(qf_task_join(t, QF_FOREVER, NULL), QF_OK, "%s", qf_last_message());
+    cr_expect_eq(atomic_load(&r.answers), 1);
+    cr_expect_eq(atomic_load(&batches), 1);
+    qf_task_unref(t);
+    qf_serve_free(s);
+}
+
+/* Until the runtime's one worker (named `name`-0) has `want` as its slice,
+ * spawning tasks so that it wakes, or 20 s; its slice then. */
+static uint64_t worker_slice_becomes(qf_runtime *rt, const char *name, uint64_t want)
+{
+    char n0[16];
+    snprintf(n0, sizeof(n0), "%s-0", name);
+    int tid = qft_wait_thread_named(n0);
+    cr_assert(tid > 0, "worker %s not found", n0);
+    qf_deadline limit = qf_deadline_in_s(20);
+    uint64_t got;
+    while ((got = qft_slice_of(tid)) != want && !qf_deadline_passed(limit)) {
+        qf_task *t;
+        cr_assert_eq(qf_task_spawn(rt, slice_nothing, NULL, NULL, &t), QF_OK);
+        qf_task_join(t, QF_FOREVER, NULL);
+        qf_task_unref(t);
+    }
+    return got;
+}
+
+Test(serve, spawn_gives_the_workers_the_exec_slice_unless_their_owner_chose)
+{
+    if (!qft_kernel_has_slices())
+        cr_skip_test("this kernel has no per-thread slices (Linux 6.12 or later)");
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1, .name = "svs"}, &rt), QF_OK);
+    uint64_t before = qft_slice_of(qft_wait_thread_named("svs-0"));
+    spawn_and_serve_one(rt);
+    cr_expect_eq(worker_slice_becomes(rt, "svs", QF_SERVE_DEFAULT_EXEC_SLICE_NS),
+                 (uint64_t)QF_SERVE_DEFAULT_EXEC_SLICE_NS);
+    qf_runtime_free(rt);
+
+    /* The owner said 0 first: the workers keep their own. */
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1, .name = "svk"}, &rt), QF_OK);
+    cr_assert_eq(qf_runtime_set_worker_slice(rt, 0), QF_OK);
+    spawn_and_serve_one(rt);
+    spawn_and_serve_one(rt); /* the worker has looked at the setting since */
+    cr_expect_eq(qft_slice_of(qft_wait_thread_named("svk-0")), before);
+    qf_runtime_free(rt);
+}
