@@ -114,6 +114,14 @@ struct qf_runtime {
     int nworkers;
     qf__worker *workers; /* nworkers entries, or one for the host */
     char *name;
+    /* qf_runtime_set_worker_slice(): the slice (0: none; -1: never set,
+     * which qf__runtime_offer_worker_slice() may change) and a generation
+     * bumped (release) after each store, which each worker compares with
+     * the one it took (acquire) at the top of its loop. On this line, which
+     * is written almost never, rather than beside the counters workers
+     * write all the time. */
+    _Atomic int64_t worker_slice_ns;
+    _Atomic uint32_t worker_slice_gen;
     _Alignas(64) qf__gqueue global;
     /* Workers awake and looking for work (not running a task, not asleep):
      * while one is, new work needs no wake-up (qf_scheduler.c). */
@@ -134,12 +142,6 @@ struct qf_runtime {
      * (qf_scheduler.c, "How long a search lasts"): SHORT_SLEEP_NS; tests
      * raise it to make a grow certain. Read relaxed. */
     _Atomic int64_t search_short_sleep_ns;
-    /* qf_runtime_set_worker_slice(): the slice (0: none; -1: never set,
-     * which qf__runtime_offer_worker_slice() may change) and a generation
-     * bumped (release) after each store, which each worker compares with
-     * the one it took (acquire) at the top of its loop. */
-    _Atomic int64_t worker_slice_ns;
-    _Atomic uint32_t worker_slice_gen;
     _Alignas(64) _Atomic int idle_on_cpu[QF__CPU_HINTS];
     /* Tasks pushed from outside the pool whose wake-up has not run yet
      * (qf_scheduler.c, push_from_outside()): qf_runtime_free() waits for
