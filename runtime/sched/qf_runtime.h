@@ -112,18 +112,23 @@ QF_API qf_code qf_runtime_shutdown(qf_runtime *rt, qf_deadline deadline);
  * qf_thread_prefer_latency() does for one thread: on a busy machine a task
  * woken at its deadline (a batcher's executor at its batch's close time)
  * then runs on time rather than after a CPU-bound neighbour's slice. 0:
- * the workers put back what they had and keep it. Each worker takes the
- * setting before its next task, or when it next wakes; a kernel before
- * Linux 6.12 gives only the timer slack, and a refusal leaves a worker as
- * it is. A runtime of 0 workers has none to change (the host's thread is
- * the caller's: qf_thread_prefer_latency()).
+ * the workers put back what they had and keep it. The setting lasts until
+ * the next call. Sleeping workers are woken to take it; a busy one takes it
+ * before its next task. A kernel before Linux 6.12 gives only the timer
+ * slack; a worker whose new setting the kernel refuses is left with what it
+ * had before any. A runtime of 0 workers has none to change (the host's
+ * thread is the caller's: qf_thread_prefer_latency()).
  *
  * qf_serve_spawn() sets its batcher's executor slice (100 us unless
- * qf_serve_set_exec_slice() said otherwise) on a runtime where this was
- * never called; call it with 0 first to keep the workers as they are. What the slice costs a
- * CPU-bound task, and what threads a task starts inherit: qf_thread_prefer_latency().
+ * qf_serve_set_exec_slice() said otherwise; nothing when that is 0) on a
+ * runtime where neither this call nor an earlier qf_serve_spawn() set one,
+ * and leaves it there after the executor ends: on qf_runtime_default() it
+ * holds for every task of the process. Call this with 0 first to keep the
+ * workers as they are. Threads that tasks start afterwards (a model's BLAS
+ * or OpenMP pool, the process's fd-watch thread when a worker starts it)
+ * inherit the slice and the slack: see qf_thread_prefer_latency().
  *
- * Blocking:    never; wait-free.  Concurrency: any thread.
+ * Blocking:    never (may wake sleeping workers).  Concurrency: any thread.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for a NULL runtime or a slice
  *              that is neither 0 nor in QF_THREAD_SLICE_MIN_NS..
  *              QF_THREAD_SLICE_MAX_NS (nothing changes).

@@ -1100,7 +1100,10 @@ static void publish_slice(qf_runtime *rt)
 {
     /* release: a worker that sees the new generation sees the slice. */
     atomic_fetch_add_explicit(&rt->worker_slice_gen, 1, memory_order_release);
-    /* Sleeping workers take it when they next wake; none is woken for it. */
+    /* Wake the sleepers to take it now (the call is rare): otherwise the
+     * next wake of each, such as a serving executor's first close time,
+     * would still be made with the old setting. */
+    qf_eventcount_notify(&rt->idle, true);
 }
 
 qf_code qf_runtime_set_worker_slice(qf_runtime *rt, int64_t slice_ns)

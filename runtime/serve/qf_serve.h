@@ -597,9 +597,12 @@ QF_API qf_code qf_serve_set_exec_slice(qf_serve *s, int64_t slice_ns);
  * fn on a worker for each batch, yields to other tasks between batches
  * (several batchers share one pool fairly) and finishes with QF_OK once
  * the batcher is drained. On a runtime whose worker slice was never set
- * (qf_runtime_set_worker_slice()) it sets the batcher's executor slice
- * there, so that the worker it wakes on at a close time runs on time on a
- * busy machine. When the runtime cancels it (shutdown), it
+ * (qf_runtime_set_worker_slice(), or an earlier spawn) it sets the
+ * batcher's executor slice there, so that the worker it wakes on at a
+ * close time runs on time on a busy machine; the setting stays after the
+ * executor ends, for every task of that runtime (see
+ * qf_runtime_set_worker_slice(), and set 0 there first to keep the workers
+ * as they are). When the runtime cancels it (shutdown), it
  * begins a drain with no grace, so queued requests are answered
  * QF_CANCELLED, and finishes with QF_CANCELLED. When fn returned a value
  * that is not a code, it finishes with QF_INVALID_ARGUMENT naming it.

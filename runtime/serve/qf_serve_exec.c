@@ -159,17 +159,17 @@ qf_code qf_serve_spawn(qf_serve *s, qf_runtime *rt, qf_serve_execute_fn fn, void
     r->arg = arg;
     r->cancel_seen = false;
     r->bad = (bad_model){0, 0};
-    qf_task_options o = {.name = s->name, .coord = s->coord};
-    qf_code rc = qf_task_spawn(rt, exec_task, r, opts ? opts : &o, ret_task);
-    if (rc != QF_OK) {
-        free(r);
-        return rc;
-    }
     /* The task may run on any worker: on a busy machine each must wake on
      * time, as qf_serve_run()'s thread does (unless the runtime's owner
-     * chose otherwise with qf_runtime_set_worker_slice()). */
+     * chose otherwise with qf_runtime_set_worker_slice()). Before the spawn,
+     * so that the worker it wakes has the setting from the first poll; a
+     * spawn that then fails leaves only that setting behind. */
     int64_t slice = atomic_load_explicit(&s->exec_slice_ns, memory_order_relaxed);
     if (slice != 0)
         qf__runtime_offer_worker_slice(rt, slice);
-    return QF_OK;
+    qf_task_options o = {.name = s->name, .coord = s->coord};
+    qf_code rc = qf_task_spawn(rt, exec_task, r, opts ? opts : &o, ret_task);
+    if (rc != QF_OK)
+        free(r);
+    return rc;
 }

@@ -741,3 +741,21 @@ Test(runtime, worker_slice_reaches_every_worker_and_goes_back)
     cr_expect_eq(before[0], before[1]);
     qf_runtime_free(rt);
 }
+
+/* A host-driven runtime has no workers to change: the host's thread (the
+ * caller's) keeps its settings through a turn. */
+Test(runtime, worker_slice_leaves_a_host_thread_alone)
+{
+    qf_runtime *rt = NULL;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 0, .name = "hst"}, &rt), QF_OK);
+    uint64_t slice = qft_slice_ns(), slack = qft_timer_slack_ns();
+    cr_assert_eq(qf_runtime_set_worker_slice(rt, 300000), QF_OK);
+    qf_task *t;
+    cr_assert_eq(qf_task_spawn(rt, nothing_task, NULL, NULL, &t), QF_OK);
+    while (!qf_task_is_done(t))
+        qf_runtime_try_run_once(rt, NULL);
+    qf_task_unref(t);
+    cr_expect_eq(qft_slice_ns(), slice);
+    cr_expect_eq(qft_timer_slack_ns(), slack);
+    qf_runtime_free(rt);
+}
