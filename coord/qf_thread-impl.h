@@ -8,6 +8,14 @@
 
 #include "qf_thread.h"
 
+/* A slice the kernel accepts (QF_THREAD_SLICE_MIN_NS..MAX_NS), or 0 where a
+ * setter takes 0 as "leave the threads alone". */
+static inline bool qf__slice_or_zero_ok(int64_t slice_ns)
+{
+    return slice_ns == 0 ||
+           (slice_ns >= QF_THREAD_SLICE_MIN_NS && slice_ns <= QF_THREAD_SLICE_MAX_NS);
+}
+
 qf_code qf__thread_prefer_latency(int64_t slice_ns, qf_thread_sched *ret_saved, bool quiet);
 qf_code qf__thread_restore_sched(const qf_thread_sched *saved, bool quiet);
 

@@ -803,8 +803,9 @@ static void idle_wait(qf_runtime *rt, int index, qf_deadline deadline)
  * generation moved, put back what an earlier setting changed and take the
  * new one. One acquire load of a line that is written only by that call,
  * at the top of each loop turn: a worker takes a new setting before its
- * next task, or as soon as it wakes if it was asleep. Quiet: a refusal
- * leaves the worker as it is, and a task's last error alone. */
+ * next task, or as soon as it wakes (a new setting wakes the sleepers).
+ * Quiet: a refusal of the new setting leaves the worker with what it had
+ * before any, and a task's last error alone. */
 static void follow_slice(qf__worker *w)
 {
     uint32_t gen = atomic_load_explicit(&w->rt->worker_slice_gen, memory_order_acquire);
@@ -1110,7 +1111,7 @@ qf_code qf_runtime_set_worker_slice(qf_runtime *rt, int64_t slice_ns)
 {
     if (!rt)
         return qf_set_error(QF_INVALID_ARGUMENT, "qf_runtime_set_worker_slice: NULL runtime");
-    if (slice_ns != 0 && (slice_ns < QF_THREAD_SLICE_MIN_NS || slice_ns > QF_THREAD_SLICE_MAX_NS))
+    if (!qf__slice_or_zero_ok(slice_ns))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "qf_runtime_set_worker_slice: runtime '%s': slice of %lld ns is "
                             "neither 0 (the workers keep their own) nor in the kernel's "

@@ -93,7 +93,7 @@ qf_code qf_serve_set_exec_slice(qf_serve *s, int64_t slice_ns)
 {
     if (!s)
         return qf_set_error(QF_INVALID_ARGUMENT, "qf_serve_set_exec_slice: NULL batcher");
-    if (slice_ns != 0 && (slice_ns < QF_THREAD_SLICE_MIN_NS || slice_ns > QF_THREAD_SLICE_MAX_NS))
+    if (!qf__slice_or_zero_ok(slice_ns))
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "qf_serve_set_exec_slice: batcher '%s': slice of %lld ns is neither 0 "
                             "(leave the thread alone) nor in the kernel's %lld..%lld ns",
