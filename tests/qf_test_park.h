@@ -82,6 +82,22 @@ static inline int qft_wait_parked(int tid, const void *skip, size_t skip_len,
     return 0;
 }
 
+/* The name (comm) of this process's thread whose /proc/self/task entry is
+ * `entry`, without its newline, into comm[32]; false when it is gone. */
+static inline bool qft_thread_comm(const char *entry, char comm[32])
+{
+    char path[300];
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", entry);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t k = fread(comm, 1, 31, f);
+    fclose(f);
+    comm[k] = 0;
+    comm[strcspn(comm, "\n")] = 0;
+    return true;
+}
+
 /* Wait until `n` threads whose names start with `prefix` (a runtime's
  * workers are "<name>-<index>") are all seen parked in a futex wait, twice
  * in a row: idle workers asleep. Returns 1 when seen, 0 on timeout, -1 when
@@ -99,15 +115,8 @@ static inline int qft_wait_named_parked(const char *prefix, int n, int64_t timeo
         while ((e = readdir(d)) != NULL) {
             if (e->d_name[0] == '.')
                 continue;
-            char path[300], comm[32] = "";
-            snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-            FILE *f = fopen(path, "r");
-            if (!f)
-                continue;
-            size_t k = fread(comm, 1, sizeof(comm) - 1, f);
-            fclose(f);
-            comm[k] = 0;
-            if (strncmp(comm, prefix, strlen(prefix)) != 0)
+            char comm[32];
+            if (!qft_thread_comm(e->d_name, comm) || strncmp(comm, prefix, strlen(prefix)) != 0)
                 continue;
             named++;
             int p = qft_parked_now(atoi(e->d_name), NULL, 0);

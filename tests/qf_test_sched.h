@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "qf_test_park.h"
 #include "qflow.h"
 
 typedef struct qft_attr {
@@ -71,15 +72,8 @@ static inline int qft_thread_named(const char *name)
     while (found < 0 && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof(comm), f))
-            comm[strcspn(comm, "\n")] = 0;
-        fclose(f);
-        if (strcmp(comm, name) == 0)
+        char comm[32];
+        if (qft_thread_comm(e->d_name, comm) && strcmp(comm, name) == 0)
             found = atoi(e->d_name);
     }
     closedir(d);
