@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qf_test_park.h"
 #include "qflow.h"
 
 #ifndef QF_TSAN_CRITERION_SHIM_H
@@ -91,6 +92,7 @@ typedef struct gate {
     atomic_int entered; /* batches the model has started */
     atomic_int open;    /* batches it may finish */
     atomic_int ran;     /* requests it ran */
+    atomic_int tid;     /* the executor thread's id, once it runs */
     pthread_t th;
 } gate;
 
@@ -110,6 +112,7 @@ static qf_code gated_model(void *arg, qf_serve_request *const *reqs, size_t n)
 static void *gate_run(void *a)
 {
     gate *g = a;
+    atomic_store(&g->tid, qft_tid());
     qf_serve_run(g->s, gated_model, g);
     return NULL;
 }
@@ -120,7 +123,13 @@ static void gate_start(gate *g, qf_serve *s)
     atomic_init(&g->entered, 0);
     atomic_init(&g->open, 0);
     atomic_init(&g->ran, 0);
+    atomic_init(&g->tid, 0);
     cr_assert_eq(pthread_create(&g->th, NULL, gate_run, g), 0);
+    /* Wait until the executor waits for a batch: a request submitted
+     * before its thread first ran could reach a level's timeout (20 ms in
+     * some tests) first on a loaded machine, and never reach the model. */
+    await_int(&g->tid, 1, "the executor thread to start");
+    qft_wait_parked(atomic_load(&g->tid), NULL, 0, NULL, 10 * SEC);
 }
 
 static void gate_finish(gate *g)
