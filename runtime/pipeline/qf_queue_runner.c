@@ -28,8 +28,13 @@ _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned insi
  * first, then yields. One put per turn made every element cost a task
  * switch through the run queues, 3-5x the put itself (perf/runners_regime:
  * 290 against 66 ns an element with one worker and the consumer a task).
- * The time is read at the start of the poll and after the 1st, 2nd, 4th,
- * ... put, so a slow op ends its turn after at most about twice TURN_NS.
+ * The clock starts when the runner's first put of its own in this poll
+ * ends, and is read again after the 2nd, 4th, 8th and 16th put, so a slow
+ * op ends its turn after at most two of its puts, or about twice TURN_NS.
+ * A put that a consumer finished for the runner (its ticket, served while
+ * the queue was full) starts no clock: with the queue full every element
+ * goes that way, one poll each, and two clock reads per poll (about 24 ns
+ * each on this VM) were a tenth of the element's cost.
  * A runner's first turn is one put: a start of 10,000 runners gets each
  * runner's first element out before any runner's second turn. */
 #define TURN_PUTS 32
@@ -38,15 +43,24 @@ _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned insi
 typedef struct turn {
     bool first;    /* the runner's first poll */
     unsigned puts; /* in this poll */
-    int64_t t0;    /* when the poll started, unless `first` */
+    int64_t t0;    /* when the first put of its own ended; -1: not yet */
 } turn;
 
-/* After a put: whether the turn is over and others wait for the worker. */
-static bool turn_over(qf_task *t, turn *u)
+/* After a put (`handed`: a consumer finished it, the ticket): whether the
+ * turn is over and others wait for the worker. */
+static bool turn_over(qf_task *t, turn *u, bool handed)
 {
     unsigned n = ++u->puts;
-    bool over =
-        u->first || n >= TURN_PUTS || ((n & (n - 1)) == 0 && qf_now_ns() - u->t0 >= TURN_NS);
+    bool over;
+    if (u->first || n >= TURN_PUTS) {
+        over = true;
+    } else if (u->t0 < 0) {
+        if (!handed)
+            u->t0 = qf_now_ns();
+        over = false;
+    } else {
+        over = (n & (n - 1)) == 0 && qf_now_ns() - u->t0 >= TURN_NS;
+    }
     return over && qf_task_should_yield(t);
 }
 
@@ -653,10 +667,8 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
         qf_task_waker_init(t, &s->stop_waker);
         s->stop_registered = qf_coord_register_waker(s->coord, &s->stop_waker);
     }
-    turn u = {.first = !s->had_turn};
+    turn u = {.first = !s->had_turn, .t0 = -1};
     s->had_turn = true;
-    if (!u.first)
-        u.t0 = qf_now_ns();
     for (int step = 0; step < BUDGET; step++) {
         if (!have_pending(s)) {
             /* spec 138: a stop ends the task before it runs the op, and
@@ -673,6 +685,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             if (s->op->op.kind == QF_OP_POLL || !have_pending(s))
                 continue;
         }
+        bool handed = s->ticket.active; /* this put is the ticket's outcome */
         if (s->has_ptr) {
             qf_code prc =
                 qf__queue_poll_put_ptr(s->r->queue, s->held_ptr, qf_task_waker(t), &s->ticket);
@@ -681,7 +694,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             if (prc != QF_OK)
                 return fail(s, t, prc); /* the pointer stays held and is released */
             s->has_ptr = false;
-            if (turn_over(t, &u))
+            if (turn_over(t, &u, handed))
                 return QF_YIELD; /* others wait for the worker: their turn */
             continue;
         }
@@ -698,7 +711,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             s->rows = NULL;
             s->nrows = s->row_i = 0;
         }
-        if (turn_over(t, &u))
+        if (turn_over(t, &u, handed))
             return QF_YIELD; /* others wait for the worker: their turn */
     }
     return QF_YIELD;

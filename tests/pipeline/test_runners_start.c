@@ -396,3 +396,68 @@ Test(runners_start, first_turn_one_element_then_turns_of_several)
     qf_coord_free(c);
     qf_queue_unref(q);
 }
+
+/* A slow op: each call holds its thread for SLOW_OP_NS, more than a turn's
+ * time (the runner's TURN_NS, 10 us): the work itself, not a wait for
+ * anything, so the runner cannot tell it from a busy op. */
+#define SLOW_OP_NS 200000
+
+static qf_code produce_slow(void *arg, void **ret_p)
+{
+    int64_t until = qf_now_ns() + SLOW_OP_NS;
+    while (qf_now_ns() < until)
+        sched_yield();
+    return produce_ptr(arg, ret_p);
+}
+
+/* Turns (issue 26): a runner whose op is slower than a turn's time gives
+ * its worker up after at most two elements while another runner waits
+ * (its turn's clock starts when its first put of the poll ends), and a
+ * fast runner beside it still has turns of several. On a runtime of 0
+ * workers driven by this thread, the queue's order is the order of the
+ * turns. */
+Test(runners_start, slow_op_turn_ends_after_two_puts)
+{
+    enum { CAP = 64 };
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", CAP);
+    ptr_counter slow = {.next = 0, .limit = -1}, fast = {.next = 1L << 20, .limit = -1};
+    qf_enqueue_op os = {
+        .name = "slow", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_slow, .arg = &slow};
+    qf_enqueue_op of = ptr_op("fast", &fast);
+    qf_queue_runner *rs[2] = {mkrunner(q, &os, 1, NULL), mkrunner(q, &of, 1, NULL)};
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runners_start(rs, 2, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    qf_deadline d = qf_deadline_in_s(60);
+    while (qf_queue_size(q) < CAP) {
+        cr_assert(!qf_deadline_passed(d), "the runners filled %lld of %d", qf_queue_size(q), CAP);
+        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
+    }
+    int slow_run = 0, slow_longest = 0, fast_run = 0, fast_longest = 0;
+    for (int k = 0; k < CAP; k++) {
+        void *p = NULL;
+        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+        bool is_slow = ((uintptr_t)p - 1) >> 20 == 0;
+        slow_run = is_slow ? slow_run + 1 : 0;
+        fast_run = is_slow ? 0 : fast_run + 1;
+        if (slow_run > slow_longest)
+            slow_longest = slow_run;
+        if (fast_run > fast_longest)
+            fast_longest = fast_run;
+    }
+    cr_expect_geq(slow_longest, 1, "the slow runner put something");
+    cr_expect_leq(slow_longest, 2, "the slow runner put %d in a row while the fast one waited",
+                  slow_longest);
+    cr_expect_gt(fast_longest, 2, "the fast runner's turns hold several elements");
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    drive(rt, ts, n);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_tasks_free(ts, n);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(q);
+}
