@@ -23,6 +23,14 @@ void qf__queue_use_symmetric_fences(qf_queue *q);
  * else can use the queue. */
 void qf__queue_rows_without_keys(qf_queue *q);
 
+/* Room for about how many more elements q has now (capacity minus what it
+ * holds), for a producer that sizes its next pull by it: a guess from
+ * relaxed loads, cheap on the FIFO engine (two indices and two counters,
+ * where qf_queue_size() counts the published run mark by mark), possibly
+ * stale by the time it returns and never below 0. Any thread; wait-free
+ * on the FIFO engine, the kind's size call on others. */
+int64_t qf__queue_room_guess(const qf_queue *q);
+
 /* qf_queue_poll_enqueue() minus the per-element validation, for n slots at
  * once (elements or rows of string-block runs, each one example; *ret_done
  * of them went in, whatever the code). Only for slots known to match the

@@ -332,7 +332,7 @@ static qf_code batch_op_poll_runs(qf_task *task, bop *o)
         /* No more than there is room for: the queue's capacity, not the
          * run size, bounds what the readers hold (at least one: a full
          * queue parks the op holding that one, as before). */
-        int64_t room = qf_queue_capacity(bs->q) - qf_queue_size(bs->q);
+        int64_t room = qf__queue_room_guess(bs->q);
         size_t max = room < 1 ? 1 : room < RUN_ROWS ? (size_t)room : RUN_ROWS;
         size_t n = 0;
         qf_code rc = qf__source_pull_run(o->inst, task, o->run, max, &n);
