@@ -412,10 +412,11 @@ static qf_code produce_slow(void *arg, void **ret_p)
 
 /* Turns (issue 26): a runner whose op is slower than a turn's time gives
  * its worker up after at most two elements while another runner waits
- * (its turn's clock starts when its first put of the poll ends), and a
- * fast runner beside it still has turns of several. On a runtime of 0
- * workers driven by this thread, the queue's order is the order of the
- * turns. */
+ * (its turn's clock starts when its first put of the poll ends). On a
+ * runtime of 0 workers driven by this thread, the queue's order is the
+ * order of the turns. (That a fast runner's turns hold several is the
+ * test above; here the fast runner may be slowed past a turn's time by a
+ * loaded machine or a sanitizer, so nothing is asked of it.) */
 Test(runners_start, slow_op_turn_ends_after_two_puts)
 {
     enum { CAP = 64 };
@@ -435,22 +436,18 @@ Test(runners_start, slow_op_turn_ends_after_two_puts)
         cr_assert(!qf_deadline_passed(d), "the runners filled %lld of %d", qf_queue_size(q), CAP);
         cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
     }
-    int slow_run = 0, slow_longest = 0, fast_run = 0, fast_longest = 0;
+    int slow_run = 0, slow_longest = 0;
     for (int k = 0; k < CAP; k++) {
         void *p = NULL;
         cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
         bool is_slow = ((uintptr_t)p - 1) >> 20 == 0;
         slow_run = is_slow ? slow_run + 1 : 0;
-        fast_run = is_slow ? 0 : fast_run + 1;
         if (slow_run > slow_longest)
             slow_longest = slow_run;
-        if (fast_run > fast_longest)
-            fast_longest = fast_run;
     }
     cr_expect_geq(slow_longest, 1, "the slow runner put something");
     cr_expect_leq(slow_longest, 2, "the slow runner put %d in a row while the fast one waited",
                   slow_longest);
-    cr_expect_gt(fast_longest, 2, "the fast runner's turns hold several elements");
     cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
     drive(rt, ts, n);
     cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
