@@ -634,6 +634,16 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
         qf__ring_set_symmetric(&q->fifo.ring);
 }
 
+/* The FIFO engine's count of what the capacity holds (reserved slots,
+ * published or not, the stash and the overflow list) from its cheap
+ * loads, where qf_queue_size() would scan the published run. */
+int64_t qf__queue_room_guess(const qf_queue *q)
+{
+    int64_t used = q->ops == &qf__fifo_ops ? (int64_t)qf__fifo_used((qf__fifo *)&q->fifo, false)
+                                           : q->ops->size(q);
+    return used >= q->capacity ? 0 : q->capacity - used;
+}
+
 /* qf_queue_poll_enqueue() without the per-element checks, for the batch
  * ops in runtime/pipeline/qf_batch_op.c (qf_queue_trusted-impl.h) whose
  * source qf_batch.c's trusted_source() accepted: their record sources make
@@ -644,13 +654,6 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
  * Such a queue is never inline (strings are not). Several slots (elements
  * or rows of string blocks, qf_strblock-impl.h) go in with one engine call; *ret_done
  * says how many went in, also when the call parks (QF_PENDING) or fails. */
-int64_t qf__queue_room_guess(const qf_queue *q)
-{
-    int64_t used = q->ops == &qf__fifo_ops ? (int64_t)qf__fifo_used((qf__fifo *)&q->fifo, false)
-                                           : q->ops->size(q);
-    return used >= q->capacity ? 0 : q->capacity - used;
-}
-
 qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
                                        size_t *ret_done)
 {

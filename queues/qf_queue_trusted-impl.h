@@ -23,12 +23,15 @@ void qf__queue_use_symmetric_fences(qf_queue *q);
  * else can use the queue. */
 void qf__queue_rows_without_keys(qf_queue *q);
 
-/* Room for about how many more elements q has now (capacity minus what it
- * holds), for a producer that sizes its next pull by it: a guess from
- * relaxed loads, cheap on the FIFO engine (two indices and two counters,
- * where qf_queue_size() counts the published run mark by mark), possibly
- * stale by the time it returns and never below 0. Any thread; wait-free
- * on the FIFO engine, the kind's size call on others. */
+/* Room for about how many more elements q has now, for a producer that
+ * sizes its next pull by it: the capacity less what it holds, where slots
+ * reserved and not yet published count as held, so the guess may state
+ * too little room but not more than there was at some moment of the call
+ * (it can be stale when it returns), and is never below 0. On the FIFO
+ * engine two index loads (c_head with acquire, then p_head) and two
+ * counters, where qf_queue_size() counts the published run mark by mark;
+ * other kinds use their size call. Any thread; wait-free on the FIFO
+ * engine. */
 int64_t qf__queue_room_guess(const qf_queue *q);
 
 /* qf_queue_poll_enqueue() minus the per-element validation, for n slots at

@@ -29,34 +29,39 @@ _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned insi
  * switch through the run queues, 3-5x the put itself (perf/runners_regime:
  * 290 against 66 ns an element with one worker and the consumer a task).
  * The clock starts when the runner's first put of its own in this poll
- * ends, and is read again after the 2nd, 4th, 8th and 16th put, so a slow
- * op ends its turn after at most two of its puts, or about twice TURN_NS.
- * A put that a consumer finished for the runner (its ticket, served while
- * the queue was full) starts no clock: with the queue full every element
- * goes that way, one poll each, and two clock reads per poll (about 24 ns
- * each on this VM) were a tenth of the element's cost.
- * A runner's first turn is one put: a start of 10,000 runners gets each
- * runner's first element out before any runner's second turn. */
+ * ends, and is read again after its 2nd, 4th, 8th and 16th, so a slow op
+ * ends its turn after at most two of its puts, or about twice TURN_NS. A
+ * put that a consumer finished for the runner (its ticket, served while
+ * the queue was full: pointer queues and element queues that are neither
+ * inline nor packed) is not one of the turn's: it starts no clock and is
+ * not counted. With the queue full every element goes that way, one poll
+ * each, and two clock reads per poll (about 24 ns each on this VM) were a
+ * tenth of the element's cost. A runner's first turn is one put: a start
+ * of 10,000 runners gets each runner's first element out before any
+ * runner's second turn. */
 #define TURN_PUTS 32
 #define TURN_NS 10000
 
 typedef struct turn {
     bool first;    /* the runner's first poll */
-    unsigned puts; /* in this poll */
-    int64_t t0;    /* when the first put of its own ended; -1: not yet */
+    bool started;  /* t0 is set */
+    unsigned puts; /* of its own, in this poll */
+    int64_t t0;    /* when the first put of its own ended */
 } turn;
 
 /* After a put (`handed`: a consumer finished it, the ticket): whether the
  * turn is over and others wait for the worker. */
 static bool turn_over(qf_task *t, turn *u, bool handed)
 {
+    if (handed)
+        return false;
     unsigned n = ++u->puts;
     bool over;
     if (u->first || n >= TURN_PUTS) {
         over = true;
-    } else if (u->t0 < 0) {
-        if (!handed)
-            u->t0 = qf_now_ns();
+    } else if (!u->started) {
+        u->t0 = qf_now_ns();
+        u->started = true;
         over = false;
     } else {
         over = (n & (n - 1)) == 0 && qf_now_ns() - u->t0 >= TURN_NS;
@@ -667,7 +672,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
         qf_task_waker_init(t, &s->stop_waker);
         s->stop_registered = qf_coord_register_waker(s->coord, &s->stop_waker);
     }
-    turn u = {.first = !s->had_turn, .t0 = -1};
+    turn u = {.first = !s->had_turn};
     s->had_turn = true;
     for (int step = 0; step < BUDGET; step++) {
         if (!have_pending(s)) {

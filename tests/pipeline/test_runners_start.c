@@ -458,3 +458,80 @@ Test(runners_start, slow_op_turn_ends_after_two_puts)
     qf_coord_free(c);
     qf_queue_unref(q);
 }
+
+/* Runs every runnable task of a 0-worker runtime until none is left. */
+static void settle(qf_runtime *rt)
+{
+    qf_deadline d = qf_deadline_in_s(60);
+    for (;;) {
+        int64_t polls = 0;
+        cr_assert_eq(qf_runtime_try_run_once(rt, &polls), QF_OK, "%s", qf_last_message());
+        if (polls == 0)
+            return;
+        cr_assert(!qf_deadline_passed(d), "the tasks did not settle");
+    }
+}
+
+/* Turns (issue 26): a put that a consumer finished for a parked runner
+ * (its ticket) is not one of its turn's puts: after it, a slow op still
+ * yields after at most two puts of its own while another runner waits.
+ * The slow runner fills the queue alone and waits in line with its next
+ * element, the fast one waits behind it; this thread then takes TAKE
+ * elements: the first hands the slow runner's element in, the second the
+ * fast one's, the rest leave room. On a runtime of 0 workers driven by
+ * this thread, the slow runner, woken first, runs first. */
+Test(runners_start, slow_op_turn_after_a_handed_put)
+{
+    enum { CAP = 16, TAKE = 10 };
+    qf_runtime *rt = mkrt(0);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", CAP);
+    ptr_counter slow = {.next = 0, .limit = -1}, fast = {.next = 1L << 20, .limit = -1};
+    qf_enqueue_op os = {
+        .name = "slow", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_slow, .arg = &slow};
+    qf_enqueue_op of = ptr_op("fast", &fast);
+    qf_queue_runner *rs[2] = {mkrunner(q, &os, 1, NULL), mkrunner(q, &of, 1, NULL)};
+    qf_task **ts[2] = {NULL, NULL};
+    size_t n[2] = {0, 0};
+    cr_assert_eq(qf_queue_runners_start(&rs[0], 1, rt, c, QF_RUNNER_START, &ts[0], &n[0]), QF_OK);
+    settle(rt);
+    cr_assert_eq(qf_queue_size(q), CAP, "the slow runner fills the queue");
+    long in_line = atomic_load(&slow.next); /* its element waiting in line */
+    cr_assert_eq(in_line, CAP + 1);
+    cr_assert_eq(qf_queue_runners_start(&rs[1], 1, rt, c, QF_RUNNER_START, &ts[1], &n[1]), QF_OK);
+    settle(rt);
+    cr_assert_eq(qf_queue_size(q), CAP, "the fast runner waits in line");
+    for (int k = 0; k < TAKE; k++) {
+        void *p = NULL;
+        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+    }
+    settle(rt);
+    /* In the queue's order: the slow runner's elements after the handed
+     * one, up to the first of the fast runner's own. */
+    int own = 0;
+    bool counting = true;
+    for (int k = 0; k < CAP; k++) {
+        void *p = NULL;
+        if (qf_queue_try_dequeue_ptr(q, &p) != QF_OK)
+            break;
+        long v = (long)(uintptr_t)p;
+        bool is_slow = v < (1L << 20);
+        if (is_slow && v > in_line && counting)
+            own++;
+        else if (!is_slow && v > (1L << 20) + 1)
+            counting = false; /* the fast runner's own puts began */
+    }
+    cr_expect_geq(own, 1, "the slow runner put after its handed element");
+    cr_expect_leq(own, 2, "the slow runner put %d of its own in a row after a handed put", own);
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    drive(rt, ts[0], n[0]);
+    drive(rt, ts[1], n[1]);
+    cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_tasks_free(ts[0], n[0]);
+    qf_tasks_free(ts[1], n[1]);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(c);
+    qf_queue_unref(q);
+}
