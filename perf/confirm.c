@@ -59,20 +59,30 @@ static void row_re(const char *bench, char *re, size_t len)
     strncat(re, ")/", len - strlen(re) - 1);
 }
 
-/* re = "^(b1|b2|...)/" over the benches of sum in `family`. */
-static void family_re(const bench_cmp_summary *sum, const char *family, char *re, size_t len)
+/* The distinct benches of sum's pairs in `family`, in order, into out
+ * (room for sum->npairs); returns how many. */
+static size_t family_benches(const bench_cmp_summary *sum, const char *family, const char **out)
 {
-    int n = 0;
-    snprintf(re, len, "^(");
+    size_t n = 0;
     for (size_t i = 0; i < sum->npairs; i++) {
         const char *b = sum->pairs[i].bench;
         char fam[48];
         bench_family_of(b, fam, sizeof(fam));
         if ((i > 0 && strcmp(sum->pairs[i - 1].bench, b) == 0) || strcmp(fam, family) != 0)
             continue;
-        if (n++)
+        out[n++] = b;
+    }
+    return n;
+}
+
+/* re = "^(b1|b2|...)/" over benches[0..n). */
+static void family_re(const char *const *benches, size_t n, char *re, size_t len)
+{
+    snprintf(re, len, "^(");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
             strncat(re, "|", len - strlen(re) - 1);
-        append_escaped(re, len - 8, b);
+        append_escaped(re, len - 8, benches[i]);
     }
     strncat(re, ")/", len - strlen(re) - 1);
 }
@@ -213,10 +223,11 @@ static int run_base(const char *bin, const bench_options *o, const char *re, con
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* One run of the old build, `reps` repetitions, into `into`; false (with
- * the reason printed) when it failed. */
+/* One run of the old build, `reps` repetitions, its results that pass
+ * `keep` (all when NULL) appended to `into`; false (with the reason
+ * printed) when it failed. */
 static bool base_look(const char *bin, const bench_options *o, unsigned reps, const char *re,
-                      const char *dir, int k, bench_results *into)
+                      const regex_t *keep, const char *dir, int k, bench_results *into)
 {
     char json[4096], log[4096];
     snprintf(json, sizeof(json), "%s/old%d.json", dir, k);
@@ -235,7 +246,7 @@ static bool base_look(const char *bin, const bench_options *o, unsigned reps, co
     bench_results rs = {0};
     if (bench_read_json(json, &rs) != 0)
         return false;
-    append_reps(into, &rs, NULL);
+    append_reps(into, &rs, keep);
     if (!into->meta.host) {
         into->meta = rs.meta;
         memset(&rs.meta, 0, sizeof(rs.meta));
@@ -256,12 +267,52 @@ static void remove_base_files(const char *dir)
     rmdir(dir);
 }
 
-/* One second look at the benches of `re`: live against the old build when
- * base_bin can be run (`side` repetitions of each build: old, new, new,
- * old), else against the saved run (o->reps more); fills `ret`. */
+/* The live look, bench by bench: for each of benches[0..nb), the old
+ * build (`side` + 1) / 2 repetitions, this one `side`, the old build
+ * `side` / 2, each run filtered to that bench alone, so the two builds'
+ * figures of a bench are always taken within the same few seconds. (A
+ * family's look once ran each side over all of its benches in turn: a
+ * minute or more apart, and the machine changed regime in between often
+ * enough that one binary was once "WORSE again" than itself by 27%.)
+ * Appends to live_old and again; false when the old build failed. */
+static bool live_turns(const bench_options *o, const char *base_bin, unsigned side,
+                       const char *const *benches, size_t nb, const char *dir,
+                       bench_results *live_old, bench_results *again)
+{
+    for (size_t b = 0; b < nb; b++) {
+        char bre[1024];
+        row_re(benches[b], bre, sizeof(bre));
+        regex_t cb;
+        if (regcomp(&cb, bre, REG_EXTENDED | REG_NOSUB) != 0) {
+            fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", bre);
+            exit(2);
+        }
+        bench_options co = *o;
+        co.filter = &cb;
+        co.reps = side; /* the "new, new" of old, new, new, old */
+        bool ok = base_look(base_bin, o, (side + 1) / 2, bre, &cb, dir, 1, live_old);
+        if (ok) {
+            bench_results now = {0};
+            bench_run_all(&co, &now);
+            append_reps(again, &now, &cb);
+            bench_results_free(&now);
+            ok = base_look(base_bin, o, side / 2, bre, &cb, dir, 2, live_old);
+        }
+        regfree(&cb);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* One second look at benches[0..nb) (`re` matches them all): live against
+ * the old build when base_bin can be run (live_turns(), `side`
+ * repetitions of each build per bench), else against the saved run
+ * (o->reps more); fills `ret`. */
 static void look_again(const bench_options *o, const char *compare_path,
                        const bench_results *old_rs, const bench_results *new_rs, double threshold,
-                       const char *base_bin, unsigned side, const char *re, bench_cmp_summary *ret)
+                       const char *base_bin, unsigned side, const char *const *benches, size_t nb,
+                       const char *re, bench_cmp_summary *ret)
 {
     regex_t cre;
     if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
@@ -282,16 +333,23 @@ static void look_again(const bench_options *o, const char *compare_path,
     }
     printf("\n== confirming: run again '%s'", re);
     if (live)
-        printf(", turn about with the old build: old %u, new %u, old %u repetitions",
+        printf(", turn about with the old build: old %u, new %u, old %u repetitions, bench by "
+               "bench",
                (side + 1) / 2, side, side / 2);
     printf("\n");
     fflush(stdout);
-    live = live && base_look(base_bin, o, (side + 1) / 2, re, dir, 1, &live_old);
-    if (live)
-        co.reps = side; /* the "new, new" of old, new, new, old */
-    bench_meta_of_run(&co, &again.meta);
-    bench_run_all(&co, &again);
-    live = live && base_look(base_bin, o, side / 2, re, dir, 2, &live_old);
+    if (live) {
+        bench_options lo = co;
+        lo.reps = side;
+        bench_meta_of_run(&lo, &again.meta);
+        live = live_turns(o, base_bin, side, benches, nb, dir, &live_old, &again);
+        if (!live) {
+            bench_results_free(&again);
+            bench_results_free(&live_old);
+            again = (bench_results){0};
+            live_old = (bench_results){0};
+        }
+    }
 
     if (live) {
         char what[4200];
@@ -302,6 +360,8 @@ static void look_again(const bench_options *o, const char *compare_path,
         if (base_bin)
             printf("  the old build could not be run: confirming against %s instead\n",
                    compare_path);
+        bench_meta_of_run(&co, &again.meta);
+        bench_run_all(&co, &again);
         /* Both looks together against the saved run. */
         bench_results both = {0};
         append_reps(&both, new_rs, &cre);
@@ -336,8 +396,10 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
             (i > 0 && strcmp(sum->pairs[i - 1].bench, p->bench) == 0))
             continue;
         row_re(p->bench, re, sizeof(re));
+        const char *bench = p->bench;
         bench_cmp_summary csum;
-        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, 2 * o->reps, re, &csum);
+        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, 2 * o->reps, &bench, 1, re,
+                   &csum);
         bool worse = row_worse_again(&csum, p->bench);
         printf("  %-22s WORSE, then %s\n", p->bench,
                worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
@@ -347,9 +409,13 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
     }
     for (int f = 0; f < sum->worse_families && f < BENCH_FAMILIES_MAX && rows + families == 0;
          f++) {
-        family_re(sum, sum->family[f], re, sizeof(re));
+        const char **benches = bench_xcalloc(sum->npairs + 1, sizeof(*benches));
+        size_t nb = family_benches(sum, sum->family[f], benches);
+        family_re(benches, nb, re, sizeof(re));
         bench_cmp_summary csum;
-        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps, re, &csum);
+        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps, benches, nb, re,
+                   &csum);
+        free(benches);
         bool worse = family_worse_again(&csum, sum->family[f]);
         printf("  family %-15s WORSE, then %s\n", sum->family[f],
                worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
