@@ -271,8 +271,16 @@ static void finish_case(const bench_options *o, running *x, size_t total, bool t
     free(x->util);
 }
 
+static unsigned run_generation;
+
+unsigned bench_run_generation(void)
+{
+    return run_generation;
+}
+
 size_t bench_run_all(const bench_options *o, bench_results *ret)
 {
+    run_generation++;
     size_t n = bench_case_count(), total = 0;
     const char *names[BENCH_MAX_OUTPUTS];
     bool *selected = bench_xcalloc(n + 1, sizeof(*selected));

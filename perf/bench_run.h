@@ -93,6 +93,11 @@ size_t bench_results_take(bench_results *from, const regex_t *filter, bench_resu
  * repetition, so the ratio of repetition i compares figures taken moments
  * apart under the same load. Returns the number of cases run. */
 size_t bench_run_all(const bench_options *o, bench_results *ret);
+/* Which call of bench_run_all() this process is in (1 for the first):
+ * cases that share one measurement among several (runners, fairness)
+ * measure afresh in each call, since a second look (confirm.c) must not
+ * be handed the first look's figures again. */
+unsigned bench_run_generation(void);
 /* Fill rs->meta for this run (machine.c). */
 void bench_meta_of_run(const bench_options *o, bench_meta *ret);
 void bench_meta_free(bench_meta *m);

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_run.h"
 #include "bench_runners.h"
 #include "qf_coordinator.h"
 #include "qf_queue.h"
@@ -293,6 +294,7 @@ typedef struct rb_shared {
     unsigned cap; /* entries in res / have */
     rb_result *res;
     bool *have;
+    unsigned gen; /* bench_run_generation() that have[] is of */
 } rb_shared;
 
 enum { M_TPUT, M_RSS, M_STOP_JOIN, N_METRICS };
@@ -390,6 +392,11 @@ static void run_runners(bench_rep *r)
         sh->have = calloc(sh->cap, sizeof(*sh->have));
         if (!sh->res || !sh->have)
             bench_fail("out of memory");
+    }
+    if (sh->gen != bench_run_generation()) {
+        /* A new run (a second look): measure afresh. */
+        memset(sh->have, 0, sh->cap * sizeof(*sh->have));
+        sh->gen = bench_run_generation();
     }
     if (!sh->have[r->rep]) {
         sh->res[r->rep] = measure(r, sh);
