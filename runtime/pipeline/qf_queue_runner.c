@@ -44,9 +44,8 @@ _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned insi
 
 typedef struct turn {
     bool first;    /* the runner's first poll */
-    bool started;  /* t0 is set */
     unsigned puts; /* of its own, in this poll */
-    int64_t t0;    /* when the first put of its own ended */
+    int64_t t0;    /* when the first put of its own ended (puts >= 1) */
 } turn;
 
 /* After a put (`handed`: a consumer finished it, the ticket): whether the
@@ -59,9 +58,8 @@ static bool turn_over(qf_task *t, turn *u, bool handed)
     bool over;
     if (u->first || n >= TURN_PUTS) {
         over = true;
-    } else if (!u->started) {
+    } else if (n == 1) {
         u->t0 = qf_now_ns();
-        u->started = true;
         over = false;
     } else {
         over = (n & (n - 1)) == 0 && qf_now_ns() - u->t0 >= TURN_NS;

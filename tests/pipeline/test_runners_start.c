@@ -410,6 +410,48 @@ static qf_code produce_slow(void *arg, void **ret_p)
     return produce_ptr(arg, ret_p);
 }
 
+/* A slow runner and a fast one (values from 1 and from 2^20 + 1) on one
+ * pointer queue of `cap`, with a runtime of 0 workers and a Coordinator;
+ * not started. */
+typedef struct slow_fast {
+    qf_runtime *rt;
+    qf_coord *c;
+    qf_queue *q;
+    ptr_counter slow, fast;
+    qf_queue_runner *rs[2];
+} slow_fast;
+
+static void slow_fast_init(slow_fast *f, int64_t cap)
+{
+    f->rt = mkrt(0);
+    f->c = mkcoord();
+    f->q = ptr_queue("q", cap);
+    f->slow = (ptr_counter){.next = 0, .limit = -1};
+    f->fast = (ptr_counter){.next = 1L << 20, .limit = -1};
+    qf_enqueue_op os = {
+        .name = "slow", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_slow, .arg = &f->slow};
+    qf_enqueue_op of = ptr_op("fast", &f->fast);
+    f->rs[0] = mkrunner(f->q, &os, 1, NULL);
+    f->rs[1] = mkrunner(f->q, &of, 1, NULL);
+}
+
+/* Stop, drive the tasks of each of the `lists` task lists to their end,
+ * and free everything. */
+static void slow_fast_end(slow_fast *f, qf_task **const *ts, const size_t *n, size_t lists)
+{
+    cr_assert_eq(qf_coord_request_stop(f->c, NULL), QF_OK);
+    for (size_t i = 0; i < lists; i++)
+        drive(f->rt, ts[i], n[i]);
+    cr_expect_eq(qf_coord_join(f->c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
+    for (size_t i = 0; i < lists; i++)
+        qf_tasks_free(ts[i], n[i]);
+    for (int i = 0; i < 2; i++)
+        cr_expect_eq(qf_queue_runner_free(f->rs[i]), QF_OK);
+    qf_runtime_free(f->rt);
+    qf_coord_free(f->c);
+    qf_queue_unref(f->q);
+}
+
 /* Turns (issue 26): a runner whose op is slower than a turn's time gives
  * its worker up after at most two elements while another runner waits
  * (its turn's clock starts when its first put of the poll ends). On a
@@ -420,26 +462,20 @@ static qf_code produce_slow(void *arg, void **ret_p)
 Test(runners_start, slow_op_turn_ends_after_two_puts)
 {
     enum { CAP = 64 };
-    qf_runtime *rt = mkrt(0);
-    qf_coord *c = mkcoord();
-    qf_queue *q = ptr_queue("q", CAP);
-    ptr_counter slow = {.next = 0, .limit = -1}, fast = {.next = 1L << 20, .limit = -1};
-    qf_enqueue_op os = {
-        .name = "slow", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_slow, .arg = &slow};
-    qf_enqueue_op of = ptr_op("fast", &fast);
-    qf_queue_runner *rs[2] = {mkrunner(q, &os, 1, NULL), mkrunner(q, &of, 1, NULL)};
+    slow_fast f;
+    slow_fast_init(&f, CAP);
     qf_task **ts = NULL;
     size_t n = 0;
-    cr_assert_eq(qf_queue_runners_start(rs, 2, rt, c, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_assert_eq(qf_queue_runners_start(f.rs, 2, f.rt, f.c, QF_RUNNER_START, &ts, &n), QF_OK);
     qf_deadline d = qf_deadline_in_s(60);
-    while (qf_queue_size(q) < CAP) {
-        cr_assert(!qf_deadline_passed(d), "the runners filled %lld of %d", qf_queue_size(q), CAP);
-        cr_assert_geq(qf_runtime_run_once(rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
+    while (qf_queue_size(f.q) < CAP) {
+        cr_assert(!qf_deadline_passed(d), "the runners filled %lld of %d", qf_queue_size(f.q), CAP);
+        cr_assert_geq(qf_runtime_run_once(f.rt, qf_deadline_in_ns(10 * 1000 * 1000)), 0);
     }
     int slow_run = 0, slow_longest = 0;
     for (int k = 0; k < CAP; k++) {
         void *p = NULL;
-        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+        cr_assert_eq(qf_queue_try_dequeue_ptr(f.q, &p), QF_OK, "%s", qf_last_message());
         bool is_slow = ((uintptr_t)p - 1) >> 20 == 0;
         slow_run = is_slow ? slow_run + 1 : 0;
         if (slow_run > slow_longest)
@@ -448,15 +484,7 @@ Test(runners_start, slow_op_turn_ends_after_two_puts)
     cr_expect_geq(slow_longest, 1, "the slow runner put something");
     cr_expect_leq(slow_longest, 2, "the slow runner put %d in a row while the fast one waited",
                   slow_longest);
-    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
-    drive(rt, ts, n);
-    cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
-    qf_tasks_free(ts, n);
-    for (int i = 0; i < 2; i++)
-        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
-    qf_runtime_free(rt);
-    qf_coord_free(c);
-    qf_queue_unref(q);
+    slow_fast_end(&f, &ts, &n, 1);
 }
 
 /* Runs every runnable task of a 0-worker runtime until none is left. */
@@ -483,36 +511,32 @@ static void settle(qf_runtime *rt)
 Test(runners_start, slow_op_turn_after_a_handed_put)
 {
     enum { CAP = 16, TAKE = 10 };
-    qf_runtime *rt = mkrt(0);
-    qf_coord *c = mkcoord();
-    qf_queue *q = ptr_queue("q", CAP);
-    ptr_counter slow = {.next = 0, .limit = -1}, fast = {.next = 1L << 20, .limit = -1};
-    qf_enqueue_op os = {
-        .name = "slow", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce_slow, .arg = &slow};
-    qf_enqueue_op of = ptr_op("fast", &fast);
-    qf_queue_runner *rs[2] = {mkrunner(q, &os, 1, NULL), mkrunner(q, &of, 1, NULL)};
+    slow_fast f;
+    slow_fast_init(&f, CAP);
     qf_task **ts[2] = {NULL, NULL};
     size_t n[2] = {0, 0};
-    cr_assert_eq(qf_queue_runners_start(&rs[0], 1, rt, c, QF_RUNNER_START, &ts[0], &n[0]), QF_OK);
-    settle(rt);
-    cr_assert_eq(qf_queue_size(q), CAP, "the slow runner fills the queue");
-    long in_line = atomic_load(&slow.next); /* its element waiting in line */
+    cr_assert_eq(qf_queue_runners_start(&f.rs[0], 1, f.rt, f.c, QF_RUNNER_START, &ts[0], &n[0]),
+                 QF_OK);
+    settle(f.rt);
+    cr_assert_eq(qf_queue_size(f.q), CAP, "the slow runner fills the queue");
+    long in_line = atomic_load(&f.slow.next); /* its element waiting in line */
     cr_assert_eq(in_line, CAP + 1);
-    cr_assert_eq(qf_queue_runners_start(&rs[1], 1, rt, c, QF_RUNNER_START, &ts[1], &n[1]), QF_OK);
-    settle(rt);
-    cr_assert_eq(qf_queue_size(q), CAP, "the fast runner waits in line");
+    cr_assert_eq(qf_queue_runners_start(&f.rs[1], 1, f.rt, f.c, QF_RUNNER_START, &ts[1], &n[1]),
+                 QF_OK);
+    settle(f.rt);
+    cr_assert_eq(qf_queue_size(f.q), CAP, "the fast runner waits in line");
     for (int k = 0; k < TAKE; k++) {
         void *p = NULL;
-        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK, "%s", qf_last_message());
+        cr_assert_eq(qf_queue_try_dequeue_ptr(f.q, &p), QF_OK, "%s", qf_last_message());
     }
-    settle(rt);
+    settle(f.rt);
     /* In the queue's order: the slow runner's elements after the handed
      * one, up to the first of the fast runner's own. */
     int own = 0;
     bool counting = true;
     for (int k = 0; k < CAP; k++) {
         void *p = NULL;
-        if (qf_queue_try_dequeue_ptr(q, &p) != QF_OK)
+        if (qf_queue_try_dequeue_ptr(f.q, &p) != QF_OK)
             break;
         long v = (long)(uintptr_t)p;
         bool is_slow = v < (1L << 20);
@@ -523,15 +547,5 @@ Test(runners_start, slow_op_turn_after_a_handed_put)
     }
     cr_expect_geq(own, 1, "the slow runner put after its handed element");
     cr_expect_leq(own, 2, "the slow runner put %d of its own in a row after a handed put", own);
-    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
-    drive(rt, ts[0], n[0]);
-    drive(rt, ts[1], n[1]);
-    cr_expect_eq(qf_coord_join(c, NULL, 0, 5.0, false, NULL), QF_OK, "%s", qf_last_message());
-    qf_tasks_free(ts[0], n[0]);
-    qf_tasks_free(ts[1], n[1]);
-    for (int i = 0; i < 2; i++)
-        cr_expect_eq(qf_queue_runner_free(rs[i]), QF_OK);
-    qf_runtime_free(rt);
-    qf_coord_free(c);
-    qf_queue_unref(q);
+    slow_fast_end(&f, ts, n, 2);
 }
