@@ -20,12 +20,19 @@
 
 #include "qf_coord_join-impl.h"
 #include "qf_coord_state-impl.h"
+#include "qf_member_mem-impl.h"
 #include "qf_status-impl.h"
+
+/* The name (and any extra bytes) are inside the record. */
+static void member_free(qf_coord_member *m)
+{
+    qf__member_mem_free(m, m->mem_class);
+}
 
 void qf__coord_member_unref(qf_coord_member *m)
 {
     if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1)
-        free(m); /* the name (and any extra bytes) are inside */
+        member_free(m);
 }
 
 /* One allocation: the record, `extra` bytes at MEMBER_EXTRA_OFF (when
@@ -43,9 +50,11 @@ static qf_coord_member *member_alloc(qf_coord *c, enum member_kind kind, const c
     size_t len = strlen(name) + 1;
     if (extra > SIZE_MAX / 2 || len > SIZE_MAX / 2)
         return NULL;
-    qf_coord_member *m = calloc(1, name_off + len);
+    uint8_t cls;
+    qf_coord_member *m = qf__member_mem_alloc(name_off + len, &cls);
     if (!m)
         return NULL;
+    m->mem_class = cls;
     char *copy = (char *)m + name_off;
     memcpy(copy, name, len);
     m->name = copy;
@@ -129,7 +138,7 @@ void qf__coord_members_link(qf_coord *c, qf_coord_member *const *ms, size_t n)
 
 void qf__coord_member_discard(qf_coord_member *m)
 {
-    free(m);
+    member_free(m);
 }
 
 qf_code qf__coord_member_new_ext(qf_coord *c, const char *name, size_t extra,
@@ -232,7 +241,7 @@ qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *
     qf_coord_member *m = member_alloc(c, MEMBER_THREAD_HOOKED, name, "thread", 2, 0);
     struct trampoline *tr = m ? malloc(sizeof(*tr)) : NULL;
     if (!tr) {
-        free(m); /* the name is inside */
+        member_free(m); /* the name is inside */
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: out of memory");
     }
     tr->m = m;
@@ -242,7 +251,7 @@ qf_code qf_coord_thread_create(qf_coord *c, const char *name, void *(*fn)(void *
     int err = pthread_create(&t, NULL, thread_main, tr);
     if (err) {
         free(tr);
-        free(m);
+        member_free(m);
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "qf_coord_thread_create: pthread_create: %s",
                             strerror(err));
     }

@@ -40,6 +40,7 @@ struct qf_coord_member {
     _Atomic uint32_t done;
     _Atomic uint32_t refs;
     enum member_kind kind;
+    uint8_t mem_class; /* qf__member_mem_alloc()'s class of this record */
     /* A task of a runtime with 0 workers: it runs only while the host
      * drives the loop (named in join's laggard message). */
     _Atomic bool hosted;

@@ -12,11 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_member_mem-impl.h"
 #include "qflow.h"
 #include "qf_queue_runner.h"
 
 #include "qf_test.h"
 #include "qf_test_runner.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define QF_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QF_TEST_ASAN 1
+#endif
+#endif
 
 static qf_enqueue_op ptr_op(const char *name, ptr_counter *c)
 {
@@ -548,4 +557,58 @@ Test(runners_start, slow_op_turn_after_a_handed_put)
     cr_expect_geq(own, 1, "the slow runner put after its handed element");
     cr_expect_leq(own, 2, "the slow runner put %d of its own in a row after a handed put", own);
     slow_fast_end(&f, ts, n, 2);
+}
+
+/* Members of ended runners (their task records) wait for the next start
+ * instead of going back to malloc (coord/qf_member_mem.c): a second batch
+ * after the first ended takes its records from what the first left. */
+/* Start n runners, stop them, free everything; the bytes that waited
+ * just after the start. */
+static size_t run_batch_to_end(int n)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_coord *c = mkcoord();
+    qf_queue *q = ptr_queue("q", 64);
+    ptr_counter *pcs = calloc((size_t)n, sizeof(*pcs));
+    qf_queue_runner **rs = calloc((size_t)n, sizeof(*rs));
+    cr_assert(pcs && rs);
+    for (int i = 0; i < n; i++) {
+        pcs[i].limit = -1;
+        qf_enqueue_op o = ptr_op("p", &pcs[i]);
+        rs[i] = mkrunner(q, &o, 1, NULL);
+    }
+    cr_assert_eq(qf_queue_runners_start(rs, (size_t)n, rt, c, QF_RUNNER_START, NULL, NULL), QF_OK);
+    size_t idle_after_start = qf__member_mem_idle_bytes();
+    cr_assert_eq(qf_coord_request_stop(c, NULL), QF_OK);
+    cr_assert_eq(qf_coord_join(c, NULL, 0, 60.0, false, NULL), QF_OK, "%s", qf_last_message());
+    qf_runtime_free(rt);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(qf_queue_runner_free(rs[i]), QF_OK);
+    qf_queue_unref(q);
+    qf_coord_free(c);
+    free(rs);
+    free(pcs);
+    return idle_after_start;
+}
+
+Test(runners_start, a_new_batch_reuses_the_records_of_ended_runners, .timeout = 120)
+{
+    enum { N = 3000 };
+    qf__member_mem_release();
+    size_t at_first_start = run_batch_to_end(N);
+    size_t left = qf__member_mem_idle_bytes();
+    size_t at_second_start = run_batch_to_end(N);
+#ifdef QF_TEST_ASAN
+    (void)at_first_start;
+    (void)at_second_start;
+    cr_expect_eq(left, 0, "AddressSanitizer builds keep nothing");
+#else
+    cr_expect_eq(at_first_start, 0, "nothing waited before the first batch");
+    cr_expect_geq(left, (size_t)N * 64, "the ended runners' records wait: %zu bytes", left);
+    cr_expect_leq(at_second_start + (size_t)N * 64, left,
+                  "the second start took its records from them: %zu of %zu bytes left",
+                  at_second_start, left);
+#endif
+    cr_expect_leq(qf__member_mem_idle_bytes(), QF__MEMBER_CACHE_BYTES);
+    qf__member_mem_release();
 }
