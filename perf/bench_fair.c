@@ -102,6 +102,7 @@ static void fair_qflow(unsigned n, double window_s, fair_result *out)
     uint64_t t0 = bench_now_ns();
     check(qf_queue_runners_start(runners, n, rt, coord, QF_RUNNER_START, NULL, NULL),
           "qf_queue_runners_start");
+    uint64_t t_started = bench_now_ns();
     uint64_t end = UINT64_MAX, now = t0, all_first = 0;
     unsigned delivered = 0;
     while (now < end) {
@@ -130,6 +131,11 @@ static void fair_qflow(unsigned n, double window_s, fair_result *out)
             bench_fail("runners.fair/qflow: %u of %u runners delivered nothing in %d s",
                        n - delivered, n, FIRST_LIMIT_S);
     }
+    /* The two phases of .first apart: the start call, and the drain until
+     * every runner's first element came (README, Measured). */
+    if (getenv("QF_BENCH_FAIR_PHASES"))
+        fprintf(stderr, "runners.fair.%u/qflow: start %.2f ms, drain %.2f ms\n", n,
+                (double)(t_started - t0) / 1e6, (double)(all_first - (t_started - t0)) / 1e6);
     qf_coord_request_stop(coord, NULL);
     check(qf_coord_join(coord, NULL, 0, 10.0, false, NULL), "qf_coord_join");
     qf_runtime_free(rt);
