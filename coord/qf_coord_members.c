@@ -23,10 +23,11 @@
 #include "qf_member_mem-impl.h"
 #include "qf_status-impl.h"
 
-/* The name (and any extra bytes) are inside the record. */
+/* The name (and any extra bytes) are inside the record. NULL: nothing. */
 static void member_free(qf_coord_member *m)
 {
-    qf__member_mem_free(m, m->mem_class);
+    if (m)
+        qf__member_mem_free(m, m->mem_class);
 }
 
 void qf__coord_member_unref(qf_coord_member *m)

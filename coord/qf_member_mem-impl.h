@@ -11,7 +11,8 @@
  * the next members, so a batch of tasks started after another ended
  * faults no page in (see the .c file). qf__member_mem_idle_bytes(): the
  * bytes of the empty slabs kept now (a snapshot); qf__member_mem_release():
- * free those now.
+ * free those now (each class's current slab stays). The locks are held
+ * across fork(), so a child can allocate.
  *
  * Thread safety: any thread. Progress: blocking (a call takes its size
  * class's lock for a few word operations; making or freeing a slab, or a

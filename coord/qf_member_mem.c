@@ -27,17 +27,21 @@
  * operations) over its current slab and its list of other slabs with free
  * blocks. A slab that becomes empty, other than the current one, leaves
  * the list: it is kept for any class while the empty slabs kept add up to
- * less than QF__MEMBER_CACHE_BYTES, else freed. Blocks of more than
+ * no more than QF__MEMBER_CACHE_BYTES, else freed. Blocks of more than
  * MAX_BYTES go to calloc() and free(). Memory kept stays with the
- * process; qf__member_mem_release() frees the empty slabs. AddressSanitizer
+ * process; qf__member_mem_release() frees the empty slabs. The locks are
+ * held across fork() (pthread_atfork), as malloc's are. AddressSanitizer
  * builds keep nothing, so a member used after it ended is still reported.
  */
+#include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_member_mem-impl.h"
 
@@ -78,6 +82,39 @@ static mem_class classes[N_CLASSES];
 static _Atomic uint32_t empty_lock;
 static slab *empty_slabs; /* under empty_lock */
 static _Atomic size_t empty_bytes;
+
+/* fork(): every lock is taken around it, in the order the code nests them
+ * (a class's, then the empty list's), so the child never starts with one
+ * held by a thread that does not exist there (measured without: 62 of 200
+ * children of a process whose threads were allocating hung). The words are
+ * taken and dropped without the debug builds' per-thread record of locks
+ * held, which holds 16 and would stop checking this thread after 33. */
+static void word_release(_Atomic uint32_t *l)
+{
+    if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
+        qf_futex_wake(l, 1);
+}
+
+static void fork_prepare(void)
+{
+    for (size_t i = 0; i < N_CLASSES; i++)
+        qf__lock_word(&classes[i].lock);
+    qf__lock_word(&empty_lock);
+}
+
+static void fork_release(void)
+{
+    word_release(&empty_lock);
+    for (size_t i = N_CLASSES; i-- > 0;)
+        word_release(&classes[i].lock);
+}
+
+/* At load, not at the first allocation: no call after that pays for it, and
+ * a release racing the first fork is covered too. */
+__attribute__((constructor)) static void fork_register(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_release, fork_release);
+}
 
 static uint8_t class_of(size_t bytes)
 {
@@ -217,6 +254,7 @@ void qf__member_mem_free(void *p, uint8_t cls)
         return;
     }
     slab *s = slab_of(p);
+    assert(s->cls == cls && "a member block freed with another class, or twice");
     mem_class *k = &classes[cls - 1];
     uint32_t i = (uint32_t)(((char *)p - ((char *)s + HEAD_BYTES)) / block_bytes(cls));
     slab *emptied = NULL;

@@ -6,10 +6,14 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "qf_member_mem-impl.h"
 
@@ -175,4 +179,55 @@ Test(member_mem, threads_share_it_without_mixing_blocks)
     cr_expect_leq(qf__member_mem_idle_bytes(), QF__MEMBER_CACHE_BYTES);
     qf__member_mem_release();
     cr_expect_eq(qf__member_mem_idle_bytes(), 0);
+}
+
+/* fork() while other threads take and free blocks: the child, which has
+ * only the forking thread, can still allocate (no lock is left held by a
+ * thread that does not exist there). The child's own watchdog turns a
+ * hang into a failure. */
+static atomic_bool churn_stop;
+
+static void *churn_until_stopped(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_stop)) {
+        uint8_t c;
+        void *p = qf__member_mem_alloc(600, &c);
+        qf__member_mem_free(p, c);
+    }
+    return NULL;
+}
+
+Test(member_mem, a_child_forked_meanwhile_can_allocate, .timeout = 60)
+{
+#ifdef CACHE_OFF
+    /* Every call is AddressSanitizer's malloc then, which is not ours to
+     * test (its child can hang the same way). */
+    cr_skip_test("AddressSanitizer build: the slabs are off");
+#endif
+    atomic_store(&churn_stop, false);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, churn_until_stopped, NULL), 0);
+    for (int f = 0; f < 50; f++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            alarm(10); /* a hang in the child ends it with SIGALRM */
+            for (int i = 0; i < 1000; i++) {
+                uint8_t c;
+                void *p = qf__member_mem_alloc(600, &c);
+                if (!p)
+                    _exit(2);
+                qf__member_mem_free(p, c);
+            }
+            _exit(0);
+        }
+        int st = 0;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: child status %d", f, st);
+    }
+    atomic_store(&churn_stop, true);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
 }
