@@ -464,10 +464,13 @@ const char *qf__row_value(const void *slot)
 
 bool qf__rows_all(void *const *slots, size_t n)
 {
+    /* Without an early exit: the compiler vectorises the AND of the tag
+     * bits, and a batch of rows (the case that matters) reads every slot
+     * anyway. With a branch per slot this was 4% of qflow-lines' samples. */
+    uintptr_t all = 1;
     for (size_t i = 0; i < n; i++)
-        if (!qf__slot_is_row(slots[i]))
-            return false;
-    return true;
+        all &= (uintptr_t)slots[i];
+    return (all & 1) != 0;
 }
 
 void qf__rows_values(void *const *slots, size_t n, qf_string *dst)

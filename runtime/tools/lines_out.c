@@ -2,6 +2,7 @@
 #include "lines_out.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,20 +115,29 @@ lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, c
 /* The end of the run of values from v[i] (non-empty): values that lie
  * back to back, each one byte (its terminator, once the source's '\n')
  * after the one before, as a TextLineReader hands them out of its block.
- * An empty value (no bytes of its own) joins the run when the next value
- * starts two bytes after the terminator: the one byte between is then no
- * non-empty row's (that row's terminator would be the next value's first
- * byte), so the empty line's '\n' may go there. Stops before `limit`
- * bytes (0: no limit). *ret_span: the run's bytes with its last
- * terminator. */
-static size_t run_end(const qf_string *v, size_t i, size_t n, size_t limit, size_t *ret_span)
+ * Empty values (no bytes of their own) join the run when the next
+ * non-empty value starts as many bytes after the terminator as there are
+ * empty values between: those bytes then get the empty lines' '\n's.
+ * One such byte is never a non-empty row's (that row's terminator would
+ * be the next value's first byte). Two or more could hold a row of the
+ * block that this batch does not have, one taken later from a shuffle
+ * queue, and writing over it would change that row: so more than one
+ * empty value joins only when the values come in their reader's order
+ * (o->values_in_order), where any row lying between two values of the
+ * batch is in the batch between them. Random text has two empty lines in
+ * a row every few hundred lines, and a run cut there cost a write(2)
+ * more per batch of 1024. Stops before `limit` bytes (0: no limit).
+ * *ret_span: the run's bytes with its last terminator. */
+static size_t run_end(const lines_out *o, const qf_string *v, size_t i, size_t n, size_t limit,
+                      size_t *ret_span)
 {
     const char *start = v[i].data;
+    size_t max_gap = o->values_in_order ? SIZE_MAX : 1;
     size_t j = i + 1, span = v[i].len + 1;
     for (;;) {
         size_t gap = 0, k = j;
-        if (k < n && v[k].len == 0) {
-            gap = 1;
+        while (k < n && v[k].len == 0 && gap < max_gap) {
+            gap++;
             k++;
         }
         if (k >= n || v[k].len == 0 || v[k].data != start + span + gap)
@@ -142,16 +152,16 @@ static size_t run_end(const qf_string *v, size_t i, size_t n, size_t limit, size
     return j;
 }
 
-/* Turn the terminators of the run v[i..j) (and the byte of each empty
- * value in it) into '\n's: the run's bytes are then its lines. The
+/* Turn the terminators of the run v[i..j) and the bytes of the empty
+ * values in it into '\n's: the run's bytes are then its lines. The
  * strings are the caller's (see lines_out_values() in the header). */
 static void terminate_run(const qf_string *v, size_t i, size_t j)
 {
+    char *p = (char *)v[i].data;
     for (size_t k = i; k < j; k++) {
         if (v[k].len)
-            ((char *)v[k].data)[v[k].len] = '\n';
-        else
-            ((char *)v[k + 1].data)[-1] = '\n';
+            p = (char *)v[k].data + v[k].len;
+        *p++ = '\n';
     }
 }
 
@@ -167,7 +177,7 @@ lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
             i++;
             continue;
         }
-        size_t span, j = run_end(v, i, n, 0, &span);
+        size_t span, j = run_end(o, v, i, n, 0, &span);
         if (span >= LINES_OUT_DIRECT_MIN) {
             /* A long run is written from where it lies: copying it into
              * the buffer would cost more than the write(2) it saves (to
@@ -180,7 +190,7 @@ lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
             continue;
         }
         if (span > room && v[i].len < room)
-            j = run_end(v, i, n, room, &span); /* the part that fits */
+            j = run_end(o, v, i, n, room, &span); /* the part that fits */
         if (span <= room) {
             /* A short run: one copy (lines are short: this saves a memcpy
              * call per line). */

@@ -37,6 +37,11 @@ typedef struct lines_out {
     lines_out_status status;
     /* Set by the signal handler; read here after an EINTR. */
     volatile sig_atomic_t *stop;
+    /* The values given to lines_out_values() come in the order their
+     * reader made them (a FIFO batch queue and one consumer; not a
+     * shuffle): a run may then take in several empty lines in a row (see
+     * run_end() in lines_out.c). False after lines_out_init(). */
+    bool values_in_order;
 } lines_out;
 
 /** lines_out_init() - a buffer of `cap` bytes for `fd`. Returns false when

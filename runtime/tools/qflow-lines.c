@@ -838,6 +838,9 @@ int main(int argc, char **argv)
         return 1;
     }
     a.flush_per_batch = isatty(STDOUT_FILENO);
+    /* One consumer (this thread, or the seeded consumer task) of a FIFO
+     * batch queue: every reader's lines come in its order. */
+    a.out.values_in_order = !a.o.shuffle;
 
     /* Every thread the pipeline creates (workers, the monitor, library
      * helpers) inherits a mask that blocks the stop signals, so their

@@ -1,0 +1,142 @@
+/* test_lines_out.c - qflow-lines' output of runs (runtime/tools/lines_out.h):
+ * values that lie back to back in a reader's block are written where they
+ * lie, empty lines between them included, and never over a row the batch
+ * does not have. The values are laid out by hand here as a TextLineReader
+ * lays out its rows: each row's bytes, then a terminator (NUL); an empty
+ * row is just its terminator. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lines_out.h"
+
+/* Everything o wrote to its file, flushed and read back (malloc'd). */
+static char *written(lines_out *o, FILE *f, size_t *ret_len)
+{
+    cr_assert_eq(lines_out_flush(o), LINES_OUT_OK);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0); /* o wrote with write(2): ask the fd */
+    long end = ftell(f);
+    cr_assert_geq(end, 0);
+    char *s = malloc((size_t)end + 1);
+    cr_assert_not_null(s);
+    rewind(f);
+    cr_assert_eq(fread(s, 1, (size_t)end, f), (size_t)end);
+    s[end] = '\0';
+    *ret_len = (size_t)end;
+    return s;
+}
+
+static void out_open(lines_out *o, FILE **ret_f, bool in_order)
+{
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    cr_assert(lines_out_init(o, fileno(f), 1 << 16, NULL));
+    o->values_in_order = in_order;
+    *ret_f = f;
+}
+
+/* The block "a\0\0\0b\0": rows "a", "", "", "b" in the reader's order.
+ * Both empty lines join the run: its bytes become the output in place. */
+Test(lines_out, empty_lines_in_a_row_join_a_run_in_reader_order)
+{
+    char block[] = {'a', 0, 0, 0, 'b', 0};
+    qf_string v[] = {{1, block}, {0, NULL}, {0, NULL}, {1, block + 4}};
+    lines_out o;
+    FILE *f;
+    out_open(&o, &f, true);
+    cr_assert_eq(lines_out_values(&o, v, 4), LINES_OUT_OK);
+    size_t len;
+    char *s = written(&o, f, &len);
+    cr_expect_eq(len, 6);
+    cr_expect_arr_eq(s, "a\n\n\nb\n", 6);
+    cr_expect_arr_eq(block, "a\n\n\nb\n", 6, "one run: its terminators and empty lines in place");
+    free(s);
+    lines_out_free(&o);
+    fclose(f);
+}
+
+/* The block "a\0x\0b\0" and a batch of "a", "", "", "b" out of order (a
+ * shuffle queue: row "x" is still in the queue). The two bytes between
+ * "a" and "b" are "x"'s, not the empty lines': they must not be written. */
+Test(lines_out, a_row_between_is_never_written_over_out_of_order)
+{
+    char block[] = {'a', 0, 'x', 0, 'b', 0};
+    qf_string v[] = {{1, block}, {0, NULL}, {0, NULL}, {1, block + 4}};
+    lines_out o;
+    FILE *f;
+    out_open(&o, &f, false);
+    cr_assert_eq(lines_out_values(&o, v, 4), LINES_OUT_OK);
+    size_t len;
+    char *s = written(&o, f, &len);
+    cr_expect_eq(len, 6);
+    cr_expect_arr_eq(s, "a\n\n\nb\n", 6);
+    cr_expect_eq(block[2], 'x', "the row between was written over");
+    cr_expect_eq(block[3], 0);
+    free(s);
+    lines_out_free(&o);
+    fclose(f);
+}
+
+/* One empty line between two rows is a run in either order: one byte
+ * between two values is never a non-empty row's. */
+Test(lines_out, one_empty_line_joins_a_run_in_any_order)
+{
+    char block[] = {'a', 0, 0, 'b', 0};
+    qf_string v[] = {{1, block}, {0, NULL}, {1, block + 3}};
+    lines_out o;
+    FILE *f;
+    out_open(&o, &f, false);
+    cr_assert_eq(lines_out_values(&o, v, 3), LINES_OUT_OK);
+    size_t len;
+    char *s = written(&o, f, &len);
+    cr_expect_eq(len, 5);
+    cr_expect_arr_eq(s, "a\n\nb\n", 5);
+    cr_expect_arr_eq(block, "a\n\nb\n", 5);
+    free(s);
+    lines_out_free(&o);
+    fclose(f);
+}
+
+/* A block of about 256 KiB of rows with runs of 0 to 6 empty lines, given
+ * as batches of 1000 values in the reader's order and out of it: the
+ * output is the lines, byte for byte, whichever path (in place, copied,
+ * cut by the buffer's room) each run takes. */
+Test(lines_out, long_blocks_with_empty_runs_byte_identical)
+{
+    for (int in_order = 0; in_order < 2; in_order++) {
+        size_t cap = 256 * 1024, len = 0, n = 0;
+        char *block = malloc(cap), *want = malloc(cap);
+        qf_string *v = malloc(cap * sizeof(*v));
+        cr_assert(block && want && v);
+        unsigned x = 12345;
+        while (len + 200 < cap) {
+            x = x * 1103515245u + 12345u;
+            size_t l = (x >> 8) % 7 == 0 ? 0 : (x >> 12) % 150;
+            for (size_t i = 0; i < l; i++)
+                block[len + i] = want[len + i] = (char)('a' + (i + x) % 26);
+            v[n++] = l ? (qf_string){l, block + len} : (qf_string){0, NULL};
+            len += l;
+            block[len] = 0;
+            want[len++] = '\n';
+        }
+        lines_out o;
+        FILE *f;
+        out_open(&o, &f, in_order);
+        for (size_t i = 0; i < n; i += 1000)
+            cr_assert_eq(lines_out_values(&o, v + i, n - i < 1000 ? n - i : 1000), LINES_OUT_OK);
+        size_t got_len;
+        char *got = written(&o, f, &got_len);
+        cr_expect_eq(got_len, len, "in order %d", in_order);
+        cr_expect(got_len == len && memcmp(got, want, len) == 0, "output differs (in order %d)",
+                  in_order);
+        free(got);
+        lines_out_free(&o);
+        fclose(f);
+        free(v);
+        free(want);
+        free(block);
+    }
+}
