@@ -162,11 +162,18 @@ static inline void qf__lock(_Atomic uint32_t *l)
     qf__lock_acquired(l);
 }
 
+/* qf__lock_word()'s release: no held-lock record either (a fork handler
+ * that takes every lock of a module uses the pair). */
+static inline void qf__unlock_word(_Atomic uint32_t *l)
+{
+    if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
+        qf_futex_wake(l, 1);
+}
+
 static inline void qf__unlock(_Atomic uint32_t *l)
 {
     qf__lock_releasing(l);
-    if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
-        qf_futex_wake(l, 1);
+    qf__unlock_word(l);
 }
 
 #endif

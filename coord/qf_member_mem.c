@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qf_futex.h"
 #include "qf_lock-impl.h"
 #include "qf_member_mem-impl.h"
 
@@ -89,12 +88,6 @@ static _Atomic size_t empty_bytes;
  * children of a process whose threads were allocating hung). The words are
  * taken and dropped without the debug builds' per-thread record of locks
  * held, which holds 16 and would stop checking this thread after 33. */
-static void word_release(_Atomic uint32_t *l)
-{
-    if (atomic_exchange_explicit(l, 0, memory_order_release) == 2)
-        qf_futex_wake(l, 1);
-}
-
 static void fork_prepare(void)
 {
     for (size_t i = 0; i < N_CLASSES; i++)
@@ -104,9 +97,9 @@ static void fork_prepare(void)
 
 static void fork_release(void)
 {
-    word_release(&empty_lock);
+    qf__unlock_word(&empty_lock);
     for (size_t i = N_CLASSES; i-- > 0;)
-        word_release(&classes[i].lock);
+        qf__unlock_word(&classes[i].lock);
 }
 
 /* At load, not at the first allocation: no call after that pays for it, and
@@ -148,8 +141,10 @@ static void slab_format(slab *s, uint32_t cls)
     s->listed = false;
     s->prev = s->next = NULL;
     memset(s->free_map, 0, sizeof(s->free_map));
-    for (uint32_t i = 0; i < s->n_blocks; i++)
-        s->free_map[i / 64] |= (uint64_t)1 << (i % 64);
+    uint32_t full = s->n_blocks / 64, rest = s->n_blocks % 64;
+    memset(s->free_map, 0xff, full * sizeof(s->free_map[0]));
+    if (rest)
+        s->free_map[full] = ((uint64_t)1 << rest) - 1;
 }
 
 /* An empty slab: a kept one, else a fresh one (NULL when out of memory). */
