@@ -23,6 +23,7 @@
 #include "qf_status.h"
 #include "qf_strblock-impl.h"
 #include "qf_tensor-impl.h"
+#include "qf_waitlist-impl.h"
 
 /* ------------------------------------------------------------- creation */
 
@@ -533,12 +534,12 @@ static void poll_ended(qf_waker *wk, bool was_registered)
     if (was_registered)
         qf_waker_withdraw(wk);
     else
-        qf_waker_consumed(wk);
+        qf__waker_consumed_fast(wk);
 }
 
 static bool poll_begins(const qf_waker *wk)
 {
-    return qf_waker_state(wk) == QF_WAKER_REGISTERED;
+    return qf__waker_state_fast(wk) == QF_WAKER_REGISTERED;
 }
 
 /* --------------------------------------------------------- element API */

@@ -73,6 +73,7 @@ typedef struct qf__fifo {
     bool unbounded_cap; /* no limit */
     bool spill;         /* the ring is smaller than the capacity: overflow list */
     bool single_producer, single_consumer;
+    bool put_one; /* a one-element put may take put_one_now() (qf_fifo.c) */
     int64_t spin_ns;
 
     qf__ring ring;

@@ -201,15 +201,15 @@ void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
     if (s & QF__CLOSED) {
         /* End-of-data may have come: everyone re-checks. */
         atomic_store_explicit(&f->many_need, UINT32_MAX, memory_order_relaxed);
-        if (qf_waitlist_count(&f->deq_waiters))
+        if (qf__waitlist_count_fast(&f->deq_waiters))
             qf_waitlist_wake(&f->deq_waiters, INT32_MAX);
-        if (qf_waitlist_count(&f->deq_many_waiters))
+        if (qf__waitlist_count_fast(&f->deq_many_waiters))
             qf_waitlist_wake(&f->deq_many_waiters, INT32_MAX);
         return;
     }
-    if (qf_waitlist_count(&f->deq_waiters))
+    if (qf__waitlist_count_fast(&f->deq_waiters))
         qf__waitlist_wake_near(&f->deq_waiters, clamp_n(k));
-    if (qf_waitlist_count(&f->deq_many_waiters)) {
+    if (qf__waitlist_count_fast(&f->deq_many_waiters)) {
         uint32_t need = atomic_load_explicit(&f->many_need, memory_order_seq_cst);
         /* Whoever resets many_need from a real value wakes the batch
          * waiters; one that still falls short lowers it again before its
@@ -353,7 +353,7 @@ void qf__fifo_wake_producers(qf__fifo *f, size_t k)
         return;
     if (atomic_load_explicit(&f->reqs_n, memory_order_relaxed))
         complete_requests(f, NULL);
-    if (qf_waitlist_count(&f->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(f)))
+    if (qf__waitlist_count_fast(&f->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(f)))
         qf_waitlist_wake(&f->enq_waiters, clamp_n(k));
 }
 

@@ -457,6 +457,33 @@ Test(queue_ptr, tombstones_in_front_of_a_value_do_not_end_the_data)
     qf_queue_unref(q);
 }
 
+/* Single puts and takes have their own paths (qf__ring_put_one_ptr(),
+ * qf__ring_take_one_ptr()): a tombstone in front of each value, each taken
+ * by a dequeue of one, is dropped, untagged and uncounted, and the values
+ * come out in order, also across the ring's wrap. White-box as above. */
+Test(queue_ptr, tombstones_between_values_taken_one_at_a_time)
+{
+    qf_queue *q = mkq(8, 0);
+    for (unsigned round = 0; round < 20; round++) {
+        for (unsigned i = 0; i < 3; i++) {
+            unsigned t = 0;
+            cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 1, false, true, q->fifo.ring.cap, &t), 1);
+            qf__ring_write_tombstone(&q->fifo.ring, t);
+            qf__ring_publish(&q->fifo.ring, t, 1, false);
+            cr_assert_eq(qf_queue_enqueue_ptr(q, P(0x40 + 4 * round + i)), QF_OK);
+        }
+        for (unsigned i = 0; i < 3; i++) {
+            void *v = NULL;
+            cr_assert_eq(qf_queue_dequeue_ptr(q, &v), QF_OK, "%s", qf_last_message());
+            cr_expect_eq(U(v), 0x40 + 4 * round + i, "round %u value %u", round, i);
+        }
+        cr_expect_eq(atomic_load(&q->fifo.ring.tomb_n), 0, "round %u", round);
+        void *v = NULL;
+        cr_expect_eq(qf_queue_try_dequeue_ptr(q, &v), QF_UNAVAILABLE);
+    }
+    qf_queue_unref(q);
+}
+
 /* The spread layout (qf_ring-impl.h note 8): in every ring size, index
  * -> position is a permutation of the slots and its own inverse, and in a
  * ring of 256 slots or more consecutive indices put their marks (4 bytes)
