@@ -55,6 +55,7 @@ struct qf_queue {
     int64_t capacity;  /* INT32_MAX when unbounded */
     bool unbounded;    /* capacity was negative (no limit) */
     bool inline_mode;  /* slots hold values, not qf_element pointers */
+    bool ptr_queue;    /* inline_mode with one QF_PTR component: the _ptr calls */
     bool rows_no_keys; /* qf__queue_rows_without_keys() */
     /* NULL, or slots are blocks of the components' values, not elements
      * (qf_queue_packed-impl.h). */

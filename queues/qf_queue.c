@@ -229,6 +229,7 @@ static bool copy_components(qf_queue *q, const qf_queue_options *o, const char *
      * so inline mode is safe for it too. */
     q->inline_mode =
         q->ncomp == 1 && q->shapes && q->shapes[0].rank == 0 && inline_dtype(q->dtypes[0]);
+    q->ptr_queue = q->inline_mode && q->dtypes[0] == QF_PTR;
     return qf__packed_init(q);
 }
 
@@ -1155,7 +1156,7 @@ static qf_code check_ptr_queue(const qf_queue *q)
 {
     if (!q)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL queue");
-    if (!q->inline_mode || q->dtypes[0] != QF_PTR)
+    if (!q->ptr_queue)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s '%s' is not a pointer queue (one scalar QF_PTR component)",
                             q->kind_name, q->name);

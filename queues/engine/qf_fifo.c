@@ -449,9 +449,38 @@ static bool spin_for_room(qf__fifo *f, size_t n, const qf__wait *w, spin *sp)
     return !qf_deadline_passed(w->deadline) && spin_once(f, sp);
 }
 
+/* fifo_put()'s first round for one element, when it fits at once: what
+ * the loop below does then, without its set-up. False: not done (the
+ * queue is full or refused it; *ret_rc says which), and the caller goes
+ * on with the loop, which looks again. */
+static bool put_one_first(qf__fifo *f, void *v, size_t *ret_done, qf_code *ret_rc)
+{
+    *ret_rc = qf__fifo_closed_for(f, atomic_load_explicit(&f->state, memory_order_acquire), false);
+    if (*ret_rc != QF_OK)
+        return false;
+    size_t published = 0;
+    size_t k = put_one_now(f, v, false, ret_rc, &published);
+    qf__fifo_wake_consumers(f, published);
+    if (k == 0)
+        return false;
+    if (ret_done)
+        *ret_done = 1;
+    return true;
+}
+
 static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
                         size_t *ret_done)
 {
+    if (n == 1 && f->put_one) {
+        qf_code rc;
+        if (put_one_first(f, slots[0], ret_done, &rc))
+            return QF_OK;
+        if (rc != QF_OK) {
+            if (ret_done)
+                *ret_done = 0;
+            return rc;
+        }
+    }
     size_t done = 0;
     bool pending = false;
     spin sp = {0};
@@ -724,6 +753,15 @@ static qf_code take_wait(qf__fifo *f, take_call *t, const qf__wait *w, unsigned 
 static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
                          void **ret_slots, size_t *ret_n)
 {
+    if (max == 1) {
+        /* The loop's first round for one element, when it is there. */
+        size_t claimed;
+        if (take_now(f, ret_slots, 1, 1, &claimed) == 1) {
+            if (ret_n)
+                *ret_n = 1;
+            return QF_OK;
+        }
+    }
     take_call t = {.min = min, .max = max, .up_to = up_to, .slots = ret_slots};
     spin sp = {0};
     unsigned inflight = 0;

@@ -182,6 +182,7 @@ typedef struct qf__ring {
     ck_ring_buffer_t *buf;
     unsigned mask;
     unsigned spread;                      /* index bits swapped (note 8); 0: none */
+    unsigned spread_low;                  /* (1 << spread) - 1 */
     unsigned cap;                         /* most slots in use at once (<= mask) */
     bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
     _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
@@ -211,7 +212,7 @@ typedef struct qf__ring {
 static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
 {
     unsigned x = i & r->mask;
-    unsigned mix = (x ^ (x >> r->spread)) & ((1u << r->spread) - 1u);
+    unsigned mix = (x ^ (x >> r->spread)) & r->spread_low;
     return x ^ mix ^ (mix << r->spread);
 }
 
@@ -274,6 +275,7 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->spread = 0;
     while (multi_producer && r->spread < 4 && (4u << (2 * r->spread)) <= slots)
         r->spread++;
+    r->spread_low = (1u << r->spread) - 1u;
     r->cap = cap;
     qf__fence_init();
     r->sym = false;
@@ -318,6 +320,7 @@ static inline void qf__ring_init_cells(qf__ring *r, void *cells, unsigned slots,
     r->spread = 0;
     while (r->spread < 4 && (4u << (2 * r->spread)) <= slots)
         r->spread++;
+    r->spread_low = (1u << r->spread) - 1u;
     r->marks = cells;
     r->tombs = r->marks + 1;
     size_t words = qf__ring_cell_bytes(value_bytes) / sizeof(uint32_t);
@@ -577,7 +580,7 @@ static inline unsigned qf__ring_put_one_ptr(qf__ring *r, unsigned t, void *v)
     QF_WIDEN();
     unsigned end = t + 1;
     unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
-    return 1 + (qf__ring_run_end(r, end, head) - end);
+    return head == end ? 1 : 1 + (qf__ring_run_end(r, end, head) - end);
 }
 
 /* Slot index idx is abandoned: its producer reserved it and then found
