@@ -38,24 +38,32 @@ static void out_open(lines_out *o, FILE **ret_f, bool in_order)
     *ret_f = f;
 }
 
+/* lines_out_values() of v[0..n) with values_in_order as given: expects
+ * `want` (want_len bytes) written, and nothing else. */
+static void expect_written(const qf_string *v, size_t n, bool in_order, const char *want,
+                           size_t want_len)
+{
+    lines_out o;
+    FILE *f;
+    out_open(&o, &f, in_order);
+    cr_assert_eq(lines_out_values(&o, v, n), LINES_OUT_OK);
+    size_t len;
+    char *s = written(&o, f, &len);
+    cr_expect_eq(len, want_len);
+    cr_expect(len == want_len && memcmp(s, want, len) == 0, "wrote \"%.*s\"", (int)len, s);
+    free(s);
+    lines_out_free(&o);
+    fclose(f);
+}
+
 /* The block "a\0\0\0b\0": rows "a", "", "", "b" in the reader's order.
  * Both empty lines join the run: its bytes become the output in place. */
 Test(lines_out, empty_lines_in_a_row_join_a_run_in_reader_order)
 {
     char block[] = {'a', 0, 0, 0, 'b', 0};
     qf_string v[] = {{1, block}, {0, NULL}, {0, NULL}, {1, block + 4}};
-    lines_out o;
-    FILE *f;
-    out_open(&o, &f, true);
-    cr_assert_eq(lines_out_values(&o, v, 4), LINES_OUT_OK);
-    size_t len;
-    char *s = written(&o, f, &len);
-    cr_expect_eq(len, 6);
-    cr_expect_arr_eq(s, "a\n\n\nb\n", 6);
+    expect_written(v, 4, true, "a\n\n\nb\n", 6);
     cr_expect_arr_eq(block, "a\n\n\nb\n", 6, "one run: its terminators and empty lines in place");
-    free(s);
-    lines_out_free(&o);
-    fclose(f);
 }
 
 /* The block "a\0x\0b\0" and a batch of "a", "", "", "b" out of order (a
@@ -65,19 +73,9 @@ Test(lines_out, a_row_between_is_never_written_over_out_of_order)
 {
     char block[] = {'a', 0, 'x', 0, 'b', 0};
     qf_string v[] = {{1, block}, {0, NULL}, {0, NULL}, {1, block + 4}};
-    lines_out o;
-    FILE *f;
-    out_open(&o, &f, false);
-    cr_assert_eq(lines_out_values(&o, v, 4), LINES_OUT_OK);
-    size_t len;
-    char *s = written(&o, f, &len);
-    cr_expect_eq(len, 6);
-    cr_expect_arr_eq(s, "a\n\n\nb\n", 6);
+    expect_written(v, 4, false, "a\n\n\nb\n", 6);
     cr_expect_eq(block[2], 'x', "the row between was written over");
     cr_expect_eq(block[3], 0);
-    free(s);
-    lines_out_free(&o);
-    fclose(f);
 }
 
 /* One empty line between two rows is a run in either order: one byte
@@ -86,18 +84,8 @@ Test(lines_out, one_empty_line_joins_a_run_in_any_order)
 {
     char block[] = {'a', 0, 0, 'b', 0};
     qf_string v[] = {{1, block}, {0, NULL}, {1, block + 3}};
-    lines_out o;
-    FILE *f;
-    out_open(&o, &f, false);
-    cr_assert_eq(lines_out_values(&o, v, 3), LINES_OUT_OK);
-    size_t len;
-    char *s = written(&o, f, &len);
-    cr_expect_eq(len, 5);
-    cr_expect_arr_eq(s, "a\n\nb\n", 5);
+    expect_written(v, 3, false, "a\n\nb\n", 5);
     cr_expect_arr_eq(block, "a\n\nb\n", 5);
-    free(s);
-    lines_out_free(&o);
-    fclose(f);
 }
 
 /* A block of about 256 KiB of rows with runs of 0 to 6 empty lines, given
