@@ -7,6 +7,7 @@
  * (a tensor in, a tensor out); the _ptr API moves the pointer with nothing
  * allocated at all.
  */
+#include <assert.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -659,6 +660,10 @@ int64_t qf__queue_room_guess(const qf_queue *q)
 qf_code qf__queue_poll_enqueue_trusted(qf_queue *q, void *const *slots, size_t n, qf_waker *wk,
                                        size_t *ret_done)
 {
+    /* The running task's own waker (qf_task_waker()): never NULL, so the
+     * inlined waker checks below need no NULL test, as the public poll
+     * forms' have none after their argument checks. */
+    assert(wk != NULL);
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
     size_t done = 0;
