@@ -155,8 +155,14 @@ static void spin_release(qf__fifo *f, spin *sp)
 /* Spin a little; false once the budget is spent (then it sleeps). The
  * clock is read once every SPIN_CLOCK_EVERY calls: a clock read can cost
  * more than the pause it would time (measured: ~285 ns per
- * clock_gettime() on a loaded KVM guest). */
-#define SPIN_CLOCK_EVERY 8
+ * clock_gettime() on a loaded KVM guest). A call pauses SPIN_PAUSES
+ * times before its caller looks again: a pause takes 58 ns on this
+ * project's VM (an AMD EPYC guest), so the 16 of before made a spinning
+ * thread look once a microsecond, and an element that came just after a
+ * look waited most of that (thread ping-pong p50 600 ns against Go's
+ * 250). */
+#define SPIN_CLOCK_EVERY 16
+#define SPIN_PAUSES 2
 static bool spin_once(qf__fifo *f, spin *sp)
 {
     if (sp->end < 0 || f->spin_ns <= 0 || ncpus() < 2)
@@ -180,7 +186,7 @@ static bool spin_once(qf__fifo *f, spin *sp)
         sp->end = -1;
         return false;
     }
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < SPIN_PAUSES; i++)
         qf__cpu_relax();
     return true;
 }
