@@ -26,9 +26,10 @@
 
 /* A task's enqueue of one slot across polls. Zero it before first use. */
 typedef struct qf__put_ticket {
-    qf__put_req req;
-    void *slot;
+    /* first: read by every put, the request only while one is out */
     bool active; /* a request is out (between QF_PENDING and its end) */
+    void *slot;
+    qf__put_req req;
 } qf__put_ticket;
 
 /**

@@ -22,6 +22,15 @@
  * frees a slot puts the oldest request's slots there itself (qf_fifo_wait.c,
  * "A put request" and "Refill"). */
 typedef struct qf__put_req {
+    /* Ordered so that what a completion and the owner's next look touch
+     * comes first: a runner's request shares a cache line with the start
+     * of its ticket (qf_queue_runner-impl.h). */
+    _Atomic uint32_t state; /* QF__REQ_* */
+    bool linked;            /* on the queue's list; req_lock */
+    /* The request holds a pending count of the queue (a task's request:
+     * dropped by whoever takes it off the list). */
+    bool owns_pending;
+    qf_waker *waker; /* NULL: a thread sleeping on `state` */
     /* Doubly linked so that an owner taking its request back (a deadline,
      * or room seen right after linking, the common case with thousands of
      * producer tasks in line) unlinks it in O(1), not by a walk from the
@@ -31,13 +40,7 @@ typedef struct qf__put_req {
     void *const *slots;
     size_t n;
     size_t done; /* slots[0..done) are in the queue; req_lock */
-    bool linked; /* on the queue's list; req_lock */
-    /* The request holds a pending count of the queue (a task's request:
-     * dropped by whoever takes it off the list). */
-    bool owns_pending;
     struct qf__put_req *finished_next;
-    qf_waker *waker;        /* NULL: a thread sleeping on `state` */
-    _Atomic uint32_t state; /* QF__REQ_* */
 } qf__put_req;
 
 enum {

@@ -58,22 +58,35 @@ struct qf_queue_runner {
     qf__op_rec ops[]; /* n_ops; then custom closed codes; then names */
 };
 
-/* The state of one runner task, stored inside its task's allocation. */
+/* The state of one runner task, stored inside its task's allocation.
+ *
+ * Layout: with thousands of runners in line, a woken runner's state is
+ * cold, and each cache line a poll reads is a miss of its own (a profile
+ * of runners.tput.10000 had most of the runner's own time on the loads of
+ * s->coord, s->r->queue and s->op->op.kind, three lines). So what every
+ * poll of a pointer op reads sits in the first line, the queue and the
+ * op's function copied there at start; the rest follows. */
 typedef struct qf__rtask {
+    /* first line: read by every poll */
+    qf_queue *queue; /* r->queue */
+    qf_coord *coord;
+    void *held_ptr;                /* QF_OP_PRODUCE_PTR: valid when has_ptr */
+    qf_produce_ptr_fn produce_ptr; /* op->op.produce_ptr */
+    void *op_arg;                  /* op->op.arg */
+    qf_enqueue_op_kind kind;       /* op->op.kind */
+    bool stop_checked, stop_registered, has_ptr;
+    bool had_turn;         /* polled before: its turns may hold several puts */
+    qf_element *holding;   /* produced, waiting for room in the queue */
+    uint32_t nrows, row_i; /* rows: split_batch refuses larger batches */
+    /* second line on: the pending element's place in line while the queue
+     * is full (a consumer that frees a slot puts it in: fair among
+     * thousands of runners, qf_queue_put-impl.h); `active`, which every
+     * put reads, first */
+    qf__put_ticket ticket;
+    qf_element **rows; /* a produced batch, enqueued row by row */
     qf_queue_runner *r;
     qf__op_rec *op;
-    qf_coord *coord;
-    qf_element *holding;   /* produced, waiting for room in the queue */
-    void *held_ptr;        /* QF_OP_PRODUCE_PTR: valid when has_ptr */
-    qf_element **rows;     /* a produced batch, enqueued row by row */
-    uint32_t nrows, row_i; /* split_batch refuses larger batches */
-    qf_waker stop_waker;   /* wakes the task on a Coordinator stop */
-    /* The pending element's place in line while the queue is full: a
-     * consumer that frees a slot puts it in (fair among thousands of
-     * runners, qf_queue_put-impl.h). */
-    qf__put_ticket ticket;
-    bool stop_checked, stop_registered, has_ptr;
-    bool had_turn; /* polled before: its turns may hold several puts */
+    qf_waker stop_waker; /* wakes the task on a Coordinator stop */
 } qf__rtask;
 
 #endif

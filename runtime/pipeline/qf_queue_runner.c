@@ -606,9 +606,14 @@ static bool have_pending(const qf__rtask *s)
  * a poll op, one run finished). */
 static qf_code run_op(qf__rtask *s, qf_task *t)
 {
+    qf_code rc;
+    if (s->kind == QF_OP_PRODUCE_PTR) { /* from the first line only (qf__rtask) */
+        rc = s->produce_ptr(s->op_arg, &s->held_ptr);
+        s->has_ptr = rc == QF_OK;
+        return rc;
+    }
     const qf_enqueue_op *op = &s->op->op;
     qf_element *e = NULL;
-    qf_code rc;
     switch (op->kind) {
     case QF_OP_PRODUCE:
         rc = op->produce(op->arg, &e);
@@ -635,9 +640,7 @@ static qf_code run_op(qf__rtask *s, qf_task *t)
     case QF_OP_POLL:
         return op->poll(t, op->arg);
     case QF_OP_PRODUCE_PTR:
-        rc = op->produce_ptr(op->arg, &s->held_ptr);
-        s->has_ptr = rc == QF_OK;
-        return rc;
+        break; /* above */
     }
     return qf_set_error(QF_INTERNAL, "unknown enqueue op kind");
 }
@@ -685,13 +688,13 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
                 return QF_YIELD;
             if (rc != QF_OK)
                 return fail(s, t, rc);
-            if (s->op->op.kind == QF_OP_POLL || !have_pending(s))
+            if (s->kind == QF_OP_POLL || !have_pending(s))
                 continue;
         }
         bool handed = s->ticket.active; /* this put is the ticket's outcome */
         if (s->has_ptr) {
             qf_code prc =
-                qf__queue_poll_put_ptr(s->r->queue, s->held_ptr, qf_task_waker(t), &s->ticket);
+                qf__queue_poll_put_ptr(s->queue, s->held_ptr, qf_task_waker(t), &s->ticket);
             if (prc == QF_PENDING)
                 return QF_PENDING;
             if (prc != QF_OK)
@@ -702,7 +705,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             continue;
         }
         qf_element *e = s->holding ? s->holding : s->rows[s->row_i];
-        qf_code rc = qf__queue_poll_put_elem(s->r->queue, e, qf_task_waker(t), &s->ticket);
+        qf_code rc = qf__queue_poll_put_elem(s->queue, e, qf_task_waker(t), &s->ticket);
         if (rc == QF_PENDING)
             return QF_PENDING;
         if (rc != QF_OK)
@@ -808,6 +811,10 @@ static void plan_init(void *ctx, size_t i, void *state)
     s->r = p->tasks[i].r;
     s->op = p->tasks[i].op;
     s->coord = p->coord;
+    s->queue = s->r->queue;
+    s->kind = s->op->op.kind;
+    s->produce_ptr = s->op->op.produce_ptr;
+    s->op_arg = s->op->op.arg;
 }
 
 static qf_code check_start(qf_queue_runner *const *runners, size_t n, qf_runtime *rt,
