@@ -264,12 +264,13 @@ static bool overflow_push(qf__fifo *f, void *const *slots, size_t n, bool pendin
     return true;
 }
 
-/* qf__fifo_put_now() of one element (f->put_one: a bounded ring of
- * pointers with marks and spread indices, any number of producers; set by
- * qf__fifo_init()): the loop below for
- * n == 1, without the loop (a put of one element is most of a pointer
- * queue's traffic, and its instructions are what two tasks trading
- * elements on one worker pay: queue.tput.tasks). */
+/* qf__fifo_put_now() of one element (f->put_one: a bounded ring with
+ * marks, of pointers with spread indices or of cells, any number of
+ * producers; set by qf__fifo_init()): the loop below for n == 1, without
+ * the loop (a put of one element is most of a queue's traffic, and its
+ * instructions are what two tasks trading elements on one worker pay:
+ * queue.tput.tasks; and, in a ring of cells, what a packed element's
+ * enqueue pays on top of making its tensors). */
 static size_t put_one_now(qf__fifo *f, void *v, bool pending, qf_code *ret_err,
                           size_t *ret_published)
 {
@@ -285,7 +286,14 @@ static size_t put_one_now(qf__fifo *f, void *v, bool pending, qf_code *ret_err,
         *ret_err = err;
         return 0;
     }
-    *ret_published = qf__ring_put_one_ptr(&f->ring, t, v);
+    if (f->ring.cell_words) {
+        /* the general loop's calls for k = 1, in its order */
+        qf__ring_prefetch_ahead(&f->ring, t + 1);
+        qf__ring_write(&f->ring, t, v);
+        *ret_published = qf__ring_publish(&f->ring, t, 1, false);
+    } else {
+        *ret_published = qf__ring_put_one_ptr(&f->ring, t, v);
+    }
     return 1;
 }
 
@@ -944,7 +952,7 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
         qf__ring_init(&f->ring, f->ring.buf, slots, cap, true);
     }
     f->put_one =
-        !f->spill && !f->single_producer && f->ring.marks && !f->ring.cell_words && f->ring.spread;
+        !f->spill && !f->single_producer && f->ring.marks && (f->ring.cell_words || f->ring.spread);
     atomic_init(&f->state, 0);
     qf_waitlist_init(&f->deq_waiters);
     qf_waitlist_init(&f->deq_many_waiters);

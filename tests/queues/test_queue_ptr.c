@@ -484,6 +484,48 @@ Test(queue_ptr, tombstones_between_values_taken_one_at_a_time)
     qf_queue_unref(q);
 }
 
+/* The same through a packed queue, whose values travel in the ring's
+ * cells (one-element put and take of a ring of cells, qf_ring-impl.h
+ * qf__ring_take_one_cell()): a tombstone's cell is skipped, the caller's
+ * buffer is not handed out for it, and every value arrives whole. */
+Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
+{
+    qf_dtype dt[2] = {QF_INT64, QF_INT64};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue *q = NULL;
+    cr_assert_eq(
+        qf_fifo_queue_new(
+            &(qf_queue_options){.capacity = 8, .num_components = 2, .dtypes = dt, .shapes = sh},
+            &q),
+        QF_OK);
+    cr_assert_gt(q->fifo.ring.cell_words, 0, "the values travel in cells");
+    for (int64_t round = 0; round < 20; round++) {
+        for (int64_t i = 0; i < 3; i++) {
+            unsigned t = 0;
+            cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 1, false, true, q->fifo.ring.cap, &t), 1);
+            qf__ring_write_tombstone(&q->fifo.ring, t);
+            qf__ring_publish(&q->fifo.ring, t, 1, false);
+            int64_t v = 100 * round + i;
+            qf_tensor *ts[2] = {qf_tensor_new_i64(v), qf_tensor_new_i64(-v)};
+            cr_assert_eq(qf_queue_enqueue(q, qf_element_of(2, ts)), QF_OK, "%s", qf_last_message());
+        }
+        for (int64_t i = 0; i < 3; i++) {
+            qf_element *e = NULL;
+            cr_assert_eq(qf_queue_dequeue(q, &e), QF_OK, "%s", qf_last_message());
+            int64_t a = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
+            int64_t b = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 1));
+            cr_expect_eq(a, 100 * round + i, "round %lld value %lld", (long long)round,
+                         (long long)i);
+            cr_expect_eq(b, -a);
+            qf_element_free(e);
+        }
+        cr_expect_eq(atomic_load(&q->fifo.ring.tomb_n), 0, "round %lld", (long long)round);
+        qf_element *e = NULL;
+        cr_expect_eq(qf_queue_try_dequeue(q, &e), QF_UNAVAILABLE);
+    }
+    qf_queue_unref(q);
+}
+
 /* The spread layout (qf_ring-impl.h note 8): in every ring size, index
  * -> position is a permutation of the slots and its own inverse, and in a
  * ring of 256 slots or more consecutive indices put their marks (4 bytes)
