@@ -673,6 +673,34 @@ qf__ring_take_turns_at(qf__ring *r, void **out, unsigned c, size_t min, size_t m
     }
 }
 
+/* A take of one found index c unpublished: true when another consumer
+ * took it (*c is then c_head: look again), false when nothing is there. */
+static inline bool qf__ring_one_stale(qf__ring *r, unsigned *c, bool single_consumer)
+{
+    unsigned now = single_consumer ? *c : QF__LD(&r->ring.c_head, RELAXED);
+    if (now == *c)
+        return false;
+    *c = now;
+    return true;
+}
+
+/* The end of a take of one, index c's value and tag read: the claim. -1:
+ * another consumer claimed first (*c is c_head: look again); 0: c was a
+ * tombstone (claimed, untagged); 1: a value. */
+static inline int qf__ring_one_claim(qf__ring *r, unsigned *c, bool tomb, bool single_consumer,
+                                     size_t *ret_slots)
+{
+    if (!qf__ring_claim(r, c, 1, single_consumer))
+        return -1;
+    if (ret_slots)
+        *ret_slots = 1;
+    if (tomb) {
+        qf__ring_untag(r, *c, 1, 0);
+        return 0;
+    }
+    return 1;
+}
+
 /* qf__ring_take_turns_at() for one value of a pointer ring, the dequeue
  * of one element: the same loads in the same order (the mark, seq_cst;
  * the value and the tag, relaxed; then the claim), with the position
@@ -684,25 +712,19 @@ qf__ring_take_one_ptr(qf__ring *r, void **out, unsigned c, bool single_consumer,
     for (;;) {
         unsigned pos = qf__ring_pos(r, c);
         if (atomic_load_explicit(r->marks + pos, memory_order_seq_cst) != c + 1) {
-            unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
-            if (now == c)
-                return 0;
-            c = now; /* stale: another consumer took it */
-            continue;
+            if (qf__ring_one_stale(r, &c, single_consumer))
+                continue;
+            return 0;
         }
         void *v = QF__LD(&r->buf[pos].value, RELAXED);
         bool tomb = atomic_load_explicit(&r->tomb_n, memory_order_relaxed) != 0 &&
                     atomic_load_explicit(r->tombs + pos, memory_order_relaxed) == c + 1;
-        if (!qf__ring_claim(r, &c, 1, single_consumer))
+        int got = qf__ring_one_claim(r, &c, tomb, single_consumer, ret_slots);
+        if (got < 0)
             continue;
-        if (ret_slots)
-            *ret_slots = 1;
-        if (tomb) {
-            qf__ring_untag(r, c, 1, 0);
-            return 0;
-        }
-        *out = v;
-        return 1;
+        if (got)
+            *out = v;
+        return (size_t)got;
     }
 }
 
@@ -720,24 +742,17 @@ qf__ring_take_one_cell(qf__ring *r, void **out, unsigned c, bool single_consumer
     unsigned shift = r->shift, words = r->cell_words;
     for (;;) {
         if (atomic_load_explicit(qf__ring_mark_at(r, c, shift), memory_order_seq_cst) != c + 1) {
-            unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
-            if (now == c)
-                return 0;
-            c = now; /* stale: another consumer took it */
-            continue;
+            if (qf__ring_one_stale(r, &c, single_consumer))
+                continue;
+            return 0;
         }
         qf__ring_read_at(r, c, out, words, shift);
         bool tomb = atomic_load_explicit(&r->tomb_n, memory_order_relaxed) != 0 &&
                     atomic_load_explicit(qf__ring_tomb(r, c), memory_order_relaxed) == c + 1;
-        if (!qf__ring_claim(r, &c, 1, single_consumer))
+        int got = qf__ring_one_claim(r, &c, tomb, single_consumer, ret_slots);
+        if (got < 0)
             continue;
-        if (ret_slots)
-            *ret_slots = 1;
-        if (tomb) {
-            qf__ring_untag(r, c, 1, 0);
-            return 0;
-        }
-        return 1;
+        return (size_t)got;
     }
 }
 
