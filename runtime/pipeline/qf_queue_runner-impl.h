@@ -64,8 +64,11 @@ struct qf_queue_runner {
  * cold, and each cache line a poll reads is a miss of its own (a profile
  * of runners.tput.10000 had most of the runner's own time on the loads of
  * s->coord, s->r->queue and s->op->op.kind, three lines). So what every
- * poll of a pointer op reads sits in the first line, the queue and the
- * op's function copied there at start; the rest follows. */
+ * poll of a pointer op reads sits in the first 64 bytes, the queue and the
+ * op's function copied there at start; the rest follows. The state starts
+ * 8-aligned inside its task (at 32 mod 64 in a Coordinator's member), so
+ * those bytes may lie across two lines: starting them on a line of their
+ * own (24 bytes more a task) measured no better (README, Measured). */
 typedef struct qf__rtask {
     /* first line: read by every poll */
     qf_queue *queue; /* r->queue */

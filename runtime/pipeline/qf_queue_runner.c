@@ -7,6 +7,7 @@
  * op (spec 130-131); a start while tasks are still counted does nothing
  * (spec 139).
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@
 #include "qf_status-impl.h"
 
 _Static_assert(_Alignof(qf__rtask) <= 8, "runner-task state lives 8-aligned inside its task");
+_Static_assert(offsetof(qf__rtask, ticket) == 64,
+               "a poll's fields fill the first 64 bytes of the runner-task state, the ticket "
+               "follows (qf_queue_runner-impl.h)");
 
 /* Steps per poll before a runner task yields its worker to others. */
 #define BUDGET 64

@@ -486,16 +486,18 @@ Test(queue_ptr, tombstones_between_values_taken_one_at_a_time)
 
 /* The same through a packed queue, whose values travel in the ring's
  * cells (one-element put and take of a ring of cells, qf_ring-impl.h
- * qf__ring_take_one_cell()): a tombstone's cell is skipped, the caller's
- * buffer is not handed out for it, and every value arrives whole. */
-Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
+ * qf__ring_take_one_cell()), with any number of consumers and with one: a
+ * tombstone's cell is skipped, the caller's buffer is not handed out for
+ * it, and every value arrives whole. */
+static void packed_tombstones_one_at_a_time(unsigned flags)
 {
     qf_dtype dt[2] = {QF_INT64, QF_INT64};
     qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
     qf_queue *q = NULL;
     cr_assert_eq(
         qf_fifo_queue_new(
-            &(qf_queue_options){.capacity = 8, .num_components = 2, .dtypes = dt, .shapes = sh},
+            &(qf_queue_options){
+                .capacity = 8, .num_components = 2, .dtypes = dt, .shapes = sh, .flags = flags},
             &q),
         QF_OK);
     cr_assert_gt(q->fifo.ring.cell_words, 0, "the values travel in cells");
@@ -514,8 +516,8 @@ Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
             cr_assert_eq(qf_queue_dequeue(q, &e), QF_OK, "%s", qf_last_message());
             int64_t a = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
             int64_t b = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 1));
-            cr_expect_eq(a, 100 * round + i, "round %lld value %lld", (long long)round,
-                         (long long)i);
+            cr_expect_eq(a, 100 * round + i, "flags %u round %lld value %lld", flags,
+                         (long long)round, (long long)i);
             cr_expect_eq(b, -a);
             qf_element_free(e);
         }
@@ -524,6 +526,12 @@ Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
         cr_expect_eq(qf_queue_try_dequeue(q, &e), QF_UNAVAILABLE);
     }
     qf_queue_unref(q);
+}
+
+Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
+{
+    packed_tombstones_one_at_a_time(0);
+    packed_tombstones_one_at_a_time(QF_QUEUE_SINGLE_CONSUMER);
 }
 
 /* The spread layout (qf_ring-impl.h note 8): in every ring size, index
