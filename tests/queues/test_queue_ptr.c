@@ -457,6 +457,16 @@ Test(queue_ptr, tombstones_in_front_of_a_value_do_not_end_the_data)
     qf_queue_unref(q);
 }
 
+/* What a producer that found the queue closed after its reservation
+ * leaves in the ring: one slot reserved, tagged a tombstone, published. */
+static void push_tombstone(qf_queue *q)
+{
+    unsigned t = 0;
+    cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 1, false, true, q->fifo.ring.cap, &t), 1);
+    qf__ring_write_tombstone(&q->fifo.ring, t);
+    qf__ring_publish(&q->fifo.ring, t, 1, false);
+}
+
 /* Single puts and takes have their own paths (qf__ring_put_one_ptr(),
  * qf__ring_take_one_ptr()): a tombstone in front of each value, each taken
  * by a dequeue of one, is dropped, untagged and uncounted, and the values
@@ -466,10 +476,7 @@ Test(queue_ptr, tombstones_between_values_taken_one_at_a_time)
     qf_queue *q = mkq(8, 0);
     for (unsigned round = 0; round < 20; round++) {
         for (unsigned i = 0; i < 3; i++) {
-            unsigned t = 0;
-            cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 1, false, true, q->fifo.ring.cap, &t), 1);
-            qf__ring_write_tombstone(&q->fifo.ring, t);
-            qf__ring_publish(&q->fifo.ring, t, 1, false);
+            push_tombstone(q);
             cr_assert_eq(qf_queue_enqueue_ptr(q, P(0x40 + 4 * round + i)), QF_OK);
         }
         for (unsigned i = 0; i < 3; i++) {
@@ -503,10 +510,7 @@ static void packed_tombstones_one_at_a_time(unsigned flags)
     cr_assert_gt(q->fifo.ring.cell_words, 0, "the values travel in cells");
     for (int64_t round = 0; round < 20; round++) {
         for (int64_t i = 0; i < 3; i++) {
-            unsigned t = 0;
-            cr_assert_eq(qf__ring_reserve(&q->fifo.ring, 1, false, true, q->fifo.ring.cap, &t), 1);
-            qf__ring_write_tombstone(&q->fifo.ring, t);
-            qf__ring_publish(&q->fifo.ring, t, 1, false);
+            push_tombstone(q);
             int64_t v = 100 * round + i;
             qf_tensor *ts[2] = {qf_tensor_new_i64(v), qf_tensor_new_i64(-v)};
             cr_assert_eq(qf_queue_enqueue(q, qf_element_of(2, ts)), QF_OK, "%s", qf_last_message());
