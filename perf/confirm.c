@@ -24,6 +24,16 @@
  * confirmed) one WORSE family at a time, and stop at the first confirmed:
  * that alone fails the run, and a slower qflow, WORSE in a dozen rows,
  * would otherwise spend minutes confirming all of them.
+ *
+ * A family's live look takes a run's repetitions per bench (a row's takes
+ * twice that: one bench is seconds, a family a dozen benches). When it is
+ * WORSE, one more live look follows and the two together decide: under
+ * two `yes`es the CPU per item of a queue.tput row moves by up to +-100%
+ * between two looks of one binary (its threads spin or sleep), and the
+ * median of the family's eleven rows once came out 16.6% worse, past the
+ * 15% bar, on the same binary, while three more such looks gave -4.0,
+ * -2.5 and -10.4%. A slower qflow stays past the bar with twice the
+ * repetitions; a look that passed it by chance seldom does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -311,13 +321,75 @@ static bool live_turns(const bench_options *o, const char *base_bin, unsigned si
     return ran > 0;
 }
 
-/* One second look at benches[0..nb) (`re` matches them all): live against
- * the old build when base_bin can be run (live_turns(), `side`
- * repetitions of each build per bench), else against the saved run
- * (o->reps more); fills `ret`. */
-static void look_again(const bench_options *o, const char *compare_path,
+/* The figures of the live looks at one row or family: the old build's and
+ * this one's, each look's turns appended (pooled) to the last's. */
+typedef struct live_figures {
+    bench_results old, now;
+} live_figures;
+
+static void live_figures_free(live_figures *f)
+{
+    bench_results_free(&f->old);
+    bench_results_free(&f->now);
+    *f = (live_figures){0};
+}
+
+/* One live look at benches[0..nb) beside the old build base_bin (`side`
+ * repetitions of each build per bench, live_turns()), appended to `f`;
+ * false (f unchanged) when the old build ran none of them. */
+static bool live_look(const bench_options *o, const char *base_bin, unsigned side,
+                      const char *const *benches, size_t nb, const char *re, live_figures *f)
+{
+    char dir[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/qflow-bench-base.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        printf("  --base-bin: no temporary directory under %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    printf("\n== confirming: run again '%s', turn about with the old build: old %u, new %u, old %u "
+           "repetitions%s\n",
+           re, (side + 1) / 2, side, side / 2, nb > 1 ? ", bench by bench" : "");
+    fflush(stdout);
+    live_figures look = {0};
+    bool ran = live_turns(o, base_bin, side, benches, nb, dir, &look.old, &look.now);
+    if (ran) {
+        if (!f->now.meta.host) {
+            bench_options lo = *o;
+            lo.reps = side;
+            bench_meta_of_run(&lo, &f->now.meta);
+        }
+        append_reps(&f->old, &look.old, NULL);
+        append_reps(&f->now, &look.now, NULL);
+        if (!f->old.meta.host) {
+            f->old.meta = look.old.meta;
+            memset(&look.old.meta, 0, sizeof(look.old.meta));
+        }
+        remove_base_files(dir); /* a failed old build's output stays for the reader */
+    }
+    live_figures_free(&look);
+    return ran;
+}
+
+/* This build against the old one over every live look in `f`. */
+static void judge_live(const char *base_bin, const live_figures *f, const char *re,
+                       double threshold, bench_cmp_summary *ret)
+{
+    regex_t cre;
+    if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
+        fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", re);
+        exit(2);
+    }
+    char what[4200];
+    snprintf(what, sizeof(what), "the old build %s, run now beside this one", base_bin);
+    bench_compare(what, &f->old, &f->now, threshold, &cre, true, ret);
+    regfree(&cre);
+}
+
+/* The second look without a live old build: the benches of `re` run again
+ * here and both looks together are compared with the saved run. */
+static void saved_look(const bench_options *o, const char *compare_path,
                        const bench_results *old_rs, const bench_results *new_rs, double threshold,
-                       const char *base_bin, unsigned side, const char *const *benches, size_t nb,
                        const char *re, bench_cmp_summary *ret)
 {
     regex_t cre;
@@ -327,59 +399,41 @@ static void look_again(const bench_options *o, const char *compare_path,
     }
     bench_options co = *o;
     co.filter = &cre;
-    char dir[4096] = "";
-    bench_results live_old = {0}, again = {0};
-    bool live = false;
-    if (base_bin) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof(dir), "%s/qflow-bench-base.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        live = mkdtemp(dir) != NULL;
-        if (!live)
-            printf("  --base-bin: no temporary directory under %s: %s\n", dir, strerror(errno));
-    }
-    printf("\n== confirming: run again '%s'", re);
-    if (live)
-        printf(", turn about with the old build: old %u, new %u, old %u repetitions%s",
-               (side + 1) / 2, side, side / 2, nb > 1 ? ", bench by bench" : "");
-    printf("\n");
+    printf("\n== confirming: run again '%s'\n", re);
     fflush(stdout);
-    if (live) {
-        bench_options lo = co;
-        lo.reps = side;
-        bench_meta_of_run(&lo, &again.meta);
-        live = live_turns(o, base_bin, side, benches, nb, dir, &live_old, &again);
-        if (!live) {
-            bench_results_free(&again);
-            bench_results_free(&live_old);
-            again = (bench_results){0};
-            live_old = (bench_results){0};
-        }
-    }
-
-    if (live) {
-        char what[4200];
-        snprintf(what, sizeof(what), "the old build %s, run now beside this one", base_bin);
-        bench_compare(what, &live_old, &again, threshold, &cre, true, ret);
-        remove_base_files(dir); /* a failed old build's output stays for the reader */
-    } else {
-        if (base_bin)
-            printf("  the old build could not be run: confirming against %s instead\n",
-                   compare_path);
-        bench_meta_of_run(&co, &again.meta);
-        bench_run_all(&co, &again);
-        /* Both looks together against the saved run. */
-        bench_results both = {0};
-        append_reps(&both, new_rs, &cre);
-        append_reps(&both, &again, NULL);
-        both.meta = again.meta;
-        memset(&again.meta, 0, sizeof(again.meta));
-        printf("\n== both looks together (first run and second)\n");
-        bench_compare(compare_path, old_rs, &both, threshold, &cre, false, ret);
-        bench_results_free(&both);
-    }
+    bench_results again = {0};
+    bench_meta_of_run(&co, &again.meta);
+    bench_run_all(&co, &again);
+    bench_results both = {0};
+    append_reps(&both, new_rs, &cre);
+    append_reps(&both, &again, NULL);
+    both.meta = again.meta;
+    memset(&again.meta, 0, sizeof(again.meta));
+    printf("\n== both looks together (first run and second)\n");
+    bench_compare(compare_path, old_rs, &both, threshold, &cre, false, ret);
+    bench_results_free(&both);
     bench_results_free(&again);
-    bench_results_free(&live_old);
     regfree(&cre);
+}
+
+/* One second look at benches[0..nb) (`re` matches them all): live against
+ * the old build when base_bin can be run (live_look(), `side` repetitions
+ * of each build per bench; its figures stay in *live for a further look),
+ * else against the saved run (o->reps more); fills `ret`. Returns whether
+ * the look was live. */
+static bool look_again(const bench_options *o, const char *compare_path,
+                       const bench_results *old_rs, const bench_results *new_rs, double threshold,
+                       const char *base_bin, unsigned side, const char *const *benches, size_t nb,
+                       const char *re, live_figures *live, bench_cmp_summary *ret)
+{
+    if (base_bin && live_look(o, base_bin, side, benches, nb, re, live)) {
+        judge_live(base_bin, live, re, threshold, ret);
+        return true;
+    }
+    if (base_bin)
+        printf("  the old build could not be run: confirming against %s instead\n", compare_path);
+    saved_look(o, compare_path, old_rs, new_rs, threshold, re, ret);
+    return false;
 }
 
 /* Looks again at the WORSE rows one bench at a time, then, when none was
@@ -403,8 +457,10 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
         row_re(p->bench, re, sizeof(re));
         const char *bench = p->bench;
         bench_cmp_summary csum;
+        live_figures live = {0};
         look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, 2 * o->reps, &bench, 1, re,
-                   &csum);
+                   &live, &csum);
+        live_figures_free(&live);
         bool worse = row_worse_again(&csum, p->bench);
         printf("  %-22s WORSE, then %s\n", p->bench,
                worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
@@ -418,13 +474,31 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
         size_t nb = family_benches(sum, sum->family[f], benches);
         family_re(benches, nb, re, sizeof(re));
         bench_cmp_summary csum;
-        look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps, benches, nb, re,
-                   &csum);
-        free(benches);
+        live_figures live = {0};
+        bool was_live = look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps,
+                                   benches, nb, re, &live, &csum);
         bool worse = family_worse_again(&csum, sum->family[f]);
         printf("  family %-15s WORSE, then %s\n", sum->family[f],
-               worse ? "WORSE again: confirmed" : "not WORSE again: not a failure");
+               !worse     ? "not WORSE again: not a failure"
+               : was_live ? "WORSE again beside the old build: one more live look, pooled"
+                          : "WORSE again: confirmed");
         bench_cmp_summary_free(&csum);
+        if (worse && was_live) {
+            /* A family's live look has half a row's repetitions, and the
+             * median of a dozen rows, each moving +-50% on its own under
+             * load (CPU per item: whether threads spin or sleep), once
+             * passed the bar on the same binary: one more live look, and
+             * both together (a row's number of repetitions) decide. */
+            (void)live_look(o, base_bin, o->reps, benches, nb, re, &live);
+            printf("\n== both live looks together\n");
+            judge_live(base_bin, &live, re, threshold, &csum);
+            worse = family_worse_again(&csum, sum->family[f]);
+            printf("  family %-15s WORSE, then WORSE again, and in both live looks together: %s\n",
+                   sum->family[f], worse ? "WORSE: confirmed" : "not WORSE: not a failure");
+            bench_cmp_summary_free(&csum);
+        }
+        live_figures_free(&live);
+        free(benches);
         families += worse;
         looked++;
     }
