@@ -387,10 +387,11 @@ static void judge_live(const char *base_bin, const live_figures *f, const char *
 }
 
 /* The second look without a live old build: the benches of `re` run again
- * here and both looks together are compared with the saved run. */
+ * here and both looks together are compared with the saved run. `header`:
+ * print the look's heading (a live look that could not run printed it). */
 static void saved_look(const bench_options *o, const char *compare_path,
                        const bench_results *old_rs, const bench_results *new_rs, double threshold,
-                       const char *re, bench_cmp_summary *ret)
+                       const char *re, bool header, bench_cmp_summary *ret)
 {
     regex_t cre;
     if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
@@ -399,7 +400,8 @@ static void saved_look(const bench_options *o, const char *compare_path,
     }
     bench_options co = *o;
     co.filter = &cre;
-    printf("\n== confirming: run again '%s'\n", re);
+    if (header)
+        printf("\n== confirming: run again '%s'\n", re);
     fflush(stdout);
     bench_results again = {0};
     bench_meta_of_run(&co, &again.meta);
@@ -432,7 +434,7 @@ static bool look_again(const bench_options *o, const char *compare_path,
     }
     if (base_bin)
         printf("  the old build could not be run: confirming against %s instead\n", compare_path);
-    saved_look(o, compare_path, old_rs, new_rs, threshold, re, ret);
+    saved_look(o, compare_path, old_rs, new_rs, threshold, re, !base_bin, ret);
     return false;
 }
 
@@ -442,7 +444,8 @@ static bool look_again(const bench_options *o, const char *compare_path,
  * not the whole suite's). A row's live look takes twice the repetitions
  * of a run on each side (one bench: seconds); a family's, which runs a
  * dozen benches and is judged over all of their rows at once, the
- * repetitions of a run. */
+ * repetitions of a run, and when it is WORSE one more such look follows
+ * and both together decide. */
 int bench_confirm_worse(const bench_options *o, const char *compare_path,
                         const bench_results *old_rs, const bench_results *new_rs,
                         const bench_cmp_summary *sum, double threshold, const char *base_bin)
@@ -485,17 +488,25 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
         bench_cmp_summary_free(&csum);
         if (worse && was_live) {
             /* A family's live look has half a row's repetitions, and the
-             * median of a dozen rows, each moving +-50% on its own under
-             * load (CPU per item: whether threads spin or sleep), once
-             * passed the bar on the same binary: one more live look, and
-             * both together (a row's number of repetitions) decide. */
-            (void)live_look(o, base_bin, o->reps, benches, nb, re, &live);
-            printf("\n== both live looks together\n");
-            judge_live(base_bin, &live, re, threshold, &csum);
-            worse = family_worse_again(&csum, sum->family[f]);
-            printf("  family %-15s WORSE, then WORSE again, and in both live looks together: %s\n",
-                   sum->family[f], worse ? "WORSE: confirmed" : "not WORSE: not a failure");
-            bench_cmp_summary_free(&csum);
+             * median of its rows, each moving by up to +-100% on its own
+             * under load (CPU per item: whether threads spin or sleep),
+             * once passed the bar on the same binary: one more live look,
+             * and both together (a row's number of repetitions) decide.
+             * When the old build cannot run again, the first look does,
+             * as it did before there was a second. */
+            if (live_look(o, base_bin, o->reps, benches, nb, re, &live)) {
+                printf("\n== both live looks together\n");
+                judge_live(base_bin, &live, re, threshold, &csum);
+                worse = family_worse_again(&csum, sum->family[f]);
+                bench_cmp_summary_free(&csum);
+                printf("  family %-15s WORSE, then WORSE again, and in both live looks together: "
+                       "%s\n",
+                       sum->family[f], worse ? "WORSE: confirmed" : "not WORSE: not a failure");
+            } else {
+                printf("  family %-15s WORSE, then WORSE again; the old build did not run a "
+                       "second time, so the first live look decides: confirmed\n",
+                       sum->family[f]);
+            }
         }
         live_figures_free(&live);
         free(benches);

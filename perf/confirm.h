@@ -8,7 +8,9 @@
 /* Runs the benches of sum's WORSE rows again, one bench at a time, then
  * (when none was WORSE again) those of each WORSE family, until one is
  * WORSE again; returns how many were (0: the first look was not
- * confirmed, the run passes). With base_bin (a
+ * confirmed, the run passes). A family WORSE again beside the old build
+ * is looked at live once more and decided on both live looks together.
+ * With base_bin (a
  * qflow-bench of the old build; NULL: none) the old build runs those
  * benches too, turn about with this one, and the verdict is this build
  * against the old one measured now; when it cannot be run (a message says
