@@ -61,6 +61,16 @@ static void append_escaped(char *buf, size_t len, const char *s)
     buf[n] = '\0';
 }
 
+/* Compiles a confirmation's filter `re` into *out; exits 2 when it is
+ * not a valid extended regex (it is built from bench names here). */
+static void compile_filter(const char *re, regex_t *out)
+{
+    if (regcomp(out, re, REG_EXTENDED | REG_NOSUB) != 0) {
+        fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", re);
+        exit(2);
+    }
+}
+
 /* re = "^(bench)/": the benches of one WORSE row. */
 static void row_re(const char *bench, char *re, size_t len)
 {
@@ -299,10 +309,7 @@ static bool live_turns(const bench_options *o, const char *base_bin, unsigned si
         char bre[1024];
         row_re(benches[b], bre, sizeof(bre));
         regex_t cb;
-        if (regcomp(&cb, bre, REG_EXTENDED | REG_NOSUB) != 0) {
-            fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", bre);
-            exit(2);
-        }
+        compile_filter(bre, &cb);
         if (base_look(base_bin, o, (side + 1) / 2, bre, &cb, dir, 1, live_old)) {
             bench_options co = *o;
             co.filter = &cb;
@@ -376,10 +383,7 @@ static void judge_live(const char *base_bin, const live_figures *f, const char *
                        double threshold, bench_cmp_summary *ret)
 {
     regex_t cre;
-    if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
-        fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", re);
-        exit(2);
-    }
+    compile_filter(re, &cre);
     char what[4200];
     snprintf(what, sizeof(what), "the old build %s, run now beside this one", base_bin);
     bench_compare(what, &f->old, &f->now, threshold, &cre, true, ret);
@@ -394,10 +398,7 @@ static void saved_look(const bench_options *o, const char *compare_path,
                        const char *re, bool header, bench_cmp_summary *ret)
 {
     regex_t cre;
-    if (regcomp(&cre, re, REG_EXTENDED | REG_NOSUB) != 0) {
-        fprintf(stderr, "qflow-bench: bad confirmation filter '%s'\n", re);
-        exit(2);
-    }
+    compile_filter(re, &cre);
     bench_options co = *o;
     co.filter = &cre;
     if (header)
