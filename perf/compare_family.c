@@ -25,6 +25,19 @@
  * WORSE row: its rows run again and both looks together must find it
  * WORSE again (qflow-bench.c).
  *
+ * A family is a trigger on this rule; the look that decides (both live
+ * looks beside the old build, or both looks against the saved run:
+ * confirm.c; the first look when it decides alone: --from, --no-confirm)
+ * must also find its rows' changes above zero by a one-sided
+ * Wilcoxon signed-rank test, p < FAMILY_ALPHA: the median and the 2 in 3
+ * count take no notice of how far the rows lie apart, and a CI run under
+ * a load average of 8 failed one binary against itself on them, its
+ * queue.tput family +28.4% with 8 of 11 rows the worse way over both live
+ * looks. Measured under 2 x `yes` (whole --quick runs, the family's live
+ * looks of one binary against itself: p = 0.22-0.97 over five looks; with
+ * the FIFO path slowed 1.3x, two live looks together: p = 0.0005 and
+ * 0.0029 in two runs).
+ *
  * Rows judged on their own figures (no baseline) do not count: their
  * figures move with the machine's load.
  *
@@ -36,6 +49,7 @@
  * (queue.tput rows +17% to +66% in CPU per item, p = 0.016-0.075) while
  * every slowed row of the family moved the same way.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +58,7 @@
 
 #define FAMILY_MIN_ROWS 8
 #define FAMILY_FACTOR 1.5
+#define FAMILY_ALPHA 0.01
 
 void bench_family_of(const char *bench, char *buf, size_t len)
 {
@@ -76,6 +91,55 @@ static size_t row_changes(const bench_cmp_summary *s, bool cpu_view, row_change 
     return n;
 }
 
+/* The index of WORSE family `fam` among s's named ones, or -1. */
+static int family_index(const bench_cmp_summary *s, const char *fam)
+{
+    int n = s->worse_families < BENCH_FAMILIES_MAX ? s->worse_families : BENCH_FAMILIES_MAX;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->family[i], fam) == 0)
+            return i;
+    return -1;
+}
+
+/* One-sided Wilcoxon signed-rank test over v[0..n) (changed in place):
+ * the probability, with no change at all, of a rank sum of the positive
+ * values at least as large as this one (exact; zeros dropped, ties of |v|
+ * ranked in order, which the rows' continuous changes seldom have). */
+static double signed_rank_p(double *v, size_t n)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != 0)
+            v[m++] = v[i];
+    if (m == 0)
+        return 1;
+    /* Sort by |v| (insertion: a family has a few dozen rows at most). */
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0 && fabs(v[j - 1]) > fabs(v[j]); j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    size_t w = 0, top = m * (m + 1) / 2;
+    for (size_t i = 0; i < m; i++)
+        w += v[i] > 0 ? i + 1 : 0;
+    /* ways[s]: subsets of the ranks 1..m summing to s; doubles hold 2^m. */
+    double *ways = calloc(top + 1, sizeof(double));
+    if (!ways) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    ways[0] = 1;
+    for (size_t r = 1; r <= m; r++)
+        for (size_t s = top; s >= r; s--)
+            ways[s] += ways[s - r];
+    double tail = 0;
+    for (size_t s = w; s <= top; s++)
+        tail += ways[s];
+    free(ways);
+    return tail / ldexp(1, (int)m);
+}
+
 /* Pools the rows of each family in one view (the baselines' ratios, or
  * qflow's CPU per unit of work) and records the WORSE families. */
 static void pool_view(bench_cmp_summary *s, bool cpu_view, double threshold_pct, bool *header)
@@ -106,6 +170,7 @@ static void pool_view(bench_cmp_summary *s, bool cpu_view, double threshold_pct,
             continue;
         double med = bench_median(v, k);
         bool worse = med > FAMILY_FACTOR * threshold_pct && worse_way * 3 >= k * 2;
+        double p = signed_rank_p(v, k);
         if (!*header) {
             printf(
                 "  families (rows judged together: WORSE as a whole when >= %d rows, their median "
@@ -113,13 +178,21 @@ static void pool_view(bench_cmp_summary *s, bool cpu_view, double threshold_pct,
                 FAMILY_MIN_ROWS, FAMILY_FACTOR);
             *header = true;
         }
-        printf("  family %-15s %s%zu rows, %zu the worse way, median change %+.1f%% => %s\n", fam,
-               cpu_view ? "CPU per unit: " : "", k, worse_way, med,
+        printf("  family %-15s %s%zu rows, %zu the worse way, median change %+.1f%%, signed-rank "
+               "p %.4f => %s\n",
+               fam, cpu_view ? "CPU per unit: " : "", k, worse_way, med, p,
                worse ? "WORSE (pooled)" : "not worse as a whole");
-        if (!worse || bench_family_is_worse(s, rows[i].bench))
+        if (!worse)
             continue;
-        if (s->worse_families < BENCH_FAMILIES_MAX)
+        int g = family_index(s, fam);
+        if (g >= 0) {
+            s->family_p[g] = p < s->family_p[g] ? p : s->family_p[g];
+            continue;
+        }
+        if (s->worse_families < BENCH_FAMILIES_MAX) {
             snprintf(s->family[s->worse_families], sizeof(s->family[0]), "%s", fam);
+            s->family_p[s->worse_families] = p;
+        }
         s->worse_families++;
     }
     free(rows);
@@ -140,9 +213,28 @@ bool bench_family_is_worse(const bench_cmp_summary *s, const char *bench)
 {
     char fam[48];
     bench_family_of(bench, fam, sizeof(fam));
+    return family_index(s, fam) >= 0;
+}
+
+bool bench_family_is_confirmed(const bench_cmp_summary *s, const char *family)
+{
+    int g = family_index(s, family);
+    return g >= 0 && s->family_p[g] < FAMILY_ALPHA;
+}
+
+int bench_families_confirmed(const bench_cmp_summary *s)
+{
     int n = s->worse_families < BENCH_FAMILIES_MAX ? s->worse_families : BENCH_FAMILIES_MAX;
-    for (int i = 0; i < n; i++)
-        if (strcmp(s->family[i], fam) == 0)
-            return true;
-    return false;
+    int confirmed = 0;
+    for (int g = 0; g < n; g++) {
+        if (s->family_p[g] < FAMILY_ALPHA) {
+            confirmed++;
+            continue;
+        }
+        printf("  family %-15s WORSE as a whole, but its rows lie too far apart (signed-rank p "
+               "%.4f >= %g): not a failure\n",
+               s->family[g], s->family_p[g], FAMILY_ALPHA);
+    }
+    /* Families past BENCH_FAMILIES_MAX are not named: they count. */
+    return confirmed + (s->worse_families - n);
 }

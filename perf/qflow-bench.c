@@ -342,6 +342,8 @@ int main(int argc, char **argv)
         if (worse > 0 && confirm && !from_path)
             worse =
                 bench_confirm_worse(&o, compare_path, &old_rs, &new_rs, &sum, threshold, base_bin);
+        else if (worse > 0) /* the first look decides */
+            worse = sum.worse + bench_families_confirmed(&sum);
         if (worse > 0 && status == 0)
             status = 1;
         /* A gate that could judge little must not pass as if it had
