@@ -148,7 +148,7 @@ typedef struct bench_cmp_summary {
     bench_cmp_pair *pairs;
     size_t npairs, cap;
     /* Families WORSE as a whole (pooled), by name ("queue.tput"), and for
-     * each the one-sided signed-rank p of its rows' changes (the smaller
+     * each the one-sided sign test's p of its rows' moves (the smaller
      * of its WORSE views'; compare_family.c). */
     int worse_families;
     char family[BENCH_FAMILIES_MAX][48];
@@ -168,13 +168,14 @@ void bench_family_of(const char *bench, char *buf, size_t len);
 void bench_compare_families(bench_cmp_summary *s, double threshold_pct);
 /* Whether `bench`'s family is among s's WORSE families. */
 bool bench_family_is_worse(const bench_cmp_summary *s, const char *bench);
-/* Whether `family` is WORSE in s and its rows' changes lie above zero by
- * a one-sided signed-rank test at p < 0.01: what a family's deciding look
- * must find to fail a run (confirm.c). */
+/* Whether `family` is WORSE in s and so many of its rows moved the worse
+ * way that a one-sided sign test gives p < 0.01: what a family's deciding
+ * look must find to fail a run (confirm.c). */
 bool bench_family_is_confirmed(const bench_cmp_summary *s, const char *family);
-/* How many of s's WORSE families are confirmed so, each of the others
- * printed as not a failure: for a look that decides on its own (--from,
- * --no-confirm). */
+/* How many of s's named WORSE families are confirmed so, each of the
+ * others printed as not a failure: for a look that decides on its own
+ * (--from, --no-confirm). Families past BENCH_FAMILIES_MAX, unnamed,
+ * cannot be confirmed (as confirm.c cannot look at them again). */
 int bench_families_confirmed(const bench_cmp_summary *s);
 
 /* --compare (compare.c): warns when the runs differ in machine, mode or

@@ -237,15 +237,15 @@ static int run_build(const char *bin, char **env, const bench_options *o, const 
  * turn: /proc/self/exe names it even when its file was replaced. */
 #define THIS_BUILD "/proc/self/exe"
 
-/* One run of a build (`bin`: the old one, or THIS_BUILD), `reps`
- * repetitions, its results that pass `keep` (all when NULL) appended to
- * `into`; false (with the reason printed) when it failed. The old build
- * runs without the test knob; this one keeps it. Its files are
- * dir/{old,new}<k>.{json,log}. */
-static bool build_look(const char *bin, const bench_options *o, unsigned reps, const char *re,
-                       const regex_t *keep, const char *dir, int k, bench_results *into)
+/* One run of a build (`old`: the old one, bin; else this one,
+ * THIS_BUILD), `reps` repetitions, its results that pass `keep` (all when
+ * NULL) appended to `into`; false (with the reason printed) when it
+ * failed. The old build runs without the test knob; this one keeps it.
+ * Its files are dir/{old,new}<k>.{json,log}. */
+static bool build_look(bool old, const char *bin, const bench_options *o, unsigned reps,
+                       const char *re, const regex_t *keep, const char *dir, int k,
+                       bench_results *into)
 {
-    bool old = strcmp(bin, THIS_BUILD) != 0;
     char json[4096], log[4096];
     snprintf(json, sizeof(json), "%s/%s%d.json", dir, old ? "old" : "new", k);
     snprintf(log, sizeof(log), "%s/%s%d.log", dir, old ? "old" : "new", k);
@@ -277,7 +277,7 @@ static bool build_look(const char *bin, const bench_options *o, unsigned reps, c
     return true;
 }
 
-/* The old build's files in dir, and dir. */
+/* The files of a live look's turns in dir (both builds'), and dir. */
 static void remove_base_files(const char *dir)
 {
     static const char *const names[] = {"old1.json", "old1.log",  "old2.json",
@@ -294,11 +294,12 @@ static void remove_base_files(const char *dir)
  * build (`side` + 1) / 2 repetitions, this one `side`, the old build
  * `side` / 2, each run filtered to that bench alone, so the two builds'
  * figures of a bench are always taken within the same few seconds. Both
- * builds' turns are fresh processes, measured alike: this build's turns
- * once ran inside the process that had just run the whole suite, and in
- * two CI runs that process's queue.tput family came out 16.6% (CPU per
- * item) and 28.4% (items/s, in two live looks running) worse than the
- * same binary started afresh beside it. (A
+ * builds' turns are processes of their own, measured alike. (This build's
+ * turns once ran inside the process that had just run the whole suite; a
+ * CI run then found one binary's queue.tput family 28.4% worse than
+ * itself started afresh, over two live looks. A look made that way here
+ * gave +6.5%, so the process is not shown to be the cause; the sign test
+ * of compare_family.c is the guard against such a look.) (A
  * family's look once ran each side over all of its benches in turn: a
  * minute or more apart, and the machine changed regime in between often
  * enough that one binary was once "WORSE again" than itself by 27%.) A
@@ -317,13 +318,13 @@ static bool live_turns(const bench_options *o, const char *base_bin, unsigned si
         row_re(benches[b], bre, sizeof(bre));
         regex_t cb;
         compile_filter(bre, &cb);
-        if (build_look(base_bin, o, (side + 1) / 2, bre, &cb, dir, 1, live_old)) {
+        if (build_look(true, base_bin, o, (side + 1) / 2, bre, &cb, dir, 1, live_old)) {
             /* the "new, new" of old, new, new, old */
-            if (!build_look(THIS_BUILD, o, side, bre, &cb, dir, 1, again)) {
+            if (!build_look(false, THIS_BUILD, o, side, bre, &cb, dir, 1, again)) {
                 printf("  this build could not run its turn: exit 2\n");
                 exit(2);
             }
-            (void)build_look(base_bin, o, side / 2, bre, &cb, dir, 2, live_old);
+            (void)build_look(true, base_bin, o, side / 2, bre, &cb, dir, 2, live_old);
             ran++;
         } else if (nb > 1) {
             printf("  %s left out of the look: the old build did not run it\n", benches[b]);
@@ -487,16 +488,16 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
         bool was_live = look_again(o, compare_path, old_rs, new_rs, threshold, base_bin, o->reps,
                                    benches, nb, re, &live, &csum);
         bool worse = bench_family_is_worse(&csum, sum->family[f]);
-        /* A look that decides must also find the rows' changes above zero
-         * by the signed-rank test (compare_family.c); the first live look
-         * only leads to the second. */
+        /* A look that decides must also pass the sign test over the rows
+         * (compare_family.c); the first live look only leads to the
+         * second. */
         bool confirmed = bench_family_is_confirmed(&csum, sum->family[f]);
         printf("  family %-15s WORSE, then %s\n", sum->family[f],
                !worse      ? "not WORSE again: not a failure"
                : was_live  ? "WORSE again beside the old build: one more live look, pooled"
                : confirmed ? "WORSE again: confirmed"
-                           : "WORSE again, but its rows lie too far apart (signed-rank p >= 0.01): "
-                             "not a failure");
+                           : "WORSE again, but too few of its rows moved the worse way (sign "
+                             "test p >= 0.01): not a failure");
         bench_cmp_summary_free(&csum);
         if (worse && !was_live)
             worse = confirmed;
@@ -518,8 +519,8 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
                        "%s\n",
                        sum->family[f],
                        confirmed ? "WORSE: confirmed"
-                       : worse   ? "WORSE, but its rows lie too far apart (signed-rank p >= "
-                                   "0.01): not a failure"
+                       : worse   ? "WORSE, but too few of its rows moved the worse way (sign "
+                                   "test p >= 0.01): not a failure"
                                  : "not WORSE: not a failure");
                 worse = confirmed;
             } else {
@@ -527,8 +528,8 @@ int bench_confirm_worse(const bench_options *o, const char *compare_path,
                        "second time, so the first live look decides: %s\n",
                        sum->family[f],
                        confirmed ? "confirmed"
-                                 : "its rows lie too far apart (signed-rank p >= 0.01): not a "
-                                   "failure");
+                                 : "too few of its rows moved the worse way (sign test p >= "
+                                   "0.01): not a failure");
                 worse = confirmed;
             }
         }

@@ -195,6 +195,10 @@ int bench_html_report(const char *dir, const char *old_path, const bench_results
     for (int k = 0; k < s->worse_families && k < BENCH_FAMILIES_MAX; k++) {
         fputs(k ? ", " : ": ", f);
         html_text(f, s->family[k]);
+        fprintf(f, " (sign test p %.4f%s)", s->family_p[k],
+                bench_family_is_confirmed(s, s->family[k])
+                    ? ""
+                    : ": fails only on a look that passes it");
     }
     fputs("</span> (rows of one family judged together: see perf/README.md)</td></tr>\n", f);
     fputs("<tr><th>skipped peers</th><td>", f);

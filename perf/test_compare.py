@@ -361,15 +361,22 @@ def main():
                 ["0 families WORSE as a whole"])
         compare(tmp, "small_family_is_not_pooled", family([0] * 7), family([0.3] * 7), 0,
                 ["0 families WORSE as a whole"], ["family queue.tput"])
-        # The signed-rank p a family's deciding look must bring under 0.01:
-        # every row the worse way gives 1/2^10; 7 rows 20% slower and 3
-        # rows 40% faster pass the median and the 2 in 3 count, but the rows
-        # lie apart (the faster ones the farther) and p is far from 0.01.
-        compare(tmp, "family_signed_rank_all_worse", fam_old, family([0.3] * 10), 1,
-                ["signed-rank p 0.0010 => WORSE (pooled)"])
-        compare(tmp, "family_signed_rank_apart", fam_old, family([0.2] * 7 + [-0.4] * 3), 0,
-                ["7 the worse way", "=> WORSE (pooled)", "too far apart", "not a failure"],
-                ["signed-rank p 0.00"])
+        # The sign test a family's deciding look must pass at p < 0.01:
+        # every row of 10 the worse way gives 1/2^10; 7 rows 20% slower and
+        # 3 faster pass the median and the 2 in 3 count but not the sign
+        # test (p 0.17); 10 of 11 rows 30% slower pass it even when the
+        # eleventh swung 50% the better way (a test of sizes let that one
+        # row outweigh the ten).
+        compare(tmp, "family_sign_test_all_worse", fam_old, family([0.3] * 10), 1,
+                ["10 the worse way (sign test p 0.0010)", "=> WORSE (pooled)"])
+        compare(tmp, "family_sign_test_lean_is_not_a_failure", fam_old,
+                family([0.2] * 7 + [-0.4] * 3), 0,
+                ["7 the worse way (sign test p 0.1719)", "=> WORSE (pooled)",
+                 "too few of its rows moved the worse way", "not a failure"])
+        compare(tmp, "family_sign_test_one_outlier_no_veto", family([0] * 11),
+                family([0.3] * 10 + [-0.5]), 1,
+                ["10 the worse way (sign test p 0.0059)", "=> WORSE (pooled)"],
+                ["too few of its rows"])
 
         # A live run: a WORSE row runs again and fails only when WORSE
         # again (coord.should_stop: under a second). The old file is this
