@@ -50,10 +50,13 @@ extern const bq_impl bq_qflow;          /* impl_qflow.c */
 extern const bq_impl bq_qflow_i64;      /* impl_qflow_i64.c: one-int64 element queue */
 extern const bq_impl bq_qflow_i64_pair; /* impl_qflow_i64.c: two-int64 element queue */
 extern const bq_impl bq_qflow_tuple;    /* impl_qflow_i64.c: (int64, float32 [16]) queue */
-extern const bq_impl bq_mutex_cond;     /* baseline_mutex_cond.c */
-extern const bq_impl bq_gasyncqueue;    /* baseline_gasyncqueue.c */
-extern const bq_impl bq_ck_ring_spin;   /* baseline_ck_ring_spin.c */
-extern const bq_impl bq_ck_ring_spsc;   /* baseline_ck_ring_spsc.c */
+/* impl_qflow_i64.c: the same two queues through the _values calls */
+extern const bq_impl bq_qflow_i64_pair_values;
+extern const bq_impl bq_qflow_tuple_values;
+extern const bq_impl bq_mutex_cond;   /* baseline_mutex_cond.c */
+extern const bq_impl bq_gasyncqueue;  /* baseline_gasyncqueue.c */
+extern const bq_impl bq_ck_ring_spin; /* baseline_ck_ring_spin.c */
+extern const bq_impl bq_ck_ring_spsc; /* baseline_ck_ring_spsc.c */
 /* baseline_moodycamel.cc, built when libconcurrentqueue-dev is installed
  * (QFB_HAVE_MOODYCAMEL). */
 extern const bq_impl bq_moodycamel;

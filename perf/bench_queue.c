@@ -100,6 +100,7 @@ static double quick_budget_of(const bq_impl *impl)
 static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + N_CXX];
 static go_cfg go_threads_cfg[N_THREAD_CASES], go_pingpong_cfg;
 static tput_cfg batch_cfg[3], spsc_cfg[2], i64_cfg, i64_pair_cfg, tuple_cfg;
+static tput_cfg i64_pair_values_cfg, tuple_values_cfg;
 static pingpong_cfg pingpong_cfg_of[2 + N_CXX];
 static alloc_cfg alloc_cfg_qflow, alloc_cfg_i64;
 
@@ -214,6 +215,12 @@ void bench_register_queue(void)
     tuple_cfg.impl = &bq_qflow_tuple;
     tuple_cfg.items_quick = M / 2; /* its ratio needs no more; keeps --quick short */
     register_tput("queue.tput.p1c1", &tuple_cfg);
+    i64_pair_values_cfg = i64_pair_cfg;
+    i64_pair_values_cfg.impl = &bq_qflow_i64_pair_values;
+    register_tput("queue.tput.p1c1", &i64_pair_values_cfg);
+    tuple_values_cfg = tuple_cfg;
+    tuple_values_cfg.impl = &bq_qflow_tuple_values;
+    register_tput("queue.tput.p1c1", &tuple_values_cfg);
 
     const bq_impl *batch_impls[3] = {&bq_qflow, &bq_mutex_cond, &bq_qflow_i64};
     for (int i = 0; i < 3; i++) {

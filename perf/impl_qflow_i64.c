@@ -209,3 +209,85 @@ const bq_impl bq_qflow_tuple = {
     .dequeue_many = NULL,
     .close = bq_qflow_close,
 };
+
+/* The same two queues through the _values calls (qf_queue_enqueue_values,
+ * qf_queue_dequeue_values): the values go from the producer's buffers into
+ * a cell of the ring and from there into the consumer's, with no tensor,
+ * element or block on either side; what a C producer of fixed-shape
+ * examples would call. */
+static int pair_values_enqueue(bq *q, void *p)
+{
+    int64_t v[2] = {(int64_t)(uintptr_t)p, -(int64_t)(uintptr_t)p};
+    const void *vals[2] = {&v[0], &v[1]};
+    return bq_qflow_check(qf_queue_enqueue_values((qf_queue *)q, vals), QF_CANCELLED,
+                          "qf_queue_enqueue_values");
+}
+
+static int pair_values_dequeue(bq *q, void **ret_p)
+{
+    int64_t v[2];
+    void *outs[2] = {&v[0], &v[1]};
+    int rc = bq_qflow_check(qf_queue_dequeue_values((qf_queue *)q, outs), QF_OUT_OF_RANGE,
+                            "qf_queue_dequeue_values");
+    if (rc != 0)
+        return rc;
+    if (v[1] != -v[0])
+        bench_fail("qflow_int64x2_values: %lld arrived with %lld", (long long)v[0],
+                   (long long)v[1]);
+    *ret_p = (void *)(uintptr_t)v[0];
+    return 0;
+}
+
+const bq_impl bq_qflow_i64_pair_values = {
+    .name = "qflow_int64x2_values",
+    .note = "the two-int64 FIFOQueue through qf_queue_enqueue_values / dequeue_values: the "
+            "caller's buffers to a cell of the ring and back, no tensor or element",
+    .create = pair_create,
+    .destroy = bq_qflow_destroy,
+    .enqueue = pair_values_enqueue,
+    .dequeue = pair_values_dequeue,
+    .enqueue_many = NULL,
+    .dequeue_many = NULL,
+    .close = bq_qflow_close,
+};
+
+static int tuple_values_enqueue(bq *q, void *p)
+{
+    int64_t v = (int64_t)(uintptr_t)p;
+    float f[TUPLE_FEATURES];
+    for (int i = 0; i < TUPLE_FEATURES; i++)
+        f[i] = tuple_feature(v, i);
+    const void *vals[2] = {&v, f};
+    return bq_qflow_check(qf_queue_enqueue_values((qf_queue *)q, vals), QF_CANCELLED,
+                          "qf_queue_enqueue_values");
+}
+
+static int tuple_values_dequeue(bq *q, void **ret_p)
+{
+    int64_t v;
+    float f[TUPLE_FEATURES];
+    void *outs[2] = {&v, f};
+    int rc = bq_qflow_check(qf_queue_dequeue_values((qf_queue *)q, outs), QF_OUT_OF_RANGE,
+                            "qf_queue_dequeue_values");
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < TUPLE_FEATURES; i++)
+        if (f[i] != tuple_feature(v, i))
+            bench_fail("qflow_tuple_values: label %#llx arrived with feature %d = %g, sent %g",
+                       (unsigned long long)v, i, (double)f[i], (double)tuple_feature(v, i));
+    *ret_p = (void *)(uintptr_t)v;
+    return 0;
+}
+
+const bq_impl bq_qflow_tuple_values = {
+    .name = "qflow_tuple_values",
+    .note = "the (int64 label, float32 [16] features) FIFOQueue through qf_queue_enqueue_values / "
+            "dequeue_values; the consumer checks the row",
+    .create = tuple_create,
+    .destroy = bq_qflow_destroy,
+    .enqueue = tuple_values_enqueue,
+    .dequeue = tuple_values_dequeue,
+    .enqueue_many = NULL,
+    .dequeue_many = NULL,
+    .close = bq_qflow_close,
+};

@@ -92,7 +92,7 @@ static void print_table(const bench_results *rs, const char *bench)
     bool others = false;
     for (size_t i = 0; i < rs->n; i++)
         others |= strcmp(rs->v[i].bench, bench) == 0 && &rs->v[i] != q;
-    printf("  %-16s %10s %10s %10s   %s\n", "impl", "median", "min", "max",
+    printf("  %-20s %10s %10s %10s   %s\n", "impl", "median", "min", "max",
            q && others ? "qflow/impl" : "");
     bool any_truncated = false;
     /* qflow first, then the others in run order. */
@@ -111,7 +111,7 @@ static void print_table(const bench_results *rs, const char *bench)
             any_truncated |= r->truncated_reps > 0;
             format_params(params, sizeof(params), r->bc, head->bc);
             bool own = params[0] != '\0';
-            printf("  %-16s %10s %10s %10s   %s%s%s%s\n", name, med, mn, mx, ratio,
+            printf("  %-20s %10s %10s %10s   %s%s%s%s\n", name, med, mn, mx, ratio,
                    own ? "  [" : "", own ? params : "", own ? "]" : "");
         }
     }

@@ -52,6 +52,9 @@ typedef struct qf__packed {
      * room bytes), not a block, and is never freed. */
     bool cells;
     size_t room;
+    /* Every component's values fill whole words: no padding between or
+     * after them, so a put need not zero a cell's room first. */
+    bool gapless;
     uint8_t cls;       /* its qf__block_alloc() class */
     size_t home_bytes; /* a dequeued element's home block (qf__dense_layout()) */
     /* Each component: where its values lie in a slot (off), its tensor in
@@ -59,6 +62,9 @@ typedef struct qf__packed {
     qf__dense_comp comp[];
 } qf__packed;
 
+/* Why q cannot be packed (the rule above it breaks, for a message), or
+ * NULL when it can. */
+const char *qf__packed_refusal(const qf_queue *q);
 /* At creation, after the dtypes and shapes are copied: sets q->packed
  * when the queue qualifies. False only when out of memory. */
 bool qf__packed_init(qf_queue *q);
@@ -91,6 +97,13 @@ qf_code qf__packed_batch(const qf_queue *q, void *const *slots, size_t n, qf_ele
  * what is left with the caller after a partial enqueue_many. A component
  * that cannot be copied (out of memory) stays as it was. */
 void qf__packed_keep_rows(const qf_queue *q, qf_element *b, int64_t from, int64_t rows);
+/* The values of the _values calls (vals[c]: component c's, checked non-NULL)
+ * into `room` bytes at dst (a queue of cells), or into a new slot (NULL
+ * with RESOURCE_EXHAUSTED recorded when out of memory). */
+void qf__packed_pack_values_into(const qf_queue *q, const void *const *vals, void *dst);
+void *qf__packed_pack_values(const qf_queue *q, const void *const *vals);
+/* A slot's values into outs[c] (checked non-NULL); frees a block slot. */
+void qf__packed_unpack_values(const qf_queue *q, void *slot, void *const *outs);
 /* Free slots[0..n). Any thread. */
 void qf__packed_free(const qf_queue *q, void *const *slots, size_t n);
 

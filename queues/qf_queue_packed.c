@@ -20,30 +20,43 @@ static bool packable_dtype(qf_dtype dt)
     return qf_dtype_is_valid(dt) && dt != QF_STRING && dt != QF_PTR && dt != QF_SPARSE;
 }
 
-bool qf__packed_init(qf_queue *q)
+const char *qf__packed_refusal(const qf_queue *q)
 {
-    q->packed = NULL;
-    if (q->ops != &qf__fifo_ops || q->padded || q->inline_mode || !q->shapes ||
-        q->ncomp > QF__PACKED_MAX_COMPONENTS)
-        return true;
+    if (q->ops != &qf__fifo_ops || q->padded)
+        return "not a FIFOQueue (padding, shuffle and priority queues keep elements)";
+    if (q->inline_mode)
+        return "an inline queue (one scalar of at most 8 bytes: use the element or _ptr calls)";
+    if (!q->shapes)
+        return "its shapes are not given";
+    if (q->ncomp > QF__PACKED_MAX_COMPONENTS)
+        return "more than 16 components";
     size_t off = 0;
     for (size_t c = 0; c < q->ncomp; c++) {
         const qf_shape *sh = &q->shapes[c];
-        if (!packable_dtype(q->dtypes[c]) || !qf_shape_is_fully_defined(sh) ||
-            sh->rank >= QF_MAX_RANK)
-            return true;
+        if (!packable_dtype(q->dtypes[c]))
+            return "a component that is not numeric or bool";
+        if (!qf_shape_is_fully_defined(sh) || sh->rank >= QF_MAX_RANK)
+            return "a component whose shape is not fully defined";
         int64_t n = qf_shape_num_elements(sh);
         if (n < 0 || (uint64_t)n > QF__PACKED_MAX_BYTES)
-            return true;
+            return "more than 512 bytes of values";
         off = (off + 7) & ~(size_t)7;
         off += (size_t)n * qf_dtype_size(q->dtypes[c]);
         if (off > QF__PACKED_MAX_BYTES)
-            return true;
+            return "more than 512 bytes of values";
     }
+    return NULL;
+}
+
+bool qf__packed_init(qf_queue *q)
+{
+    q->packed = NULL;
+    if (qf__packed_refusal(q))
+        return true;
     qf__packed *p = malloc(sizeof(qf__packed) + q->ncomp * sizeof(qf__dense_comp));
     if (!p)
         return false;
-    off = 0;
+    size_t off = 0;
     for (size_t c = 0; c < q->ncomp; c++) {
         qf__dense_comp *pc = &p->comp[c];
         const qf_shape *sh = &q->shapes[c];
@@ -61,6 +74,9 @@ bool qf__packed_init(qf_queue *q)
     p->bytes = off;
     p->cells = false; /* the engine decides (init_engine() in qf_queue.c) */
     p->room = (off + 7) & ~(size_t)7;
+    p->gapless = true;
+    for (size_t c = 0; c < q->ncomp; c++)
+        p->gapless &= p->comp[c].nbytes % 8 == 0;
     p->cls = qf__block_class(off);
     p->home_bytes = qf__dense_layout(q->ncomp, p->comp);
     q->packed = p;
@@ -81,6 +97,50 @@ static void *slot_alloc(const qf__packed *p)
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a queue slot of %zu bytes",
                      p->bytes);
     return s;
+}
+
+/* nb bytes from src to dst: a scalar of 8 bytes (a label, a float64) as
+ * one move rather than a call into memcpy for each component. */
+static inline void copy_value(void *dst, const void *src, size_t nb)
+{
+    if (nb == 8) {
+        uint64_t v;
+        memcpy(&v, src, 8);
+        memcpy(dst, &v, 8);
+        return;
+    }
+    memcpy(dst, src, nb);
+}
+
+/* Component c's values from vals[c] to dst, at the packed offsets. */
+static void copy_values_in(const qf__packed *p, size_t ncomp, const void *const *vals, char *dst)
+{
+    for (size_t c = 0; c < ncomp; c++)
+        copy_value(dst + p->comp[c].off, vals[c], p->comp[c].nbytes);
+}
+
+void qf__packed_pack_values_into(const qf_queue *q, const void *const *vals, void *dst)
+{
+    if (!q->packed->gapless)
+        memset(dst, 0, q->packed->room); /* the padding too: whole words are copied */
+    copy_values_in(q->packed, q->ncomp, vals, dst);
+}
+
+void *qf__packed_pack_values(const qf_queue *q, const void *const *vals)
+{
+    char *s = slot_alloc(q->packed);
+    if (s)
+        copy_values_in(q->packed, q->ncomp, vals, s);
+    return s;
+}
+
+void qf__packed_unpack_values(const qf_queue *q, void *slot, void *const *outs)
+{
+    const qf__packed *p = q->packed;
+    for (size_t c = 0; c < q->ncomp; c++)
+        copy_value(outs[c], (const char *)slot + p->comp[c].off, p->comp[c].nbytes);
+    if (!p->cells)
+        qf__block_free(slot, p->cls);
 }
 
 /* Row `row` of src's components (0 for an element's own values) to dst,

@@ -1979,6 +1979,101 @@ CASE(qf_queue_poll_dequeue_ptr)
     qf_queue_unref(pq);
 }
 
+/* The values calls refuse a queue that does not take values, and NULL
+ * buffers, changing nothing. */
+static qf_queue *mkvalq(void)
+{
+    qf_dtype dt[2] = {QF_INT64, QF_INT64};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue_options o = {
+        .capacity = 4, .num_components = 2, .dtypes = dt, .shapes = sh, .name = "v"};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
+    return q;
+}
+
+static void bad_enqueue_values(int form)
+{
+    qf_queue *q = mkq(4), *vq = mkvalq();
+    int64_t a = 1, b = 2;
+    const void *vals[2] = {&a, &b}, *half[2] = {&a, NULL};
+#define ENQV(qq, vv)                                                                               \
+    (form == 0   ? qf_queue_enqueue_values(qq, vv)                                                 \
+     : form == 1 ? qf_queue_enqueue_values_until(qq, vv, soon())                                   \
+                 : qf_queue_try_enqueue_values(qq, vv))
+    INVALID(ENQV(NULL, vals), "queue");
+    INVALID(ENQV(q, vals), "does not take values");
+    INVALID(ENQV(vq, NULL), "vals");
+    INVALID(ENQV(vq, half), "vals[1]");
+#undef ENQV
+    cr_expect_eq(qf_queue_size(q) + qf_queue_size(vq), 0);
+    qf_queue_unref(q);
+    qf_queue_unref(vq);
+}
+
+CASE(qf_queue_enqueue_values)
+{
+    bad_enqueue_values(0);
+}
+
+CASE(qf_queue_enqueue_values_until)
+{
+    bad_enqueue_values(1);
+}
+
+CASE(qf_queue_try_enqueue_values)
+{
+    bad_enqueue_values(2);
+}
+
+static void bad_dequeue_values(int form)
+{
+    qf_queue *q = mkq(4), *vq = mkvalq();
+    int64_t a = 1, b = 2;
+    const void *vals[2] = {&a, &b};
+    cr_assert_eq(qf_queue_enqueue_values(vq, vals), QF_OK, "%s", qf_last_message());
+    int64_t x = 77, y = 77;
+    void *outs[2] = {&x, &y}, *half[2] = {&x, NULL};
+#define DEQV(qq, oo)                                                                               \
+    (form == 0   ? qf_queue_dequeue_values(qq, oo)                                                 \
+     : form == 1 ? qf_queue_dequeue_values_until(qq, soon(), oo)                                   \
+                 : qf_queue_try_dequeue_values(qq, oo))
+    INVALID(DEQV(NULL, outs), "queue");
+    INVALID(DEQV(q, outs), "does not take values");
+    INVALID(DEQV(vq, NULL), "outs");
+    INVALID(DEQV(vq, half), "outs[1]");
+#undef DEQV
+    cr_expect(x == 77 && y == 77, "a refused dequeue wrote a value");
+    cr_expect_eq(qf_queue_size(vq), 1, "nothing was taken");
+    qf_queue_unref(q);
+    qf_queue_unref(vq);
+}
+
+CASE(qf_queue_dequeue_values)
+{
+    bad_dequeue_values(0);
+}
+
+CASE(qf_queue_dequeue_values_until)
+{
+    bad_dequeue_values(1);
+}
+
+CASE(qf_queue_try_dequeue_values)
+{
+    bad_dequeue_values(2);
+}
+
+CASE(qf_queue_takes_values)
+{
+    qf_queue *q = mkq(4), *vq = mkvalq();
+    cr_expect(!qf_queue_takes_values(NULL));
+    cr_expect(!qf_queue_takes_values(q));
+    cr_expect(qf_queue_takes_values(vq));
+    qf_queue_unref(q);
+    qf_queue_unref(vq);
+}
+
 CASE(qf_queue_enqueue_many_ptr)
 {
     qf_queue *q = mkq(4), *pq = mkptrq();
