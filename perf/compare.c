@@ -893,7 +893,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         bench_format_value(nv, sizeof(nv), b->median, b->unit);
         if (ob->median != 0 && isfinite(ob->median) && isfinite(b->median))
             snprintf(chg, sizeof(chg), "%+.1f%%", (b->median - ob->median) / ob->median * 100);
-        printf("    %-22s %-16s %10s %10s %8s%s\n", b->bench, b->impl, ov, nv, chg,
+        printf("    %-22s %-20s %10s %10s %8s%s\n", b->bench, b->impl, ov, nv, chg,
                cut_reps(b) ? " (cut by the time budget)" : "");
     }
     for (size_t i = 0; i < old_rs->n; i++) {
@@ -901,7 +901,7 @@ void bench_compare(const char *old_path, const bench_results *old_rs, const benc
         if (bench_results_find(new_rs, o->bench, o->impl) ||
             !bench_filter_matches(filter, o->bench, o->impl))
             continue;
-        printf("    %-22s %-16s not run this time\n", o->bench, o->impl);
+        printf("    %-22s %-20s not run this time\n", o->bench, o->impl);
     }
     printf("  qflow rows: %d same, %d better, %d inconclusive or not judged, %d WORSE; %d of %d "
            "judged (threshold %g%%); %d famil%s WORSE as a whole\n",

@@ -999,6 +999,22 @@ qf_code qf_queue_try_enqueue_values(qf_queue *q, const void *const *vals)
     return enqueue_values(q, vals, &w);
 }
 
+qf_code qf_queue_poll_enqueue_values(qf_queue *q, const void *const *vals, qf_waker *wk)
+{
+    /* Refused before the waker is looked at, as qf_queue_poll_enqueue(). */
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf_code rc = values_usable(q, vals, "vals");
+    if (rc != QF_OK)
+        return rc;
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    rc = enqueue_values(q, vals, &w);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
+    return rc;
+}
+
 static qf_code dequeue_values(qf_queue *q, const qf__wait *w, void *const *outs)
 {
     qf_code rc = values_usable(q, (const void *const *)outs, "outs");
@@ -1030,9 +1046,24 @@ qf_code qf_queue_try_dequeue_values(qf_queue *q, void *const *outs)
     return dequeue_values(q, &w, outs);
 }
 
+qf_code qf_queue_poll_dequeue_values(qf_queue *q, qf_waker *wk, void *const *outs)
+{
+    if (!wk)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
+    qf_code rc = values_usable(q, (const void *const *)outs, "outs");
+    if (rc != QF_OK)
+        return rc;
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    rc = dequeue_values(q, &w, outs);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
+    return rc;
+}
+
 bool qf_queue_takes_values(const qf_queue *q)
 {
-    return q && q->packed;
+    return !null_queue(q, "qf_queue_takes_values: queue (q) is NULL") && q->packed;
 }
 
 /* Keys of a batch of n rows of a queue that makes none

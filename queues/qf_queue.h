@@ -448,65 +448,76 @@ QF_API qf_code qf_queue_try_dequeue_ptr(qf_queue *q, void **ret_p);
  * For FIFOQueues whose elements are a few small dense tensors of fixed
  * shape (qf_queue_takes_values()): an int64 label and a float32 [16]
  * feature row, say. The components' values go into the queue straight from
- * the caller's buffers and come out straight into them: no tensor, no
- * element, no allocation on either side. Such a queue mixes freely with the
- * element API (an element enqueued is dequeued as values and the other way
- * round, in one FIFO order).
+ * the caller's buffers and come out straight into them: no tensor and no
+ * element on either side, and nothing allocated at all where the queue
+ * keeps its values in its ring's cells (a bounded queue of at most 248
+ * bytes of values; otherwise a put takes one block from the calling
+ * thread's block cache, as an element's put does). Such a queue mixes
+ * freely with the element API (an element enqueued is dequeued as values
+ * and the other way round, in one FIFO order).
  */
 
 /**
  * qf_queue_takes_values() - whether the _values calls apply to q: a
- * FIFOQueue (not padding, shuffle or priority), not inline, whose
- * components (at most 16) all have a numeric or bool dtype and a fully
- * defined shape, with at most 512 bytes of values in all. Wait-free;
- * NULL gives false.
+ * FIFOQueue (not padding, shuffle or priority), not inline (one scalar of
+ * at most 8 bytes is kept inline: use the element calls), whose components
+ * (at most 16) all have a numeric or bool dtype and a fully defined shape
+ * of rank below QF_MAX_RANK, with at most 512 bytes of values in all when
+ * each component's values are rounded up to 8 bytes. Wait-free; false
+ * (and the error recorded) for NULL.
  */
 QF_API bool qf_queue_takes_values(const qf_queue *q);
 
 /**
- * qf_queue_enqueue_values() / _until() / qf_queue_try_enqueue_values() -
- * add one element given as its components' values.
+ * qf_queue_enqueue_values() / _until() / qf_queue_try_enqueue_values() /
+ * qf_queue_poll_enqueue_values() - add one element given as its
+ * components' values.
  *
  * vals[c] points at component c's values: qf_shape_num_elements() of its
- * shape, of its dtype, in row-major order, at the dtype's alignment (a
- * bool is one byte, 0 or 1). They are copied before the call returns; the
- * caller keeps its buffers.
- * Blocking:    while the queue is full, as qf_queue_enqueue() (the three
- *              forms likewise).
- * Thread safety: any number of threads, with every other call on q.
- * Progress:    lock-free while there is room; a full queue parks the
- *              caller (futex) until a slot frees, the deadline passes or
- *              the queue is closed with cancel_pending_enqueues.
+ * shape, of its dtype, in row-major order (a bool is one byte, 0 or 1); any
+ * alignment. They are copied before the call returns; the caller keeps its
+ * buffers. (An array of non-const pointers needs a cast to const void
+ * *const *.)
+ * Blocking, thread safety, progress: as qf_queue_enqueue() and its forms
+ *              (the poll form, for tasks, as qf_queue_poll_enqueue()).
  * Returns:     QF_OK;
- *              QF_INVALID_ARGUMENT for a NULL queue, vals or vals[c], or a
- *                queue that does not take values (qf_queue_takes_values()
- *                false; the message says which rule it breaks); nothing
- *                went in;
+ *              QF_INVALID_ARGUMENT for a NULL queue, vals, vals[c] or
+ *                waker, or a queue that does not take values
+ *                (qf_queue_takes_values() false; the message says which
+ *                rule it breaks); nothing went in;
+ *              QF_RESOURCE_EXHAUSTED when a queue that keeps its values in
+ *                blocks has none left (out of memory); nothing went in;
  *              otherwise as qf_queue_enqueue(): QF_CANCELLED,
  *                QF_FAILED_PRECONDITION, QF_DEADLINE_EXCEEDED,
- *                QF_UNAVAILABLE.
+ *                QF_UNAVAILABLE (and QF_PENDING for the poll form).
  */
 QF_API qf_code qf_queue_enqueue_values(qf_queue *q, const void *const *vals);
 QF_API qf_code qf_queue_enqueue_values_until(qf_queue *q, const void *const *vals,
                                              qf_deadline deadline);
 QF_API qf_code qf_queue_try_enqueue_values(qf_queue *q, const void *const *vals);
+QF_API qf_code qf_queue_poll_enqueue_values(qf_queue *q, const void *const *vals, qf_waker *w);
 
 /**
- * qf_queue_dequeue_values() / _until() / qf_queue_try_dequeue_values() -
- * take the oldest element into the caller's buffers: component c's values
- * into outs[c] (room for qf_shape_num_elements() of its shape of its
- * dtype, suitably aligned), as qf_queue_enqueue_values() reads them.
- * Blocking, thread safety and progress as qf_queue_dequeue().
+ * qf_queue_dequeue_values() / _until() / qf_queue_try_dequeue_values() /
+ * qf_queue_poll_dequeue_values() - take the oldest element into the
+ * caller's buffers: component c's values into outs[c] (room for
+ * qf_shape_num_elements() of its shape of its dtype; any alignment), as
+ * qf_queue_enqueue_values() reads them.
+ * Blocking, thread safety, progress: as qf_queue_dequeue() and its forms
+ *              (the poll form, for tasks, as qf_queue_poll_dequeue()).
  * Returns:     QF_OK (every outs[c] written);
- *              QF_INVALID_ARGUMENT for a NULL queue, outs or outs[c], or a
- *                queue that does not take values; nothing was taken;
+ *              QF_INVALID_ARGUMENT for a NULL queue, outs, outs[c] or
+ *                waker, or a queue that does not take values; nothing was
+ *                taken;
  *              otherwise as qf_queue_dequeue(): QF_OUT_OF_RANGE (closed
  *                and drained), QF_DEADLINE_EXCEEDED, QF_UNAVAILABLE,
- *                QF_FAILED_PRECONDITION; no outs[c] written.
+ *                QF_FAILED_PRECONDITION (and QF_PENDING for the poll
+ *                form); no outs[c] written.
  */
 QF_API qf_code qf_queue_dequeue_values(qf_queue *q, void *const *outs);
 QF_API qf_code qf_queue_dequeue_values_until(qf_queue *q, qf_deadline deadline, void *const *outs);
 QF_API qf_code qf_queue_try_dequeue_values(qf_queue *q, void *const *outs);
+QF_API qf_code qf_queue_poll_dequeue_values(qf_queue *q, qf_waker *w, void *const *outs);
 
 /**
  * qf_queue_enqueue_many_ptrs() / _until() / qf_queue_try_enqueue_many_ptrs()

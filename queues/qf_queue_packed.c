@@ -25,7 +25,9 @@ const char *qf__packed_refusal(const qf_queue *q)
     if (q->ops != &qf__fifo_ops || q->padded)
         return "not a FIFOQueue (padding, shuffle and priority queues keep elements)";
     if (q->inline_mode)
-        return "an inline queue (one scalar of at most 8 bytes: use the element or _ptr calls)";
+        return q->dtypes[0] == QF_PTR
+                   ? "an inline pointer queue (use the _ptr calls)"
+                   : "an inline queue (one scalar of at most 8 bytes: use the element calls)";
     if (!q->shapes)
         return "its shapes are not given";
     if (q->ncomp > QF__PACKED_MAX_COMPONENTS)
@@ -35,8 +37,10 @@ const char *qf__packed_refusal(const qf_queue *q)
         const qf_shape *sh = &q->shapes[c];
         if (!packable_dtype(q->dtypes[c]))
             return "a component that is not numeric or bool";
-        if (!qf_shape_is_fully_defined(sh) || sh->rank >= QF_MAX_RANK)
+        if (!qf_shape_is_fully_defined(sh))
             return "a component whose shape is not fully defined";
+        if (sh->rank >= QF_MAX_RANK)
+            return "a component of rank QF_MAX_RANK (its batches would have one more)";
         int64_t n = qf_shape_num_elements(sh);
         if (n < 0 || (uint64_t)n > QF__PACKED_MAX_BYTES)
             return "more than 512 bytes of values";

@@ -1997,15 +1997,20 @@ static void bad_enqueue_values(int form)
     qf_queue *q = mkq(4), *vq = mkvalq();
     int64_t a = 1, b = 2;
     const void *vals[2] = {&a, &b}, *half[2] = {&a, NULL};
+    qf_waker w;
+    qf_waker_init_thread(&w);
 #define ENQV(qq, vv)                                                                               \
     (form == 0   ? qf_queue_enqueue_values(qq, vv)                                                 \
      : form == 1 ? qf_queue_enqueue_values_until(qq, vv, soon())                                   \
-                 : qf_queue_try_enqueue_values(qq, vv))
+     : form == 2 ? qf_queue_try_enqueue_values(qq, vv)                                             \
+                 : qf_queue_poll_enqueue_values(qq, vv, &w))
     INVALID(ENQV(NULL, vals), "queue");
     INVALID(ENQV(q, vals), "does not take values");
     INVALID(ENQV(vq, NULL), "vals");
     INVALID(ENQV(vq, half), "vals[1]");
 #undef ENQV
+    if (form == 3)
+        INVALID(qf_queue_poll_enqueue_values(vq, vals, NULL), "waker");
     cr_expect_eq(qf_queue_size(q) + qf_queue_size(vq), 0);
     qf_queue_unref(q);
     qf_queue_unref(vq);
@@ -2026,6 +2031,11 @@ CASE(qf_queue_try_enqueue_values)
     bad_enqueue_values(2);
 }
 
+CASE(qf_queue_poll_enqueue_values)
+{
+    bad_enqueue_values(3);
+}
+
 static void bad_dequeue_values(int form)
 {
     qf_queue *q = mkq(4), *vq = mkvalq();
@@ -2034,15 +2044,20 @@ static void bad_dequeue_values(int form)
     cr_assert_eq(qf_queue_enqueue_values(vq, vals), QF_OK, "%s", qf_last_message());
     int64_t x = 77, y = 77;
     void *outs[2] = {&x, &y}, *half[2] = {&x, NULL};
+    qf_waker w;
+    qf_waker_init_thread(&w);
 #define DEQV(qq, oo)                                                                               \
     (form == 0   ? qf_queue_dequeue_values(qq, oo)                                                 \
      : form == 1 ? qf_queue_dequeue_values_until(qq, soon(), oo)                                   \
-                 : qf_queue_try_dequeue_values(qq, oo))
+     : form == 2 ? qf_queue_try_dequeue_values(qq, oo)                                             \
+                 : qf_queue_poll_dequeue_values(qq, &w, oo))
     INVALID(DEQV(NULL, outs), "queue");
     INVALID(DEQV(q, outs), "does not take values");
     INVALID(DEQV(vq, NULL), "outs");
     INVALID(DEQV(vq, half), "outs[1]");
 #undef DEQV
+    if (form == 3)
+        INVALID(qf_queue_poll_dequeue_values(vq, NULL, outs), "waker");
     cr_expect(x == 77 && y == 77, "a refused dequeue wrote a value");
     cr_expect_eq(qf_queue_size(vq), 1, "nothing was taken");
     qf_queue_unref(q);
@@ -2064,10 +2079,15 @@ CASE(qf_queue_try_dequeue_values)
     bad_dequeue_values(2);
 }
 
+CASE(qf_queue_poll_dequeue_values)
+{
+    bad_dequeue_values(3);
+}
+
 CASE(qf_queue_takes_values)
 {
     qf_queue *q = mkq(4), *vq = mkvalq();
-    cr_expect(!qf_queue_takes_values(NULL));
+    NEUTRAL(qf_queue_takes_values(NULL), false, "queue");
     cr_expect(!qf_queue_takes_values(q));
     cr_expect(qf_queue_takes_values(vq));
     qf_queue_unref(q);
