@@ -163,6 +163,15 @@ static float tuple_feature(int64_t v, int i)
     return (float)(((uint32_t)v & 0xffffu) * TUPLE_FEATURES + (uint32_t)i);
 }
 
+/* Fails the benchmark unless row f is the one sent with label v. */
+static void tuple_check(const char *impl, int64_t v, const float *f)
+{
+    for (int i = 0; i < TUPLE_FEATURES; i++)
+        if (f[i] != tuple_feature(v, i))
+            bench_fail("%s: label %#llx arrived with feature %d = %g, sent %g", impl,
+                       (unsigned long long)v, i, (double)f[i], (double)tuple_feature(v, i));
+}
+
 static int tuple_enqueue(bq *q, void *p)
 {
     int64_t v = (int64_t)(uintptr_t)p;
@@ -187,11 +196,7 @@ static int tuple_dequeue(bq *q, void **ret_p)
     if (rc != 0)
         return rc;
     int64_t v = *(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0));
-    const float *f = qf_tensor_cdata(qf_element_get(e, 1));
-    for (int i = 0; i < TUPLE_FEATURES; i++)
-        if (f[i] != tuple_feature(v, i))
-            bench_fail("qflow_tuple: label %#llx arrived with feature %d = %g, sent %g",
-                       (unsigned long long)v, i, (double)f[i], (double)tuple_feature(v, i));
+    tuple_check("qflow_tuple", v, qf_tensor_cdata(qf_element_get(e, 1)));
     *ret_p = (void *)(uintptr_t)v;
     qf_element_free(e);
     return 0;
@@ -213,8 +218,8 @@ const bq_impl bq_qflow_tuple = {
 /* The same two queues through the _values calls (qf_queue_enqueue_values,
  * qf_queue_dequeue_values): the values go from the producer's buffers into
  * a cell of the ring and from there into the consumer's, with no tensor,
- * element or block on either side; what a C producer of fixed-shape
- * examples would call. */
+ * element or block on either side (both fit a cell); what a C producer of
+ * fixed-shape examples would call. */
 static int pair_values_enqueue(bq *q, void *p)
 {
     int64_t v[2] = {(int64_t)(uintptr_t)p, -(int64_t)(uintptr_t)p};
@@ -271,10 +276,7 @@ static int tuple_values_dequeue(bq *q, void **ret_p)
                             "qf_queue_dequeue_values");
     if (rc != 0)
         return rc;
-    for (int i = 0; i < TUPLE_FEATURES; i++)
-        if (f[i] != tuple_feature(v, i))
-            bench_fail("qflow_tuple_values: label %#llx arrived with feature %d = %g, sent %g",
-                       (unsigned long long)v, i, (double)f[i], (double)tuple_feature(v, i));
+    tuple_check("qflow_tuple_values", v, f);
     *ret_p = (void *)(uintptr_t)v;
     return 0;
 }
