@@ -33,6 +33,10 @@ typedef struct qf__op_rec {
 typedef struct qf__runner_run {
     const qf_runtime *rt;
     size_t running;
+    /* A task of this start left through a cancel (a runtime shutdown): its
+     * input has not ended, so the last task to leave does not close the
+     * queue even through a closed code; a later start goes on. */
+    bool cancelled;
     qf_coord *coord;
     qf_coord_action *action; /* the cancel op as a stop action */
 } qf__runner_run;

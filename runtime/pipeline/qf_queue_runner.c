@@ -401,8 +401,10 @@ static void cancel_action(void *arg)
 }
 
 /* A task leaves. The last one to leave through a closed code closes the
- * queue; the last one in any case withdraws the stop action. */
-static void retire(qf__rtask *s, const qf_runtime *rt, bool closed)
+ * queue, unless a task of the same start left through a cancel (spec
+ * 139-141: a start on a new runtime continues); the last one in any case
+ * withdraws the stop action. */
+static void retire(qf__rtask *s, const qf_runtime *rt, bool closed, bool cancelled)
 {
     qf_queue_runner *r = s->r;
     qf_coord_action *action = NULL;
@@ -410,8 +412,11 @@ static void retire(qf__rtask *s, const qf_runtime *rt, bool closed)
     bool last;
     qf__lock(&r->lock);
     qf__runner_run *run = find_run(r, rt, false);
+    if (run && cancelled)
+        run->cancelled = true;
     last = run && --run->running == 0;
     if (last) {
+        closed = closed && !run->cancelled;
         action = run->action;
         coord = run->coord;
         run->action = NULL;
@@ -468,13 +473,13 @@ static void drop_pending(qf__rtask *s)
 
 /* The task's last poll: withdraw wakers, drop what is pending, leave. The
  * state itself is inside the task and goes with it. */
-static qf_code leave(qf__rtask *s, qf_task *t, qf_code rc, bool closed)
+static qf_code leave(qf__rtask *s, qf_task *t, qf_code rc, bool closed, bool cancelled)
 {
     qf_waker_withdraw(qf_task_waker(t));
     if (s->stop_registered)
         qf_coord_cancel_waker(s->coord, &s->stop_waker);
     drop_pending(s);
-    retire(s, t->rt, closed);
+    retire(s, t->rt, closed, cancelled);
     return rc;
 }
 
@@ -487,7 +492,7 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
                           "qf_code",
                           s->op->op.name, qf_queue_name(r->queue), (int)rc);
     if (is_closed_code(r, rc))
-        return leave(s, t, QF_OK, true); /* its input ended: a clean exit */
+        return leave(s, t, QF_OK, true, false); /* its input ended: a clean exit */
     if (s->coord) {
         qf_coord_report(s->coord, rc); /* spec 133, 136 */
     } else {
@@ -499,7 +504,7 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
                                 s->op->op.name, qf_queue_name(r->queue), qf_code_name(rc));
         record_exception(r, st);
     }
-    return leave(s, t, rc, false);
+    return leave(s, t, rc, false, false);
 }
 
 /* Rows in a batch from op s: its first component's first dimension. */
@@ -660,7 +665,7 @@ static qf_code runner_task(qf_task *t, void *arg)
      * count it running forever and leak its state. */
     if ((rc == QF_PENDING || rc == QF_YIELD) && qf_task_is_cancelled(t)) {
         qf_set_error(QF_CANCELLED, "Enqueue operation was cancelled");
-        return leave(s, t, QF_CANCELLED, false);
+        return leave(s, t, QF_CANCELLED, false, true);
     }
     return rc;
 }
@@ -669,7 +674,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
 {
     if (qf_task_is_cancelled(t)) {
         qf_set_error(QF_CANCELLED, "Enqueue operation was cancelled");
-        return leave(s, t, QF_CANCELLED, false);
+        return leave(s, t, QF_CANCELLED, false, true);
     }
     if (s->coord && !s->stop_checked) {
         /* Be woken by a stop even while parked on an input queue. */
@@ -684,7 +689,7 @@ static qf_code runner_step(qf_task *t, qf__rtask *s)
             /* spec 138: a stop ends the task before it runs the op, and
              * such an exit does not close the queue */
             if (s->coord && qf_coord_should_stop(s->coord))
-                return leave(s, t, QF_OK, false);
+                return leave(s, t, QF_OK, false, false);
             qf_code rc = run_op(s, t);
             if (rc == QF_PENDING)
                 return QF_PENDING;
@@ -753,6 +758,7 @@ static int claim(qf_queue_runner *r, qf_runtime *rt, qf_coord *coord)
             qf_status_free(r->exc[i]);
         r->n_exc = 0;
         run->running = r->n_ops;
+        run->cancelled = false;
         run->coord = coord;
         run->action = NULL;
     }
@@ -900,7 +906,7 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
         for (size_t i = 0; i < n_go; i++)
             for (size_t j = 0; j < go[i]->n_ops; j++) {
                 qf__rtask fake = {.r = go[i]};
-                retire(&fake, rt, false);
+                retire(&fake, rt, false, false);
             }
         free(tasks);
         tasks = NULL;

@@ -2111,3 +2111,100 @@ Test(queue_runner, ticket_finished_while_its_task_ends_is_not_touched_after, .ti
         qf_queue_unref(q);
     }
 }
+
+/* A runtime shut down while one op of a runner is inside its poll (past
+ * the runner's cancel check) and finds its input ended only after the other
+ * op left through the cancel: that op leaves last, through a closed code,
+ * but the cancelled op's input has not ended, so the queue stays open and a
+ * start on a new runtime goes on (spec 139-141). Once closed the queue was,
+ * and a reader pipeline restarted this way lost every row after the
+ * shutdown (CI, reader_runs, threads=4: the spare reader of three files). */
+typedef struct shutdown_race {
+    qf_queue *q;
+    int64_t next;     /* fill's next value */
+    qf_element *held; /* fill's element not yet in */
+    _Atomic(qf_task *) fill_task;
+    atomic_int end_entered;
+    atomic_int second_start; /* the start on the new runtime */
+} shutdown_race;
+
+static qf_code race_fill(qf_task *t, void *arg)
+{
+    shutdown_race *s = arg;
+    if (atomic_load(&s->second_start) && s->next >= 4 && !s->held)
+        return qf_set_error(QF_OUT_OF_RANGE, "fill: end of input");
+    if (!s->held)
+        s->held = elem_i64(s->next++);
+    qf_code rc = qf_queue_poll_enqueue(s->q, s->held, qf_task_waker(t));
+    if (rc == QF_OK)
+        s->held = NULL;
+    return rc;
+}
+
+static qf_code race_end(qf_task *t, void *arg)
+{
+    shutdown_race *s = arg;
+    if (!atomic_load(&s->second_start)) {
+        /* Inside the poll when the runtime shuts down: end only after the
+         * cancel reached this task and the fill task left. */
+        atomic_store(&s->end_entered, 1);
+        qf_deadline d = qf_deadline_in_s(60);
+        while (!qf_task_is_cancelled(t) && !qf_deadline_passed(d))
+            sched_yield();
+        qf_task *f;
+        while ((!(f = atomic_load(&s->fill_task)) || !qf_task_is_done(f)) && !qf_deadline_passed(d))
+            sched_yield();
+    }
+    return qf_set_error(QF_OUT_OF_RANGE, "end: end of input");
+}
+
+Test(queue_runner, shutdown_while_an_op_ends_leaves_the_queue_open_for_a_restart, .timeout = 120)
+{
+    shutdown_race s = {.q = mkq("race", 1, QF_INT64)};
+    qf_enqueue_op ops[2] = {
+        {.name = "fill", .kind = QF_OP_POLL, .poll = race_fill, .arg = &s},
+        {.name = "end", .kind = QF_OP_POLL, .poll = race_end, .arg = &s},
+    };
+    qf_queue_runner *r = NULL;
+    cr_assert_eq(qf_queue_runner_new(s.q, ops, 2, NULL, &r), QF_OK, "%s", qf_last_message());
+    qf_runtime *rt = mkrt(2);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, &ts, &n), QF_OK, "%s",
+                 qf_last_message());
+    cr_assert_eq(n, 2);
+    atomic_store(&s.fill_task, ts[0]);
+    qf_deadline d = qf_deadline_in_s(60);
+    while ((qf_queue_size(s.q) != 1 || !atomic_load(&s.end_entered)) && !qf_deadline_passed(d))
+        sched_yield();
+    cr_assert(atomic_load(&s.end_entered), "the end op never ran");
+    cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(60)), QF_OK, "%s", qf_last_message());
+    cr_assert_not(qf_queue_is_closed(s.q), "a shutdown closed the queue of a cancelled runner");
+    qf_tasks_free(ts, n);
+    qf_runtime_free(rt);
+
+    /* Again on a new runtime: fill goes on from where it stopped, both
+     * ops end, and then the queue closes. */
+    atomic_store(&s.second_start, 1);
+    rt = mkrt(2);
+    cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, &ts, &n), QF_OK, "%s",
+                 qf_last_message());
+    for (int64_t want = 0;; want++) {
+        qf_element *e = NULL;
+        qf_code rc = qf_queue_dequeue_until(s.q, qf_deadline_in_s(60), &e);
+        if (rc == QF_OUT_OF_RANGE) {
+            cr_assert_eq(want, 4, "the queue closed after %lld values", (long long)want);
+            break;
+        }
+        cr_assert_eq(rc, QF_OK, "%s", qf_last_message());
+        cr_assert_eq(*(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0)), want);
+        qf_element_free(e);
+    }
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(qf_task_join(ts[i], qf_deadline_in_s(60), NULL), QF_OK, "%s",
+                     qf_last_message());
+    qf_tasks_free(ts, n);
+    qf_runtime_free(rt);
+    qf_queue_runner_free(r);
+    qf_queue_unref(s.q);
+}
