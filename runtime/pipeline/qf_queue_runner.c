@@ -4,7 +4,9 @@
  * the element while the queue is full (a parked task, no worker). Per
  * runtime the runner counts its live tasks, as TensorFlow counts threads
  * per session: the last task to retire through a closed code runs the close
- * op (spec 130-131); a start while tasks are still counted does nothing
+ * op (spec 130-131), unless a task of the same start left because the
+ * runtime shut down (its input has not ended: a start on a new runtime goes
+ * on, spec 139-141); a start while tasks are still counted does nothing
  * (spec 139).
  */
 #include <stddef.h>
@@ -504,7 +506,9 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
                                 s->op->op.name, qf_queue_name(r->queue), qf_code_name(rc));
         record_exception(r, st);
     }
-    return leave(s, t, rc, false, false);
+    /* An op that saw the shutdown's cancel and gave up with an error: its
+     * input has not ended either (retire()). */
+    return leave(s, t, rc, false, qf_task_is_cancelled(t));
 }
 
 /* Rows in a batch from op s: its first component's first dimension. */

@@ -7,7 +7,9 @@
  * loops "check should_stop, run the op" (spec 128). When an op reports one
  * of the runner's closed codes (default QF_OUT_OF_RANGE: its input ended)
  * its task retires, and the last task to retire runs the close op, so the
- * end of input travels down a pipeline as end-of-data (spec 130-131). Any
+ * end of input travels down a pipeline as end-of-data (spec 130-131);
+ * not when a task of the same start left because its runtime shut down
+ * (that input has not ended; a start on a new runtime goes on). Any
  * other error goes to the Coordinator (spec 133), or without one into the
  * runner's list of raised errors (spec 132). With a Coordinator, the cancel
  * op is registered as a stop action: a stop closes the queue with

@@ -2125,6 +2125,7 @@ typedef struct shutdown_race {
     qf_element *held; /* fill's element not yet in */
     _Atomic(qf_task *) fill_task;
     atomic_int end_entered;
+    atomic_int end_saw_both; /* end saw its cancel and fill's exit first */
     atomic_int second_start; /* the start on the new runtime */
 } shutdown_race;
 
@@ -2154,6 +2155,7 @@ static qf_code race_end(qf_task *t, void *arg)
         qf_task *f;
         while ((!(f = atomic_load(&s->fill_task)) || !qf_task_is_done(f)) && !qf_deadline_passed(d))
             sched_yield();
+        atomic_store(&s->end_saw_both, qf_task_is_cancelled(t) && f && qf_task_is_done(f));
     }
     return qf_set_error(QF_OUT_OF_RANGE, "end: end of input");
 }
@@ -2178,7 +2180,10 @@ Test(queue_runner, shutdown_while_an_op_ends_leaves_the_queue_open_for_a_restart
     while ((qf_queue_size(s.q) != 1 || !atomic_load(&s.end_entered)) && !qf_deadline_passed(d))
         sched_yield();
     cr_assert(atomic_load(&s.end_entered), "the end op never ran");
+    cr_assert_eq(qf_queue_size(s.q), 1, "fill never filled the queue");
     cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(60)), QF_OK, "%s", qf_last_message());
+    cr_assert(atomic_load(&s.end_saw_both),
+              "the end op did not leave last: the race was not set up");
     cr_assert_not(qf_queue_is_closed(s.q), "a shutdown closed the queue of a cancelled runner");
     qf_tasks_free(ts, n);
     qf_runtime_free(rt);
