@@ -961,11 +961,9 @@ static qf_code values_usable(const qf_queue *q, const void *const *bufs, const c
     return QF_OK;
 }
 
-static qf_code enqueue_values(qf_queue *q, const void *const *vals, const qf__wait *w)
+/* The put of values_usable() vals. */
+static qf_code put_values(qf_queue *q, const void *const *vals, const qf__wait *w)
 {
-    qf_code rc = values_usable(q, vals, "vals");
-    if (rc != QF_OK)
-        return rc;
     if (q->packed->cells) {
         uint64_t buf[QF__PACKED_MAX_BYTES / 8];
         void *slot = buf;
@@ -975,10 +973,16 @@ static qf_code enqueue_values(qf_queue *q, const void *const *vals, const qf__wa
     void *slot = qf__packed_pack_values(q, vals);
     if (!slot)
         return QF_RESOURCE_EXHAUSTED;
-    rc = engine_put(q, &slot, 1, w, NULL);
+    qf_code rc = engine_put(q, &slot, 1, w, NULL);
     if (rc != QF_OK)
         qf__packed_free(q, &slot, 1);
     return rc;
+}
+
+static qf_code enqueue_values(qf_queue *q, const void *const *vals, const qf__wait *w)
+{
+    qf_code rc = values_usable(q, vals, "vals");
+    return rc == QF_OK ? put_values(q, vals, w) : rc;
 }
 
 qf_code qf_queue_enqueue_values(qf_queue *q, const void *const *vals)
@@ -1009,23 +1013,27 @@ qf_code qf_queue_poll_enqueue_values(qf_queue *q, const void *const *vals, qf_wa
         return rc;
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
-    rc = enqueue_values(q, vals, &w);
+    rc = put_values(q, vals, &w);
     if (rc != QF_PENDING)
         poll_ended(wk, was_registered);
+    return rc;
+}
+
+/* The take into values_usable() outs. */
+static qf_code take_values(qf_queue *q, const qf__wait *w, void *const *outs)
+{
+    uint64_t buf[QF__PACKED_MAX_BYTES / 8]; /* a queue of cells copies the value here */
+    void *slot = buf;
+    qf_code rc = engine_take(q, 1, 1, false, w, &slot, NULL);
+    if (rc == QF_OK)
+        qf__packed_unpack_values(q, slot, outs);
     return rc;
 }
 
 static qf_code dequeue_values(qf_queue *q, const qf__wait *w, void *const *outs)
 {
     qf_code rc = values_usable(q, (const void *const *)outs, "outs");
-    if (rc != QF_OK)
-        return rc;
-    uint64_t buf[QF__PACKED_MAX_BYTES / 8]; /* a queue of cells copies the value here */
-    void *slot = buf;
-    rc = engine_take(q, 1, 1, false, w, &slot, NULL);
-    if (rc == QF_OK)
-        qf__packed_unpack_values(q, slot, outs);
-    return rc;
+    return rc == QF_OK ? take_values(q, w, outs) : rc;
 }
 
 qf_code qf_queue_dequeue_values(qf_queue *q, void *const *outs)
@@ -1055,7 +1063,7 @@ qf_code qf_queue_poll_dequeue_values(qf_queue *q, qf_waker *wk, void *const *out
         return rc;
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     bool was_registered = poll_begins(wk);
-    rc = dequeue_values(q, &w, outs);
+    rc = take_values(q, &w, outs);
     if (rc != QF_PENDING)
         poll_ended(wk, was_registered);
     return rc;
