@@ -2,7 +2,8 @@
  * engine (FIFOQueue, PaddingFIFOQueue, pointer queues): each entry hands
  * the call to the engine embedded in the queue (queues/engine/qf_fifo.c).
  * The engine sees slots and its own struct only; the queue API (element
- * and pointer forms, validation, ownership) is qf_queue.c's. */
+ * and pointer forms, validation, ownership) is qf_queue_element.c's,
+ * qf_queue_ptr.c's and their siblings' (qf_queue_ops-impl.h). */
 #include "qf_queue-impl.h"
 
 static qf_code fifo_queue_put(qf_queue *q, void *const *slots, size_t n, const qf__wait *w,

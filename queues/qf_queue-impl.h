@@ -16,10 +16,11 @@
 #include "qf_queue.h"
 #include "qf_waker.h"
 
-/* What differs between queue kinds. The element and pointer APIs in
- * qf_queue.c validate, convert and then call these with opaque slots
- * (element pointers, or values in inline mode). Every kind implements the
- * same waiting rules (qf__wait) and close/cancel semantics. */
+/* What differs between queue kinds. The element and pointer APIs
+ * (qf_queue_element.c, qf_queue_ptr.c and the other files of
+ * qf_queue_ops-impl.h) validate, convert and then call these with opaque
+ * slots (element pointers, or values in inline mode). Every kind implements
+ * the same waiting rules (qf__wait) and close/cancel semantics. */
 typedef struct qf__queue_ops {
     qf_code (*put)(qf_queue *q, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done);
     /* Take between min (>= 1) and max elements: wait until min can be

@@ -1,7 +1,7 @@
 /* qf_queue_trusted-impl.h - internal: queue calls for the layers above
  * (runtime/pipeline's batching) that skip what the public calls check,
  * because the caller proved it once when it was built. Never installed;
- * not exported from libqflow.so. Defined in qf_queue.c. */
+ * not exported from libqflow.so. Defined in qf_queue_element.c. */
 #ifndef QF_QUEUE_TRUSTED_IMPL_H
 #define QF_QUEUE_TRUSTED_IMPL_H
 

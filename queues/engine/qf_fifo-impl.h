@@ -154,7 +154,7 @@ bool qf__fifo_cancel_poll(qf__fifo *f, qf_waker *w);
 void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx);
 
 /* --- qf_fifo.c: for qf_fifo_wait.c, and for the put-request path of the
- * queue API (tickets, qf_queue.c) -------------------------------------- */
+ * queue API (tickets, qf_queue_line.c) --------------------------------- */
 
 /* Put what fits now of slots[0..n) (all or nothing when `all`): the ring,
  * or the overflow list of a spilling queue. `pending`: this enqueue was

@@ -2,9 +2,10 @@
  *
  * Everything here moves opaque slots (element pointers or inline values) in
  * a qf__fifo the queue embeds; the queue API (queues/qf_fifo_queue.c, the
- * operations table, and qf_queue.c) wraps it in the element and pointer
- * APIs. How the engine waits
- * and wakes when it cannot finish at once is qf_fifo_wait.c's.
+ * operations table, and qf_queue_element.c, qf_queue_ptr.c and the other
+ * files of qf_queue_ops-impl.h) wraps it in the element and pointer APIs.
+ * How the engine waits and wakes when it cannot finish at once is
+ * qf_fifo_wait.c's.
  *
  * The fast path touches no shared counter: capacity comes from the ring
  * indices (qf_ring-impl.h), and the state word (qf_engine-impl.h) is read,

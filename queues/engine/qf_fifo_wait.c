@@ -229,7 +229,7 @@ void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
  * so the wake after the store could reach a freed task. The waker is held
  * CLAIMED from before the store until its wake function has run, as a wait
  * list holds a waker it wakes: the task's end (qf_waker_withdraw) and its
- * next use of the ticket (put_ticket_settle() in qf_queue.c) wait for
+ * next use of the ticket (put_ticket_settle() in qf_queue_line.c) wait for
  * DONE. While its ticket is out the task's waker is normally on no list;
  * one a task's own poll op left registered somewhere is not taken over
  * (that list owns its state), and is woken as before. */

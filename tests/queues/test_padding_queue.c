@@ -666,9 +666,10 @@ Test(padding_queue, rank7_elements_are_padded)
 /* spec 94: an element of rank QF_MAX_RANK has no batch shape (the batch
  * would need one more dimension): dequeue_many fails where TensorFlow says
  * Unimplemented, and the element stays in the queue for a plain dequeue.
- * Disabled: build_batch() in qf_queue.c moves each component out of the
- * taken elements before stacking, and qf_tensor_stack_padded() releases
- * them when it fails, so the elements go back without their tensors.
+ * Disabled: build_batch() in qf_queue_batch.c moves each component out of
+ * the taken elements before stacking, and qf_tensor_stack_padded()
+ * releases them when it fails, so the elements go back without their
+ * tensors.
  * Enable once a failed batch build leaves the elements whole. */
 Test(padding_queue, max_rank_elements_cannot_be_batched_but_are_kept, .disabled = true)
 {

@@ -1,0 +1,317 @@
+/* qf_queue_batch.c - the dequeues that return a batch: dequeue_many,
+ * dequeue_up_to and the bulk dequeue of elements.
+ *
+ * Each takes several slots in one engine call and stacks them into one
+ * element along a new 0th dimension (build_batch(), by what the slots are:
+ * inline values, packed values, scalar components or whole elements). A
+ * batch that cannot be built gives what was taken back to the front of the
+ * queue (give_back()) rather than drop it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "qf_queue_ops-impl.h"
+#include "qf_queue_packed-impl.h"
+#include "qf_status.h"
+#include "qf_strblock-impl.h"
+#include "qf_tensor-impl.h"
+
+/* ----------------------------------------------------- inline conversions */
+
+/* The reverse of number_slots() (qf_queue_element.c): the low sz bytes of
+ * each of n slot values into dst. */
+static void slot_numbers(void *dst, void *const *slots, size_t n, size_t sz)
+{
+    if (sz == sizeof(void *)) {
+        memcpy(dst, slots, n * sz);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)dst + i * sz, &slots[i], sz);
+}
+
+/* ------------------------------------------ dequeue_many and dequeue_up_to */
+
+/* Keys of a batch of n rows of a queue that makes none
+ * (qf__queue_rows_without_keys()): n empty strings, which destroying the
+ * tensor need not look at one by one. */
+static qf_code empty_keys(size_t n, qf_tensor **ret)
+{
+    qf_tensor *t = qf_tensor_new(QF_STRING, &(qf_shape){.rank = 1, .dims = {(int64_t)n}});
+    if (!t)
+        return qf_last_code();
+    t->all_borrowed = true; /* no string of its own: nothing to free */
+    *ret = t;
+    return QF_OK;
+}
+
+/* The common case of build_batch(): every component of every element is a
+ * scalar (a record's key and value, a label): fill the batch tensors
+ * straight from the elements. False (b untouched) when some component is
+ * not, and the general path runs. When the slots are all rows of string blocks the
+ * values are not copied: the value tensor borrows them and takes the slots
+ * over (*ret_took true); else the caller still owns the slots. */
+static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bool *ret_took)
+{
+    *ret_took = false;
+    for (size_t c = 0; c < q->ncomp; c++) {
+        qf_tensor *t = NULL;
+        qf_code rc = QF_UNIMPLEMENTED;
+        /* Rows live only in queues of (key, value) strings (qf_strblock-impl.h). */
+        if (c == 1 && q->ncomp == 2 && q->dtypes[c] == QF_STRING) {
+            rc = qf__stack_rows_borrowed(slots, n, &t);
+            *ret_took = rc == QF_OK;
+        } else if (c == 0 && q->rows_no_keys && q->ncomp == 2 && n > 0 && qf__rows_all(slots, n)) {
+            rc = empty_keys(n, &t); /* takes nothing: the values take the rows */
+        }
+        if (rc == QF_UNIMPLEMENTED)
+            rc = qf__stack_scalars(slots, n, c, q->dtypes[c], &t);
+        if (rc != QF_OK) {
+            for (size_t j = 0; j < c; j++)
+                qf_element_set(b, j, NULL);
+            return false;
+        }
+        qf_element_set(b, c, t);
+    }
+    return true;
+}
+
+/* Stack n taken slots into one batch element. Consumes the slots. */
+static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch)
+{
+    qf_element *b = qf_element_new(q->ncomp);
+    if (!b)
+        return QF_RESOURCE_EXHAUSTED;
+    bool took;
+    if (q->inline_mode) {
+        qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
+        qf_tensor *t;
+        if (q->dtypes[0] == QF_PTR) {
+            t = qf_tensor_new_ptr(&sh, q->ptr_dtor);
+            for (size_t i = 0; t && i < n; i++)
+                qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
+        } else {
+            size_t sz = qf_dtype_size(q->dtypes[0]);
+            t = qf__tensor_new_dense(q->dtypes[0], &sh, (int64_t)n, n * sz, NULL);
+            if (t)
+                slot_numbers(t->buf, slots, n, sz);
+        }
+        if (!t) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        qf_element_set(b, 0, t);
+    } else if (q->packed) {
+        if (qf__packed_batch(q, slots, n, b) != QF_OK) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+    } else if (!q->padded && stack_scalars(q, slots, n, b, &took)) {
+        if (!took)
+            qf__slots_free(slots, n);
+    } else {
+        /* Rows of string blocks become elements first (the runtime never
+         * sends them here; a padded queue of rows would). */
+        for (size_t i = 0; i < n; i++) {
+            qf_element *e = qf__slot_element(slots[i]);
+            if (!e) {
+                qf_element_free(b);
+                return QF_RESOURCE_EXHAUSTED;
+            }
+            slots[i] = e;
+        }
+        qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
+        if (!parts) {
+            qf_element_free(b);
+            return QF_RESOURCE_EXHAUSTED;
+        }
+        for (size_t c = 0; c < q->ncomp; c++) {
+            for (size_t i = 0; i < n; i++)
+                parts[i] = qf_element_take(slots[i], c);
+            qf_tensor *t = NULL;
+            qf_code rc = q->padded
+                             ? qf_tensor_stack_padded(parts, n, q->dtypes[c], &q->shapes[c], &t)
+                             : qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
+            if (rc != QF_OK) {
+                free(parts);
+                qf_element_free(b);
+                return rc;
+            }
+            qf_element_set(b, c, t);
+        }
+        free(parts);
+        for (size_t i = 0; i < n; i++)
+            qf_element_free(slots[i]);
+    }
+    if (q->names)
+        qf_element_set_names(b, (const char *const *)q->names);
+    *ret_batch = b;
+    return QF_OK;
+}
+
+/* The queue stores its values in its ring's cells (qf__fifo_config). */
+static bool cells(const qf_queue *q)
+{
+    return q->packed && q->packed->cells;
+}
+
+/* For a take of up to n values of a queue of cells: n buffers, slots[i]
+ * pointing to each; what to free after (NULL: none needed, or out of
+ * memory when cells(q)). */
+static char *value_buffers(const qf_queue *q, void **slots, size_t n)
+{
+    if (!cells(q) || n == 0)
+        return NULL;
+    size_t room = q->packed->room;
+    if (n > SIZE_MAX / room)
+        return NULL;
+    char *stage = malloc(n * room);
+    for (size_t i = 0; stage && i < n; i++)
+        slots[i] = stage + i * room;
+    return stage;
+}
+
+static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait *w,
+                             qf_element **ret_batch)
+{
+    if (!q || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_batch" : "queue");
+    qf_code rc = qf__check_many_allowed(q, n, up_to);
+    if (rc != QF_OK)
+        return rc;
+    /* TensorFlow's n is an int32; above it the slot array the batch is
+     * gathered in would not fit in memory (and its size would wrap). */
+    if (n > INT32_MAX)
+        return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
+                            up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
+    void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
+    char *stage = slots ? value_buffers(q, slots, (size_t)n) : NULL;
+    if (!slots || (cells(q) && n > 0 && !stage)) {
+        free(slots);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
+    }
+    size_t got = 0;
+    /* A tried dequeue_up_to returns the 1..n that are there now. */
+    size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : (size_t)n;
+    if (n > 0)
+        rc = engine_take(q, min, (size_t)n, up_to, w, slots, &got);
+    if (rc == QF_OK) {
+        qf_code brc = build_batch(q, slots, got, ret_batch);
+        if (brc != QF_OK) {
+            give_back(q, slots, got);
+            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
+        }
+    }
+    free(slots);
+    free(stage);
+    return rc;
+}
+
+qf_code qf_queue_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_many_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                    qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return dequeue_batch(q, n, false, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_up_to_until(qf_queue *q, int64_t n, qf_deadline deadline,
+                                     qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return dequeue_batch(q, n, true, &w, ret_batch);
+}
+
+/* ------------------------------------------------------------------ bulk */
+
+static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait *w,
+                          qf_element **ret_batch)
+{
+    if (!q || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", q ? "ret_batch" : "queue");
+    qf_code rc = check_bulk(q, min, max);
+    if (rc == QF_OK)
+        rc = qf__check_many_allowed(q, max, true);
+    if (rc != QF_OK)
+        return rc;
+    /* What the caller can take at most is what it may need room for. */
+    int64_t room = max;
+    if (!q->unbounded && room > q->capacity)
+        room = q->capacity;
+    void **slots = malloc((size_t)room * sizeof(void *));
+    char *stage = slots ? value_buffers(q, slots, (size_t)room) : NULL;
+    if (!slots || (cells(q) && room > 0 && !stage)) {
+        free(slots);
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in a bulk dequeue");
+    }
+    size_t got = 0;
+    rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, slots, &got);
+    if (rc == QF_OK) {
+        qf_code brc = build_batch(q, slots, got, ret_batch);
+        if (brc != QF_OK) {
+            give_back(q, slots, got);
+            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
+        }
+    }
+    free(slots);
+    free(stage);
+    return rc;
+}
+
+qf_code qf_queue_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, QF_FOREVER, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_dequeue_bulk_until(qf_queue *q, int64_t min, int64_t max, qf_deadline deadline,
+                                    qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_DEADLINE, deadline, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_try_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_element **ret_batch)
+{
+    qf__wait w = {QF__WAIT_TRY, QF_NO_WAIT, NULL};
+    return bulk_batch(q, min, max, &w, ret_batch);
+}
+
+qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_waker *wk,
+                                   qf_element **ret_batch)
+{
+    if (!q || !wk || !ret_batch)
+        return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s",
+                            !q    ? "queue"
+                            : !wk ? "waker"
+                                  : "ret_batch");
+    qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered = poll_begins(wk);
+    qf_code rc = bulk_batch(q, min, max, &w, ret_batch);
+    if (rc != QF_PENDING)
+        poll_ended(wk, was_registered);
+    return rc;
+}
