@@ -409,6 +409,13 @@ QF_API qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem);
  * closed (or the deadline passes) before n arrive, the elements already
  * taken go back to the front of the queue in their order and the call
  * fails (spec 36, 55-56). The try form takes nothing unless n are there.
+ * A component of rank QF_MAX_RANK has no batch shape (the batch adds a
+ * dimension): QF_UNIMPLEMENTED (spec 94), and the elements taken go back
+ * to the front in their order, whole, for the single dequeues. Out of
+ * memory (QF_RESOURCE_EXHAUSTED) gives them back the same way, except
+ * while a batch of whole elements is being stacked, when the elements
+ * taken are lost (the message says how many) rather than put back with
+ * tensors missing.
  */
 QF_API qf_code qf_queue_dequeue_many(qf_queue *q, int64_t n, qf_element **ret_batch);
 QF_API qf_code qf_queue_dequeue_many_until(qf_queue *q, int64_t n, qf_deadline deadline,

@@ -7,6 +7,7 @@
  * batch that cannot be built gives what was taken back to the front of the
  * queue (give_back()) rather than drop it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,9 +77,74 @@ static bool stack_scalars(qf_queue *q, void **slots, size_t n, qf_element *b, bo
     return true;
 }
 
-/* Stack n taken slots into one batch element. Consumes the slots. */
-static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch)
+/* Whether component c of every taken element can go into a batch: the
+ * batch adds a dimension, which an element of rank QF_MAX_RANK has no room
+ * for (TensorFlow's padded copy refuses ranks above 4 the same way, with
+ * Unimplemented: spec 94), and the parts must stack (a pointer component
+ * that owns its objects must not be shared, for one). parts: room for n. */
+static qf_code check_component(qf_queue *q, void *const *slots, size_t n, size_t c,
+                               qf_tensor **parts)
 {
+    if (q->shapes[c].rank >= QF_MAX_RANK)
+        return qf_set_error(QF_UNIMPLEMENTED,
+                            "component %zu has rank %d: its batch would need rank %d, over "
+                            "the most a tensor has (QF_MAX_RANK, %d)",
+                            c, (int)q->shapes[c].rank, (int)q->shapes[c].rank + 1, QF_MAX_RANK);
+    for (size_t i = 0; i < n; i++)
+        parts[i] = qf_element_get(slots[i], c);
+    return qf__tensor_stack_check(parts, n, q->dtypes[c], &q->shapes[c], q->padded);
+}
+
+/* build_batch() of whole elements: stack (or pad) each component of the n
+ * elements into b, then free the emptied elements. Every component is
+ * checked before any tensor leaves its element, so a batch refused for
+ * what the elements hold leaves them whole, and the caller gives them back
+ * to the queue in their order (the slots are then elements: rows of string
+ * blocks were turned into elements first). Running out of memory once the
+ * tensors have begun to move cannot be undone: the elements, some of
+ * their tensors gone, are freed rather than put back half empty, and
+ * *ret_lost says so. */
+static qf_code stack_elements(qf_queue *q, void **slots, size_t n, qf_element *b, bool *ret_lost)
+{
+    /* Rows of string blocks become elements first (the runtime never
+     * sends them here; a padded queue of rows would). */
+    for (size_t i = 0; i < n; i++) {
+        qf_element *e = qf__slot_element(slots[i]);
+        if (!e)
+            return QF_RESOURCE_EXHAUSTED;
+        slots[i] = e;
+    }
+    qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
+    if (!parts)
+        return QF_RESOURCE_EXHAUSTED;
+    qf_code rc = QF_OK;
+    for (size_t c = 0; c < q->ncomp && rc == QF_OK; c++)
+        rc = check_component(q, slots, n, c, parts);
+    bool moved = false;
+    for (size_t c = 0; c < q->ncomp && rc == QF_OK; c++) {
+        for (size_t i = 0; i < n; i++)
+            parts[i] = qf_element_take(slots[i], c);
+        moved = true;
+        qf_tensor *t = NULL;
+        rc = q->padded ? qf_tensor_stack_padded(parts, n, q->dtypes[c], &q->shapes[c], &t)
+                       : qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
+        if (rc == QF_OK)
+            qf_element_set(b, c, t);
+    }
+    free(parts);
+    *ret_lost = rc != QF_OK && moved;
+    if (rc == QF_OK || moved)
+        for (size_t i = 0; i < n; i++)
+            qf_element_free(slots[i]);
+    return rc;
+}
+
+/* Stack n taken slots into one batch element. Consumes the slots; on
+ * failure they stay the caller's, unless *ret_lost (stack_elements()). */
+static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch,
+                           bool *ret_lost)
+{
+    *ret_lost = false;
     qf_element *b = qf_element_new(q->ncomp);
     if (!b)
         return QF_RESOURCE_EXHAUSTED;
@@ -110,43 +176,33 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
         if (!took)
             qf__slots_free(slots, n);
     } else {
-        /* Rows of string blocks become elements first (the runtime never
-         * sends them here; a padded queue of rows would). */
-        for (size_t i = 0; i < n; i++) {
-            qf_element *e = qf__slot_element(slots[i]);
-            if (!e) {
-                qf_element_free(b);
-                return QF_RESOURCE_EXHAUSTED;
-            }
-            slots[i] = e;
-        }
-        qf_tensor **parts = malloc((n ? n : 1) * sizeof(qf_tensor *));
-        if (!parts) {
+        qf_code rc = stack_elements(q, slots, n, b, ret_lost);
+        if (rc != QF_OK) {
             qf_element_free(b);
-            return QF_RESOURCE_EXHAUSTED;
+            return rc;
         }
-        for (size_t c = 0; c < q->ncomp; c++) {
-            for (size_t i = 0; i < n; i++)
-                parts[i] = qf_element_take(slots[i], c);
-            qf_tensor *t = NULL;
-            qf_code rc = q->padded
-                             ? qf_tensor_stack_padded(parts, n, q->dtypes[c], &q->shapes[c], &t)
-                             : qf_tensor_stack(parts, n, q->dtypes[c], &q->shapes[c], &t);
-            if (rc != QF_OK) {
-                free(parts);
-                qf_element_free(b);
-                return rc;
-            }
-            qf_element_set(b, c, t);
-        }
-        free(parts);
-        for (size_t i = 0; i < n; i++)
-            qf_element_free(slots[i]);
     }
     if (q->names)
         qf_element_set_names(b, (const char *const *)q->names);
     *ret_batch = b;
     return QF_OK;
+}
+
+/* A batch build_batch() could not make: what was taken goes back to the
+ * front of the queue (unless `lost`), and the error says which queue and
+ * why. */
+static qf_code batch_refused(qf_queue *q, void *const *slots, size_t n, qf_code rc, bool lost)
+{
+    if (lost)
+        return qf_set_error(rc,
+                            "out of memory while building the batch of %s '%s': the %zu "
+                            "elements taken are lost",
+                            q->kind_name, q->name, n);
+    char why[256];
+    snprintf(why, sizeof(why), "%s",
+             rc == QF_RESOURCE_EXHAUSTED ? "out of memory" : qf_last_message());
+    give_back(q, slots, n);
+    return qf_set_error(rc, "could not build the batch of %s '%s': %s", q->kind_name, q->name, why);
 }
 
 /* The queue stores its values in its ring's cells (qf__fifo_config). */
@@ -196,11 +252,10 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     if (n > 0)
         rc = engine_take(q, min, (size_t)n, up_to, w, slots, &got);
     if (rc == QF_OK) {
-        qf_code brc = build_batch(q, slots, got, ret_batch);
-        if (brc != QF_OK) {
-            give_back(q, slots, got);
-            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
-        }
+        bool lost;
+        qf_code brc = build_batch(q, slots, got, ret_batch, &lost);
+        if (brc != QF_OK)
+            rc = batch_refused(q, slots, got, brc, lost);
     }
     free(slots);
     free(stage);
@@ -270,11 +325,10 @@ static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait 
     size_t got = 0;
     rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, slots, &got);
     if (rc == QF_OK) {
-        qf_code brc = build_batch(q, slots, got, ret_batch);
-        if (brc != QF_OK) {
-            give_back(q, slots, got);
-            rc = qf_set_error(brc, "could not build the batch of %s '%s'", q->kind_name, q->name);
-        }
+        bool lost;
+        qf_code brc = build_batch(q, slots, got, ret_batch, &lost);
+        if (brc != QF_OK)
+            rc = batch_refused(q, slots, got, brc, lost);
     }
     free(slots);
     free(stage);

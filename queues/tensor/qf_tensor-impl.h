@@ -157,4 +157,13 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
  * slot is not a row; RESOURCE_EXHAUSTED (nothing taken) on OOM. */
 qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch);
 
+/* Whether qf_tensor_stack() (pad false) or qf_tensor_stack_padded() (pad
+ * true) would accept these parts, without consuming or changing them: the
+ * same checks and errors, recorded the same way. What it cannot foresee is
+ * running out of memory. A caller that must not lose its parts to a refused
+ * stack (a queue building a batch from elements it took) checks every
+ * component first and moves the parts only after. */
+qf_code qf__tensor_stack_check(qf_tensor *const *parts, size_t n, qf_dtype dt,
+                               const qf_shape *shape, bool pad);
+
 #endif

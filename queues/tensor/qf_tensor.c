@@ -980,8 +980,8 @@ static qf_code check_part_shape(size_t i, const qf_tensor *p, const qf_shape *re
 
 /* Validates the parts and works out the dtype, destructor and element shape
  * of the batch. */
-static qf_code stack_check(qf_tensor **parts, size_t n, qf_dtype *dt, const qf_shape *ref, bool pad,
-                           qf_shape *elem, qf_ptr_dtor *dtor)
+static qf_code stack_check(qf_tensor *const *parts, size_t n, qf_dtype *dt, const qf_shape *ref,
+                           bool pad, qf_shape *elem, qf_ptr_dtor *dtor)
 {
     char sh[SHAPE_TEXT];
     if (*dt != QF_DT_INVALID && !qf_dtype_is_valid(*dt))
@@ -1045,6 +1045,16 @@ static qf_code stack_check(qf_tensor **parts, size_t n, qf_dtype *dt, const qf_s
                                 i, qf_tensor_refcount(p));
     }
     return QF_OK;
+}
+
+qf_code qf__tensor_stack_check(qf_tensor *const *parts, size_t n, qf_dtype dt,
+                               const qf_shape *shape, bool pad)
+{
+    if (n > 0 && !parts)
+        return qf_set_error(QF_INVALID_ARGUMENT, "parts is NULL");
+    qf_shape elem;
+    qf_ptr_dtor dtor = NULL;
+    return stack_check(parts, n, &dt, shape, pad, &elem, &dtor);
 }
 
 static qf_code stack_impl(qf_tensor **parts, size_t n, qf_dtype dt, const qf_shape *ref, bool pad,

@@ -664,14 +664,10 @@ Test(padding_queue, rank7_elements_are_padded)
 }
 
 /* spec 94: an element of rank QF_MAX_RANK has no batch shape (the batch
- * would need one more dimension): dequeue_many fails where TensorFlow says
- * Unimplemented, and the element stays in the queue for a plain dequeue.
- * Disabled: build_batch() in qf_queue_batch.c moves each component out of
- * the taken elements before stacking, and qf_tensor_stack_padded()
- * releases them when it fails, so the elements go back without their
- * tensors.
- * Enable once a failed batch build leaves the elements whole. */
-Test(padding_queue, max_rank_elements_cannot_be_batched_but_are_kept, .disabled = true)
+ * would need one more dimension): dequeue_many fails with Unimplemented,
+ * as TensorFlow's padded copy does for ranks it cannot handle, and the
+ * element stays whole in the queue for a plain dequeue. */
+Test(padding_queue, max_rank_elements_cannot_be_batched_but_are_kept)
 {
     qf_shape pat = {QF_MAX_RANK, {0}}, es = {QF_MAX_RANK, {0}};
     for (int d = 0; d < QF_MAX_RANK; d++) {
@@ -682,7 +678,8 @@ Test(padding_queue, max_rank_elements_cannot_be_batched_but_are_kept, .disabled 
     int32_t v[1] = {42};
     enq(q, el1(ti32(es, v)));
     qf_element *b = NULL;
-    cr_expect_neq(qf_queue_dequeue_many(q, 1, &b), QF_OK);
+    cr_expect_eq(qf_queue_dequeue_many(q, 1, &b), QF_UNIMPLEMENTED);
+    cr_expect(strstr(qf_last_message(), "its batch would need rank 9"), "%s", qf_last_message());
     cr_expect_null(b);
     cr_expect_eq(qf_queue_size(q), 1);
     qf_element *e = NULL;

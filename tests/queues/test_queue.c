@@ -3099,6 +3099,38 @@ Test(queue, pointer_queue_refused_enqueue_leaves_objects_with_the_caller)
         cr_expect_eq(destroyed(id), 1, "object %d destroyed %d times", id, destroyed(id));
 }
 
+/* A batch refused for what its elements hold leaves them whole in the
+ * queue, in their order: elements of rank QF_MAX_RANK have no batch shape
+ * (it would need one more dimension), so dequeue_many and dequeue_up_to
+ * fail with Unimplemented, naming the queue and the reason, and plain
+ * dequeues still get every element. */
+Test(queue, refused_batch_leaves_the_elements_whole)
+{
+    qf_dtype dt = QF_INT32;
+    qf_shape sh = {.rank = QF_MAX_RANK};
+    for (int d = 0; d < QF_MAX_RANK; d++)
+        sh.dims[d] = 1;
+    qf_queue *q = new_queue(4, 1, &dt, &sh, NULL, "q");
+    int32_t v[2] = {10, 11};
+    OK(qf_queue_enqueue(q, el(1, t_from(QF_INT32, sh, &v[0]))));
+    OK(qf_queue_enqueue(q, el(1, t_from(QF_INT32, sh, &v[1]))));
+
+    qf_element *b = NULL;
+    REFUSED(qf_queue_dequeue_many(q, 2, &b), QF_UNIMPLEMENTED,
+            "could not build the batch of FIFOQueue 'q': component 0 has rank 8");
+    cr_expect_null(b);
+    REFUSED(qf_queue_dequeue_up_to(q, 1, &b), QF_UNIMPLEMENTED, "its batch would need rank 9");
+    cr_expect_null(b);
+    cr_expect_eq(qf_queue_size(q), 2);
+    for (int i = 0; i < 2; i++) {
+        qf_element *e = NULL;
+        OK(qf_queue_dequeue(q, &e));
+        cr_expect_eq(i32_at(e, 0, 0), v[i]);
+        qf_element_free(e);
+    }
+    qf_queue_unref(q);
+}
+
 /* spec 32 with owned objects: a cancelled enqueue_many of three objects
  * inserted one; the caller's batch owns the other two, the queue the one
  * it took; each object is destroyed exactly once. */
