@@ -947,9 +947,13 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     if (f->ring.buf) {
         qf__ring_init_cells(&f->ring, f->ring.buf, slots, cap, c->value_bytes);
     } else {
-        f->ring.buf = calloc(1, qf__ring_storage_bytes(slots));
+        /* 128-byte aligned: a line holds four whole cells (qf_ring-impl.h,
+         * note 10), and adjacent-line pairs hold eight. */
+        size_t bytes = (qf__ring_storage_bytes(slots) + 127) & ~(size_t)127;
+        f->ring.buf = aligned_alloc(128, bytes);
         if (!f->ring.buf)
             return false;
+        memset(f->ring.buf, 0, bytes);
         qf__ring_init(&f->ring, f->ring.buf, slots, cap, true);
     }
     f->put_one =

@@ -161,6 +161,23 @@
  *     with relaxed loads after its load of the mark and before its claim
  *     (a consumer whose claim fails may have read words a later lap was
  *     writing: atomic loads, and the copy is discarded, as in note 6).
+ * 10. A pointer's cell. A queue's ring of pointers (multi_producer true,
+ *     no value_bytes) keeps each position's mark, tag and pointer side by
+ *     side in a cell of 16 bytes, the layout of note 9 with one word of
+ *     value stored as it is (position p's mark at word 4p, its tag at
+ *     4p + 1, its pointer at buf[2p + 1]: qf__ring_slot()), where it kept
+ *     three arrays. The storage is the same 16 bytes a slot. With the
+ *     arrays, a put wrote two lines (the slot's and the mark's) that the
+ *     consumer had read, and a take read both back, two transfers between
+ *     cores per element; in a cell they are one. Spread (note 8) still
+ *     keeps consecutive indices on different lines (a line holds four
+ *     cells, 16 indices apart). Measured against the tree before, release
+ *     builds, interleaved (`qflow-bench --quick --reps 5`, three rounds of
+ *     each, medians, M items/s, Go's channel in the same runs): queue.tput
+ *     p1c1 8.1-9.8 -> 13.0-13.8 (Go 13.7-16.1), p2c2 8.0-8.1 -> 12.1-13.1
+ *     (Go 8.1-8.6), p4c4 5.4-6.6 -> 10.0-11.3 (Go 8.1-8.7), p8c8 4.0-5.1
+ *     -> 6.3-8.3 (Go 8.2-8.7), spsc 8.8-10.3 -> 14.0-14.6, batch32
+ *     19.5-21.8 -> 24.1-25.1.
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
@@ -181,16 +198,17 @@ typedef struct qf__ring {
     ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
     ck_ring_buffer_t *buf;
     unsigned mask;
-    unsigned spread;                      /* index bits swapped (note 8); 0: none */
-    unsigned spread_low;                  /* (1 << spread) - 1 */
-    unsigned cap;                         /* most slots in use at once (<= mask) */
-    bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
-    _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
-    _Alignas(64) unsigned cons_cached_p;  /* consumers' copy of p_tail */
-    _Atomic uint32_t *marks;              /* turns: i + 1 once index i is published (note 4) */
-    _Atomic uint32_t *tombs;              /* slots abandoned by their producer (note 7) */
-    unsigned shift;                       /* of marks and tombs: 1 << shift words apart (note 9) */
-    unsigned cell_words;                  /* a cell's value words (note 9); 0: pointer slots */
+    unsigned bshift, boff;               /* position p's value: buf[p << bshift | boff] (note 10) */
+    unsigned spread;                     /* index bits swapped (note 8); 0: none */
+    unsigned spread_low;                 /* (1 << spread) - 1 */
+    unsigned cap;                        /* most slots in use at once (<= mask) */
+    bool sym;                            /* full fences on both sides (qf__ring_set_symmetric()) */
+    _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
+    _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
+    _Atomic uint32_t *marks;             /* turns: i + 1 once index i is published (note 4) */
+    _Atomic uint32_t *tombs;             /* slots abandoned by their producer (note 7) */
+    unsigned shift;                      /* of marks and tombs: 1 << shift words apart (note 9) */
+    unsigned cell_words;                 /* a cell's value words (note 9); 0: pointer slots */
     _Alignas(64) _Atomic uint32_t tomb_n; /* tombstones published or about to be, not taken */
     /* Where the published run was last seen to end (note 4): on its own
      * line, since whoever counts writes it and producers own p_head's. */
@@ -214,6 +232,12 @@ static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
     unsigned x = i & r->mask;
     unsigned mix = (x ^ (x >> r->spread)) & r->spread_low;
     return x ^ mix ^ (mix << r->spread);
+}
+
+/* The pointer slot of position pos (not index: qf__ring_pos() first). */
+static inline ck_ring_buffer_t *qf__ring_slot(const qf__ring *r, unsigned pos)
+{
+    return &r->buf[(size_t)pos << r->bshift | r->boff];
 }
 
 /* Index i's mark and tombstone tag (note 4, 7, 9). The _at forms take
@@ -246,8 +270,8 @@ static inline uint64_t *qf__ring_cell(const qf__ring *r, unsigned i)
 }
 
 /* Bytes a ring of `slots` needs besides the ck_ring struct: the value
- * slots and, for a queue's ring, the marks and tombstone tags
- * (qf__ring_init()). */
+ * slots and, for a queue's ring, the marks and tombstone tags, 16 bytes a
+ * position (qf__ring_init(), note 10). */
 static inline size_t qf__ring_storage_bytes(unsigned slots)
 {
     return (size_t)slots * (sizeof(ck_ring_buffer_t) + 2 * sizeof(uint32_t));
@@ -263,14 +287,17 @@ static inline void qf__ring_init_turns(qf__ring *r, unsigned slots)
 }
 
 /* `buf`: qf__ring_storage_bytes(slots) bytes for a queue's ring, which any
- * number of producers may use and which may hold tombstones, or just the
- * value slots for a single-producer ring of values that are never
+ * number of producers may use and which may hold tombstones (laid out as
+ * cells of 16 bytes, note 10; best 64-byte aligned, at least 16), or just
+ * the value slots for a single-producer ring of values that are never
  * abandoned (multi_producer false: the runtime's run queues). */
 static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned slots, unsigned cap,
                                  bool multi_producer)
 {
     ck_ring_init(&r->ring, slots);
     r->buf = buf;
+    r->bshift = 0;
+    r->boff = 0;
     r->mask = slots - 1;
     r->spread = 0;
     while (multi_producer && r->spread < 4 && (4u << (2 * r->spread)) <= slots)
@@ -288,8 +315,12 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
     r->cell_words = 0;
     atomic_init(&r->tomb_n, 0);
     if (multi_producer) {
-        r->marks = (_Atomic uint32_t *)(void *)(buf + slots);
-        r->tombs = r->marks + slots;
+        /* Cells of 16 bytes (note 10): the mark, the tag, the pointer. */
+        r->marks = (_Atomic uint32_t *)(void *)buf;
+        r->tombs = r->marks + 1;
+        r->shift = 2;
+        r->bshift = 1;
+        r->boff = 1;
         qf__ring_init_turns(r, slots);
     }
 }
@@ -422,13 +453,14 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
     }
 }
 
-/* After a reservation that ends before index idx: ask for the slot and
- * mark lines that the next puts write in the owned state
- * (coord/qf_prefetch-impl.h). Consumers read those lines last, so without
- * it each put's store waits for their copies to be invalidated and the
- * fence or locked instruction after it waits for the store. In a spread
- * ring (note 8) the next index's slot and mark lie on other lines than
- * this one's: ask for those of idx + 1 (idx's own were asked for too late
+/* After a reservation that ends before index idx: ask for the line that
+ * the next put writes (its cell, note 10; before the cells, its slot's and
+ * its mark's) in the owned state (coord/qf_prefetch-impl.h). Consumers
+ * read that line last, so without it each put's store waits for their
+ * copies to be invalidated and the fence or locked instruction after it
+ * waits for the store. In a spread ring (note 8) the next index's cell
+ * lies on another line than this one's: ask for that of idx + 1 (idx's
+ * own was asked for too late
  * to gain: 12.7-13.2 -> 14.5-15.3 M items/s at p4c4, the same elsewhere).
  * Those lines also hold indices 16 apart, which a consumer of a nearly
  * empty queue may be reading: the prefetch then takes a line it will ask
@@ -451,14 +483,11 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
             qf__prefetch_for_write((const char *)qf__ring_mark(r, idx + 1) + 64);
         return;
     }
-    if (r->spread) {
-        qf__prefetch_for_write(&r->buf[qf__ring_pos(r, idx + 1)]);
-        qf__prefetch_for_write(qf__ring_mark(r, idx + 1));
+    if (r->spread) { /* every queue's ring this large: cells of 16 bytes */
+        qf__prefetch_for_write(qf__ring_slot(r, qf__ring_pos(r, idx + 1)));
         return;
     }
     qf__prefetch_for_write(&r->buf[(idx + 7) & r->mask]);
-    if (r->marks)
-        qf__prefetch_for_write(r->marks + ((idx + 15) & r->mask));
 }
 
 /* Index idx's value: the pointer v, or in a ring of cells the cell_words
@@ -475,7 +504,7 @@ static inline void qf__ring_write(qf__ring *r, unsigned idx, void *v)
         }
         return;
     }
-    QF__ST(&r->buf[qf__ring_pos(r, idx)].value, v, RELAXED);
+    QF__ST(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, v, RELAXED);
 }
 
 /* Index idx's value into out: the pointer, or in a ring of cells its
@@ -492,7 +521,7 @@ qf__ring_read_at(const qf__ring *r, unsigned idx, void **out, unsigned cell_word
         }
         return;
     }
-    *out = QF__LD(&r->buf[qf__ring_pos(r, idx)].value, RELAXED);
+    *out = QF__LD(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, RELAXED);
 }
 
 static inline bool qf__ring_is_published(qf__ring *r, unsigned i, memory_order mo)
@@ -568,15 +597,12 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
  * with each position worked out once (the three calls worked out four). */
 static inline unsigned qf__ring_put_one_ptr(qf__ring *r, unsigned t, void *v)
 {
-    if (r->mask >= 63) {
-        unsigned ahead = qf__ring_pos(r, t + 2); /* see qf__ring_prefetch_ahead() */
-        qf__prefetch_for_write(&r->buf[ahead]);
-        qf__prefetch_for_write(r->marks + ahead);
-    }
+    if (r->mask >= 63) /* see qf__ring_prefetch_ahead() */
+        qf__prefetch_for_write(qf__ring_slot(r, qf__ring_pos(r, t + 2)));
     unsigned pos = qf__ring_pos(r, t);
-    QF__ST(&r->buf[pos].value, v, RELAXED);
+    QF__ST(&qf__ring_slot(r, pos)->value, v, RELAXED);
     QF_WIDEN();
-    atomic_store_explicit(r->marks + pos, t + 1, memory_order_seq_cst);
+    atomic_store_explicit(r->marks + ((size_t)pos << r->shift), t + 1, memory_order_seq_cst);
     QF_WIDEN();
     unsigned end = t + 1;
     unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
@@ -590,7 +616,7 @@ static inline void qf__ring_write_tombstone(qf__ring *r, unsigned idx)
 {
     atomic_fetch_add_explicit(&r->tomb_n, 1, memory_order_relaxed);
     if (!r->cell_words)
-        QF__ST(&r->buf[qf__ring_pos(r, idx)].value, NULL, RELAXED);
+        QF__ST(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, NULL, RELAXED);
     atomic_store_explicit(qf__ring_tomb(r, idx), idx + 1, memory_order_relaxed);
 }
 
@@ -711,14 +737,15 @@ qf__ring_take_one_ptr(qf__ring *r, void **out, unsigned c, bool single_consumer,
 {
     for (;;) {
         unsigned pos = qf__ring_pos(r, c);
-        if (atomic_load_explicit(r->marks + pos, memory_order_seq_cst) != c + 1) {
+        size_t turn = (size_t)pos << r->shift;
+        if (atomic_load_explicit(r->marks + turn, memory_order_seq_cst) != c + 1) {
             if (qf__ring_one_stale(r, &c, single_consumer))
                 continue;
             return 0;
         }
-        void *v = QF__LD(&r->buf[pos].value, RELAXED);
+        void *v = QF__LD(&qf__ring_slot(r, pos)->value, RELAXED);
         bool tomb = atomic_load_explicit(&r->tomb_n, memory_order_relaxed) != 0 &&
-                    atomic_load_explicit(r->tombs + pos, memory_order_relaxed) == c + 1;
+                    atomic_load_explicit(r->tombs + turn, memory_order_relaxed) == c + 1;
         int got = qf__ring_one_claim(r, &c, tomb, single_consumer, ret_slots);
         if (got < 0)
             continue;
@@ -768,7 +795,7 @@ static inline size_t qf__ring_take_turns(qf__ring *r, void **out, unsigned c, si
     if (r->cell_words)
         return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots,
                                       r->cell_words, r->shift);
-    return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots, 0, 0);
+    return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots, 0, r->shift);
 }
 
 /* Take between min (>= 1) and max published slots, or none: one claim.
@@ -800,7 +827,7 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
         }
         unsigned k = avail < max ? avail : (unsigned)max;
         for (unsigned i = 0; i < k; i++)
-            out[i] = QF__LD(&r->buf[qf__ring_pos(r, c + i)].value, RELAXED);
+            out[i] = QF__LD(&qf__ring_slot(r, qf__ring_pos(r, c + i))->value, RELAXED);
         unsigned real = qf__ring_drop_tombs(r, out, c, k);
         if (single_consumer) {
             QF__ST(&r->ring.c_head, c + k, RELEASE);
