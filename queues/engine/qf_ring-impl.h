@@ -119,8 +119,8 @@
  *     more, fewer in smaller rings, none in the run queues' rings), so
  *     in a ring of 256 slots or more consecutive indices sit at least 16
  *     positions apart (239 where the low four bits roll over),
- *     and each slot (8 bytes) and mark (4 bytes) shares its line only
- *     with indices 16 or more away from it (atomic_queue
+ *     and each position's slot and mark (a cell, note 10) shares its line
+ *     only with indices 16 or more away from it (atomic_queue
  *     remaps its indices the same way; folly spreads its tickets with a
  *     stride). Laid out in order, two producers putting i and i + 1 wrote
  *     the same slot and mark lines, and a consumer reading index i held
@@ -131,9 +131,10 @@
  *     p1c1, 8.7 -> 17.3 M at p4c4, 6.0 -> 10.4 M at p16c16;
  *     queue.tput.tasks.p4c4 10.3 -> 16.5 M; runners.tput.1000 6.5 ->
  *     13.8 M; spsc unchanged (26.8-30.6 M against 27.8-29.6 M). Batches
- *     pay: 32 values span 16 mark lines and 16-32 slot lines rather than
- *     2 and 4, and queue.tput.batch32 ran 0.71-0.99x the unspread build
- *     in six rounds (README, Measured, "The ring's spread indices").
+ *     pay: 32 values spanned 16 mark lines and 16-32 slot lines rather than
+ *     2 and 4 (16 cell lines since note 10), and queue.tput.batch32 ran
+ *     0.71-0.99x the unspread build in six rounds (README, Measured, "The
+ *     ring's spread indices").
  *     pos() is a permutation within each aligned block of 2^(2*spread)
  *     indices and is its own inverse, so the ring's storage, wrap and
  *     laps are as before.
@@ -161,23 +162,28 @@
  *     with relaxed loads after its load of the mark and before its claim
  *     (a consumer whose claim fails may have read words a later lap was
  *     writing: atomic loads, and the copy is discarded, as in note 6).
- * 10. A pointer's cell. A queue's ring of pointers (multi_producer true,
- *     no value_bytes) keeps each position's mark, tag and pointer side by
- *     side in a cell of 16 bytes, the layout of note 9 with one word of
- *     value stored as it is (position p's mark at word 4p, its tag at
- *     4p + 1, its pointer at buf[2p + 1]: qf__ring_slot()), where it kept
- *     three arrays. The storage is the same 16 bytes a slot. With the
+ * 10. A pointer's cell. A queue's ring of pointers (multi_producer true
+ *     and no cells of values: a queue of element pointers or inline
+ *     values, or a packed queue whose cells could not be had) keeps each
+ *     position's mark, tag and pointer side by side in a cell of 16 bytes,
+ *     the layout of note 9 with one word of value stored as it is
+ *     (position p's mark at word 4p, its tag at 4p + 1, its pointer at
+ *     buf[2p + 1]: qf__ring_slot_at(), shift QF__RING_PTR_SHIFT), where it
+ *     kept three arrays (marks[pos(i)] and tombs[pos(i)] in notes 4 and 7
+ *     are now words of the cells). The storage is the same 16 bytes a
+ *     slot (8-byte pointers: a static assertion says so). With the
  *     arrays, a put wrote two lines (the slot's and the mark's) that the
  *     consumer had read, and a take read both back, two transfers between
  *     cores per element; in a cell they are one. Spread (note 8) still
  *     keeps consecutive indices on different lines (a line holds four
  *     cells, 16 indices apart). Measured against the tree before, release
- *     builds, interleaved (`qflow-bench --quick --reps 5`, three rounds of
- *     each, medians, M items/s, Go's channel in the same runs): queue.tput
- *     p1c1 8.1-9.8 -> 13.0-13.8 (Go 13.7-16.1), p2c2 8.0-8.1 -> 12.1-13.1
- *     (Go 8.1-8.6), p4c4 5.4-6.6 -> 10.0-11.3 (Go 8.1-8.7), p8c8 4.0-5.1
- *     -> 6.3-8.3 (Go 8.2-8.7), spsc 8.8-10.3 -> 14.0-14.6, batch32
- *     19.5-21.8 -> 24.1-25.1.
+ *     builds, turn about (`qflow-bench --quick --reps 5`, medians, M
+ *     items/s; README, Measured, "A pointer's cell"): queue.tput p1c1
+ *     7.1-7.5 -> 12.7-16.8 and spsc 10.3-10.9 -> 14.8-18.5 in six pairs
+ *     of runs, p2c2 8.0-8.1 -> 12.1-13.1 (Go's channel 8.1-8.6), p4c4
+ *     5.4-6.6 -> 10.0-11.3 (Go 8.1-8.7), p8c8 4.0-5.1 -> 6.3-8.3 (Go
+ *     8.2-8.7) in three; thread ping-pong p50 982-1192 -> 631-812 ns;
+ *     pointer batches of 32 lost about a tenth (57.3-65.8 -> 43.1-63.0).
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
@@ -198,17 +204,16 @@ typedef struct qf__ring {
     ck_ring_t ring; /* c_head | p_tail, p_head | size, mask: own lines */
     ck_ring_buffer_t *buf;
     unsigned mask;
-    unsigned bshift, boff;               /* position p's value: buf[p << bshift | boff] (note 10) */
-    unsigned spread;                     /* index bits swapped (note 8); 0: none */
-    unsigned spread_low;                 /* (1 << spread) - 1 */
-    unsigned cap;                        /* most slots in use at once (<= mask) */
-    bool sym;                            /* full fences on both sides (qf__ring_set_symmetric()) */
-    _Alignas(64) unsigned prod_cached_c; /* producers' copy of c_head */
-    _Alignas(64) unsigned cons_cached_p; /* consumers' copy of p_tail */
-    _Atomic uint32_t *marks;             /* turns: i + 1 once index i is published (note 4) */
-    _Atomic uint32_t *tombs;             /* slots abandoned by their producer (note 7) */
-    unsigned shift;                      /* of marks and tombs: 1 << shift words apart (note 9) */
-    unsigned cell_words;                 /* a cell's value words (note 9); 0: pointer slots */
+    unsigned spread;                      /* index bits swapped (note 8); 0: none */
+    unsigned spread_low;                  /* (1 << spread) - 1 */
+    unsigned cap;                         /* most slots in use at once (<= mask) */
+    bool sym;                             /* full fences on both sides (qf__ring_set_symmetric()) */
+    _Alignas(64) unsigned prod_cached_c;  /* producers' copy of c_head */
+    _Alignas(64) unsigned cons_cached_p;  /* consumers' copy of p_tail */
+    _Atomic uint32_t *marks;              /* turns: i + 1 once index i is published (note 4) */
+    _Atomic uint32_t *tombs;              /* slots abandoned by their producer (note 7) */
+    unsigned shift;                       /* of marks and tombs: 1 << shift words apart (note 9) */
+    unsigned cell_words;                  /* a cell's value words (note 9); 0: pointer slots */
     _Alignas(64) _Atomic uint32_t tomb_n; /* tombstones published or about to be, not taken */
     /* Where the published run was last seen to end (note 4): on its own
      * line, since whoever counts writes it and producers own p_head's. */
@@ -224,7 +229,7 @@ typedef struct qf__ring {
 #define QF__LD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define QF__ST(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
-/* Where index i lives in the slot, mark and tag arrays (note 8): the
+/* Where index i lives among the positions (cells, slots) (note 8): the
  * low `spread` bits of i & mask trade places with the `spread` above
  * them. Its own inverse; identity when spread is 0. */
 static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
@@ -234,15 +239,29 @@ static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
     return x ^ mix ^ (mix << r->spread);
 }
 
-/* The pointer slot of position pos (not index: qf__ring_pos() first). */
-static inline ck_ring_buffer_t *qf__ring_slot(const qf__ring *r, unsigned pos)
+/* A queue's ring of pointers (marks, no value cells) keeps a position's
+ * mark, tag and pointer in a cell of 16 bytes, 4 words (note 10): its
+ * shift. The layout takes 8-byte pointers. */
+#define QF__RING_PTR_SHIFT 2u
+_Static_assert(sizeof(ck_ring_buffer_t) == 8, "a pointer's cell (note 10) holds an 8-byte slot");
+
+/* The pointer slot of position pos (not index: qf__ring_pos() first) in
+ * a ring of pointers whose shift is `shift`: QF__RING_PTR_SHIFT (cells,
+ * note 10) for a queue's ring, 0 (one array) for a run queue's. */
+static inline ck_ring_buffer_t *qf__ring_slot_at(const qf__ring *r, unsigned pos, unsigned shift)
 {
-    return &r->buf[(size_t)pos << r->bshift | r->boff];
+    return shift ? &r->buf[2 * (size_t)pos + 1] : &r->buf[pos];
 }
 
-/* Index i's mark and tombstone tag (note 4, 7, 9). The _at forms take
+static inline ck_ring_buffer_t *qf__ring_slot(const qf__ring *r, unsigned pos)
+{
+    return qf__ring_slot_at(r, pos, r->shift);
+}
+
+/* Index i's mark and tombstone tag (note 4, 7, 9, 10). The _at forms take
  * the ring's shift as an argument, so that a path split on
- * r->cell_words can give the pointer ring's a constant 0. */
+ * r->cell_words can give the pointer ring's as a constant
+ * (QF__RING_PTR_SHIFT). */
 static inline _Atomic uint32_t *qf__ring_mark_at(const qf__ring *r, unsigned i, unsigned shift)
 {
     return r->marks + ((size_t)qf__ring_pos(r, i) << shift);
@@ -274,7 +293,7 @@ static inline uint64_t *qf__ring_cell(const qf__ring *r, unsigned i)
  * position (qf__ring_init(), note 10). */
 static inline size_t qf__ring_storage_bytes(unsigned slots)
 {
-    return (size_t)slots * (sizeof(ck_ring_buffer_t) + 2 * sizeof(uint32_t));
+    return (size_t)slots << (QF__RING_PTR_SHIFT + 2);
 }
 
 /* Index i's mark and tag start at i: never i + 1 (note 4). */
@@ -296,8 +315,6 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
 {
     ck_ring_init(&r->ring, slots);
     r->buf = buf;
-    r->bshift = 0;
-    r->boff = 0;
     r->mask = slots - 1;
     r->spread = 0;
     while (multi_producer && r->spread < 4 && (4u << (2 * r->spread)) <= slots)
@@ -318,9 +335,7 @@ static inline void qf__ring_init(qf__ring *r, ck_ring_buffer_t *buf, unsigned sl
         /* Cells of 16 bytes (note 10): the mark, the tag, the pointer. */
         r->marks = (_Atomic uint32_t *)(void *)buf;
         r->tombs = r->marks + 1;
-        r->shift = 2;
-        r->bshift = 1;
-        r->boff = 1;
+        r->shift = QF__RING_PTR_SHIFT;
         qf__ring_init_turns(r, slots);
     }
 }
@@ -465,8 +480,9 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
  * Those lines also hold indices 16 apart, which a consumer of a nearly
  * empty queue may be reading: the prefetch then takes a line it will ask
  * for again, which is what the store would have done anyway. Unspread (a
- * ring without marks), the lines holding idx + 7 and idx + 15: this
- * line's rest, else the next line; measured before the spread, in builds
+ * ring without marks), the line holding idx + 7 (before the cells, also
+ * the marks' at idx + 15): this line's rest, else the next line;
+ * measured before the spread, in builds
  * of three code layouts (README, Measured): the pointer queue's queue.tput
  * 8.0-9.5 -> 11.3-11.8 M items/s at p1c1, 6.3-7.4 -> 8.9-10.0 M at p4c4,
  * 11 -> 29-37 M for a single producer and consumer. Two lines further
@@ -484,7 +500,7 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
         return;
     }
     if (r->spread) { /* every queue's ring this large: cells of 16 bytes */
-        qf__prefetch_for_write(qf__ring_slot(r, qf__ring_pos(r, idx + 1)));
+        qf__prefetch_for_write(qf__ring_slot_at(r, qf__ring_pos(r, idx + 1), QF__RING_PTR_SHIFT));
         return;
     }
     qf__prefetch_for_write(&r->buf[(idx + 7) & r->mask]);
@@ -521,7 +537,7 @@ qf__ring_read_at(const qf__ring *r, unsigned idx, void **out, unsigned cell_word
         }
         return;
     }
-    *out = QF__LD(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, RELAXED);
+    *out = QF__LD(&qf__ring_slot_at(r, qf__ring_pos(r, idx), shift)->value, RELAXED);
 }
 
 static inline bool qf__ring_is_published(qf__ring *r, unsigned i, memory_order mo)
@@ -598,11 +614,12 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
 static inline unsigned qf__ring_put_one_ptr(qf__ring *r, unsigned t, void *v)
 {
     if (r->mask >= 63) /* see qf__ring_prefetch_ahead() */
-        qf__prefetch_for_write(qf__ring_slot(r, qf__ring_pos(r, t + 2)));
+        qf__prefetch_for_write(qf__ring_slot_at(r, qf__ring_pos(r, t + 2), QF__RING_PTR_SHIFT));
     unsigned pos = qf__ring_pos(r, t);
-    QF__ST(&qf__ring_slot(r, pos)->value, v, RELAXED);
+    QF__ST(&qf__ring_slot_at(r, pos, QF__RING_PTR_SHIFT)->value, v, RELAXED);
     QF_WIDEN();
-    atomic_store_explicit(r->marks + ((size_t)pos << r->shift), t + 1, memory_order_seq_cst);
+    atomic_store_explicit(r->marks + ((size_t)pos << QF__RING_PTR_SHIFT), t + 1,
+                          memory_order_seq_cst);
     QF_WIDEN();
     unsigned end = t + 1;
     unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
@@ -616,7 +633,8 @@ static inline void qf__ring_write_tombstone(qf__ring *r, unsigned idx)
 {
     atomic_fetch_add_explicit(&r->tomb_n, 1, memory_order_relaxed);
     if (!r->cell_words)
-        QF__ST(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, NULL, RELAXED);
+        QF__ST(&qf__ring_slot_at(r, qf__ring_pos(r, idx), QF__RING_PTR_SHIFT)->value, NULL,
+               RELAXED);
     atomic_store_explicit(qf__ring_tomb(r, idx), idx + 1, memory_order_relaxed);
 }
 
@@ -669,7 +687,8 @@ static inline bool qf__ring_claim(qf__ring *r, unsigned *c, unsigned k, bool sin
 }
 
 /* qf__ring_take_turns() for a ring of r->cell_words and r->shift, given
- * as arguments: constants in the pointer ring's copy. */
+ * as arguments: constants in the pointer ring's copy (0 and
+ * QF__RING_PTR_SHIFT). */
 static inline __attribute__((always_inline)) size_t
 qf__ring_take_turns_at(qf__ring *r, void **out, unsigned c, size_t min, size_t max,
                        bool single_consumer, size_t *ret_slots, unsigned cell_words, unsigned shift)
@@ -737,13 +756,13 @@ qf__ring_take_one_ptr(qf__ring *r, void **out, unsigned c, bool single_consumer,
 {
     for (;;) {
         unsigned pos = qf__ring_pos(r, c);
-        size_t turn = (size_t)pos << r->shift;
+        size_t turn = (size_t)pos << QF__RING_PTR_SHIFT;
         if (atomic_load_explicit(r->marks + turn, memory_order_seq_cst) != c + 1) {
             if (qf__ring_one_stale(r, &c, single_consumer))
                 continue;
             return 0;
         }
-        void *v = QF__LD(&qf__ring_slot(r, pos)->value, RELAXED);
+        void *v = QF__LD(&qf__ring_slot_at(r, pos, QF__RING_PTR_SHIFT)->value, RELAXED);
         bool tomb = atomic_load_explicit(&r->tomb_n, memory_order_relaxed) != 0 &&
                     atomic_load_explicit(r->tombs + turn, memory_order_relaxed) == c + 1;
         int got = qf__ring_one_claim(r, &c, tomb, single_consumer, ret_slots);
@@ -795,7 +814,8 @@ static inline size_t qf__ring_take_turns(qf__ring *r, void **out, unsigned c, si
     if (r->cell_words)
         return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots,
                                       r->cell_words, r->shift);
-    return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots, 0, r->shift);
+    return qf__ring_take_turns_at(r, out, c, min, max, single_consumer, ret_slots, 0,
+                                  QF__RING_PTR_SHIFT);
 }
 
 /* Take between min (>= 1) and max published slots, or none: one claim.
@@ -827,7 +847,7 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
         }
         unsigned k = avail < max ? avail : (unsigned)max;
         for (unsigned i = 0; i < k; i++)
-            out[i] = QF__LD(&qf__ring_slot(r, qf__ring_pos(r, c + i))->value, RELAXED);
+            out[i] = QF__LD(&qf__ring_slot_at(r, qf__ring_pos(r, c + i), 0)->value, RELAXED);
         unsigned real = qf__ring_drop_tombs(r, out, c, k);
         if (single_consumer) {
             QF__ST(&r->ring.c_head, c + k, RELEASE);

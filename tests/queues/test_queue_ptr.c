@@ -540,8 +540,9 @@ Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
 
 /* The spread layout (qf_ring-impl.h note 8): in every ring size, index
  * -> position is a permutation of the slots and its own inverse, and in a
- * ring of 256 slots or more consecutive indices put their marks (4 bytes)
- * and slots (8 bytes) on different 64-byte lines, across a lap's wrap too.
+ * ring of 256 slots or more consecutive indices put their cells (16
+ * bytes: mark, tag and slot, note 10) on different 64-byte lines, across
+ * a lap's wrap too.
  * No index of a new ring reads as published (found when the first version
  * left each mark at its position's number: with 4 slots, index 1 lives
  * at position 2, whose 2 read as "index 1 published"). */
@@ -563,15 +564,15 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
             cr_assert_eq(qf__ring_pos(&r, i + 7u * slots), p, "slots %u: laps differ", slots);
             cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
                       "slots %u: index %u reads as published in a new ring", slots, i);
-            cr_assert_neq(atomic_load(&r.tombs[p]), i + 1,
+            cr_assert_neq(atomic_load(qf__ring_tomb(&r, i)), i + 1,
                           "slots %u: index %u reads as a tombstone in a new ring", slots, i);
         }
         for (unsigned i = 0; slots >= 256 && i < 2 * slots; i++) {
             unsigned a = qf__ring_pos(&r, i), b = qf__ring_pos(&r, i + 1);
-            cr_assert_neq(a * 4 / 64, b * 4 / 64, "slots %u: marks of %u and %u share a line",
+            cr_assert_neq(a * 16 / 64, b * 16 / 64, "slots %u: cells of %u and %u share a line",
                           slots, i, i + 1);
-            cr_assert_neq(a * 8 / 64, b * 8 / 64, "slots %u: slots of %u and %u share a line",
-                          slots, i, i + 1);
+            cr_assert_eq((char *)qf__ring_slot(&r, a) - (char *)qf__ring_mark(&r, i), 8,
+                         "slots %u: index %u's slot is not in its mark's cell", slots, i);
         }
         free(seen);
         free(buf);
