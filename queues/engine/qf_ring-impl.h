@@ -183,7 +183,9 @@
  *     of runs, p2c2 8.0-8.1 -> 12.1-13.1 (Go's channel 8.1-8.6), p4c4
  *     5.4-6.6 -> 10.0-11.3 (Go 8.1-8.7), p8c8 4.0-5.1 -> 6.3-8.3 (Go
  *     8.2-8.7) in three; thread ping-pong p50 982-1192 -> 631-812 ns;
- *     pointer batches of 32 lost about a tenth (57.3-65.8 -> 43.1-63.0).
+ *     pointer batches of 32 lost about a tenth (57.3-65.8 -> 43.1-63.0)
+ *     in those six pairs and gained in three others (20.1-20.5 ->
+ *     24.8-46.3).
  */
 #ifndef QF_RING_IMPL_H
 #define QF_RING_IMPL_H
