@@ -193,14 +193,13 @@ static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret
  * why. */
 static qf_code batch_refused(qf_queue *q, void *const *slots, size_t n, qf_code rc, bool lost)
 {
-    if (lost)
-        return qf_set_error(rc,
-                            "out of memory while building the batch of %s '%s': the %zu "
-                            "elements taken are lost",
-                            q->kind_name, q->name, n);
     char why[256];
     snprintf(why, sizeof(why), "%s",
              rc == QF_RESOURCE_EXHAUSTED ? "out of memory" : qf_last_message());
+    if (lost)
+        return qf_set_error(
+            rc, "could not build the batch of %s '%s' (%s): the %zu elements taken are lost",
+            q->kind_name, q->name, why, n);
     give_back(q, slots, n);
     return qf_set_error(rc, "could not build the batch of %s '%s': %s", q->kind_name, q->name, why);
 }
