@@ -1,0 +1,170 @@
+/* test_wake_gate_stress.c - one consumer thread on its way at a time
+ * (queues/engine/qf_fifo_wait.c, "One consumer thread on its way"): a
+ * publish that finds a woken consumer thread not yet awake wakes nobody,
+ * and that thread, once awake, wakes for what it will not take itself.
+ * Model: tests/model/fifo_wake_gate.pml.
+ *
+ * The rounds have no close, so a lost wake is not hidden by the close's
+ * wake of everyone: NP producer threads send one pointer at a time; NC
+ * consumer threads take fixed shares that add up to what is sent. Every
+ * other round they all block in dequeue (the gated wakes alone: nothing
+ * else would pick up an element a lost wake left); the rounds between mix
+ * blocking dequeues, dequeues with a deadline (retried when they time out)
+ * and poll forms woken through a thread waker of their own (a waker the
+ * gate must not count: it never reports back). A consumer asleep
+ * while its share is in the queue hangs the round, and the watchdog turns
+ * that into a failure. Oversubscribed (28 threads on CI's 2 cores), small
+ * capacities (empty and full often), every value exactly once. Bounded in
+ * count (QF_STRESS_SCALE) and time. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "qflow.h"
+#include "qf_test_stress.h"
+
+#define NP 12
+#define NC 16
+#define ROUND_LIMIT_S 60
+#define SEQ_BITS 32
+
+typedef enum { TAKE_BLOCKING, TAKE_DEADLINE, TAKE_POLL } take_kind;
+
+typedef struct gate_round {
+    qf_queue *q;
+    bool mixed; /* false: every consumer blocks (the gated case alone) */
+    long per_producer;
+    long share[NC];
+    _Atomic long taken;
+    _Atomic long errors;
+    _Atomic(unsigned char) *seen; /* NP * per_producer */
+    _Atomic long timeouts;
+} gate_round;
+
+typedef struct {
+    gate_round *r;
+    int id;
+} gate_arg;
+
+static void *producer(void *a)
+{
+    gate_arg *g = a;
+    for (long i = 0; i < g->r->per_producer; i++) {
+        void *p = (void *)(((uintptr_t)g->id + 1) << SEQ_BITS | (uintptr_t)i);
+        if (qf_queue_enqueue_ptr(g->r->q, p) != QF_OK)
+            atomic_fetch_add(&g->r->errors, 1);
+    }
+    return NULL;
+}
+
+static qf_code take_one(gate_round *r, take_kind k, void **p)
+{
+    if (k == TAKE_BLOCKING)
+        return qf_queue_dequeue_ptr(r->q, p);
+    if (k == TAKE_DEADLINE) {
+        for (;;) {
+            qf_code rc = qf_queue_dequeue_ptr_until(r->q, qf_deadline_in_ns(200000), p);
+            if (rc != QF_DEADLINE_EXCEEDED)
+                return rc;
+            atomic_fetch_add(&r->timeouts, 1);
+        }
+    }
+    qf_waker w;
+    for (;;) {
+        qf_waker_init_thread(&w);
+        qf_code rc = qf_queue_poll_dequeue_ptr(r->q, &w, p);
+        if (rc != QF_PENDING)
+            return rc;
+        qf_waker_wait(&w, QF_FOREVER);
+    }
+}
+
+static void *consumer(void *a)
+{
+    gate_arg *g = a;
+    gate_round *r = g->r;
+    take_kind k = r->mixed ? (take_kind)(g->id % 3) : TAKE_BLOCKING;
+    for (long i = 0; i < r->share[g->id]; i++) {
+        void *p;
+        if (take_one(r, k, &p) != QF_OK) {
+            atomic_fetch_add(&r->errors, 1);
+            return NULL;
+        }
+        uintptr_t v = (uintptr_t)p;
+        long prod = (long)(v >> SEQ_BITS) - 1, seq = (long)(v & 0xffffffffu);
+        if (prod < 0 || prod >= NP || seq >= r->per_producer ||
+            atomic_exchange(&r->seen[prod * r->per_producer + seq], 1) != 0)
+            atomic_fetch_add(&r->errors, 1);
+        atomic_fetch_add(&r->taken, 1);
+    }
+    return NULL;
+}
+
+static void report_hang(void *a)
+{
+    gate_round *r = a;
+    fprintf(stderr,
+            "wake gate stress: round hung with %ld of %ld taken, %lld in the queue: a consumer "
+            "asleep while its share is there (a lost wake)\n",
+            atomic_load(&r->taken), r->per_producer * NP, (long long)qf_queue_size(r->q));
+}
+
+static void run_round(int64_t capacity, long per_producer, bool mixed)
+{
+    gate_round r = {.per_producer = per_producer, .mixed = mixed};
+    long total = per_producer * NP;
+    for (int c = 0; c < NC; c++)
+        r.share[c] = total / NC + (c < total % NC ? 1 : 0);
+    r.seen = calloc((size_t)total, 1);
+    cr_assert_not_null(r.seen);
+    cr_assert_eq(qf_ptr_queue_new(capacity, "gate", 0, NULL, &r.q), QF_OK, "%s", qf_last_message());
+
+    qft_watchdog wd;
+    qft_watchdog_start(&wd, ROUND_LIMIT_S, report_hang, &r);
+    pthread_t pt[NP], ct[NC];
+    gate_arg pa[NP], ca[NC];
+    for (int c = 0; c < NC; c++) {
+        ca[c] = (gate_arg){&r, c};
+        cr_assert_eq(pthread_create(&ct[c], NULL, consumer, &ca[c]), 0);
+    }
+    for (int p = 0; p < NP; p++) {
+        pa[p] = (gate_arg){&r, p};
+        cr_assert_eq(pthread_create(&pt[p], NULL, producer, &pa[p]), 0);
+    }
+    for (int p = 0; p < NP; p++)
+        pthread_join(pt[p], NULL);
+    for (int c = 0; c < NC; c++)
+        pthread_join(ct[c], NULL);
+    qft_watchdog_stop(&wd);
+
+    cr_expect_eq(atomic_load(&r.errors), 0, "failed calls, duplicates or strays");
+    cr_expect_eq(atomic_load(&r.taken), total, "every element taken");
+    cr_expect_eq(qf_queue_size(r.q), 0);
+    qf_queue_unref(r.q);
+    free(r.seen);
+}
+
+Test(wake_gate_stress, capacity_1, .timeout = 600)
+{
+    long rounds = qft_stress_scale(20, 2);
+    for (long i = 0; i < rounds; i++)
+        run_round(1, qft_stress_scale(2000, 200), i & 1);
+}
+
+Test(wake_gate_stress, capacity_4, .timeout = 600)
+{
+    long rounds = qft_stress_scale(20, 2);
+    for (long i = 0; i < rounds; i++)
+        run_round(4, qft_stress_scale(4000, 400), i & 1);
+}
+
+Test(wake_gate_stress, capacity_1024, .timeout = 600)
+{
+    long rounds = qft_stress_scale(10, 2);
+    for (long i = 0; i < rounds; i++)
+        run_round(1024, qft_stress_scale(20000, 1000), i & 1);
+}
