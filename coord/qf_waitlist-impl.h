@@ -36,31 +36,6 @@ void qf__waitlist_register_unfenced(qf_waitlist *wl, qf_waker *w);
  */
 uint32_t qf__waitlist_count_sc(qf_waitlist *wl);
 
-/**
- * qf__waitlist_wake_gated() - qf__waitlist_wake_near() that lets at most
- * one gated thread waker be on its way at a time. A gated waker is a
- * thread waker (wake function NULL) whose ctx is `gate` itself: the
- * caller's own waits, which keep the contract below. One at the head is
- * taken only when *gate is 0, and then *gate is incremented (seq_cst,
- * under the list's lock) before it is unlinked; one at the head while
- * *gate is not 0 ends the wake there (it and everyone behind it stay on
- * the list). Other wakers (tasks, and thread wakers that someone else
- * registered through a poll form) are taken as qf__waitlist_wake_near()
- * takes them, uncounted.
- *
- * The caller's contract (queues/engine/qf_fifo_wait.c, "One consumer
- * thread on its way"): every thread so woken gives its count back once it
- * is awake (a seq_cst decrement), and then re-checks the condition and
- * wakes for what it will not take itself, so that a wake this call
- * skipped is never lost. The gate is read with a seq_cst load after the
- * caller made its condition true (its own seq_cst write or fence comes
- * before the call).
- *
- * Returns the number of wakers woken. Thread-safe; blocking only on the
- * list's lock (a few instructions); wakes as qf__waitlist_wake_near().
- */
-int qf__waitlist_wake_gated(qf_waitlist *wl, int n, _Atomic uint32_t *gate);
-
 /* Inlined forms for the queues' per-element paths, whose callers know
  * the pointers are not NULL (a call each was about 10 instructions of a
  * pointer queue's put or take, measured with callgrind). */

@@ -317,7 +317,7 @@ bool qf_waitlist_cancel(qf_waitlist *wl, qf_waker *w)
     }
 }
 
-static int wake_list(qf_waitlist *wl, int n, bool near, _Atomic uint32_t *gate);
+static int wake_list(qf_waitlist *wl, int n, bool near);
 
 int qf_waitlist_wake(qf_waitlist *wl, int n)
 {
@@ -325,23 +325,16 @@ int qf_waitlist_wake(qf_waitlist *wl, int n)
         refuse("qf_waitlist_wake: wait list (wl) is NULL");
         return 0;
     }
-    return wake_list(wl, n, false, NULL);
+    return wake_list(wl, n, false);
 }
 
 int qf__waitlist_wake_near(qf_waitlist *wl, int n)
 {
-    return wake_list(wl, n, true, NULL);
+    return wake_list(wl, n, true);
 }
 
-int qf__waitlist_wake_gated(qf_waitlist *wl, int n, _Atomic uint32_t *gate)
-{
-    return wake_list(wl, n, true, gate);
-}
-
-/* Wake up to n wakers of wl; `near`: inside a deferral (see the notes);
- * `gate`: a thread waker of the gate's is taken only while the gate is 0,
- * and counted in it (qf__waitlist_wake_gated()). */
-static int wake_list(qf_waitlist *wl, int n, bool near, _Atomic uint32_t *gate)
+/* Wake up to n wakers of wl; `near`: inside a deferral (see the notes). */
+static int wake_list(qf_waitlist *wl, int n, bool near)
 {
     if (n <= 0)
         return 0;
@@ -350,11 +343,6 @@ static int wake_list(qf_waitlist *wl, int n, bool near, _Atomic uint32_t *gate)
     qf__lock(&wl->qf__lock);
     while (k < n && wl->qf__head) {
         qf_waker *w = wl->qf__head;
-        if (gate && !w->wake && w->ctx == (void *)gate) {
-            if (atomic_load_explicit(gate, memory_order_seq_cst) != 0)
-                break; /* a thread is on its way already: it hands over */
-            atomic_fetch_add_explicit(gate, 1, memory_order_seq_cst);
-        }
         unlink_locked(wl, w);
 #ifdef QF_RACE_WIDENING
         /* Widen the window in which the owner sees no list but no claim

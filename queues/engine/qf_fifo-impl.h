@@ -114,10 +114,6 @@ typedef struct qf__fifo {
      * consumers waiting for a batch of many_need or more (the smallest
      * batch any of them waits for; UINT32_MAX: none). */
     _Alignas(64) qf_waitlist deq_waiters;
-    /* Consumer threads woken from deq_waiters and not yet awake (at most
-     * one but for races; qf_fifo_wait.c, "One consumer thread on its
-     * way"). On the list's line: a waking producer holds its lock. */
-    _Atomic uint32_t deq_waking;
     qf_waitlist deq_many_waiters;
     _Atomic uint32_t many_need;
     /* Producer tasks (poll forms) waiting for room. */

@@ -960,7 +960,6 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
         !f->spill && !f->single_producer && f->ring.marks && (f->ring.cell_words || f->ring.spread);
     atomic_init(&f->state, 0);
     qf_waitlist_init(&f->deq_waiters);
-    atomic_init(&f->deq_waking, 0);
     qf_waitlist_init(&f->deq_many_waiters);
     atomic_init(&f->many_need, UINT32_MAX);
     atomic_init(&f->req_lock, 0);

@@ -97,44 +97,6 @@
  *   (poll forms) are woken to re-try instead; tickets (qf_queue_put-impl.h)
  *   are completed like thread requests.
  *
- * One consumer thread on its way (the gate, deq_waking)
- *   With more threads than cores, most of a busy queue's cost was futex
- *   calls: every publish that found a consumer thread asleep woke one, and
- *   a burst of publishes woke a thread each, most of which then found
- *   nothing the first ones had not taken, or waited for a core (queue.tput
- *   p16c16: 2.3-4.6 M items/s, a third of the CPU in the kernel). Go's
- *   scheduler wakes an idle P only when no other is spinning; this is that
- *   rule for a queue's consumer threads:
- *   waking     a publish wakes deq_waiters through qf__waitlist_wake_gated():
- *              a consumer thread of this queue's (its waker's ctx is the
- *              gate) is taken only while deq_waking is 0, which goes up
- *              by one for it under the list's lock; while it is not 0 the
- *              wake stops at such a thread (tasks and other wakers are
- *              woken as before, one per element).
- *   awake      a thread back from that wait (consumer_awake()) takes
- *              deq_waking down by one if it is above 0 (seq_cst RMW), then
- *              (F_w) reads what is available: more than one (the one it
- *              is about to take) and someone waiting, and it wakes for the
- *              rest, through the gate again.
- *   Why no wake is lost: a publish that the gate turned away read
- *   deq_waking != 0 after its publish (F_n, then the seq_cst load under
- *   the lock); the thread holding that count takes it down and then reads
- *   what is available, so in the seq_cst order either the publish comes
- *   before that read (the thread sees the element and hands it over) or
- *   the decrement comes before the publisher's load of the gate, and the
- *   publisher read the decremented value, not the one that turned it away,
- *   unless another thread's count is still up, and then that thread's
- *   read comes after. A count is given back by every thread the gate
- *   counted (the only wakers it counts are this file's own thread waits,
- *   which always end in consumer_awake(): woken, woken during the
- *   re-check, or woken as the deadline passed). A thread woken otherwise
- *   (a close, a wake passed on) may take down another's count: that costs
- *   an extra wake later, never a lost one (a lower count only lets more
- *   wakes through). tests/model/fifo_wake_gate.pml checks this with
- *   seeded bugs (no hand-over, a hand-over one short, a waker that never
- *   reports back counted); tests/queues/test_wake_gate_stress.c runs it
- *   without a close.
- *
  * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and
  * fifo_holders.pml
  * model these rules (consumers and producers, the close, the put requests,
@@ -246,7 +208,7 @@ void qf__fifo_wake_consumers(qf__fifo *f, size_t k)
         return;
     }
     if (qf__waitlist_count_fast(&f->deq_waiters))
-        qf__waitlist_wake_gated(&f->deq_waiters, clamp_n(k), &f->deq_waking);
+        qf__waitlist_wake_near(&f->deq_waiters, clamp_n(k));
     if (qf__waitlist_count_fast(&f->deq_many_waiters)) {
         uint32_t need = atomic_load_explicit(&f->many_need, memory_order_seq_cst);
         /* Whoever resets many_need from a real value wakes the batch
@@ -413,34 +375,13 @@ void qf__fifo_cancel_requests(qf__fifo *f)
     }
 }
 
-/* A consumer thread woken from deq_waiters is awake: it gives back the
- * gate's count it may hold and wakes for what it will not take itself
- * (see "One consumer thread on its way" at the top). The count is taken
- * down only while above 0: a thread woken otherwise (a close's wake of
- * everyone, a wake passed on) may take down another's, which costs at
- * most an extra wake later, never a lost one. */
-static void consumer_awake(qf__fifo *f)
-{
-    uint32_t g = atomic_load_explicit(&f->deq_waking, memory_order_relaxed);
-    while (g > 0 && !atomic_compare_exchange_weak_explicit(
-                        &f->deq_waking, &g, g - 1, memory_order_seq_cst, memory_order_relaxed))
-        ;
-    if (g == 0)
-        atomic_thread_fence(memory_order_seq_cst); /* the RMW's place */
-    fence_vs_producers(f);
-    size_t avail = qf__fifo_available(f);
-    if (avail > 1 && qf__waitlist_count_fast(&f->deq_waiters))
-        qf__fifo_wake_consumers(f, avail - 1);
-}
-
 qf_code qf__fifo_wait_elements(qf__fifo *f, size_t need, bool holder, const qf__wait *w)
 {
     qf_waker tw, *wk = w->waker;
     if (w->mode == QF__WAIT_DEADLINE) {
         if (qf__in_task())
             return qf__blocking_in_task_error("A blocking dequeue");
-        /* Gated (ctx = the gate): it reports back through consumer_awake() */
-        qf_waker_init(&tw, NULL, &f->deq_waking);
+        qf_waker_init_thread(&tw);
         wk = &tw;
     }
     qf_waitlist *wl = need > 1 ? &f->deq_many_waiters : &f->deq_waiters;
@@ -459,8 +400,6 @@ qf_code qf__fifo_wait_elements(qf__fifo *f, size_t need, bool holder, const qf__
              * been meant for a waiter behind us; pass it on. */
             qf_waitlist_wake(wl, 1);
             qf_waker_consumed(wk);
-            if (wk == &tw && wl == &f->deq_waiters)
-                consumer_awake(f);
         }
         return QF_OK;
     }
@@ -468,9 +407,6 @@ qf_code qf__fifo_wait_elements(qf__fifo *f, size_t need, bool holder, const qf__
         return QF_PENDING;
     if (qf_waker_wait_until(wk, w->deadline) == QF_DEADLINE_EXCEEDED && qf_waitlist_cancel(wl, wk))
         return qf__fifo_err_timeout();
-    /* Woken (a wait past its deadline whose cancel failed was woken too). */
-    if (wl == &f->deq_waiters)
-        consumer_awake(f);
     return QF_OK;
 }
 

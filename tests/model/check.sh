@@ -61,13 +61,6 @@ seeded ring_turns -DFLAG_MARK=1
 run ring_tombs -DNP=2 -DNC=2 -DITER=2
 run ring_tombs -DNP=3 -DNC=1 -DITER=2
 seeded ring_tombs -DREAD_AFTER_CLAIM=1
-run fifo_wake_gate -DNP=2 -DNC=2 -DNT=0
-run fifo_wake_gate -DNP=3 -DNC=2 -DNT=0
-run fifo_wake_gate -DNP=2 -DNC=1 -DNT=1
-BITSTATE=1 run fifo_wake_gate -DNP=3 -DNC=2 -DNT=1
-seeded fifo_wake_gate -DNP=2 -DNC=2 -DNT=0 -DHANDOVER=0
-seeded fifo_wake_gate -DNP=3 -DNC=2 -DNT=0 -DTHRESH=2
-seeded fifo_wake_gate -DNP=2 -DNC=1 -DNT=1 -DGATE_TASKS=1
 run fifo_requests -DNP=2 -DCAP=1
 run fifo_requests -DNP=3 -DCAP=2
 run fifo_refill
