@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "qflow.h"
+
 /* ------------------------------------------------------------ stress scale */
 
 /* n divided by QF_STRESS_SCALE (a whole number; unset, or 1 or less, leaves
@@ -73,6 +75,34 @@ static inline void qft_watchdog_stop(qft_watchdog *wd)
     pthread_join(wd->thread, NULL);
     pthread_cond_destroy(&wd->cv);
     pthread_mutex_destroy(&wd->mu);
+}
+
+/* ------------------------------------------------ poll forms from a thread */
+
+/* A poll-form enqueue (dequeue) of one pointer by a plain thread: its own
+ * thread waker, waited on until the queue wakes it, then polled again. */
+static inline qf_code qft_poll_enqueue_ptr(qf_queue *q, void *p)
+{
+    qf_waker w;
+    for (;;) {
+        qf_waker_init_thread(&w);
+        qf_code rc = qf_queue_poll_enqueue_ptr(q, p, &w);
+        if (rc != QF_PENDING)
+            return rc;
+        qf_waker_wait(&w, QF_FOREVER);
+    }
+}
+
+static inline qf_code qft_poll_dequeue_ptr(qf_queue *q, void **p)
+{
+    qf_waker w;
+    for (;;) {
+        qf_waker_init_thread(&w);
+        qf_code rc = qf_queue_poll_dequeue_ptr(q, &w, p);
+        if (rc != QF_PENDING)
+            return rc;
+        qf_waker_wait(&w, QF_FOREVER);
+    }
 }
 
 #endif

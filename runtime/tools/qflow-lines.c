@@ -329,7 +329,7 @@ static void parse_options(int argc, char **argv, options *o)
     } else {
         o->min_after_dequeue = 0;
         /* Four batches keep the readers ahead of the writer as well as
-         * sixteen did (the same speed on a 200 MB file), and a smaller ring
+         * sixteen did (no slower on a 200 MB file), and a smaller ring
          * is cheaper to start: fresh memory costs a fault per page the
          * first time it is touched, 2.7 ms of a 15 ms run on an empty file
          * for the 16-batch ring's 512 KiB on this project's VMs. */

@@ -82,30 +82,6 @@ static void check(stress *s)
 
 /* ------------------------------------------- RandomShuffleQueue (pointers) */
 
-static qf_code poll_put_ptr(qf_queue *q, void *p)
-{
-    qf_waker w;
-    for (;;) {
-        qf_waker_init_thread(&w);
-        qf_code rc = qf_queue_poll_enqueue_ptr(q, p, &w);
-        if (rc != QF_PENDING)
-            return rc;
-        qf_waker_wait(&w, QF_FOREVER);
-    }
-}
-
-static qf_code poll_take_ptr(qf_queue *q, void **p)
-{
-    qf_waker w;
-    for (;;) {
-        qf_waker_init_thread(&w);
-        qf_code rc = qf_queue_poll_dequeue_ptr(q, &w, p);
-        if (rc != QF_PENDING)
-            return rc;
-        qf_waker_wait(&w, QF_FOREVER);
-    }
-}
-
 static void *shuffle_producer(void *a)
 {
     targ *t = a;
@@ -122,7 +98,7 @@ static void *shuffle_producer(void *a)
         size_t done = 0;
         qf_code rc;
         if (s->m == MODE_POLL && (t->id & 1)) {
-            rc = poll_put_ptr(s->q, buf[0]);
+            rc = qft_poll_enqueue_ptr(s->q, buf[0]);
             done = rc == QF_OK;
         } else if (s->m == MODE_DEADLINE) {
             /* retry the rest after each timeout */
@@ -156,7 +132,7 @@ static void *shuffle_consumer(void *a)
         size_t n = 1;
         qf_code rc;
         if (s->m == MODE_POLL && (t->id & 1)) {
-            rc = poll_take_ptr(s->q, &buf[0]);
+            rc = qft_poll_dequeue_ptr(s->q, &buf[0]);
         } else if (s->m == MODE_BATCH) {
             rc = qf_queue_dequeue_up_to_ptr(s->q, 7, QF_FOREVER, buf, &n);
         } else if (s->m == MODE_DEADLINE) {
