@@ -99,8 +99,11 @@ static double quick_budget_of(const bq_impl *impl)
 #define N_THREAD_CASES 5
 static tput_cfg threads_cfg[N_THREAD_CASES][N_MPMC + N_CXX];
 static go_cfg go_threads_cfg[N_THREAD_CASES], go_pingpong_cfg;
-static tput_cfg batch_cfg[3], spsc_cfg[2], i64_cfg, i64_pair_cfg, tuple_cfg;
-static tput_cfg i64_pair_values_cfg, tuple_values_cfg;
+static tput_cfg batch_cfg[3], spsc_cfg[2];
+/* The typed element kinds (issues 18 and 27), each at 1x1 and 4x4. */
+#define N_TYPED 5
+#define N_TYPED_SIZES 2
+static tput_cfg typed_cfg[N_TYPED_SIZES][N_TYPED];
 static pingpong_cfg pingpong_cfg_of[2 + N_CXX];
 static alloc_cfg alloc_cfg_qflow, alloc_cfg_i64;
 
@@ -200,27 +203,27 @@ void bench_register_queue(void)
         }
     }
 
-    /* The element path beside the pointer path (issue 18). */
-    i64_cfg = (tput_cfg){.impl = &bq_qflow_i64,
-                         .producers = 1,
-                         .consumers = 1,
-                         .batch = 1,
-                         .items_quick = 1 * M,
-                         .items_full = 5 * M};
-    register_tput("queue.tput.p1c1", &i64_cfg);
-    i64_pair_cfg = i64_cfg;
-    i64_pair_cfg.impl = &bq_qflow_i64_pair;
-    register_tput("queue.tput.p1c1", &i64_pair_cfg);
-    tuple_cfg = i64_cfg;
-    tuple_cfg.impl = &bq_qflow_tuple;
-    tuple_cfg.items_quick = M / 2; /* its ratio needs no more; keeps --quick short */
-    register_tput("queue.tput.p1c1", &tuple_cfg);
-    i64_pair_values_cfg = i64_pair_cfg;
-    i64_pair_values_cfg.impl = &bq_qflow_i64_pair_values;
-    register_tput("queue.tput.p1c1", &i64_pair_values_cfg);
-    tuple_values_cfg = tuple_cfg;
-    tuple_values_cfg.impl = &bq_qflow_tuple_values;
-    register_tput("queue.tput.p1c1", &tuple_values_cfg);
+    /* The element path beside the pointer path (issue 18), and packed
+     * elements of two int64 and of a TF1 example (issue 27), through
+     * elements and through the values calls; at 4x4 too, where producers
+     * contend for the ring's cells. The tuple's ratio needs fewer items:
+     * that keeps --quick short. */
+    static const bq_impl *const typed[N_TYPED] = {&bq_qflow_i64, &bq_qflow_i64_pair,
+                                                  &bq_qflow_tuple, &bq_qflow_i64_pair_values,
+                                                  &bq_qflow_tuple_values};
+    static const char *const typed_names[N_TYPED_SIZES] = {"queue.tput.p1c1", "queue.tput.p4c4"};
+    static const int typed_threads[N_TYPED_SIZES] = {1, 4};
+    for (int t = 0; t < N_TYPED_SIZES; t++)
+        for (int i = 0; i < N_TYPED; i++) {
+            bool tuple = typed[i] == &bq_qflow_tuple || typed[i] == &bq_qflow_tuple_values;
+            typed_cfg[t][i] = (tput_cfg){.impl = typed[i],
+                                         .producers = typed_threads[t],
+                                         .consumers = typed_threads[t],
+                                         .batch = 1,
+                                         .items_quick = tuple ? M / 2 : 1 * M,
+                                         .items_full = 5 * M};
+            register_tput(typed_names[t], &typed_cfg[t][i]);
+        }
 
     const bq_impl *batch_impls[3] = {&bq_qflow, &bq_mutex_cond, &bq_qflow_i64};
     for (int i = 0; i < 3; i++) {

@@ -138,6 +138,19 @@
  *     pos() is a permutation within each aligned block of 2^(2*spread)
  *     indices and is its own inverse, so the ring's storage, wrap and
  *     laps are as before.
+ *     A ring of cells of 64 bytes or more (note 9) is not spread: no two
+ *     of its cells share a line, so there is nothing to keep apart, and
+ *     spread they alias in the cache. Index i + 1 sat 16 cells after i,
+ *     2 KiB on for 128-byte cells, so the 32 lines of 16 consecutive
+ *     indices fell into 4 of the L1's 64 sets (8 ways each), and the
+ *     elements' and tensors' lines were evicted with them. The (int64,
+ *     float32 [16]) queue ran 2.9 M items/s at p1c1 (queue.tput.p1c1/
+ *     qflow_tuple, medians of six rounds, the builds in turn) and 10.5 M
+ *     laid out in order; 3.3 against 15.5 M through the values calls;
+ *     3.6 against 5.5 M at p4c4. Cells of 32 and 64 bytes ran the same
+ *     either way within the noise (six rounds); cells of 16 bytes (the
+ *     pointer ring, note 10) lose without the spread (p1c1 15.0 against
+ *     8.9 M, p4c4 8.5 against 5.5 M).
  *  9. Values in cells. A queue of small dense values (a packed queue,
  *     queues/qf_queue_packed-impl.h) can keep them in the ring itself:
  *     qf__ring_init_cells() lays the ring out as one array of cells, a
@@ -366,7 +379,9 @@ static inline void qf__ring_init_cells(qf__ring *r, void *cells, unsigned slots,
 {
     qf__ring_init(r, (ck_ring_buffer_t *)cells, slots, cap, false);
     r->spread = 0;
-    while (r->spread < 4 && (4u << (2 * r->spread)) <= slots)
+    /* Cells of a line or more share no line: laid out in order (note 8). */
+    bool spread = qf__ring_cell_bytes(value_bytes) < 64;
+    while (spread && r->spread < 4 && (4u << (2 * r->spread)) <= slots)
         r->spread++;
     r->spread_low = (1u << r->spread) - 1u;
     r->marks = cells;

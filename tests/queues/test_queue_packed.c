@@ -513,6 +513,14 @@ Test(queue_packed, stress_4x4_batches_exactly_once_in_order, .timeout = 300)
     run_stress(10, 7, 50000);
 }
 
+/* A ring large enough that small cells would be spread: the (int64,
+ * float32 [16]) cells of 128 bytes are laid out in order instead
+ * (queues/engine/qf_ring-impl.h, note 8), laps and all. */
+Test(queue_packed, stress_4x4_capacity_1024_cells_in_order_exactly_once, .timeout = 300)
+{
+    run_stress(1024, 1, 50000);
+}
+
 /* Values in blocks of their own: an unbounded queue's ring spills. */
 Test(queue_packed, stress_4x4_unbounded_exactly_once_in_order, .timeout = 300)
 {

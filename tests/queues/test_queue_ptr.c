@@ -579,6 +579,36 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
     }
 }
 
+/* Rings of cells (note 9): cells under a line are spread as pointer cells
+ * are, so that neighbours sit on different lines; cells of a line or more
+ * are laid out in order (note 8: spread, 128-byte cells aliased in the
+ * L1's sets), index i at position i; a cell is aligned to its size, or
+ * to 128 bytes for larger cells (the storage's alignment). */
+Test(queue_ptr, cells_of_a_line_or_more_are_laid_out_in_order)
+{
+    static const size_t value_bytes[] = {8, 24, 56, 72, 248};
+    const unsigned slots = 1024;
+    for (size_t v = 0; v < sizeof(value_bytes) / sizeof(value_bytes[0]); v++) {
+        size_t cell = qf__ring_cell_bytes(value_bytes[v]);
+        void *cells = aligned_alloc(128, slots * cell);
+        cr_assert_not_null(cells);
+        memset(cells, 0, slots * cell);
+        qf__ring r;
+        qf__ring_init_cells(&r, cells, slots, slots, value_bytes[v]);
+        for (unsigned i = 0; i < 2 * slots; i++) {
+            unsigned a = qf__ring_pos(&r, i), b = qf__ring_pos(&r, i + 1);
+            if (cell >= 64)
+                cr_assert_eq(a, i % slots, "%zu-byte cells: index %u at position %u", cell, i, a);
+            else
+                cr_assert_neq(a * cell / 64, b * cell / 64,
+                              "%zu-byte cells: indices %u and %u share a line", cell, i, i + 1);
+            cr_assert_eq((uintptr_t)qf__ring_mark(&r, i) % (cell < 128 ? cell : 128), 0,
+                         "%zu-byte cells: index %u's cell is not aligned", cell, i);
+        }
+        free(cells);
+    }
+}
+
 typedef struct {
     qf_queue *q;
     atomic_int tid;
