@@ -14,10 +14,10 @@
  * one wake function away, is waited for.
  *
  * A wake function may leave its last step (a futex wake of a worker) to
- * run after the DONE store when the wake is a near one
- * (qf__waitlist_wake_near(): a queue's consumers, woken for elements): it
- * opens a deferral around the call and the store (qf_wake_defer-impl.h
- * says why, how, and why only those).
+ * run after the DONE store: a wake opens a deferral around the call and
+ * the store, a near one (qf__waitlist_wake_near(): a queue's consumers,
+ * woken for elements) marked as such (qf_wake_defer-impl.h says why and
+ * how).
  *
  * For thread wakers the state word itself is the futex the thread sleeps
  * on. The futex wake after the DONE store may reach an address the owner
@@ -50,13 +50,22 @@ static int refuse(const char *msg)
 /* The deferral of this thread (qf_wake_defer-impl.h). */
 static _Thread_local struct {
     unsigned depth;
+    uint64_t near; /* bit d: the deferral at depth d + 1 is a near wake's */
     qf__deferred_fn fn;
     void *arg;
 } tls_defer;
 
-void qf__wake_defer_begin(void)
+void qf__wake_defer_begin(bool near)
 {
-    tls_defer.depth++;
+    unsigned d = tls_defer.depth++;
+    if (d < 64)
+        tls_defer.near = (tls_defer.near & ~(UINT64_C(1) << d)) | ((uint64_t)near << d);
+}
+
+bool qf__wake_defer_near(void)
+{
+    unsigned d = tls_defer.depth;
+    return d != 0 && d <= 64 && (tls_defer.near >> (d - 1) & 1);
 }
 
 void qf__wake_defer_end(void)
@@ -366,14 +375,14 @@ static int wake_list(qf_waitlist *wl, int n, bool near)
         batch = w->qf__next;
         w->qf__next = NULL;
         if (w->wake) {
-            /* Near: the wake function's futex call may run after DONE, so a
-             * worker it gets up finds the waker released (qf_wake_defer-impl.h). */
-            if (near)
-                qf__wake_defer_begin();
+            /* The wake function's futex call may run after DONE, so that
+             * whoever waits for the waker's DONE (a worker it gets up, its
+             * task's own poll) does not wait for the call; `near` also
+             * chooses the worker (qf_wake_defer-impl.h). */
+            qf__wake_defer_begin(near);
             w->wake(w);
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
-            if (near)
-                qf__wake_defer_end();
+            qf__wake_defer_end();
         } else {
             atomic_store_explicit(&w->qf__state, QF_WAKER_DONE, memory_order_release);
             qf_futex_wake(&w->qf__state, 1);

@@ -249,9 +249,14 @@ static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
     sched_yield(); /* room for a task owner to see the state and end */
 #endif
     if (wk) {
+        /* The futex call of the wake, if any, after DONE (as wake_list()
+         * defers it, qf_wake_defer-impl.h): the task's next poll waits
+         * for that DONE. */
+        qf__wake_defer_begin(false);
         wk->wake(wk);
         if (held)
             atomic_store_explicit(&wk->qf__state, QF_WAKER_DONE, memory_order_release);
+        qf__wake_defer_end();
     } else {
         qf_futex_wake(&r->state, 1);
     }

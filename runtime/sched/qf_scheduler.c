@@ -96,17 +96,18 @@
  * thread's CPU shares that core with it, which a thread that goes on
  * working pays for (see qf_wake_defer-impl.h); the others wake any one.
  *
- * A wake-up after the waker's release (near wake-ups). A thread whose
- * queue operation wakes a parked consumer task (an enqueue, a give-back,
- * or a dequeue that refills from blocked producers) runs the task's wake
+ * A wake-up after the waker's release. A thread whose queue operation
+ * wakes a parked task (an enqueue waking a consumer, a take waking a
+ * producer for room or finishing its put request) runs the task's wake
  * function (the push and signal_work()) and then stores DONE on its
  * waker. The worker the futex call got up on that thread's core used to
  * run at once, mid-call, poll the task, find its waker still CLAIMED and
  * wait for a DONE that the preempted thread could not store until it had
- * its core back. Now the
- * futex call runs after DONE (push_from_outside(), qf_wake_defer-impl.h),
- * and a count of such wake-ups keeps qf_runtime_free() from freeing the
- * runtime under one that has yet to run.
+ * its core back; and a task already running (its poll racing the wake)
+ * waited for the whole futex call. Now the futex call runs after DONE
+ * (push_from_outside(), qf_wake_defer-impl.h), and a count of such
+ * wake-ups keeps qf_runtime_free() from freeing the runtime under one
+ * that has yet to run.
  *
  * Rescue. Stealing alone never reaches a worker that the OS has taken off
  * its core (or that is inside one long poll) while the others are busy:
@@ -268,21 +269,28 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
     qf__push_local(w, t);
 }
 
-static void deferred_signal(void *arg)
+static void deferred_signal_near(void *arg)
 {
     qf_runtime *rt = arg;
     signal_work_to(rt, true);
     atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
 }
 
+static void deferred_signal_any(void *arg)
+{
+    qf_runtime *rt = arg;
+    signal_work_to(rt, false);
+    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+}
+
 /* A task made runnable from outside the pool: the push, then the
- * wake-up (signal_work()). Inside a near wake (an open deferral) the
- * wake-up runs after the waker's DONE (qf_wake_defer-impl.h) and prefers
- * the worker near this thread, so a worker the futex call gets up on this
- * core finds the task's waker released instead of waiting for it; a
- * wake-up of this runtime already deferred covers this push too (it runs
- * after it). From that DONE on, the task may end and its owner free
- * the runtime before the deferred wake-up has read it, so a deferred
+ * wake-up (signal_work()). Inside a wake (an open deferral) the wake-up
+ * runs after the waker's DONE (qf_wake_defer-impl.h), so a worker the
+ * futex call gets up on this core, or the task's own poll, finds the
+ * task's waker released instead of waiting for it; inside a near wake it
+ * prefers the worker near this thread. A wake-up of this runtime of the
+ * same kind already deferred covers this push too (it runs after it). From that DONE on, the task
+ * may end and its owner free the runtime before the deferred wake-up has read it, so a deferred
  * wake-up is counted in wakeups_in_flight from before the push (sequenced
  * before the push's release, which a worker's pop, the task's end and the
  * shutdown's count of live tasks carry to qf_runtime_free()'s acquire load
@@ -294,7 +302,8 @@ static void deferred_signal(void *arg)
 static void push_from_outside(qf_runtime *rt, qf_task *t)
 {
     bool defer = qf__wake_deferring();
-    bool covered = defer && qf__wake_deferred(deferred_signal, rt);
+    qf__deferred_fn signal = qf__wake_defer_near() ? deferred_signal_near : deferred_signal_any;
+    bool covered = defer && qf__wake_deferred(signal, rt);
     if (defer && !covered)
         atomic_fetch_add_explicit(&rt->wakeups_in_flight, 1, memory_order_relaxed);
     qf__gq_push_chain(&rt->global, t, t, 1);
@@ -304,7 +313,7 @@ static void push_from_outside(qf_runtime *rt, qf_task *t)
     if (!defer)
         signal_work(rt);
     else if (!covered)
-        qf__wake_defer(deferred_signal, rt);
+        qf__wake_defer(signal, rt);
 }
 
 void qf__schedule(qf_task *t)

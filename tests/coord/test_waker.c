@@ -490,8 +490,8 @@ Test(waker, defer_runs_each_call_once_at_the_outermost_end)
     cr_expect(!qf__wake_deferring());
     cr_expect(!qf__wake_defer(log_call, (void *)1), "outside a deferral nothing is kept");
     cr_expect_eq(defer_n, 0);
-    qf__wake_defer_begin();
-    qf__wake_defer_begin();
+    qf__wake_defer_begin(true);
+    qf__wake_defer_begin(true);
     cr_expect(qf__wake_deferring());
     cr_expect(qf__wake_defer(log_call, (void *)2));
     cr_expect_eq(defer_n, 0, "deferred, not run");
@@ -504,22 +504,43 @@ Test(waker, defer_runs_each_call_once_at_the_outermost_end)
     cr_expect_eq(defer_n, 2, "the outermost end runs the last call");
     cr_expect_eq(defer_log[1], 3);
     cr_expect(!qf__wake_deferring());
-    qf__wake_defer_begin();
+    qf__wake_defer_begin(true);
     qf__wake_defer_end();
     cr_expect_eq(defer_n, 2, "an empty deferral runs nothing");
 }
 
-/* A wake function that defers its last step: in a near wake the step
- * must see the waker DONE (the state its owner may reuse it in), and run
- * before the wake returns; a plain wake opens no deferral. */
+/* Which kind of wake a push is inside: the innermost deferral's. */
+Test(waker, the_innermost_deferral_says_whether_a_wake_is_near)
+{
+    cr_expect(!qf__wake_defer_near(), "no deferral: not near");
+    qf__wake_defer_begin(false);
+    cr_expect(!qf__wake_defer_near());
+    qf__wake_defer_begin(true);
+    cr_expect(qf__wake_defer_near(), "a near wake inside a plain one");
+    qf__wake_defer_begin(false);
+    cr_expect(!qf__wake_defer_near(), "a plain wake inside a near one");
+    qf__wake_defer_end();
+    cr_expect(qf__wake_defer_near());
+    qf__wake_defer_end();
+    cr_expect(!qf__wake_defer_near());
+    qf__wake_defer_end();
+    cr_expect(!qf__wake_deferring());
+    cr_expect(!qf__wake_defer_near());
+}
+
+/* A wake function that defers its last step: in a near wake and in a
+ * plain one the step must see the waker DONE (the state its owner may
+ * reuse it in), and run before the wake returns; only the near wake says
+ * it is near (the scheduler then prefers the worker on this CPU). */
 static uint32_t state_seen_by_step;
-static int deferred_steps;
+static int deferred_steps, near_steps;
 static void step_after_done(void *arg)
 {
     state_seen_by_step = qf_waker_state(arg);
 }
 static void on_wake_deferring(qf_waker *w)
 {
+    near_steps += qf__wake_defer_near();
     if (qf__wake_defer(step_after_done, w))
         deferred_steps++;
     else
@@ -536,16 +557,20 @@ Test(waker, a_wake_functions_deferred_step_runs_after_done)
     qf_waitlist_register(&wl, &a);
     qf_waitlist_register(&wl, &b);
     state_seen_by_step = 0;
-    deferred_steps = 0;
+    deferred_steps = near_steps = 0;
     cr_expect_eq(qf__waitlist_wake_near(&wl, 2), 2);
     cr_expect_eq(deferred_steps, 2, "a near wake opens a deferral per waker");
+    cr_expect_eq(near_steps, 2);
     cr_expect_eq(state_seen_by_step, QF_WAKER_DONE);
     cr_expect(!qf__wake_deferring(), "the deferral is closed on return");
     qf_waitlist_register(&wl, &a);
     state_seen_by_step = 0;
     cr_expect_eq(qf_waitlist_wake(&wl, 1), 1);
-    cr_expect_eq(deferred_steps, 2, "a plain wake defers nothing");
-    cr_expect_eq(state_seen_by_step, QF_WAKER_CLAIMED, "the step ran inside the wake");
+    cr_expect_eq(deferred_steps, 3, "a plain wake opens a deferral too");
+    cr_expect_eq(near_steps, 2, "a plain wake is not near");
+    cr_expect_eq(state_seen_by_step, QF_WAKER_DONE, "the step ran after DONE");
+    cr_expect(!qf__wake_deferring(), "the deferral is closed on return");
+    cr_expect(!qf__wake_defer_near());
 }
 
 /* The preferring notify: with two sleepers in their futex waits, the one
