@@ -289,16 +289,18 @@ static void deferred_signal_any(void *arg)
  * futex call gets up on this core, or the task's own poll, finds the
  * task's waker released instead of waiting for it; inside a near wake it
  * prefers the worker near this thread. A wake-up of this runtime of the
- * same kind already deferred covers this push too (it runs after it). From that DONE on, the task
- * may end and its owner free the runtime before the deferred wake-up has read it, so a deferred
- * wake-up is counted in wakeups_in_flight from before the push (sequenced
+ * same kind already deferred covers this push too (it runs after it).
+ * From that DONE on, the task may end and its owner free the runtime
+ * before the deferred wake-up has read it, so a deferred wake-up is
+ * counted in wakeups_in_flight from before the push (sequenced
  * before the push's release, which a worker's pop, the task's end and the
  * shutdown's count of live tasks carry to qf_runtime_free()'s acquire load
  * of the count) until signal_work() has returned (the release decrement).
- * Outside a deferral nothing is counted: inside a plain wake the waker
- * stays CLAIMED until after signal_work(), and the task's end waits for
- * its DONE; a direct qf_task_wake() is a call on the runtime, which its
- * caller must not free meanwhile. */
+ * Outside a deferral (a wake function called directly, not by a wait
+ * list's wake) nothing is counted: its caller holds the waker CLAIMED
+ * until after signal_work(), and the task's end waits for its DONE; a
+ * direct qf_task_wake() is a call on the runtime, which its caller must
+ * not free meanwhile. */
 static void push_from_outside(qf_runtime *rt, qf_task *t)
 {
     bool defer = qf__wake_deferring();
