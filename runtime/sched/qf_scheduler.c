@@ -269,18 +269,21 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
     qf__push_local(w, t);
 }
 
+/* A deferred wake-up (push_from_outside()), then its count released. */
+static void deferred_signal(qf_runtime *rt, bool near)
+{
+    signal_work_to(rt, near);
+    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+}
+
 static void deferred_signal_near(void *arg)
 {
-    qf_runtime *rt = arg;
-    signal_work_to(rt, true);
-    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+    deferred_signal(arg, true);
 }
 
 static void deferred_signal_any(void *arg)
 {
-    qf_runtime *rt = arg;
-    signal_work_to(rt, false);
-    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+    deferred_signal(arg, false);
 }
 
 /* A task made runnable from outside the pool: the push, then the
