@@ -80,6 +80,7 @@ typedef struct qf__fifo {
     int64_t spin_ns;
 
     qf__ring ring;
+    size_t ring_bytes; /* the ring's allocation (ring_alloc() in qf_fifo.c) */
 
     /* The state word (qf_engine-impl.h). */
     _Alignas(64) _Atomic uint64_t state;

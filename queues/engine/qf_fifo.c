@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "qf_fifo-impl.h"
+#include "qf_pagemem-impl.h"
 #include "qf_spin-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
@@ -926,6 +927,20 @@ void qf__fifo_drain_all(qf__fifo *f, qf__release_fn release, void *ctx)
  * instead, as they do when the cells cannot be allocated. */
 #define CELLS_MAX_BYTES ((size_t)4 << 20)
 
+/* A ring's memory, 128-byte aligned (qf_ring-impl.h, note 10). Rings of
+ * QF__PAGEMEM_MIN bytes and more (a queue of about 4,000 pointers or more)
+ * are on huge pages and kept warm for the next queue: fresh, they cost a
+ * fault per 4 KiB page at first use, which made a queue of capacity 16,384
+ * cost 2-3 ms before its first elements moved (qf_pagemem-impl.h). */
+static void *ring_alloc(qf__fifo *f, size_t bytes)
+{
+    bytes = (bytes + 127) & ~(size_t)127;
+    f->ring_bytes = bytes;
+    if (bytes >= QF__PAGEMEM_MIN)
+        return qf__pagemem_alloc(bytes, 128);
+    return aligned_alloc(128, bytes);
+}
+
 bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
 {
     f->kind_name = c->kind_name;
@@ -951,17 +966,16 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     size_t cell = c->value_bytes ? qf__ring_cell_bytes(c->value_bytes) : 0;
     f->ring.buf = NULL;
     if (cell && !f->spill && (size_t)slots * cell <= CELLS_MAX_BYTES)
-        f->ring.buf = aligned_alloc(128, ((size_t)slots * cell + 127) & ~(size_t)127);
+        f->ring.buf = ring_alloc(f, (size_t)slots * cell);
     if (f->ring.buf) {
         qf__ring_init_cells(&f->ring, f->ring.buf, slots, cap, c->value_bytes);
     } else {
         /* 128-byte aligned: a line holds four whole cells (qf_ring-impl.h,
          * note 10), and adjacent-line pairs hold eight. */
-        size_t bytes = (qf__ring_storage_bytes(slots) + 127) & ~(size_t)127;
-        f->ring.buf = aligned_alloc(128, bytes);
+        f->ring.buf = ring_alloc(f, qf__ring_storage_bytes(slots));
         if (!f->ring.buf)
             return false;
-        memset(f->ring.buf, 0, bytes);
+        memset(f->ring.buf, 0, f->ring_bytes);
         qf__ring_init(&f->ring, f->ring.buf, slots, cap, true);
     }
     f->put_one =
@@ -981,7 +995,10 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
 
 void qf__fifo_free_ring(qf__fifo *f)
 {
-    free(f->ring.buf);
+    if (f->ring_bytes >= QF__PAGEMEM_MIN)
+        qf__pagemem_free(f->ring.buf, f->ring_bytes, 128);
+    else
+        free(f->ring.buf);
     f->ring.buf = NULL;
 }
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "qf_lock-impl.h"
+#include "qf_pagemem-impl.h"
 #include "qf_tensor-impl.h"
 #include "qf_tsan-impl.h"
 
@@ -77,10 +78,13 @@ static size_t block_bytes(size_t data_cap)
     return (total + QF__STRBLOCK_ALIGN - 1) / QF__STRBLOCK_ALIGN * QF__STRBLOCK_ALIGN;
 }
 
+/* A block's memory: on huge pages and kept warm for reuse
+ * (qf_pagemem-impl.h): a reader's first blocks are otherwise fresh pages,
+ * a fault each, and a program that reads its files once pays them all. */
 static void block_destroy(qf__strblock *r)
 {
     free(r->prefix);
-    free(r);
+    qf__pagemem_free(r, block_bytes(r->cap), QF__STRBLOCK_ALIGN);
 }
 
 /* Blocks whose pools are gone, kept for the pools that come next. A
@@ -228,7 +232,7 @@ static qf__strblock *block_alloc(size_t data_cap)
         return r;
     }
     size_t rows = block_rows(data_cap);
-    r = aligned_alloc(QF__STRBLOCK_ALIGN, block_bytes(data_cap));
+    r = qf__pagemem_alloc(block_bytes(data_cap), QF__STRBLOCK_ALIGN);
     if (!r) {
         qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating a read buffer of %zu bytes",
                      data_cap);
