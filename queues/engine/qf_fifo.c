@@ -769,19 +769,14 @@ static qf_code take_wait(qf__fifo *f, take_call *t, const qf__wait *w, unsigned 
 static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
                          void **ret_slots, size_t *ret_n)
 {
-    /* One element: the loop's first take is made here, before the call's
-     * set-up, and a miss (nothing claimed) goes straight to the wait below:
-     * taking again at once would only repeat it, and a parking task paid
-     * for both (two of a ping-pong round trip's six takes). */
-    bool first_missed = false;
     if (max == 1) {
+        /* The loop's first round for one element, when it is there. */
         size_t claimed;
         if (take_now(f, ret_slots, 1, 1, &claimed) == 1) {
             if (ret_n)
                 *ret_n = 1;
             return QF_OK;
         }
-        first_missed = claimed == 0;
     }
     take_call t = {.min = min, .max = max, .up_to = up_to, .slots = ret_slots};
     spin sp = {0};
@@ -797,11 +792,8 @@ static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const 
         /* Holding some already (gathering, or tombstones cut a take
          * short): anything helps. Else all of min at once. */
         size_t lo = t.got > 0 || t.holder ? 1 : min;
-        size_t claimed = 0;
-        if (first_missed)
-            first_missed = false; /* the take above was this round's */
-        else
-            t.got += take_now(f, ret_slots + t.got, lo, max - t.got, &claimed);
+        size_t claimed;
+        t.got += take_now(f, ret_slots + t.got, lo, max - t.got, &claimed);
         if (t.got >= min)
             break;
         if (claimed > 0) {
