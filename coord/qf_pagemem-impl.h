@@ -38,6 +38,8 @@
  *   - Any thread, any number at once: one lock, taken once per buffer of
  *     tens of KiB or more, never on a per-element path. Blocking only in
  *     the sense of that lock and of mmap(2)/madvise(2).
+ *   - fork(): the lock is taken around it (pthread_atfork), so a child
+ *     made while another thread was inside finds it free.
  *   - AddressSanitizer builds take the buffers from aligned_alloc() and
  *     free(), so that an overflow or a use after free still reports.
  *   - Callers use it for buffers of QF__PAGEMEM_MIN bytes or more; below

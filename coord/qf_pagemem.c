@@ -13,6 +13,7 @@
  */
 #include "qf_pagemem-impl.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -94,6 +95,25 @@ static struct {
     qf__pagemem_stats st;
 } pm;
 
+/* fork() while another thread holds the lock would leave the child's copy
+ * held forever: the fork waits for it, as malloc()'s own locks do. */
+static void fork_prepare(void)
+{
+    qf__lock(&pm.lock);
+}
+
+static void fork_after(void)
+{
+    qf__unlock(&pm.lock);
+}
+
+static void register_fork_handlers(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_after, fork_after);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
 /* A fresh mapping of `bytes`, aligned to a chunk and advised as huge
  * pages; NULL when the system refuses it. Over-map by a chunk, then unmap
  * the ends that the alignment leaves. */
@@ -174,6 +194,7 @@ void *qf__pagemem_alloc(size_t bytes, size_t align)
     bool own = n > QF__PAGEMEM_CHUNK / 2;
     if (own && n > SIZE_MAX - QF__PAGEMEM_CHUNK)
         return NULL;
+    pthread_once(&fork_once, register_fork_handlers);
     qf__lock(&pm.lock);
     void *p = NULL;
     bin *b = find_bin(n, align, false);

@@ -2,18 +2,22 @@
  * alignment, no two live buffers overlap, a freed buffer is the next one of
  * its size (warm, no fault), the warm bound gives pages back and the cold
  * buffers still work, the chunks carry the huge-page advice, bad arguments
- * get NULL, and threads share it without losing or mixing up a buffer.
+ * get NULL, threads share it without losing or mixing up a buffer, and a
+ * fork while a thread is inside leaves the child a free lock.
  * The allocator is one per process and the ThreadSanitizer build runs the
  * tests in one process, so a test may find buffers left by another: the
  * counts are checked as differences. */
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "qf_pagemem-impl.h"
 
@@ -245,4 +249,45 @@ Test(pagemem, threads_share_it_without_losing_or_mixing_up_a_buffer, .timeout = 
         pthread_join(th[i], &ret);
         cr_expect_null(ret, "thread %d: %s", i, ret ? (char *)ret : "");
     }
+}
+
+static atomic_bool churning;
+
+static void *churn_until_told(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&churning)) {
+        void *p = qf__pagemem_alloc(96 << 10, 4096);
+        if (p)
+            ((char *)p)[0] = 1;
+        qf__pagemem_free(p, 96 << 10, 4096);
+    }
+    return NULL;
+}
+
+/* A fork while another thread is inside the allocator: the child's copy of
+ * the lock must be free. A child that hangs is ended by its alarm. */
+Test(pagemem, a_fork_while_another_thread_allocates_leaves_the_child_a_free_lock, .timeout = 120)
+{
+    atomic_store(&churning, true);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, churn_until_told, NULL), 0);
+    for (int i = 0; i < 50; i++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            alarm(10);
+            void *p = qf__pagemem_alloc(96 << 10, 4096);
+            qf__pagemem_free(p, 96 << 10, 4096);
+            _exit(p ? 0 : 3);
+        }
+        int st = 0;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "child %d: %s %d (a signal 14 is its alarm: the lock was held)", i,
+                  WIFEXITED(st) ? "exit" : "signal",
+                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    }
+    atomic_store(&churning, false);
+    pthread_join(th, NULL);
 }
