@@ -23,10 +23,14 @@
  * bytes in all; past that a freed buffer's pages go back to the system
  * (MADV_DONTNEED; its own mapping is unmapped) and it stays on its list
  * "cold", faulting again when used. So what stays resident after a peak is
- * bounded, as malloc() bounds it, while a pipeline built again and again
- * (per epoch, per request stream, per benchmark repetition) finds its
- * memory warm. The price: a process that uses it at all holds at least one
- * chunk, which with huge pages is 2 MiB resident once touched.
+ * bounded, while a pipeline built again and again (per epoch, per request
+ * stream, per benchmark repetition) finds its memory warm. Unlike
+ * malloc(), nothing moves from warm to cold later: after a peak, the first
+ * 32 MiB freed stay warm whatever their sizes, and later buffers of other
+ * sizes go cold (or, over half a chunk, are mapped and unmapped each
+ * time). Cold buffers keep their addresses and one page each. The price:
+ * a process that uses it at all holds at least one chunk, which with huge
+ * pages is 2 MiB resident once touched.
  *
  * Contract.
  *   - qf__pagemem_alloc(bytes, align): a buffer of at least `bytes`
@@ -38,6 +42,8 @@
  *   - Any thread, any number at once: one lock, taken once per buffer of
  *     tens of KiB or more, never on a per-element path. Blocking only in
  *     the sense of that lock and of mmap(2)/madvise(2).
+ *   - Pages of 4 KiB only: on a kernel with larger pages every buffer
+ *     comes from aligned_alloc() and goes back to free().
  *   - fork(): the lock is taken around it (pthread_atfork), so a child
  *     made while another thread was inside finds it free.
  *   - AddressSanitizer builds take the buffers from aligned_alloc() and

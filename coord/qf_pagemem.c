@@ -14,10 +14,12 @@
 #include "qf_pagemem-impl.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "qf_lock-impl.h"
 
@@ -52,15 +54,24 @@ static size_t norm_align(size_t align)
     return align;
 }
 
+/* n bytes (whole pages) at align from aligned_alloc(), which wants a size
+ * that is a multiple of the alignment. */
+static void *plain_alloc(size_t n, size_t align)
+{
+    if (n > SIZE_MAX - align)
+        return NULL;
+    return aligned_alloc(align, (n + align - 1) & ~(align - 1));
+}
+
 #ifdef PAGEMEM_PLAIN
 
 void *qf__pagemem_alloc(size_t bytes, size_t align)
 {
     size_t n = round_bytes(bytes);
     align = norm_align(align);
-    if (!n || !align || n > SIZE_MAX - align)
+    if (!n || !align)
         return NULL;
-    return aligned_alloc(align, (n + align - 1) & ~(align - 1));
+    return plain_alloc(n, align);
 }
 
 void qf__pagemem_free(void *p, size_t bytes, size_t align)
@@ -185,12 +196,29 @@ static void *carve(size_t n, size_t align)
     return pm.chunk + off;
 }
 
+/* The chunks assume 4 KiB pages (a cold buffer keeps its first page; an
+ * own mapping's ends are unmapped at 4 KiB boundaries). On a kernel with
+ * larger pages (arm64 or ppc64le with 64 KiB) buffers come from
+ * aligned_alloc() and go back to free(), as in AddressSanitizer builds. */
+static bool pages_of_4k(void)
+{
+    static _Atomic int known; /* 0: not yet, 1: 4 KiB, 2: other */
+    int k = atomic_load_explicit(&known, memory_order_relaxed);
+    if (k == 0) {
+        k = sysconf(_SC_PAGESIZE) == (long)PAGE ? 1 : 2;
+        atomic_store_explicit(&known, k, memory_order_relaxed);
+    }
+    return k == 1;
+}
+
 void *qf__pagemem_alloc(size_t bytes, size_t align)
 {
     size_t n = round_bytes(bytes);
     align = norm_align(align);
     if (!n || !align)
         return NULL;
+    if (!pages_of_4k())
+        return plain_alloc(n, align);
     bool own = n > QF__PAGEMEM_CHUNK / 2;
     if (own && n > SIZE_MAX - QF__PAGEMEM_CHUNK)
         return NULL;
@@ -215,6 +243,10 @@ void qf__pagemem_free(void *p, size_t bytes, size_t align)
 {
     if (!p)
         return;
+    if (!pages_of_4k()) {
+        free(p);
+        return;
+    }
     size_t n = round_bytes(bytes);
     align = norm_align(align);
     bool own = n > QF__PAGEMEM_CHUNK / 2;

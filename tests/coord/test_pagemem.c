@@ -28,6 +28,14 @@
 #define PLAIN 1
 #endif
 #endif
+/* Sanitizers make every mapping and every access slower: fewer rounds. */
+#if defined(PLAIN) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
 
 static void fill(unsigned char *p, size_t n, unsigned tag)
 {
@@ -77,27 +85,27 @@ Test(pagemem, a_freed_buffer_is_the_next_of_its_size_and_alignment)
     fill(a, 400 << 10, 1);
     qf__pagemem_stats st0, st;
     qf__pagemem_get_stats(&st0);
+    if (st0.warm_bytes + (400 << 10) + (3 << 20) > QF__PAGEMEM_WARM_MAX) {
+        /* Another test of this process filled the warm bound: these would
+         * go cold (behind any warm one of their size) or be unmapped. */
+        qf__pagemem_free(a, 400 << 10, 16384);
+        qf__pagemem_free(own, 3 << 20, 128);
+        cr_skip_test("the warm bound is full");
+    }
     qf__pagemem_free(a, 400 << 10, 16384);
     qf__pagemem_free(own, 3 << 20, 128);
     qf__pagemem_get_stats(&st);
-    /* Room under the warm bound (another test may have filled it). */
-    bool room = st0.warm_bytes + (400 << 10) + (3 << 20) <= QF__PAGEMEM_WARM_MAX;
-    if (room)
-        cr_expect_eq(st.warm_bytes - st0.warm_bytes, (size_t)(400 << 10) + (3 << 20));
+    cr_expect_eq(st.warm_bytes - st0.warm_bytes, (size_t)(400 << 10) + (3 << 20));
     /* Another size or alignment does not take it. */
     unsigned char *b = qf__pagemem_alloc(400 << 10, 128);
     cr_assert_neq(b, a);
     cr_expect_eq(qf__pagemem_alloc(400 << 10, 16384), a);
-    void *own2 = qf__pagemem_alloc(3 << 20, 128);
-    if (room) /* else its mapping went back to the system */
-        cr_expect_eq(own2, own);
-    own = own2;
+    cr_expect_eq(qf__pagemem_alloc(3 << 20, 128), own);
     /* Warm: its pages were kept (the link took its first 8 bytes only). */
     for (size_t i = 512; i < (400 << 10); i += 512)
         cr_assert_eq(a[i], (unsigned char)(1 + i / 512), "the reused buffer lost byte %zu", i);
     qf__pagemem_get_stats(&st);
-    if (room)
-        cr_expect_eq(st.warm_bytes + st.cold_bytes, st0.warm_bytes + st0.cold_bytes);
+    cr_expect_eq(st.warm_bytes + st.cold_bytes, st0.warm_bytes + st0.cold_bytes);
     qf__pagemem_free(a, 400 << 10, 16384);
     qf__pagemem_free(b, 400 << 10, 128);
     qf__pagemem_free(own, 3 << 20, 128);
@@ -204,7 +212,11 @@ Test(pagemem, bad_arguments_get_null_and_null_frees_nothing)
     qf__pagemem_free(NULL, 4096, 4096);
 }
 
+#ifdef SANITIZED
+enum { THREADS = 8, ROUNDS = 300, HELD = 4 };
+#else
 enum { THREADS = 8, ROUNDS = 3000, HELD = 4 };
+#endif
 
 static void *churn(void *arg)
 {
@@ -269,6 +281,11 @@ static void *churn_until_told(void *arg)
  * the lock must be free. A child that hangs is ended by its alarm. */
 Test(pagemem, a_fork_while_another_thread_allocates_leaves_the_child_a_free_lock, .timeout = 120)
 {
+#ifdef PLAIN
+    /* There the buffers are the sanitizer's allocator's, whose own locks
+     * a fork in the middle of an allocation leaves held in the child. */
+    cr_skip_test("AddressSanitizer build: buffers come from aligned_alloc()");
+#endif
     atomic_store(&churning, true);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, churn_until_told, NULL), 0);
