@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "qf_member_mem-impl.h"
+#include "qf_test_fork.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CACHE_OFF 1
@@ -183,19 +184,28 @@ Test(member_mem, threads_share_it_without_mixing_blocks)
 
 /* fork() while other threads take and free blocks: the child, which has
  * only the forking thread, can still allocate (no lock is left held by a
- * thread that does not exist there). The child's own watchdog turns a
- * hang into a failure. */
-static atomic_bool churn_stop;
-
+ * thread that does not exist there; qf_test_fork.h). */
 static void *churn_until_stopped(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&churn_stop)) {
+    while (atomic_load(&qft_churning)) {
         uint8_t c;
         void *p = qf__member_mem_alloc(600, &c);
         qf__member_mem_free(p, c);
     }
     return NULL;
+}
+
+static int child_allocates(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        uint8_t c;
+        void *p = qf__member_mem_alloc(600, &c);
+        if (!p)
+            return 2;
+        qf__member_mem_free(p, c);
+    }
+    return 0;
 }
 
 Test(member_mem, a_child_forked_meanwhile_can_allocate, .timeout = 60)
@@ -205,29 +215,5 @@ Test(member_mem, a_child_forked_meanwhile_can_allocate, .timeout = 60)
      * test (its child can hang the same way). */
     cr_skip_test("AddressSanitizer build: the slabs are off");
 #endif
-    atomic_store(&churn_stop, false);
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++)
-        cr_assert_eq(pthread_create(&t[i], NULL, churn_until_stopped, NULL), 0);
-    for (int f = 0; f < 50; f++) {
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid == 0) {
-            alarm(10); /* a hang in the child ends it with SIGALRM */
-            for (int i = 0; i < 1000; i++) {
-                uint8_t c;
-                void *p = qf__member_mem_alloc(600, &c);
-                if (!p)
-                    _exit(2);
-                qf__member_mem_free(p, c);
-            }
-            _exit(0);
-        }
-        int st = 0;
-        cr_assert_eq(waitpid(pid, &st, 0), pid);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork %d: child status %d", f, st);
-    }
-    atomic_store(&churn_stop, true);
-    for (int i = 0; i < 4; i++)
-        pthread_join(t[i], NULL);
+    qft_forks_while_churning(4, churn_until_stopped, 50, child_allocates);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "qf_pagemem-impl.h"
+#include "qf_test_fork.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PLAIN 1
@@ -263,12 +264,10 @@ Test(pagemem, threads_share_it_without_losing_or_mixing_up_a_buffer, .timeout = 
     }
 }
 
-static atomic_bool churning;
-
 static void *churn_until_told(void *arg)
 {
     (void)arg;
-    while (atomic_load(&churning)) {
+    while (atomic_load(&qft_churning)) {
         void *p = qf__pagemem_alloc(96 << 10, 4096);
         if (p)
             ((char *)p)[0] = 1;
@@ -277,8 +276,15 @@ static void *churn_until_told(void *arg)
     return NULL;
 }
 
+static int child_allocates(void)
+{
+    void *p = qf__pagemem_alloc(96 << 10, 4096);
+    qf__pagemem_free(p, 96 << 10, 4096);
+    return p ? 0 : 3;
+}
+
 /* A fork while another thread is inside the allocator: the child's copy of
- * the lock must be free. A child that hangs is ended by its alarm. */
+ * the lock must be free (qf_test_fork.h). */
 Test(pagemem, a_fork_while_another_thread_allocates_leaves_the_child_a_free_lock, .timeout = 120)
 {
 #ifdef PLAIN
@@ -286,25 +292,5 @@ Test(pagemem, a_fork_while_another_thread_allocates_leaves_the_child_a_free_lock
      * a fork in the middle of an allocation leaves held in the child. */
     cr_skip_test("AddressSanitizer build: buffers come from aligned_alloc()");
 #endif
-    atomic_store(&churning, true);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, churn_until_told, NULL), 0);
-    for (int i = 0; i < 50; i++) {
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid == 0) {
-            alarm(10);
-            void *p = qf__pagemem_alloc(96 << 10, 4096);
-            qf__pagemem_free(p, 96 << 10, 4096);
-            _exit(p ? 0 : 3);
-        }
-        int st = 0;
-        cr_assert_eq(waitpid(pid, &st, 0), pid);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                  "child %d: %s %d (a signal 14 is its alarm: the lock was held)", i,
-                  WIFEXITED(st) ? "exit" : "signal",
-                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    }
-    atomic_store(&churning, false);
-    pthread_join(th, NULL);
+    qft_forks_while_churning(1, churn_until_told, 50, child_allocates);
 }
