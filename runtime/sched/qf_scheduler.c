@@ -475,7 +475,23 @@ static qf_task *rescue(qf__worker *w)
     return t;
 }
 
-/* ----------------------------------------------------------------- timers */
+/* ----------------------------------------------------------------- timers
+ *
+ * A heap of armed tasks under timer_lock; next_timer, the earliest
+ * deadline (QF_FOREVER for none), is published under the lock for the
+ * lock-free looks. Why no timer is missed while every worker sleeps: a
+ * sleeping worker's futex wait ends at the next_timer it read in
+ * idle_wait(), and it read that after announcing itself (the event
+ * count's prepare, a seq_cst RMW) and after its last look, which counts a
+ * due timer as work. An arm that makes its timer the earliest publishes
+ * it, then notifies every sleeper (a full fence, then the sleeper count):
+ * either the notify sees the announce and ends that wait, or the
+ * worker's read, after its announce, sees the new deadline. An arm that
+ * is not the earliest wakes nobody: every sleeper's deadline is at or
+ * before it, and a worker back from that deadline reads next_timer again.
+ * tests/model/sched_idle.pml (NT > 0) checks this, and finds the timer
+ * left unfired when the notify is left out (TNOTIFY=0) or the deadline is
+ * read before the announce (TEARLY=1). */
 
 static void heap_swap(qf_runtime *rt, size_t a, size_t b)
 {

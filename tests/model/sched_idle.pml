@@ -38,9 +38,32 @@
  * in an interleaving order; the C code orders each store-then-load pair
  * here with seq_cst operations or full fences.
  *
- * Checked: once every pusher is done and nothing can move (spin's
- * `timeout`), no task is left waiting unless every worker is inside a task
- * that runs for ever: no task waits while a worker sleeps.
+ * Timers (NT > 0; qf_task_sleep_until(), fire_timers(), idle_wait()'s
+ * deadline). NT armers each arm one timer: timer i falls due at time
+ * i + 1 of a clock that a Clock process moves from 0 to NT + 1 whenever
+ * it likes (time passing, abstracted). Arming is one step under
+ * timer_lock: the heap changes and next_timer (the earliest armed
+ * deadline, 255 for none) is published; after the unlock, an armer whose
+ * timer became the earliest notifies every sleeper (qf_eventcount_notify
+ * with all: the fence, then sleepers? seq++ and wake all). A look fires
+ * the earliest due timer when the published next_timer says one is due
+ * (fire_timers(): its task is woken into the looking worker's next slot,
+ * which the worker runs next: here the look finds it). idle_wait()'s last
+ * look counts a due timer as work (work_visible()); after that look the
+ * worker reads next_timer as its futex wait's deadline, and the wait also
+ * ends when the clock reaches that deadline (a wake the kernel sends to a
+ * waiter that is timing out is lost with it, the worse case). Seeded bugs:
+ * TNOTIFY=0 arms the earliest timer without the notify (workers asleep
+ * with an older deadline, or none, never see the new one); TEARLY=1 reads
+ * the deadline before the announce (prepare), so an arm and its notify
+ * can fall between the read and the announce. check.sh expects spin to
+ * find both.
+ *
+ * Checked: once every pusher and armer is done and nothing can move
+ * (spin's `timeout`, the clock at its end, so every armed timer is due),
+ * no task is left waiting and every timer has fired, unless every worker
+ * is inside a task that runs for ever: no task waits while a worker
+ * sleeps, and no due timer waits while a worker sleeps.
  */
 #ifndef NW
 #define NW 2
@@ -57,6 +80,17 @@
 #ifndef HANDOVER
 #define HANDOVER 1 /* 0: a seeded bug, waking cleared but no hand-over wake */
 #endif
+#ifndef NT
+#define NT 0 /* timers (armers) */
+#endif
+#ifndef TNOTIFY
+#define TNOTIFY 1 /* 0: a seeded bug, arming the earliest timer wakes no sleeper */
+#endif
+#ifndef TEARLY
+#define TEARLY 0 /* 1: a seeded bug, the sleep's deadline read before the announce */
+#endif
+#define FOREVER 255
+#define TEND (NT + 1) /* the clock's last time: every timer due */
 
 byte queued = 0;   /* in the global queue */
 byte inring = 0;   /* in local rings */
@@ -69,6 +103,13 @@ byte tokens = 0;   /* futex wakes not yet taken by a waiter */
 byte pushed = 0;
 byte taken = 0;
 byte longs = 0;
+byte now = 0;              /* the clock */
+byte tstate[NT + 1];       /* timer i: 0 not armed, 1 armed, 2 fired */
+byte next_timer = FOREVER; /* published under timer_lock: earliest armed deadline */
+byte armed = 0;
+byte fired = 0;
+byte armers_done = 0;
+byte allgen = 0; /* futex_wake(all) calls: each wakes the waiters then in the kernel */
 
 /* qf_eventcount_notify(one): fence, sleepers? then seq++, futex_wake(1) */
 inline notify()
@@ -109,12 +150,40 @@ inline signal()
     fi
 }
 
-/* A look: one task (global queue or a ring), or a batch of two from the
+/* The earliest armed timer's deadline, or FOREVER (under timer_lock). */
+inline publish_next_timer()
+{
+    next_timer = FOREVER;
+    ti = 0;
+    do
+    :: ti < NT ->
+        if
+        :: tstate[ti] == 1 && ti + 1 < next_timer -> next_timer = ti + 1
+        :: else
+        fi;
+        ti++
+    :: else -> break
+    od;
+    ti = 0
+}
+
+/* fire_timers() under timer_lock: the earliest armed timer (due, as the
+ * caller saw next_timer <= now) fires: its task is woken into the firing
+ * worker's next slot, and that worker runs it next. */
+inline fire_earliest()
+{
+    tstate[next_timer - 1] = 2;
+    fired++;
+    publish_next_timer()
+}
+
+/* A look: a due timer's task, one task (global queue or a ring), or a batch of two from the
  * global queue (one kept in the taker's ring). */
 inline look()
 {
     atomic {
         if
+        :: next_timer <= now -> fire_earliest(); got = 1
         :: queued > 1 -> queued = queued - 2; inring++; taken++; got = 1; batch = 1
         :: queued > 0 -> queued--; taken++; got = 1
         :: inring > 0 -> inring--; taken++; got = 1
@@ -129,7 +198,7 @@ inline look()
 
 proctype Worker()
 {
-    byte ticket;
+    byte ticket, ti, dl = FOREVER, kgen;
     bool got, batch, claimed, woken, counted, last;
 loop:
     /* find_local */
@@ -155,21 +224,44 @@ loop:
     :: got -> goto found
     :: else
     fi;
-    /* idle_wait: announce, clear waking, last look, sleep */
+    /* idle_wait: announce, clear waking, last look, the deadline, sleep */
+#if TEARLY
+    dl = next_timer;
+#endif
     atomic { sleepers++; ticket = seq };
     waking = 0;
     if
-    :: queued + inring > 0 -> atomic { sleepers--; woken = 1; ticket = 0 }; goto loop /* cancel */
+    :: queued + inring > 0 || next_timer <= now ->
+        atomic { sleepers--; woken = 1; ticket = 0; dl = FOREVER }; goto loop /* cancel */
     :: else
     fi;
-    /* qf_eventcount_wait: futex_wait(&seq, ticket) */
+#if !TEARLY
+    dl = next_timer;
+#endif
+    /* qf_eventcount_wait: futex_wait(&seq, ticket) until the deadline dl */
     if
-    :: atomic { seq == ticket -> in_kernel++ };
+    :: atomic { seq == ticket -> in_kernel++; kgen = allgen };
 end_sleep:
-        atomic { tokens > 0 -> tokens--; in_kernel-- }
+        if
+        :: atomic { tokens > 0 -> tokens--; in_kernel-- }
+        :: atomic {
+               kgen != allgen -> in_kernel--;
+               if
+               :: tokens > in_kernel -> tokens = in_kernel
+               :: else
+               fi
+           }
+        :: atomic {
+               dl <= now -> in_kernel--;
+               if
+               :: tokens > in_kernel -> tokens = in_kernel
+               :: else
+               fi
+           }
+        fi
     :: atomic { seq != ticket -> skip }
     fi;
-    atomic { sleepers--; ticket = 0; woken = 1 };
+    atomic { sleepers--; ticket = 0; woken = 1; dl = FOREVER; kgen = 0 };
     goto loop;
 found:
     /* found_work: the clear, then the hand-over */
@@ -209,6 +301,47 @@ proctype Pusher()
     pushed++
 }
 
+/* qf_eventcount_notify(all): fence, sleepers? then seq++, futex_wake(all):
+ * every waiter in the kernel at that moment (and only those) leaves. */
+inline notify_all()
+{
+    if
+    :: sleepers > 0 ->
+        seq++;
+        allgen++
+    :: else
+    fi
+}
+
+/* qf_task_sleep_until(t, i + 1) of a task with no timer armed. */
+proctype Armer(byte i)
+{
+    bool earliest;
+    byte ti;
+    atomic { /* timer_lock */
+        tstate[i] = 1;
+        armed++;
+        publish_next_timer();
+        earliest = next_timer == i + 1
+    };
+#if TNOTIFY
+    if
+    :: earliest -> notify_all()
+    :: else
+    fi;
+#endif
+    armers_done++
+}
+
+/* Time passes, as far as the last deadline. */
+proctype Clock()
+{
+    do
+    :: now < TEND -> now++
+    :: else -> break
+    od
+}
+
 init
 {
     byte k;
@@ -222,8 +355,17 @@ init
         do
         :: k < NP -> run Pusher(); k++
         :: else -> break
-        od
+        od;
+        k = 0;
+        do
+        :: k < NT -> run Armer(k); k++
+        :: else -> break
+        od;
+        if
+        :: NT > 0 -> run Clock()
+        :: else
+        fi
     };
-    (pushed == NP);
-    timeout -> assert(queued + inring == 0 || longs == NW)
+    (pushed == NP && armers_done == NT);
+    timeout -> assert((queued + inring == 0 && fired == armed) || longs == NW)
 }
