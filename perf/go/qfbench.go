@@ -202,8 +202,54 @@ func spawn(n int) {
 	fmt.Printf("ns_per_task %.1f\n", float64(el.Nanoseconds())/float64(n))
 }
 
+// wake: the main goroutine sends one value at a time to a goroutine parked
+// in a receive; a sample is the time from just before the send until the
+// receiver holds the value (task.wake.from_task). Before each send the
+// sender sleeps gap and waits for the last value to be taken. busy: after
+// each send the sender keeps its P for gap instead of parking, so another
+// P must run the receiver.
+func wake(rounds, warmup int, gap time.Duration, busy bool) {
+	ch := make(chan int, 16)
+	t0 := make([]int64, rounds)
+	t1 := make([]int64, rounds)
+	var taken atomic.Int64
+	base := time.Now()
+	done := make(chan struct{})
+	go func() {
+		for v := range ch {
+			t1[v] = int64(time.Since(base))
+			if int64(v) != taken.Load() {
+				fail("wake: received %d, expected %d", v, taken.Load())
+			}
+			taken.Store(int64(v + 1))
+		}
+		close(done)
+	}()
+	for i := 0; i < rounds; i++ {
+		time.Sleep(gap)
+		for taken.Load() < int64(i) {
+			time.Sleep(gap)
+		}
+		t0[i] = int64(time.Since(base))
+		ch <- i
+		if busy {
+			for time.Since(base) < time.Duration(t0[i])+gap {
+			}
+		}
+	}
+	close(ch)
+	<-done
+	lat := make([]int64, 0, rounds-warmup)
+	for i := warmup; i < rounds; i++ {
+		lat = append(lat, t1[i]-t0[i])
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	n := len(lat)
+	fmt.Printf("p50_ns %d\np99_ns %d\n", lat[(n*50+99)/100-1], lat[(n*99+99)/100-1])
+}
+
 func main() {
-	mode := flag.String("mode", "tput", "tput | pingpong | runners | runners_fair | spawn")
+	mode := flag.String("mode", "tput", "tput | pingpong | runners | runners_fair | spawn | wake_parks | wake_busy")
 	p := flag.Int("producers", 1, "producer goroutines (tput, runners)")
 	c := flag.Int("consumers", 1, "consumer goroutines (tput)")
 	capacity := flag.Int("capacity", 1024, "channel buffer")
@@ -221,6 +267,10 @@ func main() {
 		spawn(*items)
 	case "runners_fair":
 		runners(*p, *capacity, *window, true)
+	case "wake_parks":
+		wake(*items, 100, 50*time.Microsecond, false)
+	case "wake_busy":
+		wake(*items, 100, 50*time.Microsecond, true)
 	default:
 		fail("unknown mode %q", *mode)
 	}
