@@ -94,6 +94,10 @@ typedef struct qf__worker {
     /* The owner's pick count, published (relaxed) at every pick; and the
      * value another worker last saw there (qf_scheduler.c, "Rescue"). */
     _Atomic unsigned beat, beat_seen;
+    /* The deadline of the owner's latest idle wait (QF_FOREVER before the
+     * first): written by the owner before its wait, read by whoever arms
+     * the runtime's earliest timer (qf_scheduler.c, "timers"). */
+    _Atomic int64_t sleep_dl;
     /* The worker slice the owner follows (qf_scheduler.c, follow_slice()):
      * the setting's generation it last took, and what it changed. Owner
      * only. */

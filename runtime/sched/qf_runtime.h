@@ -277,7 +277,12 @@ QF_API void qf_task_waker_init(qf_task *t, qf_waker *w);
  * qf_task_sleep_until() - arm the task's timer: it is woken at `deadline`
  * (QF_FOREVER disarms). The task then returns QF_PENDING as usual; an
  * earlier wake from elsewhere leaves the timer armed until it fires or is
- * re-armed. Only from the task itself. Never blocks.
+ * re-armed. Only from the task itself. Never blocks: a short lock on the
+ * runtime's timer heap; when the timer becomes the runtime's earliest and a
+ * worker sleeps with a later deadline, one futex call wakes the sleepers
+ * (so a due timer is fired by a sleeping worker even while the arming
+ * worker is held by a long poll); a worker sleeping until an earlier
+ * deadline takes the new one when it wakes, with no call.
  */
 QF_API void qf_task_sleep_until(qf_task *t, qf_deadline deadline);
 

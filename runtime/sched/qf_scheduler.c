@@ -480,18 +480,32 @@ static qf_task *rescue(qf__worker *w)
  * A heap of armed tasks under timer_lock; next_timer, the earliest
  * deadline (QF_FOREVER for none), is published under the lock for the
  * lock-free looks. Why no timer is missed while every worker sleeps: a
- * sleeping worker's futex wait ends at the next_timer it read in
- * idle_wait(), and it read that after announcing itself (the event
- * count's prepare, a seq_cst RMW) and after its last look, which counts a
- * due timer as work. An arm that makes its timer the earliest publishes
- * it, then notifies every sleeper (a full fence, then the sleeper count):
- * either the notify sees the announce and ends that wait, or the
- * worker's read, after its announce, sees the new deadline. An arm that
- * is not the earliest wakes nobody: every sleeper's deadline is at or
- * before it, and a worker back from that deadline reads next_timer again.
- * tests/model/sched_idle.pml (NT > 0) checks this, and finds the timer
- * left unfired when the notify is left out (TNOTIFY=0) or the deadline is
- * read before the announce (TEARLY=1). */
+ * sleeping worker's futex wait ends at the deadline it published in
+ * idle_wait() (sleep_dl: the earliest timer it read after its last look,
+ * which counts a due timer as work), and before it sleeps it runs a full
+ * fence and reads next_timer again, taking the earlier of the two. An arm
+ * that makes its timer the earliest publishes it, runs a full fence, then
+ * reads every worker's sleep_dl; if one is later than the new deadline it
+ * notifies every sleeper (qf_eventcount_notify: a fence, then the sleeper
+ * count). The two store-fence-load pairs: either the arm's read sees the
+ * sleeper's deadline (later: it notifies, and the sleeper's announce,
+ * before its deadline, is seen by the notify's count; not later: the
+ * sleeper wakes by the new deadline on its own), or the sleeper's second
+ * read sees the new next_timer. A worker's stale sleep_dl from an earlier
+ * sleep only costs a notify that was not needed, or skips one for a
+ * worker that is awake and reads next_timer before its next sleep. An arm
+ * that is not the earliest wakes nobody: every sleeper's deadline is at or
+ * before the earliest, and a worker back from its deadline reads
+ * next_timer again.
+ * Why not notify every time, as before: the notify is a futex call on the
+ * arming task's path, and a task that woke another and then parked on a
+ * timer made the woken task wait for it (task.wake.task_parks.p50 852-971
+ * ns with it, 320-411 ns without, README "A task woken by a task"); in a
+ * task that sleeps on a timer period after period, the other workers
+ * sleep until its earlier deadline, so the arm finds nobody past it.
+ * tests/model/sched_idle.pml (NT > 0) checks this, and finds a timer left
+ * unfired when the notify is left out (TNOTIFY=0) or the second read is
+ * (TNORELOAD=1). */
 
 static void heap_swap(qf_runtime *rt, size_t a, size_t b)
 {
@@ -547,6 +561,21 @@ static void publish_next_timer(qf_runtime *rt)
                           memory_order_release);
 }
 
+/* Whether a worker's latest idle wait (perhaps under way) ends after
+ * `deadline`, after a full fence: the published next_timer before, the
+ * loads after (see "timers"). */
+static bool sleeps_past(qf_runtime *rt, qf_deadline deadline)
+{
+    qf__fence_full();
+    int n = rt->nworkers ? rt->nworkers : 1;
+    for (int i = 0; i < n; i++) {
+        qf_deadline d = atomic_load_explicit(&rt->workers[i].sleep_dl, memory_order_relaxed);
+        if (qf_deadline_min(d, deadline) != d) /* later: QF_FOREVER is the latest */
+            return true;
+    }
+    return false;
+}
+
 void qf_task_sleep_until(qf_task *t, qf_deadline deadline)
 {
     if (!t) {
@@ -580,8 +609,9 @@ void qf_task_sleep_until(qf_task *t, qf_deadline deadline)
     publish_next_timer(rt);
     qf__unlock(&rt->timer_lock);
     if (earliest) {
-        /* Sleepers computed their deadline from the old earliest timer. */
-        qf_eventcount_notify(&rt->idle, true);
+        /* A sleeper whose deadline is later than this one must take it. */
+        if (sleeps_past(rt, deadline))
+            qf_eventcount_notify(&rt->idle, true);
         if (rt->efd >= 0 && atomic_exchange_explicit(&rt->efd_armed, 0, memory_order_acq_rel)) {
             uint64_t one = 1;
             ssize_t r = write(rt->efd, &one, sizeof(one));
@@ -809,7 +839,12 @@ static void idle_wait(qf_runtime *rt, int index, qf_deadline deadline)
         qf_eventcount_cancel(&rt->idle);
         return;
     }
+    /* The deadline, published, then the earliest timer read again (see
+     * "timers": an arm that read an older deadline here is seen now). */
     qf_deadline d = qf_deadline_min(deadline, qf_runtime_next_deadline(rt));
+    atomic_store_explicit(&rt->workers[index < 0 ? 0 : index].sleep_dl, d, memory_order_seq_cst);
+    qf__fence_full();
+    d = qf_deadline_min(d, qf_runtime_next_deadline(rt));
     if (index < 0) { /* the host thread of a runtime of 0 workers */
         qf_eventcount_wait_until(&rt->idle, ticket, d);
         return;
@@ -894,6 +929,7 @@ static void worker_init(qf_runtime *rt, qf__worker *w, int index)
     atomic_init(&w->next_slot, NULL);
     atomic_init(&w->beat, 0);
     atomic_init(&w->beat_seen, 0);
+    atomic_init(&w->sleep_dl, QF_FOREVER);
     qf__ring_init(&w->ring, w->buf, QF__LOCAL_RING, QF__LOCAL_RING - 1, false);
 }
 

@@ -76,10 +76,12 @@ BITSTATE=1 run sched_idle -DNW=2 -DNP=3
 BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2
 seeded sched_idle -DNW=2 -DNP=2 -DCLEAR=0
 seeded sched_idle -DNW=2 -DNP=2 -DHANDOVER=0
-run sched_idle -DNW=2 -DNP=0 -DNT=2
-run sched_idle -DNW=2 -DNP=1 -DNT=1
+run sched_idle -DNW=2 -DNP=0 -DNT=1
+run sched_idle -DNW=1 -DNP=1 -DNT=2
+BITSTATE=1 run sched_idle -DNW=2 -DNP=0 -DNT=2
+BITSTATE=1 run sched_idle -DNW=2 -DNP=1 -DNT=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=1 -DTNOTIFY=0
-seeded sched_idle -DNW=2 -DNP=0 -DNT=1 -DTEARLY=1
+seeded sched_idle -DNW=2 -DNP=0 -DNT=2 -DTNORELOAD=1
 run task_join -DNJ=3 -DND=1
 run task_join -DNJ=4 -DND=0
 seeded task_join -DMARK=0

@@ -44,20 +44,21 @@
  * it likes (time passing, abstracted). Arming is one step under
  * timer_lock: the heap changes and next_timer (the earliest armed
  * deadline, 255 for none) is published; after the unlock, an armer whose
- * timer became the earliest notifies every sleeper (qf_eventcount_notify
- * with all: the fence, then sleepers? seq++ and wake all). A look fires
- * the earliest due timer when the published next_timer says one is due
- * (fire_timers(): its task is woken into the looking worker's next slot,
- * which the worker runs next: here the look finds it). idle_wait()'s last
- * look counts a due timer as work (work_visible()); after that look the
- * worker reads next_timer as its futex wait's deadline, and the wait also
- * ends when the clock reaches that deadline (a wake the kernel sends to a
- * waiter that is timing out is lost with it, the worse case). Seeded bugs:
- * TNOTIFY=0 arms the earliest timer without the notify (workers asleep
- * with an older deadline, or none, never see the new one); TEARLY=1 reads
- * the deadline before the announce (prepare), so an arm and its notify
- * can fall between the read and the announce. check.sh expects spin to
- * find both.
+ * timer became the earliest reads each worker's published sleep deadline
+ * (sdl[], one read a step) and, if one is later than its timer, notifies
+ * every sleeper (qf_eventcount_notify with all: the fence, then sleepers?
+ * seq++ and wake all). A look fires the earliest due timer when the
+ * published next_timer says one is due (fire_timers(): its task is woken
+ * into the looking worker's next slot, which the worker runs next: here
+ * the look finds it). idle_wait()'s last look counts a due timer as work;
+ * after it the worker reads next_timer, publishes that as its deadline
+ * (sdl), reads next_timer again and takes the earlier; its futex wait
+ * also ends when the clock reaches that deadline (a wake the kernel sends
+ * to a waiter that is timing out is lost with it, the worse case). Seeded
+ * bugs: TNOTIFY=0 arms the earliest timer without the notify; TNORELOAD=1
+ * leaves out the second read, so an arm that read the worker's old
+ * deadline (earlier than its timer: no notify) is missed by a worker that
+ * then sleeps with a later one. check.sh expects spin to find both.
  *
  * Checked: once every pusher and armer is done and nothing can move
  * (spin's `timeout`, the clock at its end, so every armed timer is due),
@@ -86,8 +87,8 @@
 #ifndef TNOTIFY
 #define TNOTIFY 1 /* 0: a seeded bug, arming the earliest timer wakes no sleeper */
 #endif
-#ifndef TEARLY
-#define TEARLY 0 /* 1: a seeded bug, the sleep's deadline read before the announce */
+#ifndef TNORELOAD
+#define TNORELOAD 0 /* 1: a seeded bug, no second read of next_timer after publishing the deadline */
 #endif
 #define FOREVER 255
 #define TEND (NT + 1) /* the clock's last time: every timer due */
@@ -109,6 +110,7 @@ byte next_timer = FOREVER; /* published under timer_lock: earliest armed deadlin
 byte armed = 0;
 byte fired = 0;
 byte armers_done = 0;
+byte sdl[NW];     /* each worker's published sleep deadline (FOREVER at first) */
 byte allgen = 0; /* futex_wake(all) calls: each wakes the waiters then in the kernel */
 
 /* qf_eventcount_notify(one): fence, sleepers? then seq++, futex_wake(1) */
@@ -196,7 +198,7 @@ inline look()
     fi
 }
 
-proctype Worker()
+proctype Worker(byte me)
 {
     byte ticket, ti, dl = FOREVER, kgen;
     bool got, batch, claimed, woken, counted, last;
@@ -225,9 +227,6 @@ loop:
     :: else
     fi;
     /* idle_wait: announce, clear waking, last look, the deadline, sleep */
-#if TEARLY
-    dl = next_timer;
-#endif
     atomic { sleepers++; ticket = seq };
     waking = 0;
     if
@@ -235,8 +234,13 @@ loop:
         atomic { sleepers--; woken = 1; ticket = 0; dl = FOREVER }; goto loop /* cancel */
     :: else
     fi;
-#if !TEARLY
     dl = next_timer;
+    sdl[me] = dl;
+#if !TNORELOAD
+    if
+    :: next_timer < dl -> dl = next_timer
+    :: else
+    fi;
 #endif
     /* qf_eventcount_wait: futex_wait(&seq, ticket) until the deadline dl */
     if
@@ -316,7 +320,7 @@ inline notify_all()
 /* qf_task_sleep_until(t, i + 1) of a task with no timer armed. */
 proctype Armer(byte i)
 {
-    bool earliest;
+    bool earliest, past;
     byte ti;
     atomic { /* timer_lock */
         tstate[i] = 1;
@@ -326,7 +330,23 @@ proctype Armer(byte i)
     };
 #if TNOTIFY
     if
-    :: earliest -> notify_all()
+    :: earliest ->
+        /* sleeps_past(): any worker's published deadline later than i + 1 */
+        ti = 0;
+        past = 0;
+        do
+        :: ti < NW ->
+            if
+            :: sdl[ti] > i + 1 -> past = 1
+            :: else
+            fi;
+            ti++
+        :: else -> break
+        od;
+        if
+        :: past -> notify_all()
+        :: else
+        fi
     :: else
     fi;
 #endif
@@ -348,7 +368,7 @@ init
     atomic {
         k = 0;
         do
-        :: k < NW -> run Worker(); k++
+        :: k < NW -> sdl[k] = FOREVER; run Worker(k); k++
         :: else -> break
         od;
         k = 0;
