@@ -96,8 +96,10 @@ typedef struct qf__worker {
     _Atomic unsigned beat, beat_seen;
     /* The deadline of the owner's latest idle wait (QF_FOREVER before the
      * first): written by the owner before its wait, read by whoever arms
-     * the runtime's earliest timer (qf_scheduler.c, "timers"). */
-    _Atomic int64_t sleep_dl;
+     * the runtime's earliest timer (qf_scheduler.c, "timers"). On a line of
+     * its own: the owner writes next_slot and beat at every pick, and an
+     * arm reads every worker's deadline. */
+    _Alignas(64) _Atomic int64_t sleep_dl;
     /* The worker slice the owner follows (qf_scheduler.c, follow_slice()):
      * the setting's generation it last took, and what it changed. Owner
      * only. */

@@ -843,6 +843,9 @@ static void idle_wait(qf_runtime *rt, int index, qf_deadline deadline)
     /* The deadline, published, then the earliest timer read again (see
      * "timers": an arm that read an older deadline here is seen now). */
     qf_deadline d = qf_deadline_min(deadline, qf_runtime_next_deadline(rt));
+    /* At least release, not relaxed with the fence alone: an arm that reads
+     * this deadline and notifies must then see this worker's announce in
+     * the sleeper count (the notify's fence acquires through this store). */
     atomic_store_explicit(&rt->workers[index < 0 ? 0 : index].sleep_dl, d, memory_order_seq_cst);
     qf__fence_full();
     d = qf_deadline_min(d, qf_runtime_next_deadline(rt));

@@ -80,7 +80,10 @@ run sched_idle -DNW=2 -DNP=0 -DNT=1
 run sched_idle -DNW=1 -DNP=1 -DNT=2
 BITSTATE=1 run sched_idle -DNW=2 -DNP=0 -DNT=2
 BITSTATE=1 run sched_idle -DNW=2 -DNP=1 -DNT=1
+run sched_idle -DNW=2 -DNP=0 -DNT=1 -DEARLYSTOP=1
+run sched_idle -DNW=1 -DNP=1 -DNT=2 -DEARLYSTOP=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=1 -DTNOTIFY=0
+seeded sched_idle -DNW=1 -DNP=0 -DNT=2 -DEARLYSTOP=1 -DTNORELOAD=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=2 -DTNORELOAD=1
 run task_join -DNJ=3 -DND=1
 run task_join -DNJ=4 -DND=0
