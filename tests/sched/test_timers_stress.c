@@ -17,6 +17,7 @@
  * idle event count). Only the sleeper can fire the timer; without the
  * notify it sleeps on and the test fails at its join deadline. */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,8 @@ static uint64_t next_rand(uint64_t *s)
 static qf_code sleeper_task(qf_task *t, void *arg)
 {
     sleeper *s = arg;
+    if (qf_task_is_cancelled(t))
+        return qf_set_error(QF_CANCELLED, "timer sleeper cancelled");
     if (s->at != 0) {
         if (!qf_deadline_passed(s->at)) {
             qf_task_sleep_until(t, s->at);
@@ -131,6 +134,48 @@ Test(timers_stress, few_tasks_on_four_workers_of_two_cores, .timeout = 300)
 Test(timers_stress, many_tasks_on_eight_workers, .timeout = 300)
 {
     sleepers_on(8, 64, qft_stress_scale(200, 20));
+}
+
+/* Oversubscribed (16 workers on 2 cores, 128 sleepers) and shut down at a
+ * moment drawn at random from the rounds done: every task ends, parked on
+ * its timer or not, finished or cancelled, and the shutdown returns. */
+Test(timers_stress, shutdown_at_a_random_moment_ends_every_sleeper, .timeout = 300)
+{
+    long tasks = 128, rounds = qft_stress_scale(100, 10), trials = qft_stress_scale(10, 3);
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (long trial = 0; trial < trials; trial++) {
+        qf_runtime *rt = NULL;
+        cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 16, .name = "timers"}, &rt),
+                     QF_OK);
+        run r = {.tasks = tasks, .rounds = rounds};
+        atomic_init(&r.done, 0);
+        qft_watchdog wd;
+        qft_watchdog_start(&wd, WATCHDOG_S, report, &r);
+        sleeper *s = calloc((size_t)tasks, sizeof(*s));
+        qf_task **ts = calloc((size_t)tasks, sizeof(*ts));
+        cr_assert(s && ts);
+        for (long i = 0; i < tasks; i++) {
+            s[i] = (sleeper){
+                .rng = next_rand(&rng) | 1, .rounds_left = rounds, .rounds_done = &r.done};
+            cr_assert_eq(qf_task_spawn(rt, sleeper_task, &s[i], NULL, &ts[i]), QF_OK);
+        }
+        /* Shut down once a random share of all rounds is done. */
+        long stop_at = (long)(next_rand(&rng) % (uint64_t)(tasks * rounds));
+        while (atomic_load(&r.done) < stop_at)
+            sched_yield();
+        cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_ns(JOIN_LIMIT_NS)), QF_OK,
+                     "trial %ld: shutdown after %ld rounds did not end every task", trial,
+                     atomic_load(&r.done));
+        for (long i = 0; i < tasks; i++) {
+            qf_code rc = qf_task_join(ts[i], QF_FOREVER, NULL);
+            cr_assert(rc == QF_OK || rc == QF_CANCELLED, "task %ld: %s", i, qf_code_name(rc));
+            qf_task_unref(ts[i]);
+        }
+        qft_watchdog_stop(&wd);
+        free(ts);
+        free(s);
+        qf_runtime_free(rt);
+    }
 }
 
 Test(timers_stress, tasks_on_one_worker, .timeout = 300)
