@@ -45,7 +45,7 @@ struct qf__strblock_pool {
 /* Blocks a filler keeps beyond the one it is filling: enough for the blocks
  * whose last rows are still in a queue to come back while it reads.
  * Measured when qflow-lines' batch queue held 16 batches of 1024 lines
- * (about four blocks of 256 KiB of text; it holds 4 batches now): with 2
+ * (about four blocks of 256 KiB of text; it holds 8 batches now): with 2
  * kept, the rest went back to malloc, which unmapped blocks that large, and
  * every fresh one cost ~100 page faults (issue 29: 6-11k faults reading
  * 200 MiB, 1k with 8). */

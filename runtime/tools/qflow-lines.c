@@ -161,7 +161,7 @@ static void usage(FILE *f)
             "  --readers N            TextLineReaders reading in parallel (default %d); the\n"
             "                         lines of different files interleave unless N is 1\n"
             "  --batch-size N         lines per batch (default %d)\n"
-            "  --capacity N           lines the batch queue holds (default 4 x batch size;\n"
+            "  --capacity N           lines the batch queue holds (default 8 x batch size;\n"
             "                         with --shuffle, min-after-dequeue + 3 x batch size)\n"
             "  --min-after-dequeue N  with --shuffle: the shuffle's window, the lines the\n"
             "                         shuffle queue keeps back while input lasts (default\n"
@@ -328,13 +328,16 @@ static void parse_options(int argc, char **argv, options *o)
                         o->capacity, o->min_after_dequeue);
     } else {
         o->min_after_dequeue = 0;
-        /* Four batches keep the readers ahead of the writer as well as
-         * sixteen did (no slower on a 200 MB file), and a smaller ring
-         * is cheaper to start: fresh memory costs a fault per page the
-         * first time it is touched, 2.7 ms of a 15 ms run on an empty file
-         * for the 16-batch ring's 512 KiB on this project's VMs. */
+        /* Eight batches: with four, the reader found the queue full and
+         * parked (and the writer slept for each batch) often enough to
+         * cost 7% of the time on a 200 MB file; sixteen were no faster
+         * than eight. Four were chosen when a fresh ring cost a page
+         * fault per 4 KiB page at start (2.7 ms of a 15 ms run on an
+         * empty file for sixteen batches); rings that large now come
+         * warm from huge pages (coord/qf_pagemem-impl.h), and an empty
+         * file takes the same 2.4 ms with four, eight or sixteen. */
         if (o->capacity < 0)
-            o->capacity = 4 * o->batch_size;
+            o->capacity = 8 * o->batch_size;
     }
 }
 

@@ -1089,6 +1089,29 @@ Test(qflow_lines, stats_draws_a_progress_line_on_stderr)
     tdir_remove(&d);
 }
 
+/* The batch queue's capacity, as --help documents it: 8 x the batch size
+ * by default, --capacity when given (the --stats line shows the queue's
+ * fill as "lines queue N/CAPACITY"). */
+Test(qflow_lines, batch_queue_capacity_defaults_to_eight_batches)
+{
+    tdir d;
+    tdir_make(&d);
+    const char *a = write_lines(&d, "a.txt", "A", 100, "\n");
+    result r[3];
+    run(&r[0], "--stats", a, NULL);
+    run(&r[1], "--stats", "--batch-size", "10", a, NULL);
+    run(&r[2], "--stats", "--batch-size", "10", "--capacity", "35", a, NULL);
+    static const char *const shown[3] = {"lines queue 0/8192", "lines queue 0/80",
+                                         "lines queue 0/35"};
+    for (size_t i = 0; i < 3; i++) {
+        EXPECT_EXIT(&r[i], 0);
+        cr_expect(strstr(r[i].err.p, shown[i]) != NULL, "case %zu: want '%s' in: %s", i, shown[i],
+                  r[i].err.p);
+        result_free(&r[i]);
+    }
+    tdir_remove(&d);
+}
+
 /* ---------------------------------------------------------------- signals */
 
 /* Read from fd until at least `min` bytes arrived (or EOF). */
