@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
+#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +123,11 @@ void rb_consume(const rb_cfg *cfg, rb_dequeue_fn dequeue, void *q, rb_result *ou
 
 /* ------------------------------------------------------------ qflow impl */
 
+/* A runner's state on a line of its own, as a goroutine's seq is a local:
+ * packed eight to a line, two workers running neighbouring runners wrote
+ * the same line every value. */
 typedef struct producer {
-    uint32_t id, seq;
+    alignas(64) uint32_t id, seq;
 } producer;
 
 static qf_code produce(void *arg, void **ret_p)
@@ -230,10 +234,11 @@ static void run_qflow_with(const rb_cfg *cfg, rb_result *out, bool consumer_task
              "qf_runtime_new");
     check_qf(qf_coord_new(NULL, 0, &coord), "qf_coord_new");
     check_qf(qf_ptr_queue_new(RB_CAPACITY, "runners", 0, NULL, &q), "qf_ptr_queue_new");
-    producer *prod = calloc(n, sizeof(*prod));
+    producer *prod = aligned_alloc(64, n * sizeof(*prod));
     qf_queue_runner **runners = calloc(n, sizeof(*runners));
     if (!prod || !runners)
         bench_fail("out of memory");
+    memset(prod, 0, n * sizeof(*prod));
     for (unsigned i = 0; i < n; i++) {
         prod[i].id = i;
         qf_enqueue_op op = {

@@ -65,15 +65,19 @@ typedef struct tt_cfg {
 
 typedef struct tt_run tt_run;
 
+/* Each task's state on lines of its own (128 bytes: the adjacent-line
+ * prefetcher pairs lines), as a goroutine's locals are: packed, the seq
+ * and counts that two tasks on two workers write every value shared lines,
+ * and the harness's own false sharing showed as queue cost. */
 typedef struct tt_prod {
-    tt_run *run;
+    alignas(128) tt_run *run;
     uint64_t id, seq; /* seq: the last value enqueued */
     bool holding;
     int fill_left; /* the test knob's fillers still to send before the value */
 } tt_prod;
 
 typedef struct tt_cons {
-    tt_run *run;
+    alignas(128) tt_run *run;
     uint64_t *count, *sum, *last; /* per producer */
     uint64_t received;
 } tt_cons;
@@ -150,12 +154,14 @@ static void run_tasks_tput(bench_rep *r)
     int np = cfg->producers, nc = cfg->consumers;
     bench_slowdown(); /* read the test knob before any task runs */
     tt_run *run = aligned_alloc(64, (sizeof(*run) + 63) & ~(size_t)63);
-    tt_prod *prod = calloc((size_t)np, sizeof(*prod));
-    tt_cons *cons = calloc((size_t)nc, sizeof(*cons));
+    tt_prod *prod = aligned_alloc(128, (size_t)np * sizeof(*prod));
+    tt_cons *cons = aligned_alloc(128, (size_t)nc * sizeof(*cons));
     qf_task **ct = calloc((size_t)nc, sizeof(*ct));
     if (!run || !prod || !cons || !ct)
         bench_fail("out of memory");
     memset(run, 0, sizeof(*run));
+    memset(prod, 0, (size_t)np * sizeof(*prod));
+    memset(cons, 0, (size_t)nc * sizeof(*cons));
     run->filler = bq_qflow_filler();
     run->per = bench_scale(r, cfg->items_quick, cfg->items_full) / (uint64_t)np;
     run->producers = np;
@@ -163,9 +169,11 @@ static void run_tasks_tput(bench_rep *r)
     atomic_init(&run->stop, false);
     for (int i = 0; i < nc; i++) {
         cons[i].run = run;
-        cons[i].count = calloc((size_t)np * 3, sizeof(uint64_t));
+        size_t bytes = ((size_t)np * 3 * sizeof(uint64_t) + 127) & ~(size_t)127;
+        cons[i].count = aligned_alloc(128, bytes);
         if (!cons[i].count)
             bench_fail("out of memory");
+        memset(cons[i].count, 0, bytes);
         cons[i].sum = cons[i].count + np;
         cons[i].last = cons[i].count + 2 * np;
     }

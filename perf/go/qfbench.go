@@ -36,6 +36,13 @@ func fail(format string, a ...interface{}) {
 	os.Exit(2)
 }
 
+// padded: n counters with 128 bytes of nothing on either side, so that no
+// other consumer's counters share their lines (the C harness keeps each
+// task's state on lines of its own, bench_task_tput.c).
+func padded(n int) []uint64 {
+	return make([]uint64, n+32)[16 : 16+n]
+}
+
 func tput(producers, consumers, capacity, items int) {
 	ch := make(chan uint64, capacity)
 	per := items / producers
@@ -44,8 +51,8 @@ func tput(producers, consumers, capacity, items int) {
 	sums := make([][]uint64, consumers)
 	start := time.Now()
 	for c := 0; c < consumers; c++ {
-		counts[c] = make([]uint64, producers)
-		sums[c] = make([]uint64, producers)
+		counts[c] = padded(producers)
+		sums[c] = padded(producers)
 		cwg.Add(1)
 		go func(c int) {
 			defer cwg.Done()
