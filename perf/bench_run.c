@@ -48,6 +48,7 @@ void bench_results_free(bench_results *rs)
         free(rs->v[i].values);
         free(rs->v[i].truncated);
         free(rs->v[i].cpu_util);
+        free(rs->v[i].c2c_ns);
     }
     free(rs->v);
     bench_meta_free(&rs->meta);
@@ -161,6 +162,7 @@ typedef struct running {
     double *vals;     /* nout x reps */
     bool *trunc;      /* reps */
     double *util;     /* reps: CPU seconds per wall second */
+    double *c2c;      /* reps: core-to-core ns before the round */
     uint64_t ns;      /* time spent in its repetitions */
     unsigned regrown; /* repetitions run again with a larger budget */
 } running;
@@ -265,10 +267,13 @@ static void finish_case(const bench_options *o, running *x, size_t total, bool t
         memcpy(r->truncated, x->trunc, o->reps * sizeof(bool));
         r->cpu_util = bench_xcalloc(o->reps, sizeof(double));
         memcpy(r->cpu_util, x->util, o->reps * sizeof(double));
+        r->c2c_ns = bench_xcalloc(o->reps, sizeof(double));
+        memcpy(r->c2c_ns, x->c2c, o->reps * sizeof(double));
     }
     free(x->vals);
     free(x->trunc);
     free(x->util);
+    free(x->c2c);
 }
 
 static unsigned run_generation;
@@ -313,10 +318,17 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
             x->vals = bench_xcalloc((size_t)x->nout * o->reps, sizeof(double));
             x->trunc = bench_xcalloc(o->reps, sizeof(bool));
             x->util = bench_xcalloc(o->reps, sizeof(double));
+            x->c2c = bench_xcalloc(o->reps, sizeof(double));
         }
-        for (unsigned rep = 0; rep < o->reps; rep++)
-            for (size_t k = 0; k < g; k++)
+        for (unsigned rep = 0; rep < o->reps; rep++) {
+            /* The machine's core-to-core latency moves (machine_c2c.c):
+             * each round says which one it ran on. */
+            double c2c = bench_core_to_core_ns();
+            for (size_t k = 0; k < g; k++) {
+                group[k].c2c[rep] = c2c;
                 run_rep(o, &group[k], rep, total, tty);
+            }
+        }
         for (size_t k = 0; k < g; k++)
             finish_case(o, &group[k], total, tty, ret);
     }

@@ -34,6 +34,10 @@ typedef struct bench_result {
      * last run (owned; NULL when read from a file that lacks them). With a
      * rate it gives CPU seconds per unit of work (compare.c). */
     double *cpu_util;
+    /* The one-way core-to-core latency (ns, bench_core_to_core_ns())
+     * measured just before each repetition's round (owned; NULL when read
+     * from a file that lacks them; NAN where it could not be measured). */
+    double *c2c_ns;
 } bench_result;
 
 /* What a run was made on and with: compare warns when two differ. Strings
@@ -98,6 +102,10 @@ size_t bench_run_all(const bench_options *o, bench_results *ret);
  * measure afresh in each call, since a second look (confirm.c) must not
  * be handed the first look's figures again. */
 unsigned bench_run_generation(void);
+/* The one-way core-to-core latency now, in ns: a line passed back and
+ * forth between the first two CPUs this process may use (machine_c2c.c);
+ * NAN when it cannot be measured. Main thread only, one at a time. */
+double bench_core_to_core_ns(void);
 /* Fill rs->meta for this run (machine.c). */
 void bench_meta_of_run(const bench_options *o, bench_meta *ret);
 void bench_meta_free(bench_meta *m);

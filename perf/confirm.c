@@ -108,6 +108,19 @@ static void family_re(const char *const *benches, size_t n, char *re, size_t len
     strncat(re, ")/", len - strlen(re) - 1);
 }
 
+/* a[0..na) then b[0..nb) in a new array; NULL unless both are there (a may
+ * be missing when na is 0: the first look). */
+static double *appended(const double *a, unsigned na, const double *b, unsigned nb)
+{
+    if ((na && !a) || !b)
+        return NULL;
+    double *v = bench_xcalloc(na + nb, sizeof(double));
+    if (na)
+        memcpy(v, a, na * sizeof(double));
+    memcpy(v + na, b, nb * sizeof(double));
+    return v;
+}
+
 /* Appends the repetitions of every result of `src` that passes `filter` to
  * the result of the same bench/impl in `dst` (added when absent), and sets
  * its median, min and max over all of them. Repetition i of every impl of
@@ -134,16 +147,13 @@ static void append_reps(bench_results *dst, const bench_results *src, const rege
         memcpy(v + d->nvalues, s->values, s->nvalues * sizeof(double));
         if (s->truncated)
             memcpy(t + d->nvalues, s->truncated, s->nvalues * sizeof(bool));
-        /* CPU figures only when both looks have them (NAN fills none). */
-        double *u = NULL;
-        if ((d->nvalues == 0 || d->cpu_util) && s->cpu_util) {
-            u = bench_xcalloc(n, sizeof(double));
-            if (d->nvalues)
-                memcpy(u, d->cpu_util, d->nvalues * sizeof(double));
-            memcpy(u + d->nvalues, s->cpu_util, s->nvalues * sizeof(double));
-        }
+        /* CPU and core-to-core figures only when both looks have them. */
+        double *u = appended(d->cpu_util, d->nvalues, s->cpu_util, s->nvalues);
+        double *c2c = appended(d->c2c_ns, d->nvalues, s->c2c_ns, s->nvalues);
         free(d->cpu_util);
         d->cpu_util = u;
+        free(d->c2c_ns);
+        d->c2c_ns = c2c;
         free(d->values);
         free(d->truncated);
         d->values = v;

@@ -2,6 +2,7 @@
  * baseline with the ratio qflow/baseline spelt out. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench_run.h"
@@ -76,6 +77,31 @@ static void format_ratio(char *buf, size_t len, double q, double b, const char *
     snprintf(buf, len, "%-7.3g (qflow %.3gx %s)", ratio, factor, word);
 }
 
+/* The core-to-core latency the bench's rounds ran at (machine_c2c.c): the
+ * same for every impl of a bench, one figure per round. */
+static void print_c2c(const bench_result *r)
+{
+    if (!r->c2c_ns)
+        return;
+    double *v = bench_xcalloc(r->nvalues + 1, sizeof(double));
+    unsigned n = 0;
+    for (unsigned k = 0; k < r->nvalues; k++)
+        if (isfinite(r->c2c_ns[k]))
+            v[n++] = r->c2c_ns[k];
+    if (n == 0) {
+        free(v);
+        return;
+    }
+    double lo = v[0], hi = v[0];
+    for (unsigned k = 1; k < n; k++) {
+        lo = v[k] < lo ? v[k] : lo;
+        hi = v[k] > hi ? v[k] : hi;
+    }
+    printf("  machine: core-to-core latency %.0f ns (median of the rounds; %.0f-%.0f ns)\n",
+           bench_median(v, n), lo, hi);
+    free(v);
+}
+
 static void print_table(const bench_results *rs, const char *bench)
 {
     const bench_result *q = bench_results_find(rs, bench, "qflow");
@@ -127,6 +153,7 @@ static void print_table(const bench_results *rs, const char *bench)
         if (strcmp(r->bench, bench) == 0 && r->bc && r->bc->note)
             printf("  note (%s): %s\n", r->impl, r->bc->note);
     }
+    print_c2c(head);
 }
 
 void bench_print_tables(const bench_results *rs)

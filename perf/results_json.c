@@ -9,6 +9,9 @@
  *                 "cpu_util": [CPU seconds (the process's and its waited-for
  *                              children's) per wall second of each
  *                              repetition (bench_run.h)],
+ *                 "c2c_ns": [the one-way core-to-core latency measured just
+ *                            before each repetition's round, null where it
+ *                            could not be (machine_c2c.c)],
  *                 "params": {...}}, ...]}
  * A result whose repetitions hit a time budget also carries
  * "truncated_reps": n in its params. Files of earlier versions (no
@@ -97,6 +100,8 @@ int bench_write_json(const char *path, const bench_results *rs, const bench_opti
             jw_end_array(&w);
             if (r->cpu_util)
                 write_numbers(&w, "cpu_util", r->cpu_util, r->nvalues);
+            if (r->c2c_ns)
+                write_numbers(&w, "c2c_ns", r->c2c_ns, r->nvalues);
         }
         jw_key(&w, "params");
         write_params(&w, r);
@@ -177,6 +182,23 @@ static void read_meta(const json_value *doc, bench_meta *m)
     m->skipped = dup_member(build, "skipped_peers");
 }
 
+/* An array of n numbers (null: NAN) as a calloc'd array; NULL when the key
+ * is absent or of another length (a file of an earlier version: nothing is
+ * judged or shown by it). */
+static double *numbers_of(const json_value *a, size_t n)
+{
+    if (!a || a->type != JSON_ARRAY || a->n != n)
+        return NULL;
+    double *v = calloc(n, sizeof(double));
+    if (!v) {
+        perror("qflow-bench");
+        exit(2);
+    }
+    for (size_t k = 0; k < n; k++)
+        v[k] = number_or(&a->items[k], NAN);
+    return v;
+}
+
 /* "values" and "truncated" of a result, when both are there and agree. */
 static void read_values(const json_value *e, bench_result *r)
 {
@@ -195,16 +217,8 @@ static void read_values(const json_value *e, bench_result *r)
         r->truncated[k] = ts->items[k].type == JSON_BOOL && ts->items[k].boolean;
     }
     r->nvalues = (unsigned)vs->n;
-    const json_value *us = json_get(e, "cpu_util");
-    if (!us || us->type != JSON_ARRAY || us->n != vs->n)
-        return; /* an earlier file: no CPU figures, nothing judged by them */
-    r->cpu_util = calloc(vs->n, sizeof(double));
-    if (!r->cpu_util) {
-        perror("qflow-bench");
-        exit(2);
-    }
-    for (size_t k = 0; k < vs->n; k++)
-        r->cpu_util[k] = number_or(&us->items[k], NAN);
+    r->cpu_util = numbers_of(json_get(e, "cpu_util"), vs->n);
+    r->c2c_ns = numbers_of(json_get(e, "c2c_ns"), vs->n);
 }
 
 int bench_read_json(const char *path, bench_results *ret)

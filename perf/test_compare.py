@@ -507,6 +507,40 @@ echo "no --json"; exit 8
              ["(own CPU/unit)", "WORSE in CPU per unit of work (CPU ns/item)",
               "WORSE again: confirmed"], forbid=["could not be run"])
 
+        # Each round's core-to-core latency: measured in a live run (one
+        # figure per repetition, the same for every impl of the bench, a
+        # latency a line takes between two CPUs: finite and positive, under
+        # a second), written to the file, read back and shown (median and
+        # range) under the bench's table; a file without it shows none.
+        c2c_json = os.path.join(tmp, "c2c.json")
+        p = subprocess.run([BENCH, "--quick", "--reps", "3", "--filter", "^queue.tput.spsc/",
+                            "--json", c2c_json], capture_output=True, text=True)
+        doc = json.load(open(c2c_json)) if p.returncode == 0 else {"results": []}
+        rows = [r for r in doc["results"] if r["bench"] == "queue.tput.spsc"]
+        c2c = [r.get("c2c_ns") for r in rows]
+        ok = (len(rows) >= 2 and all(c == c2c[0] for c in c2c) and c2c[0] is not None and
+              len(c2c[0]) == 3 and (os.cpu_count() or 1) >= 2 and
+              all(isinstance(x, (int, float)) and 0 < x < 1e9 for x in c2c[0]) and
+              "machine: core-to-core latency" in p.stdout)
+        print(f"{'ok  ' if ok else 'FAIL'} c2c_live: {c2c}")
+        if not ok:
+            failures.append("c2c_live")
+            print(p.stdout + p.stderr)
+        shown = [result("queue.tput.spsc", "qflow", [1e7] * 6)]
+        shown[0]["c2c_ns"] = [40, 180, 35, None, 41, 39]
+        shown_path = os.path.join(tmp, "c2c-shown.json")
+        write(shown_path, shown)
+        p = subprocess.run([BENCH, "--from", shown_path], capture_output=True, text=True)
+        want = "machine: core-to-core latency 40 ns (median of the rounds; 35-180 ns)"
+        ok = p.returncode == 0 and want in p.stdout
+        write(shown_path, [result("queue.tput.spsc", "qflow", [1e7] * 5)])
+        p2 = subprocess.run([BENCH, "--from", shown_path], capture_output=True, text=True)
+        ok &= p2.returncode == 0 and "core-to-core" not in p2.stdout
+        print(f"{'ok  ' if ok else 'FAIL'} c2c_shown_from_file")
+        if not ok:
+            failures.append("c2c_shown_from_file")
+            print(p.stdout + p.stderr + p2.stdout + p2.stderr)
+
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],
                 args=("--filter", "no-such-bench"))
