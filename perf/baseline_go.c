@@ -121,11 +121,14 @@ void bench_go_run(const bench_rep *r, const go_cfg *cfg, const char *const *keys
         FILE *f = fdopen(fds[0], "r");
         char line[256];
         bool found[8] = {false};
+        double procs = -1;
         while (f && fgets(line, sizeof(line), f)) {
             char key[64];
             double v;
             if (sscanf(line, "%63s %lf", key, &v) != 2)
                 continue;
+            if (strcmp(key, "gomaxprocs") == 0)
+                procs = v;
             for (int i = 0; i < n && i < 8; i++)
                 if (strcmp(key, keys[i]) == 0) {
                     out[i] = v;
@@ -141,6 +144,10 @@ void bench_go_run(const bench_rep *r, const go_cfg *cfg, const char *const *keys
         for (int i = 0; i < n && i < 8; i++)
             if (!found[i])
                 bench_fail("go baseline (%s) printed no %s", cfg->mode, keys[i]);
+        /* Same-size schedulers or no comparison (bench_workers()). */
+        if (bench_workers() > 0 && procs != bench_workers())
+            bench_fail("go baseline (%s) ran with GOMAXPROCS %g, not --workers %d", cfg->mode,
+                       procs, bench_workers());
     }
 }
 

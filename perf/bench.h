@@ -123,6 +123,15 @@ void bench_register(const bench_case *c);
  */
 void bench_skip_peer(const char *impl, const char *why);
 
+/**
+ * bench_workers() - the worker count to give every qflow runtime a benchmark
+ * makes (qf_runtime_options.workers): qflow-bench's --workers N, or -1 (one
+ * worker per CPU, the runtime's default) without it. The Go peer runs with
+ * GOMAXPROCS = N then, so both runtimes get the same number of CPUs' worth
+ * of schedulers. Any thread; fixed before the first case runs.
+ */
+int bench_workers(void);
+
 /** bench_now_ns() - CLOCK_MONOTONIC now, in nanoseconds. */
 uint64_t bench_now_ns(void);
 

@@ -79,7 +79,7 @@ static void fair_qflow(unsigned n, double window_s, fair_result *out)
     qf_runtime *rt = NULL;
     qf_coord *coord = NULL;
     qf_queue *q = NULL;
-    check(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "fair"}, &rt),
+    check(qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "fair"}, &rt),
           "qf_runtime_new");
     check(qf_coord_new(NULL, 0, &coord), "qf_coord_new");
     check(qf_ptr_queue_new(CAPACITY, "fair", 0, NULL, &q), "qf_ptr_queue_new");
@@ -293,7 +293,7 @@ static void run_pingpong_task(bench_rep *r)
     if (!p.lat)
         bench_fail("out of memory");
     qf_runtime *rt = NULL;
-    check(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "pp"}, &rt),
+    check(qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "pp"}, &rt),
           "qf_runtime_new");
     check(qf_ptr_queue_new(CAPACITY, "ping", 0, NULL, &p.ping), "qf_ptr_queue_new");
     check(qf_ptr_queue_new(CAPACITY, "pong", 0, NULL, &p.pong), "qf_ptr_queue_new");
@@ -360,7 +360,7 @@ void bench_register_fair(void)
                                {.key = "window", .str = "0.5 s quick, 2 s full"},
                                {.key = "measures", .str = what[m]}},
                     .note = i == 0 ? "N QueueRunners (1 pointer produce op each) as tasks on a "
-                                     "pool of one worker per CPU"
+                                     "pool of one worker per CPU (or --workers)"
                                    : "N goroutines sending to one buffered channel",
                     .run = run_fair,
                     .arg = &fair_cases[s][m][i],
@@ -416,7 +416,8 @@ void bench_register_fair(void)
         .unit = BENCH_NS,
         .outputs = {"queue.pingpong.task.p50", "queue.pingpong.task.p99"},
         .params = {{.key = "capacity", .num = CAPACITY}, {.key = "measures", .str = "round trip"}},
-        .note = "two tasks on one runtime (one worker per CPU), poll forms of two pointer queues",
+        .note = "two tasks on one runtime (one worker per CPU or --workers), poll forms of two "
+                "pointer queues",
         .run = run_pingpong_task,
     });
     if (go) {

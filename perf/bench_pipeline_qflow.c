@@ -32,7 +32,8 @@ void bp_run_qflow(bench_rep *r)
     qf_queue *files = NULL;
     qf_batch_source *src = NULL;
     qf_batcher *b = NULL;
-    check(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt), "runtime");
+    check(qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "bench"}, &rt),
+          "runtime");
     check(qf_coord_new(NULL, 0, &coord), "coordinator");
     check(qf_scope_new(&scope), "scope");
     qf_input_producer_options po = {.num_epochs = 1, .shuffle = QF_SHUFFLE_OFF};

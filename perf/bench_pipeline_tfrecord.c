@@ -186,7 +186,8 @@ static void run_qflow(bench_rep *r, bool gzip)
     qf_queue *files = NULL;
     qf_batch_source *src = NULL;
     qf_batcher *b = NULL;
-    qcheck(r, qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt),
+    qcheck(r,
+           qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "bench"}, &rt),
            "runtime");
     qcheck(r, qf_coord_new(NULL, 0, &coord), "coordinator");
     qcheck(r, qf_scope_new(&scope), "scope");

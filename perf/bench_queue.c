@@ -144,7 +144,8 @@ static void register_go_tput(const char *name, go_cfg *cfg)
                    {.key = "capacity", .num = cfg->capacity},
                    {.key = "batch", .num = 1},
                    {.key = "flags", .str = "mpmc"}},
-        .note = "Go buffered channel, goroutines, GOMAXPROCS = CPUs (perf/go/qfbench.go)",
+        .note =
+            "Go buffered channel, goroutines, GOMAXPROCS = CPUs or --workers (perf/go/qfbench.go)",
         .run = bench_go_tput,
         .arg = cfg,
     });

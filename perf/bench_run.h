@@ -113,6 +113,9 @@ void bench_meta_free(bench_meta *m);
  * takes `factor` times as long (impl_qflow.c; QFLOW_BENCH_SLOWDOWN). 1:
  * none. */
 double bench_slowdown(void);
+/* --workers N (1..1024) for bench_workers(), and GOMAXPROCS=N in the
+ * environment the Go peer is started with. Main thread, before any case. */
+void bench_set_workers(int n);
 
 /* Terminal tables, one per bench (report.c). */
 void bench_print_tables(const bench_results *rs);

@@ -230,8 +230,9 @@ static void run_qflow_with(const rb_cfg *cfg, rb_result *out, bool consumer_task
     qf_runtime *rt = NULL;
     qf_coord *coord = NULL;
     qf_queue *q = NULL;
-    check_qf(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt),
-             "qf_runtime_new");
+    check_qf(
+        qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "bench"}, &rt),
+        "qf_runtime_new");
     check_qf(qf_coord_new(NULL, 0, &coord), "qf_coord_new");
     check_qf(qf_ptr_queue_new(RB_CAPACITY, "runners", 0, NULL, &q), "qf_ptr_queue_new");
     producer *prod = aligned_alloc(64, n * sizeof(*prod));
@@ -450,11 +451,12 @@ void bench_register_runners(void)
                                {.key = "capacity", .num = RB_CAPACITY},
                                {.key = "consumer", .str = "1 thread, 1 element per call"},
                                {.key = "measures", .str = metric_what[m]}},
-                    .note = i == 0 ? "N QueueRunners (1 pointer produce op each) as tasks on "
-                                     "a pool of one worker per CPU; bare pointers, no "
-                                     "allocation"
-                                   : "1 pthread (64 KiB stack) per runner, mutex+condvar "
-                                     "queue; bare pointers, no allocation",
+                    .note = i == 0
+                                ? "N QueueRunners (1 pointer produce op each) as tasks on "
+                                  "a pool of one worker per CPU (or --workers); bare pointers, no "
+                                  "allocation"
+                                : "1 pthread (64 KiB stack) per runner, mutex+condvar "
+                                  "queue; bare pointers, no allocation",
                     .run = run_runners,
                     .arg = &cases[s][m][i],
                 });
@@ -471,7 +473,8 @@ void bench_register_runners(void)
                        {.key = "capacity", .num = RB_CAPACITY},
                        {.key = "consumer", .str = "1 task on the same runtime, 1 element per poll"},
                        {.key = "measures", .str = metric_what[M_TPUT]}},
-            .note = "N QueueRunners as tasks on a pool of one worker per CPU, the consumer a "
+            .note = "N QueueRunners as tasks on a pool of one worker per CPU (or --workers), the "
+                    "consumer a "
                     "task beside them; bare pointers, no allocation",
             .run = run_runners,
             .arg = &task_cases[s],

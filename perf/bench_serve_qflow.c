@@ -66,7 +66,8 @@ static void t_run(void *vb, sv_model_fn model, void *arg)
     b->arg = arg;
     qf_runtime *rt = NULL;
     qf_task *t = NULL;
-    if (qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "serve"}, &rt) != QF_OK ||
+    if (qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "serve"}, &rt) !=
+            QF_OK ||
         qf_serve_spawn(b->s, rt, execute, b, NULL, &t) != QF_OK)
         bench_fail("qf_serve_spawn: %s", qf_last_message());
     if (qf_task_join(t, QF_FOREVER, NULL) != QF_OK)

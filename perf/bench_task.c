@@ -233,7 +233,8 @@ static void run_wake_from_task(bench_rep *r)
     task_sender s = {.run = run, .busy = busy};
     qf_runtime *rt = NULL;
     qf_task *rt_recv = NULL, *rt_send = NULL;
-    if (qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt) != QF_OK ||
+    if (qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "bench"}, &rt) !=
+            QF_OK ||
         qf_task_spawn(rt, receiver_task, run, &(qf_task_options){.name = "receiver"}, &rt_recv) !=
             QF_OK ||
         qf_task_spawn(rt, sender_task, &s, &(qf_task_options){.name = "sender"}, &rt_send) != QF_OK)
@@ -252,7 +253,8 @@ static void run_wake(bench_rep *r)
     if (task) {
         qf_runtime *rt = NULL;
         qf_task *t = NULL;
-        if (qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "bench"}, &rt) != QF_OK ||
+        if (qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "bench"},
+                           &rt) != QF_OK ||
             qf_task_spawn(rt, receiver_task, run, &(qf_task_options){.name = "receiver"}, &t) !=
                 QF_OK)
             bench_fail("cannot start the receiver task: %s", qf_last_message());
@@ -314,7 +316,7 @@ static void register_from_task(const char *name, const char *const outputs[2], c
                    {.key = "waker", .str = waker},
                    {.key = "measures", .str = "enqueue call start to receiver holding it"}},
         .note = "a task parked in qf_queue_poll_dequeue_ptr, woken by a task's "
-                "qf_queue_poll_enqueue_ptr (1 worker per CPU)",
+                "qf_queue_poll_enqueue_ptr (1 worker per CPU or --workers)",
         .run = run_wake_from_task,
         .arg = qflow_arg,
     };
@@ -322,7 +324,8 @@ static void register_from_task(const char *name, const char *const outputs[2], c
     if (!bench_go_available())
         return;
     c.impl = "go_chan";
-    c.note = "a goroutine parked in a receive, woken by a goroutine's send, GOMAXPROCS = CPUs "
+    c.note = "a goroutine parked in a receive, woken by a goroutine's send, GOMAXPROCS = CPUs or "
+             "--workers "
              "(perf/go/qfbench.go)";
     c.run = bench_go_pingpong; /* the same two figures: p50_ns, p99_ns */
     c.arg = go_arg;
@@ -338,7 +341,8 @@ void bench_register_task(void)
         .outputs = {"task.wake.p50", "task.wake.p99"},
         .params = {{.key = "gap_ns", .num = GAP_NS},
                    {.key = "measures", .str = "enqueue call start to receiver holding it"}},
-        .note = "a task parked in qf_queue_poll_dequeue_ptr on an idle pool (1 worker per CPU)",
+        .note = "a task parked in qf_queue_poll_dequeue_ptr on an idle pool (1 worker per CPU or "
+                "--workers)",
         .run = run_wake,
         .arg = &as_task,
     });

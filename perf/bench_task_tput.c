@@ -178,7 +178,7 @@ static void run_tasks_tput(bench_rep *r)
         cons[i].last = cons[i].count + 2 * np;
     }
     qf_runtime *rt = NULL;
-    check(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "tasks"}, &rt),
+    check(qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "tasks"}, &rt),
           "qf_runtime_new");
     check(qf_ptr_queue_new(CAPACITY, "tasks", 0, NULL, &run->q), "qf_ptr_queue_new");
 
@@ -265,7 +265,7 @@ static void run_spawn(bench_rep *r)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     qf_runtime *rt = NULL;
-    check(qf_runtime_new(&(qf_runtime_options){.workers = -1, .name = "spawn"}, &rt),
+    check(qf_runtime_new(&(qf_runtime_options){.workers = bench_workers(), .name = "spawn"}, &rt),
           "qf_runtime_new");
     uint64_t t0 = bench_now_ns();
     for (size_t i = 0; i < s->n; i++)
@@ -312,7 +312,8 @@ void bench_register_task_tput(void)
                        {.key = "consumers", .num = n},
                        {.key = "capacity", .num = CAPACITY},
                        {.key = "items", .str = "200000 quick, 2000000 full"}},
-            .note = "P producer and C consumer tasks on one runtime (1 worker per CPU), poll "
+            .note = "P producer and C consumer tasks on one runtime (1 worker per CPU or "
+                    "--workers), poll "
                     "forms of one pointer queue; spawning included",
             .run = run_tasks_tput,
             .arg = &tt_cfgs[s],
@@ -332,8 +333,9 @@ void bench_register_task_tput(void)
                            {.key = "consumers", .num = n},
                            {.key = "capacity", .num = CAPACITY},
                            {.key = "items", .str = "200000 quick, 2000000 full"}},
-                .note = "P and C goroutines on one buffered channel, GOMAXPROCS = CPUs "
-                        "(perf/go/qfbench.go)",
+                .note =
+                    "P and C goroutines on one buffered channel, GOMAXPROCS = CPUs or --workers "
+                    "(perf/go/qfbench.go)",
                 .run = bench_go_tput,
                 .arg = &go_tt_cfgs[s],
             });
@@ -345,7 +347,8 @@ void bench_register_task_tput(void)
         .unit = BENCH_NS,
         .params = {{.key = "tasks", .str = "100000 quick, 1000000 full"},
                    {.key = "measures", .str = "first spawn to last task ended, per task"}},
-        .note = "qf_task_spawn from a plain thread, 1 worker per CPU; Tokio's published local "
+        .note = "qf_task_spawn from a plain thread, 1 worker per CPU or --workers; Tokio's "
+                "published local "
                 "spawn: about 169 ns (anchor, not measured)",
         .run = run_spawn,
     });

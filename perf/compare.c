@@ -369,7 +369,8 @@ static void warn_meta(const char *old_path, const bench_meta *o, const bench_met
     w += warn_differ("buildtype", o->buildtype, n->buildtype, "another build");
     w += warn_differ("optimization", o->optimization, n->optimization, "another build");
     w += warn_differ("sanitizers", o->sanitize, n->sanitize, "another build");
-    w += warn_differ("test knobs", o->knobs, n->knobs, "a deliberately slowed build");
+    w += warn_differ("test knobs", o->knobs, n->knobs,
+                     "a deliberately slowed build, or another pool size (--workers)");
     w += warn_differ("compiler", o->compiler, n->compiler, "another build");
     w += warn_differ("skipped peers", o->skipped, n->skipped,
                      "a qflow row is judged only against baselines both runs have");

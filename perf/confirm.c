@@ -201,8 +201,9 @@ static char **env_without_knob(void)
 static int run_build(const char *bin, char **env, const bench_options *o, const char *re,
                      const char *json, const char *log)
 {
-    char reps[16], scale[32];
+    char reps[16], scale[32], workers[16];
     snprintf(reps, sizeof(reps), "%u", o->reps);
+    snprintf(workers, sizeof(workers), "%d", bench_workers());
     snprintf(scale, sizeof(scale), "%g", o->budget_scale);
     const char *argv[16];
     int n = 0;
@@ -221,6 +222,10 @@ static int run_build(const char *bin, char **env, const bench_options *o, const 
     }
     if (!o->grow_budget)
         argv[n++] = "--fixed-budget";
+    if (bench_workers() > 0) { /* both builds on pools of one size */
+        argv[n++] = "--workers";
+        argv[n++] = workers;
+    }
     argv[n] = NULL;
 
     posix_spawn_file_actions_t fa;

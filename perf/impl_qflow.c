@@ -17,6 +17,7 @@
  * the queue itself is untouched, the baselines do not see it, and the
  * results file records it. queue.tput.tasks, whose tasks call the poll
  * forms themselves, sends the same fillers (bq_qflow_fillers_now()). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "baseline.h"
@@ -68,6 +69,22 @@ double bench_slowdown(void)
         slowdown = f;
     }
     return slowdown;
+}
+
+static int pool_workers = -1; /* --workers; set before any benchmark thread runs */
+
+void bench_set_workers(int n)
+{
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%d", n);
+    if (setenv("GOMAXPROCS", buf, 1) != 0)
+        bench_fail("setting GOMAXPROCS for the Go peer failed");
+    pool_workers = n;
+}
+
+int bench_workers(void)
+{
+    return pool_workers;
 }
 
 static bq *qf_create(size_t capacity, unsigned flags)

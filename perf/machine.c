@@ -96,12 +96,15 @@ void bench_meta_of_run(const bench_options *o, bench_meta *m)
     m->buildtype = dup_or_empty(BENCH_BUILDTYPE);
     m->optimization = dup_or_empty(BENCH_OPTIMIZATION);
     m->sanitize = dup_or_empty(BENCH_SANITIZE);
-    if (bench_slowdown() != 1) {
-        snprintf(buf, sizeof(buf), "slowdown=%g", bench_slowdown());
-        m->knobs = dup_or_empty(buf);
-    } else {
-        m->knobs = dup_or_empty("none");
-    }
+    /* The run's knobs, "none" without any: a slowed qflow (the gate's
+     * test) and a pool size other than one worker per CPU (--workers). */
+    size_t kn = 0;
+    buf[0] = '\0';
+    if (bench_slowdown() != 1)
+        kn += (size_t)snprintf(buf, sizeof(buf), "slowdown=%g", bench_slowdown());
+    if (bench_workers() > 0 && kn < sizeof(buf))
+        snprintf(buf + kn, sizeof(buf) - kn, "%sworkers=%d", kn ? " " : "", bench_workers());
+    m->knobs = dup_or_empty(buf[0] ? buf : "none");
     m->skipped = dup_or_empty(bench_skipped_peers(buf, sizeof(buf)) ? buf : "none");
     m->has_values = true;
 }

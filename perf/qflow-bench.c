@@ -47,6 +47,10 @@ static void usage(FILE *f)
                "  --budget-scale F   multiply every repetition's time budget by F (1..1000):\n"
                "                     on a loaded machine, so that no repetition is cut short\n"
                "                     (a cut one is never judged by --compare)\n"
+               "  --workers N        every qflow runtime the benchmarks make gets N workers\n"
+               "                     (1..1024; default one per CPU), and the Go peer\n"
+               "                     GOMAXPROCS=N: both runtimes scheduled on N CPUs' worth\n"
+               "                     of threads (recorded in the results as a test knob)\n"
                "  --fixed-budget     never run a repetition cut by its time budget again (by\n"
                "                     default it runs again with 4x, then 16x, the budget)\n"
                "  --report DIR       with --compare: DIR/index.html, a self-contained page with\n"
@@ -125,6 +129,7 @@ int main(int argc, char **argv)
         OPT_FROM,
         OPT_BUDGET_SCALE,
         OPT_FIXED_BUDGET,
+        OPT_WORKERS,
         OPT_REPORT,
         OPT_MIN_JUDGED,
         OPT_NO_CONFIRM,
@@ -143,6 +148,7 @@ int main(int argc, char **argv)
         {"from", required_argument, NULL, OPT_FROM},
         {"budget-scale", required_argument, NULL, OPT_BUDGET_SCALE},
         {"fixed-budget", no_argument, NULL, OPT_FIXED_BUDGET},
+        {"workers", required_argument, NULL, OPT_WORKERS},
         {"report", required_argument, NULL, OPT_REPORT},
         {"min-judged", required_argument, NULL, OPT_MIN_JUDGED},
         {"no-confirm", no_argument, NULL, OPT_NO_CONFIRM},
@@ -156,6 +162,7 @@ int main(int argc, char **argv)
                *from_path = NULL, *report_dir = NULL, *base_bin = NULL;
     double threshold = 10, min_judged = 80;
     bool list = false, confirm = true;
+    int workers = -1; /* --workers: -1, one per CPU */
     regex_t filter;
 
     int opt;
@@ -205,6 +212,16 @@ int main(int argc, char **argv)
         case OPT_FIXED_BUDGET:
             o.grow_budget = false;
             break;
+        case OPT_WORKERS: {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (end == optarg || *end || n < 1 || n > 1024) {
+                fprintf(stderr, "qflow-bench: bad --workers '%s' (1..1024)\n", optarg);
+                return 2;
+            }
+            workers = (int)n;
+            break;
+        }
         case OPT_REPORT:
             report_dir = optarg;
             break;
@@ -239,6 +256,10 @@ int main(int argc, char **argv)
     if (base_bin && (!compare_path || from_path || !confirm)) {
         fprintf(stderr, "qflow-bench: --base-bin needs --compare OLD.json, and runs benchmarks "
                         "(not with --from or --no-confirm)\n");
+        return 2;
+    }
+    if (workers > 0 && from_path) {
+        fprintf(stderr, "qflow-bench: --workers sets how benchmarks run; --from runs none\n");
         return 2;
     }
     if (base_bin && access(base_bin, X_OK) != 0) {
@@ -291,10 +312,16 @@ int main(int argc, char **argv)
         got = bench_results_take(&all, o.filter, &new_rs);
         bench_results_free(&all);
     } else {
+        if (workers > 0)
+            bench_set_workers(workers);
         bench_meta_of_run(&o, &new_rs.meta);
         printf("qflow-bench: %s mode, %u reps, %ld CPUs online%s%s\n",
                o.quick ? "quick" : "default", o.reps, sysconf(_SC_NPROCESSORS_ONLN),
                filter_src ? ", filter " : "", filter_src ? filter_src : "");
+        if (workers > 0)
+            printf("qflow-bench: --workers %d: qflow's runtimes have %d worker%s, Go runs with "
+                   "GOMAXPROCS=%d\n",
+                   workers, workers, workers == 1 ? "" : "s", workers);
         if (strcmp(new_rs.meta.skipped, "none") != 0)
             printf("qflow-bench: peers absent from this run (their rows are missing): %s\n",
                    new_rs.meta.skipped);

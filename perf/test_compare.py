@@ -541,6 +541,33 @@ echo "no --json"; exit 8
             failures.append("c2c_shown_from_file")
             print(p.stdout + p.stderr + p2.stdout + p2.stderr)
 
+        # --workers N: qflow's runtimes and Go's GOMAXPROCS both N (the Go
+        # peer prints what it got and the harness fails a run where it
+        # differs), recorded as a test knob; a bad N, or N with --from,
+        # is a usage error.
+        w_json = os.path.join(tmp, "workers.json")
+        p = subprocess.run([BENCH, "--quick", "--reps", "1", "--workers", "1", "--filter",
+                            "^task.spawn/", "--json", w_json], capture_output=True, text=True)
+        doc = json.load(open(w_json)) if p.returncode == 0 else {"build": {}, "results": []}
+        impls = {r["impl"] for r in doc["results"]}
+        go_ran = "go" in impls or "qfbench-go" in doc["build"].get("skipped_peers", "")
+        ok = (p.returncode == 0 and doc["build"].get("test_knobs") == "workers=1" and
+              "qflow" in impls and go_ran and
+              "--workers 1: qflow's runtimes have 1 worker, Go runs with GOMAXPROCS=1" in p.stdout)
+        print(f"{'ok  ' if ok else 'FAIL'} workers_knob: {sorted(impls)}")
+        if not ok:
+            failures.append("workers_knob")
+            print(p.stdout + p.stderr)
+        for args in (["--workers", "0"], ["--workers", "1025"], ["--workers", "two"],
+                     ["--workers", "1", "--from", w_json]):
+            p = subprocess.run([BENCH, *args], capture_output=True, text=True)
+            name = "workers_refused " + " ".join(args[:3])
+            ok = p.returncode == 2 and "--workers" in p.stderr
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {p.returncode} (want 2)")
+            if not ok:
+                failures.append(name)
+                print(p.stdout + p.stderr)
+
         # A filter that matches nothing is an error, with or without a run.
         compare(tmp, "empty_filter_from_file", old, old, 2, ["no case matches"],
                 args=("--filter", "no-such-bench"))

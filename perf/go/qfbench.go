@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,9 @@ func main() {
 	items := flag.Int("items", 1000000, "values in all (tput), rounds (pingpong) or goroutines (spawn)")
 	window := flag.Duration("window", 2*time.Second, "runners: how long the consumer reads")
 	flag.Parse()
+	// What the scheduler was given (GOMAXPROCS from the environment, or the
+	// CPUs): qflow-bench checks it against its --workers.
+	fmt.Printf("gomaxprocs %d\n", runtime.GOMAXPROCS(0))
 	switch *mode {
 	case "tput":
 		tput(*p, *c, *capacity, *items)
