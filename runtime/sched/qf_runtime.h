@@ -71,7 +71,14 @@ typedef qf_code (*qf_task_fn)(qf_task *t, void *arg);
 
 typedef struct qf_runtime_options {
     /* Worker threads: negative selects the number of online CPUs; 0 means
-     * the host drives the loop (qf_runtime_try_run_once). */
+     * the host drives the loop (qf_runtime_try_run_once).
+     * Sizing: a thread of the program's own that works steadily beside the
+     * pool (a consumer thread taking batches) competes with the workers
+     * for the CPUs; tasks that mostly trade elements with it then run
+     * faster on a pool of one CPU fewer. On a 2-CPU VM, 10,000 runners
+     * feeding a consumer thread moved 21 M items/s on 1 worker against
+     * 5 M on 2; pipelines whose readers do real work per byte (4 TFRecord
+     * readers) were faster on 2 (README, Measured, "One worker or two"). */
     int workers;
     /* Prefix of worker thread names (default "qflow"). Copied. */
     const char *name;
