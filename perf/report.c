@@ -102,6 +102,97 @@ static void print_c2c(const bench_result *r)
     free(v);
 }
 
+/* Rounds whose core-to-core latencies fall into two groups, the lowest of
+ * the upper one at least REGIME_GAP times the highest of the lower one,
+ * ran on two different machines as far as cache lines go (README,
+ * Measured, "Two machines in one"): a median over both says neither. */
+#define REGIME_GAP 2.0
+
+/* The lowest latency of the upper group of r's rounds, or 0 when they
+ * form one group (or carry no latencies). */
+static double regime_split(const bench_result *r)
+{
+    if (!r->c2c_ns)
+        return 0;
+    double *v = bench_xcalloc(r->nvalues + 1, sizeof(double));
+    unsigned n = 0;
+    for (unsigned k = 0; k < r->nvalues; k++)
+        if (isfinite(r->c2c_ns[k]) && r->c2c_ns[k] > 0)
+            v[n++] = r->c2c_ns[k];
+    double split = 0, step = REGIME_GAP;
+    for (unsigned i = 0; i < n; i++) /* sorted, for the steps: n is small */
+        for (unsigned j = i + 1; j < n; j++)
+            if (v[j] < v[i]) {
+                double t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+            }
+    for (unsigned k = 1; k < n; k++)
+        if (v[k] / v[k - 1] >= step) {
+            step = v[k] / v[k - 1];
+            split = v[k];
+        }
+    free(v);
+    return split;
+}
+
+/* One regime's line: qflow's median over the rounds of the group (upper:
+ * latency >= split, else lower) and the median of its per-round ratio to
+ * each other impl of the bench (repetition k of every impl ran in round
+ * k). */
+static void print_regime(const bench_results *rs, const bench_result *q, double split, bool upper)
+{
+    double *qv = bench_xcalloc(q->nvalues + 1, sizeof(double));
+    double *ratio = bench_xcalloc(q->nvalues + 1, sizeof(double));
+    double lo = INFINITY, hi = 0;
+    unsigned n = 0;
+    for (unsigned k = 0; k < q->nvalues; k++) {
+        double c = q->c2c_ns[k];
+        if (!isfinite(c) || !(c > 0) || (c >= split) != upper || !isfinite(q->values[k]))
+            continue;
+        qv[n++] = q->values[k];
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    if (n > 0) {
+        char med[32];
+        bench_format_value(med, sizeof(med), bench_median(qv, n), q->unit);
+        printf("  regime: core-to-core %.0f-%.0f ns, %u round%s: qflow %s", lo, hi, n,
+               n == 1 ? "" : "s", med);
+        const char *sep = ";";
+        for (size_t i = 0; i < rs->n; i++) {
+            const bench_result *r = &rs->v[i];
+            if (r == q || strcmp(r->bench, q->bench) != 0 || !r->values)
+                continue;
+            unsigned m = 0;
+            for (unsigned k = 0; k < q->nvalues && k < r->nvalues; k++) {
+                double c = q->c2c_ns[k];
+                if (isfinite(c) && c > 0 && (c >= split) == upper && q->values[k] > 0 &&
+                    r->values[k] > 0 && isfinite(q->values[k] / r->values[k]))
+                    ratio[m++] = q->values[k] / r->values[k];
+            }
+            if (m > 0) {
+                printf("%s qflow/%s %.3g", sep, r->impl, bench_median(ratio, m));
+                sep = ",";
+            }
+        }
+        printf("\n");
+    }
+    free(qv);
+    free(ratio);
+}
+
+/* Under a bench whose rounds ran in both regimes: qflow and its ratios in
+ * each, as print_table() shows them over all rounds. */
+static void print_regimes(const bench_results *rs, const bench_result *q)
+{
+    double split = q && q->values ? regime_split(q) : 0;
+    if (split <= 0)
+        return;
+    print_regime(rs, q, split, false);
+    print_regime(rs, q, split, true);
+}
+
 static void print_table(const bench_results *rs, const char *bench)
 {
     const bench_result *q = bench_results_find(rs, bench, "qflow");
@@ -154,6 +245,7 @@ static void print_table(const bench_results *rs, const char *bench)
             printf("  note (%s): %s\n", r->impl, r->bc->note);
     }
     print_c2c(head);
+    print_regimes(rs, q);
 }
 
 void bench_print_tables(const bench_results *rs)

@@ -541,6 +541,30 @@ echo "no --json"; exit 8
             failures.append("c2c_shown_from_file")
             print(p.stdout + p.stderr + p2.stdout + p2.stderr)
 
+        # Rounds in two regimes (latencies apart by 2x or more): qflow's
+        # median and its per-round ratios shown for each group; rounds of
+        # one regime, or without latencies, show no such line.
+        c2c = [40, 180, 35, None, 41, 39]
+        rows = [result("queue.tput.spsc", "qflow", [1e7, 2e7, 3e7, 4e7, 5e7, 6e7]),
+                result("queue.tput.spsc", "go_chan", [1e7] * 6)]
+        for r in rows:
+            r["c2c_ns"] = c2c
+        rg_path = os.path.join(tmp, "regimes.json")
+        write(rg_path, rows)
+        p = subprocess.run([BENCH, "--from", rg_path], capture_output=True, text=True)
+        want = ["regime: core-to-core 35-41 ns, 4 rounds: qflow 40 M; qflow/go_chan 4\n",
+                "regime: core-to-core 180-180 ns, 1 round: qflow 20 M; qflow/go_chan 2\n"]
+        ok = p.returncode == 0 and all(w in p.stdout for w in want)
+        for r in rows:
+            r["c2c_ns"] = [40, 45, 35, None, 41, 60]  # one regime: under 2x apart
+        write(rg_path, rows)
+        p2 = subprocess.run([BENCH, "--from", rg_path], capture_output=True, text=True)
+        ok &= p2.returncode == 0 and "regime:" not in p2.stdout
+        print(f"{'ok  ' if ok else 'FAIL'} regimes_from_file")
+        if not ok:
+            failures.append("regimes_from_file")
+            print(p.stdout + p.stderr + p2.stdout + p2.stderr)
+
         # --workers N: qflow's runtimes and Go's GOMAXPROCS both N (the Go
         # peer prints what it got and the harness fails a run where it
         # differs), recorded as a test knob; a bad N, or N with --from,
