@@ -55,6 +55,14 @@ def result(bench, impl, values, unit="items/s", truncated=None):
             "truncated": truncated or [False] * len(values), "params": {}}
 
 
+def verdict(failures, name, ok, *procs):
+    """Prints a check's line; a failed one is counted, with what it printed."""
+    print(f"{'ok  ' if ok else 'FAIL'} {name}")
+    if not ok:
+        failures.append(name)
+        print("".join(p.stdout + p.stderr for p in procs))
+
+
 def noisy(rng, centre, spread, n):
     """n figures around centre, each times a factor in [1 - spread, 1 + spread]."""
     return [centre * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
@@ -536,10 +544,7 @@ echo "no --json"; exit 8
         write(shown_path, [result("queue.tput.spsc", "qflow", [1e7] * 5)])
         p2 = subprocess.run([BENCH, "--from", shown_path], capture_output=True, text=True)
         ok &= p2.returncode == 0 and "core-to-core" not in p2.stdout
-        print(f"{'ok  ' if ok else 'FAIL'} c2c_shown_from_file")
-        if not ok:
-            failures.append("c2c_shown_from_file")
-            print(p.stdout + p.stderr + p2.stdout + p2.stderr)
+        verdict(failures, "c2c_shown_from_file", ok, p, p2)
 
         # Rounds in two regimes (latencies apart by 2x or more): qflow's
         # median and its per-round ratios shown for each group; rounds of
@@ -560,10 +565,7 @@ echo "no --json"; exit 8
         write(rg_path, rows)
         p2 = subprocess.run([BENCH, "--from", rg_path], capture_output=True, text=True)
         ok &= p2.returncode == 0 and "regime:" not in p2.stdout
-        print(f"{'ok  ' if ok else 'FAIL'} regimes_from_file")
-        if not ok:
-            failures.append("regimes_from_file")
-            print(p.stdout + p.stderr + p2.stdout + p2.stderr)
+        verdict(failures, "regimes_from_file", ok, p, p2)
 
         # --workers N: qflow's runtimes and Go's GOMAXPROCS both N (the Go
         # peer prints what it got and the harness fails a run where it
