@@ -115,6 +115,18 @@ static double parse_threshold(const char *s)
     return v;
 }
 
+/* A whole number from 1 to hi for option `opt`, or exit 2 saying so. */
+static long parse_count(const char *opt, const char *s, long hi)
+{
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (end == s || *end || n < 1 || n > hi) {
+        fprintf(stderr, "qflow-bench: bad %s '%s' (1..%ld)\n", opt, s, hi);
+        exit(2);
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     enum {
@@ -174,16 +186,9 @@ int main(int argc, char **argv)
         case OPT_FILTER:
             filter_src = optarg;
             break;
-        case OPT_REPS: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 1000) {
-                fprintf(stderr, "qflow-bench: bad --reps '%s' (1..1000)\n", optarg);
-                return 2;
-            }
-            o.reps = (unsigned)n;
+        case OPT_REPS:
+            o.reps = (unsigned)parse_count("--reps", optarg, 1000);
             break;
-        }
         case OPT_JSON:
             json_path = optarg;
             break;
@@ -212,16 +217,9 @@ int main(int argc, char **argv)
         case OPT_FIXED_BUDGET:
             o.grow_budget = false;
             break;
-        case OPT_WORKERS: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (end == optarg || *end || n < 1 || n > 1024) {
-                fprintf(stderr, "qflow-bench: bad --workers '%s' (1..1024)\n", optarg);
-                return 2;
-            }
-            workers = (int)n;
+        case OPT_WORKERS:
+            workers = (int)parse_count("--workers", optarg, 1024);
             break;
-        }
         case OPT_REPORT:
             report_dir = optarg;
             break;

@@ -120,13 +120,7 @@ static double regime_split(const bench_result *r)
         if (isfinite(r->c2c_ns[k]) && r->c2c_ns[k] > 0)
             v[n++] = r->c2c_ns[k];
     double split = 0, step = REGIME_GAP;
-    for (unsigned i = 0; i < n; i++) /* sorted, for the steps: n is small */
-        for (unsigned j = i + 1; j < n; j++)
-            if (v[j] < v[i]) {
-                double t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-            }
+    qsort(v, n, sizeof(*v), bench_cmp_double);
     for (unsigned k = 1; k < n; k++)
         if (v[k] / v[k - 1] >= step) {
             step = v[k] / v[k - 1];
