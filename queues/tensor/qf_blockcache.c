@@ -22,12 +22,19 @@
  * freeing thread's writes to every block of the chain before the taking
  * thread's.
  *
+ * Large blocks (qf_blockcache-impl.h) have one level: per thread and
+ * class, a stack of up to QF__LARGE_KEEP blocks of the class's full size,
+ * within the thread's QF__LARGE_RETAIN bytes. A block's class is its size
+ * rounded up to a power of two, so any block of a class serves any
+ * request of that class.
+ *
  * Thread exit. The first free on a thread registers its lists with a
  * pthread key whose destructor hands them to the shared level (or to
- * free()) and marks the thread's cache dead, so that blocks freed later on
- * that thread (by other keys' destructors) go straight to free(). Key
- * destructors run before a thread's TLS is torn down. The main thread's
- * lists are not flushed at exit(): they stay reachable through its TLS. */
+ * free(); large blocks always to free()) and marks the thread's cache
+ * dead, so that blocks freed later on that thread (by other keys'
+ * destructors) go straight to free(). Key destructors run before a
+ * thread's TLS is torn down. The main thread's lists are not flushed at
+ * exit(): they stay reachable through its TLS. */
 #include "qf_blockcache-impl.h"
 
 #include <ck_stack.h>
@@ -69,9 +76,16 @@ typedef struct block_list {
     uint32_t n;
 } block_list;
 
+typedef struct large_stack {
+    void *blocks[QF__LARGE_KEEP];
+    uint32_t n;
+} large_stack;
+
 typedef struct thread_cache {
     block_list lists[QF__BLOCK_CLASSES];
     int state;
+    size_t large_bytes; /* in large[] */
+    large_stack large[QF__LARGE_CLASSES];
 } thread_cache;
 
 typedef struct shared_class {
@@ -159,6 +173,12 @@ static bool take_chain(int k, block_list *l)
 static void cache_flush(void *arg)
 {
     thread_cache *c = arg;
+    for (int j = 0; j < QF__LARGE_CLASSES; j++) {
+        large_stack *st = &c->large[j];
+        while (st->n > 0)
+            free(st->blocks[--st->n]);
+    }
+    c->large_bytes = 0;
     for (int k = 0; k < QF__BLOCK_CLASSES; k++) {
         block_list *l = &c->lists[k];
         while (l->head) {
@@ -220,11 +240,54 @@ __attribute__((noinline, cold)) static void *refill_alloc(block_list *l, size_t 
 
 uint8_t qf__block_class(size_t bytes)
 {
-    size_t k = bytes == 0 ? 1 : (bytes + QF__BLOCK_GRAIN - 1) / QF__BLOCK_GRAIN;
 #ifdef QF_BLOCKCACHE_OFF
-    k = QF__BLOCK_CLASSES + 1;
+    (void)bytes;
+    return 0;
+#else
+    size_t k = bytes == 0 ? 1 : (bytes + QF__BLOCK_GRAIN - 1) / QF__BLOCK_GRAIN;
+    if (k <= QF__BLOCK_CLASSES)
+        return (uint8_t)k;
+    if (bytes > QF__LARGE_MAX)
+        return 0;
+    unsigned j = 0;
+    while (((size_t)1 << (QF__LARGE_MIN_SHIFT + j)) < bytes)
+        j++;
+    return (uint8_t)(QF__BLOCK_CLASSES + 1 + j);
 #endif
-    return k > QF__BLOCK_CLASSES ? 0 : (uint8_t)k;
+}
+
+/* The bytes of every block of large class k. */
+static size_t large_size(size_t k)
+{
+    return (size_t)1 << (QF__LARGE_MIN_SHIFT + (k - QF__BLOCK_CLASSES - 1));
+}
+
+/* A block of large class k: this thread's last freed one of the class,
+ * else a new one of the class's full size. Out of line: the small path
+ * stays a pop with no frame. */
+__attribute__((noinline)) static void *large_alloc(size_t k)
+{
+    thread_cache *c = &tls_cache;
+    large_stack *st = &c->large[k - QF__BLOCK_CLASSES - 1];
+    if (st->n == 0)
+        return malloc(large_size(k));
+    c->large_bytes -= large_size(k);
+    return st->blocks[--st->n];
+}
+
+/* Keep a freed block of large class k for this thread's next allocation
+ * of the class, or free() it when the class's stack or the thread's
+ * retained bytes are full. */
+__attribute__((noinline)) static void large_free(thread_cache *c, void *p, size_t k)
+{
+    large_stack *st = &c->large[k - QF__BLOCK_CLASSES - 1];
+    size_t size = large_size(k);
+    if (st->n >= QF__LARGE_KEEP || c->large_bytes + size > QF__LARGE_RETAIN) {
+        free(p);
+        return;
+    }
+    st->blocks[st->n++] = p;
+    c->large_bytes += size;
 }
 
 void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
@@ -233,6 +296,10 @@ void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
     if (k == 0) {
         *ret_class = 0;
         return malloc(bytes);
+    }
+    if (k > QF__BLOCK_CLASSES) {
+        *ret_class = (uint8_t)k;
+        return large_alloc(k);
     }
     block_list *l = &tls_cache.lists[k - 1];
     free_block *b = l->head;
@@ -274,12 +341,16 @@ void qf__block_free(void *p, uint8_t cls)
     if (!p)
         return;
     thread_cache *c = &tls_cache;
-    if (cls == 0 || cls > QF__BLOCK_CLASSES || c->state == CACHE_DEAD) {
+    if (cls == 0 || cls > QF__BLOCK_CLASSES + QF__LARGE_CLASSES || c->state == CACHE_DEAD) {
         free(p);
         return;
     }
     if (c->state == CACHE_FRESH && !cache_register(c)) {
         free(p);
+        return;
+    }
+    if (cls > QF__BLOCK_CLASSES) {
+        large_free(c, p, cls);
         return;
     }
     block_list *l = &c->lists[cls - 1];
