@@ -85,7 +85,8 @@
  * Differences from TensorFlow: the checks TensorFlow does at graph
  * construction on
  * static shapes are done here on the declared components; the poll form of
- * taking a batch (qf_batcher_poller) gathers elements one by one into one
+ * taking a batch (qf_batcher_poller), when its queue holds less than a
+ * whole batch, gathers elements one by one into one
  * batch in progress that all pollers of a batcher share (TensorFlow's
  * dequeue_many gathers in one attempt while later attempts wait), so at the
  * end of the data fewer than batch_size examples are left over for the
@@ -440,10 +441,12 @@ QF_API qf_code qf_batcher_next(qf_batcher *b, qf_element **ret_batch);
 QF_API qf_code qf_batcher_next_until(qf_batcher *b, qf_deadline deadline, qf_element **ret_batch);
 QF_API qf_code qf_batcher_try_next(qf_batcher *b, qf_element **ret_batch);
 
-/* The poll (task) form. A poller gathers examples one by one with the
- * queue's poll form into the batcher's batch in progress (shared by all its
- * pollers) and stacks them when it has batch_size (or, with
- * allow_smaller_final_batch, when the queue has ended). */
+/* The poll (task) form. A poller with no batch in progress whose queue
+ * holds batch_size examples takes them in one take, stacked as the thread
+ * forms stack theirs. Otherwise it gathers the examples there are one by
+ * one with the queue's poll form into the batcher's batch in progress
+ * (shared by all its pollers) and stacks them when it has batch_size (or,
+ * with allow_smaller_final_batch, when the queue has ended). */
 typedef struct qf_batcher_poller qf_batcher_poller;
 
 /**
