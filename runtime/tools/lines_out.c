@@ -165,10 +165,25 @@ static void terminate_run(const qf_string *v, size_t i, size_t j)
     }
 }
 
+/* Values ahead of the one written whose bytes are asked for (below). */
+#define PREFETCH_AHEAD 8
+
 lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n)
 {
     size_t i = 0;
     while (i < n && o->status == LINES_OUT_OK) {
+        /* Lines taken from a shuffle queue lie all over the reader's blocks,
+         * in lines another core wrote: each copy waited for its line's
+         * bytes. Asked for a few values ahead (the first byte, and the
+         * terminator, which terminate_run() writes), they come in while
+         * the lines before them are copied: qflow-lines --shuffle over
+         * 200 MB, 222-231 -> 168-171 ms; in order, where they lie back to
+         * back and are written from where they lie, no change (90 ms). */
+        if (i + PREFETCH_AHEAD < n && v[i + PREFETCH_AHEAD].len) {
+            const qf_string *a = &v[i + PREFETCH_AHEAD];
+            __builtin_prefetch(a->data, 0);
+            __builtin_prefetch(a->data + a->len, 1);
+        }
         size_t room = o->cap - o->len;
         if (v[i].len == 0) {
             if (room == 0 && lines_out_flush(o) != LINES_OUT_OK)
