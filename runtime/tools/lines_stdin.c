@@ -172,12 +172,68 @@ static void *stdin_main(void *arg)
     return NULL;
 }
 
+/* Write all of buf[0..n) to fd; false with errno on an error. */
+static bool write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return false;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* lines_stdin_spool()'s thread: the bytes, as they come, to spool_fd. */
+static void *spool_main(void *arg)
+{
+    lines_stdin *in = arg;
+    char *buf = malloc(READ_CHUNK);
+    if (!buf) {
+        report(in, "standard input: cannot keep it", ENOMEM);
+        return NULL;
+    }
+    while (wait_readable(in)) {
+        ssize_t r = read(in->fd, buf, READ_CHUNK);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r < 0) {
+            report(in, "read error on standard input", errno);
+            break;
+        }
+        if (r == 0)
+            break; /* the end */
+        if (!write_all(in->spool_fd, buf, (size_t)r)) {
+            report(in, "standard input: cannot keep it", errno);
+            break;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+qf_code lines_stdin_spool(lines_stdin *in, int out)
+{
+    in->spool_fd = out;
+    if (pthread_create(&in->thread, NULL, spool_main, in) != 0)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "cannot start the standard input thread");
+    in->started = true;
+    return QF_OK;
+}
+
 qf_code lines_stdin_start(lines_stdin *in, int fd, qf_coord *coord, int64_t capacity,
                           int64_t skip_header_lines)
 {
     memset(in, 0, sizeof(*in));
     in->made = true;
     in->fd = fd;
+    in->spool_fd = -1;
     in->coord = coord;
     in->skip = skip_header_lines;
     atomic_init(&in->target, NULL);

@@ -8,10 +8,13 @@
  * enqueues its lines into the batch queue; a queue that stays open until
  * the end of standard input is one more source of the batch (which then
  * becomes batch_join / shuffle_batch_join over the N readers and it), so
- * the batch queue closes only after the last line. With --seed, standard
- * input is read to its end into a queue of its own, the batch's source,
- * before the pipeline starts, so the output depends on the input only,
- * not on when it came.
+ * the batch queue closes only after the last line. Most of the time,
+ * though, standard input is a pipe or a fresh regular file, and then the
+ * readers read it as one more FILE (stdin_through_reader()). With --seed,
+ * the thread copies standard input to its end into a memory file before
+ * the pipeline starts, and the readers read that (stdin_spool()), so the
+ * output depends on the input only, not on when it came. Either way its
+ * keys still read "-:<line number>" (key_of()).
  *
  * It is both a tool (a parallel, epoch-aware, shuffling `cat`) and the
  * library's end-to-end example: everything TensorFlow 1.x's input pipeline
@@ -59,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,6 +120,13 @@ typedef struct app {
     size_t n_runner_tasks;
     qf_task *consumer; /* --seed only */
     lines_out out;
+    /* Standard input as a FILE (stdin_as_file()): the path the readers
+     * open, which its keys name and key_of() turns back into "-"; NULL
+     * otherwise. spool_fd: with --seed, the memory file it is copied to
+     * (stdin_spool()), else -1. */
+    const char *stdin_file;
+    char spool_path[32];
+    int spool_fd;
     bool flush_per_batch; /* stdout is a terminal: show lines as they come */
     qf_code consume_rc;   /* an error taking batches (not the end of data) */
     qf_status *consume_st;
@@ -387,6 +398,15 @@ static void check_files(const options *o)
  * user would give. */
 #define STDIN_PATH "/proc/self/fd/0"
 
+/* Whether a FILE the user gave is `path`. */
+static bool given(const options *o, const char *path)
+{
+    for (size_t i = 0; i < o->n_files; i++)
+        if (strcmp(o->files[i], path) == 0)
+            return true;
+    return false;
+}
+
 /* Whether standard input can go through the readers as one more FILE (the
  * fast path: large reads straight into the string blocks the lines are
  * handed out from, no copy per line), rather than through the stdin thread
@@ -396,14 +416,15 @@ static void check_files(const options *o)
  *     file not read from yet (reopening starts at offset 0: after
  *     `(head -1; qflow-lines) < f` the thread must read on from where the
  *     shell left it). Terminals, sockets and devices keep the thread;
- *   - without --keys (a file's keys would name STDIN_PATH, not "-") and
- *     without --seed (which reads "-" to its end before anything runs);
+ *   - without --seed (stdin_spool() takes that case);
+ *   - with --keys only if no FILE the user gave is STDIN_PATH itself (its
+ *     keys would then be told from standard input's by nothing);
  *   - and when STDIN_PATH opens at all (/proc may be missing). Opening it
  *     and closing it again loses nothing: fd 0 stays open, so a pipe keeps
  *     its reader and its writer goes on. */
 static bool stdin_through_reader(const options *o)
 {
-    if (!o->use_stdin || o->keys || o->have_seed)
+    if (!o->use_stdin || o->have_seed || (o->keys && given(o, STDIN_PATH)))
         return false;
     struct stat st;
     if (fstat(STDIN_FILENO, &st) != 0)
@@ -428,15 +449,40 @@ static bool stdin_through_reader(const options *o)
     return same;
 }
 
-/* Put STDIN_PATH where "-" was among the FILEs (the files array has room
- * for it: "-" or, with no FILE, the extra slot). */
-static void stdin_as_file(options *o)
+/* Put `path` where "-" was among the FILEs (the files array has room for
+ * it: "-" or, with no FILE, the extra slot), and remember it for the
+ * keys. */
+static void stdin_as_file(app *a, const char *path)
 {
+    options *o = &a->o;
     memmove(o->files + o->stdin_pos + 1, o->files + o->stdin_pos,
             (o->n_files - o->stdin_pos) * sizeof(*o->files));
-    o->files[o->stdin_pos] = STDIN_PATH;
+    o->files[o->stdin_pos] = (char *)path;
     o->n_files++;
     o->use_stdin = false;
+    a->stdin_file = path;
+}
+
+/* --seed with "-": standard input goes, whole, into a memory file that the
+ * readers read as one more FILE once the stdin thread has copied it there
+ * (lines_stdin_spool(); start_pipeline() waits for it). False when no such
+ * file can be made (the thread then makes the lines elements, as before:
+ * ten times the time). */
+static bool stdin_spool(app *a)
+{
+    if (!a->o.use_stdin || !a->o.have_seed)
+        return false;
+    int fd = memfd_create("qflow-lines-stdin", MFD_CLOEXEC);
+    if (fd < 0)
+        return false;
+    snprintf(a->spool_path, sizeof(a->spool_path), "/proc/self/fd/%d", fd);
+    if (access(a->spool_path, R_OK) != 0 || (a->o.keys && given(&a->o, a->spool_path))) {
+        close(fd);
+        return false;
+    }
+    a->spool_fd = fd;
+    stdin_as_file(a, a->spool_path);
+    return true;
 }
 
 /* A reader's warning (a file that shrank while it was read, so its last
@@ -571,6 +617,21 @@ static void *monitor_main(void *arg)
 /* --------------------------------------------------------------- consumer */
 
 /* Write one batch (keys [k], values [k]) and free it. */
+/* The key to write for k: standard input's lines, read from a FILE of
+ * its own (stdin_as_file()), are keyed "<that path>:<n>" by their reader,
+ * and the user asked for "-:<n>". */
+static qf_string key_of(const app *a, qf_string k, char *buf, size_t cap)
+{
+    const char *f = a->stdin_file;
+    size_t fl = f ? strlen(f) : 0;
+    if (!f || k.len <= fl || memcmp(k.data, f, fl) != 0 || k.data[fl] != ':' ||
+        k.len - fl + 1 > cap)
+        return k;
+    buf[0] = '-';
+    memcpy(buf + 1, k.data + fl, k.len - fl);
+    return (qf_string){k.len - fl + 1, buf};
+}
+
 static lines_out_status emit(app *a, qf_element *batch)
 {
     const qf_tensor *kt = qf_element_get(batch, 0), *vt = qf_element_get(batch, 1);
@@ -579,8 +640,11 @@ static lines_out_status emit(app *a, qf_element *batch)
     lines_out_status st = LINES_OUT_OK;
     if (!a->o.keys)
         st = lines_out_values(&a->out, v, (size_t)n);
-    for (int64_t i = 0; a->o.keys && i < n && st == LINES_OUT_OK; i++)
-        st = lines_out_line(&a->out, k[i].data, k[i].len, v[i].data, v[i].len);
+    for (int64_t i = 0; a->o.keys && i < n && st == LINES_OUT_OK; i++) {
+        char buf[64];
+        qf_string key = key_of(a, k[i], buf, sizeof(buf));
+        st = lines_out_line(&a->out, key.data, key.len, v[i].data, v[i].len);
+    }
     qf_element_free(batch);
     atomic_fetch_add_explicit(&a->lines, (uint64_t)n, memory_order_relaxed);
     if (st == LINES_OUT_OK && a->flush_per_batch)
@@ -720,8 +784,9 @@ static int build(app *a)
     /* "-": its lines go straight into the batch queue, and a gate queue
      * keeps the batch open until they are all in; with --seed they all go
      * into a queue of their own first, the batch's source (lines_stdin.h). */
-    if (o->use_stdin && lines_stdin_start(&a->in, STDIN_FILENO, a->coord, o->have_seed ? -1 : 0,
-                                          o->skip_header_lines) != QF_OK)
+    if ((o->use_stdin || a->spool_fd >= 0) &&
+        lines_stdin_start(&a->in, STDIN_FILENO, a->coord, o->use_stdin && o->have_seed ? -1 : 0,
+                          o->skip_header_lines) != QF_OK)
         return fail_qf("standard input");
 
     qf_batch_source *srcs[1025]; /* --readers is at most 1024 */
@@ -756,6 +821,8 @@ static int build(app *a)
     if (o->use_stdin &&
         lines_stdin_run(&a->in, o->have_seed ? NULL : qf_batcher_queue(a->batcher)) != QF_OK)
         return fail_qf("standard input");
+    if (a->spool_fd >= 0 && lines_stdin_spool(&a->in, a->spool_fd) != QF_OK)
+        return fail_qf("standard input");
 
     qf_runtime_options rto = {.workers = o->have_seed ? 0 : -1, .name = "qflow-lines"};
     if (qf_runtime_new(&rto, &a->rt) != QF_OK)
@@ -781,7 +848,7 @@ static int build(app *a)
 static int start_pipeline(app *a)
 {
     const options *o = &a->o;
-    if (o->have_seed && o->use_stdin)
+    if (o->have_seed && (o->use_stdin || a->spool_fd >= 0))
         lines_stdin_join(&a->in);
     if (qf_coord_should_stop(a->coord))
         return 0;
@@ -832,6 +899,8 @@ static void free_all(app *a)
     qf_coord_free(a->coord);
     qf_status_free(a->consume_st);
     lines_out_free(&a->out);
+    if (a->spool_fd >= 0)
+        close(a->spool_fd);
 }
 
 int main(int argc, char **argv)
@@ -839,8 +908,9 @@ int main(int argc, char **argv)
     static app a; /* static: the signal handler's coordinator outlives main's frame */
     parse_options(argc, argv, &a.o);
     check_files(&a.o);
-    if (stdin_through_reader(&a.o))
-        stdin_as_file(&a.o);
+    a.spool_fd = -1;
+    if (!stdin_spool(&a) && stdin_through_reader(&a.o))
+        stdin_as_file(&a, STDIN_PATH);
     if (!lines_out_init(&a.out, STDOUT_FILENO, OUT_BUFFER, &g_signal)) {
         fprintf(stderr, PROG ": out of memory\n");
         return 1;

@@ -1219,33 +1219,72 @@ Test(qflow_lines, sigint_stops_a_seeded_shuffled_pipeline)
 
 /* ------------------------------------------------------ standard input */
 
-/* `text` read as FILE and as "-" (standard input from the same file) gives
- * the same lines in the same order, keys and all, the file's keys
- * "<path>:<n>" being "-:<n>" for standard input (spec 190-195: one TextLine
- * reading, whatever the source). */
+/* A whole file, malloc'd. */
+static char *read_whole(const char *path, size_t *ret_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    size_t len = (size_t)st.st_size, off = 0;
+    char *b = malloc(len + 1);
+    cr_assert_not_null(b);
+    while (off < len) {
+        ssize_t n = read(fd, b + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert_gt(n, 0, "read %s: %s", path, n < 0 ? strerror(errno) : "short");
+        off += (size_t)n;
+    }
+    close(fd);
+    *ret_len = len;
+    return b;
+}
+
+/* Standard input's output rs against the file's rf (see same_as_file()). */
+static void expect_same_keyed(result *rf, result *rs, const char *path, const char *name,
+                              const char *how)
+{
+    EXPECT_EXIT(rs, 0);
+    cr_expect_eq(rs->err.len, 0, "%s, %s: stderr: %s", name, how, rs->err.p);
+    lines gf, gs;
+    split(&rf->out, &gf);
+    split(&rs->out, &gs);
+    cr_assert_eq(gs.n, gf.n, "%s, %s: %zu lines from stdin, %zu from the file", name, how, gs.n,
+                 gf.n);
+    size_t plen = strlen(path);
+    for (size_t i = 0; i < gf.n; i++) {
+        cr_assert(strncmp(gf.v[i], path, plen) == 0 && gf.v[i][plen] == ':');
+        cr_assert(strncmp(gs.v[i], "-:", 2) == 0, "%s: key of \"%s\"", how, gs.v[i]);
+        cr_expect_str_eq(gs.v[i] + 1, gf.v[i] + plen, "%s, %s: line %zu", name, how, i);
+    }
+    lines_free(&gf);
+    lines_free(&gs);
+}
+
+/* `text` read as FILE and as "-" gives the same lines in the same order,
+ * keys and all, the file's keys "<path>:<n>" being "-:<n>" for standard
+ * input (spec 190-195: one TextLine reading, whatever the source), however
+ * standard input comes: the same file (a reader reopens it), a pipe (a
+ * reader reads it), a pipe with --seed (copied whole to a memory file
+ * first, which a reader reads). */
 static void same_as_file(const tdir *d, const char *name, const char *text, const char *skip)
 {
     const char *path = write_str(d, name, text);
     result rf, rs;
     run(&rf, "--keys", "--readers", "1", "--skip-header-lines", skip, path, NULL);
-    run_in(&rs, path, "--keys", "--skip-header-lines", skip, "-", NULL);
     EXPECT_EXIT(&rf, 0);
-    EXPECT_EXIT(&rs, 0);
-    cr_expect_eq(rs.err.len, 0, "stderr: %s", rs.err.p);
-    lines gf, gs;
-    split(&rf.out, &gf);
-    split(&rs.out, &gs);
-    cr_assert_eq(gs.n, gf.n, "%s: %zu lines from stdin, %zu from the file", name, gs.n, gf.n);
-    size_t plen = strlen(path);
-    for (size_t i = 0; i < gf.n; i++) {
-        cr_assert(strncmp(gf.v[i], path, plen) == 0 && gf.v[i][plen] == ':');
-        cr_assert(strncmp(gs.v[i], "-:", 2) == 0, "key of \"%s\"", gs.v[i]);
-        cr_expect_str_eq(gs.v[i] + 1, gf.v[i] + plen, "%s line %zu", name, i);
-    }
-    lines_free(&gf);
-    lines_free(&gs);
-    result_free(&rf);
+    run_in(&rs, path, "--keys", "--skip-header-lines", skip, "-", NULL);
+    expect_same_keyed(&rf, &rs, path, name, "the file as stdin");
     result_free(&rs);
+    run_piped(&rs, text, strlen(text), "--keys", "--skip-header-lines", skip, "-", NULL);
+    expect_same_keyed(&rf, &rs, path, name, "a pipe");
+    result_free(&rs);
+    run_piped(&rs, text, strlen(text), "--keys", "--seed", "7", "--skip-header-lines", skip, "-",
+              NULL);
+    expect_same_keyed(&rf, &rs, path, name, "a pipe, --seed");
+    result_free(&rs);
+    result_free(&rf);
 }
 
 Test(qflow_lines, dash_reads_standard_input_as_a_text_line_reader_reads_a_file)
@@ -1276,6 +1315,16 @@ Test(qflow_lines, dash_reads_standard_input_as_a_text_line_reader_reads_a_file)
         }
     lines_free(&got);
     lines_free(&want);
+    result_free(&r);
+    /* the same through a pipe with --seed: all of it, in order, once */
+    size_t blen;
+    char *btext = read_whole(big, &blen);
+    run_piped(&r, btext, blen, "--seed", "3", "-", NULL);
+    EXPECT_EXIT(&r, 0);
+    cr_expect_eq(r.out.len, blen, "--seed through a pipe: %zu bytes of %zu", r.out.len, blen);
+    cr_expect(r.out.len == blen && memcmp(r.out.p, btext, blen) == 0,
+              "--seed through a pipe: the input, in order");
+    free(btext);
     result_free(&r);
     tdir_remove(&d);
 }
