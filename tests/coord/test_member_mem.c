@@ -18,12 +18,10 @@
 #include "qf_member_mem-impl.h"
 #include "qf_test_fork.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "qf_test_asan.h"
+
+#if QFT_ASAN
 #define CACHE_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CACHE_OFF 1
-#endif
 #endif
 
 static bool all_zero(const unsigned char *p, size_t n)

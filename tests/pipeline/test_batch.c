@@ -1430,14 +1430,29 @@ Test(batch, spec_164_pollers_return_one_smaller_final_batch)
  * queue loses batch_size examples at once, in order; at the end, a short
  * remainder is returned whole with allow_smaller_final_batch (spec 164)
  * and never without it (spec 163), for the thread form too. */
+/* A poller of h's batcher, and w made ready for it. */
+static qf_batcher_poller *handfed_poller(handfed *h, qf_waker *w)
+{
+    qf_batcher_poller *p = NULL;
+    cr_assert_eq(qf_batcher_poller_new(h->b, &p), QF_OK);
+    qf_waker_init_thread(w);
+    return p;
+}
+
+/* The end of a test of one poller: the thread form sees the end too. */
+static void handfed_end(handfed *h, qf_batcher_poller *p)
+{
+    expect_end(h->b);
+    qf_batcher_poller_free(p);
+    handfed_free(h);
+}
+
 Test(batch, poller_takes_a_whole_batch_in_one_take)
 {
     handfed h;
     handfed_make(&h, 4, false);
-    qf_batcher_poller *p = NULL;
-    cr_assert_eq(qf_batcher_poller_new(h.b, &p), QF_OK);
     qf_waker w;
-    qf_waker_init_thread(&w);
+    qf_batcher_poller *p = handfed_poller(&h, &w);
     qf_element *e;
     qf_queue *bq = qf_batcher_queue(h.b);
     handfed_feed(&h, 0, 8, false, 8);
@@ -1451,19 +1466,15 @@ Test(batch, poller_takes_a_whole_batch_in_one_take)
     cr_expect_eq(poll_once(p, &w, &e), QF_OUT_OF_RANGE, "2 of 4 at the end: never returned");
     cr_expect_null(e);
     cr_expect_eq(poll_once(p, &w, &e), QF_OUT_OF_RANGE);
-    expect_end(h.b);
-    qf_batcher_poller_free(p);
-    handfed_free(&h);
+    handfed_end(&h, p);
 }
 
 Test(batch, poller_takes_a_short_final_batch_whole)
 {
     handfed h;
     handfed_make(&h, 4, true);
-    qf_batcher_poller *p = NULL;
-    cr_assert_eq(qf_batcher_poller_new(h.b, &p), QF_OK);
     qf_waker w;
-    qf_waker_init_thread(&w);
+    qf_batcher_poller *p = handfed_poller(&h, &w);
     qf_element *e;
     handfed_feed(&h, 0, 6, true, 6);
     cr_assert_eq(poll_once(p, &w, &e), QF_OK, "%s", qf_last_message());
@@ -1471,9 +1482,7 @@ Test(batch, poller_takes_a_short_final_batch_whole)
     cr_assert_eq(poll_once(p, &w, &e), QF_OK, "%s", qf_last_message());
     expect_values(e, 4, 2); /* [4, 5]: the one short batch */
     cr_expect_eq(poll_once(p, &w, &e), QF_OUT_OF_RANGE);
-    expect_end(h.b);
-    qf_batcher_poller_free(p);
-    handfed_free(&h);
+    handfed_end(&h, p);
 }
 
 Test(batch, spec_163_the_thread_form_finishes_a_batch_a_poller_began)

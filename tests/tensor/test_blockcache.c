@@ -18,17 +18,9 @@
 #include <string.h>
 
 #include "qf_blockcache-impl.h"
+#include "qf_test_asan.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CACHE_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CACHE_OFF 1
-#endif
-#endif
-#ifndef CACHE_OFF
-#define CACHE_OFF 0
-#endif
+#define CACHE_OFF QFT_ASAN
 
 static size_t class_bytes(uint8_t cls)
 {
