@@ -470,7 +470,10 @@ static void stdin_as_file(app *a, const char *path)
  * ten times the time). */
 static bool stdin_spool(app *a)
 {
-    if (!a->o.use_stdin || !a->o.have_seed)
+    struct stat st;
+    /* A closed fd 0 stays with the thread, which reports it; and the
+     * memory file must not become fd 0 itself. */
+    if (!a->o.use_stdin || !a->o.have_seed || fstat(STDIN_FILENO, &st) != 0)
         return false;
     int fd = memfd_create("qflow-lines-stdin", MFD_CLOEXEC);
     if (fd < 0)
@@ -908,6 +911,12 @@ int main(int argc, char **argv)
     static app a; /* static: the signal handler's coordinator outlives main's frame */
     parse_options(argc, argv, &a.o);
     check_files(&a.o);
+    if (a.o.use_stdin && fcntl(STDIN_FILENO, F_GETFD) < 0) {
+        /* Closed: the first fd the tool made would become "standard input"
+         * (the stdin thread's own eventfd: it waited on itself for good). */
+        fprintf(stderr, PROG ": read error on standard input: %s\n", strerror(errno));
+        return 1;
+    }
     a.spool_fd = -1;
     if (!stdin_spool(&a) && stdin_through_reader(&a.o))
         stdin_as_file(&a, STDIN_PATH);

@@ -157,8 +157,10 @@ static void spawn_in(proc *p, const char *const *args, int in_fd)
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        int in = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
-        if (in < 0 || dup2(in, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
+        /* in_fd: -1 reads /dev/null, -2 runs with fd 0 closed */
+        int in = in_fd >= 0 ? in_fd : in_fd == -1 ? open("/dev/null", O_RDONLY) : -1;
+        if ((in_fd == -2 ? close(0) < 0 && errno != EBADF : in < 0 || dup2(in, 0) < 0) ||
+            dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
             _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
@@ -1432,6 +1434,28 @@ Test(qflow_lines, dash_rules_exit_2)
     EXPECT_EXIT(&r, 0);
     cr_expect_eq(r.out.len, 0);
     result_free(&r);
+}
+
+/* Standard input closed (`qflow-lines <&-`): an error, at once, as cat
+ * reports it, with or without --seed; it used to wait for good, on an fd
+ * of its own that had taken the number 0. */
+Test(qflow_lines, a_closed_standard_input_exits_1)
+{
+    static const char *const seeded[] = {"--seed", "3", "-", NULL};
+    static const char *const plain[] = {"-", NULL};
+    const char *const *argss[] = {plain, seeded};
+    for (int k = 0; k < 2; k++) {
+        proc p;
+        spawn_in(&p, argss[k], -2);
+        buf out = {0}, err = {0};
+        int status = finish(&p, &out, &err);
+        cr_expect_eq(exit_code(status), 1, "%s: exit %d", k ? "--seed" : "plain",
+                     exit_code(status));
+        cr_expect(err.p && strstr(err.p, "standard input") != NULL, "stderr: %s", err.p);
+        cr_expect_eq(out.len, 0);
+        free(out.p);
+        free(err.p);
+    }
 }
 
 Test(qflow_lines, a_read_error_on_standard_input_exits_1)
