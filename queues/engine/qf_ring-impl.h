@@ -74,16 +74,16 @@
  *     RUN=0, spin finds a consumer asleep for good beside a takeable slot).
  *     The count of what is published (a waiter's re-check, the size) is a
  *     scan of the marks from c_head; run_hint keeps where the run was last
- *     seen to end (advanced with a CAS by whoever scans, on a line of its
- *     own, never read by the fast paths), so repeated counts of a large
- *     ring scan only what is new. Nothing moves the hint while nobody
- *     counts, so after 2^32 indices a stale hint can read as current: a
- *     count from it may overstate (a waiter then retries instead of
- *     sleeping, until the slot under it is published), which is harmless,
- *     but the decisions that must not overstate (nothing in flight, so the
- *     queue is settled closed; every earlier slot takeable, before the
- *     overflow list) scan from c_head without it.
- *     tests/model/ring_turns.pml checks the protocol.
+ *     seen to end (advanced with a CAS by whoever scans past it, on a line
+ *     of its own, never read by the fast paths), so repeated counts of a
+ *     large ring scan only what is new. Nothing moves the hint while
+ *     nobody counts, so after 2^32 indices a
+ *     stale hint can read as current: a count from it may overstate (a
+ *     waiter then retries instead of sleeping, until the slot under it is
+ *     published), which is harmless, but the decisions that must not
+ *     overstate (nothing in flight, so the queue is settled closed; every
+ *     earlier slot takeable, before the overflow list) scan from c_head
+ *     without it. tests/model/ring_turns.pml checks the protocol.
  *     A ring made with multi_producer false (the runtime's run queues) has
  *     no marks and keeps ck_ring's p_tail, moved by its one producer.
  *  5. Bulk reserve and take: one CAS moves k indices. A take claims at
@@ -883,7 +883,7 @@ static inline size_t qf__ring_take(qf__ring *r, void **out, size_t min, size_t m
 /* The end of the published run from c_head, and c_head, at one look
  * (seq_cst loads: a waiter's re-check). A ring with marks starts the scan
  * at run_hint when it lies in [c_head, p_head] (note 4) and moves the hint
- * on. */
+ * to where the run ends, when that is past where the scan began. */
 static inline unsigned qf__ring_published_end(qf__ring *r, unsigned *ret_c)
 {
     unsigned c = QF__LD(&r->ring.c_head, SEQ_CST);
@@ -897,7 +897,11 @@ static inline unsigned qf__ring_published_end(qf__ring *r, unsigned *ret_c)
     unsigned hint = QF__LD(&r->run_hint, ACQUIRE);
     unsigned from = hint - c <= head - c ? hint : c;
     unsigned end = qf__ring_run_end(r, from, head);
-    if (end != hint)
+    /* A scan that found nothing (from c_head, on an empty queue: a
+     * waiter's usual re-check) leaves the hint: a count that starts from
+     * c_head scans nothing the hint would save, and the CAS was a tenth of
+     * that re-check (two tasks ping-ponging through two queues). */
+    if (end != from && end != hint)
         __atomic_compare_exchange_n(&r->run_hint, &hint, end, false, __ATOMIC_RELEASE,
                                     __ATOMIC_RELAXED);
     return end;

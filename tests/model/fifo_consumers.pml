@@ -27,8 +27,10 @@
  *   count      (qf__ring_published_end) c_head, p_head, the run hint; the
  *              end of the published run: a scan of the marks from the hint
  *              if it lies in [c_head, p_head], else from c_head; then a CAS
- *              moves the hint to the end found. HINT=0: no hint, every
- *              count scans from c_head (the protocol without the hint).
+ *              may move the hint to the end found (the code leaves it when
+ *              the scan found nothing; here any count may leave it).
+ *              HINT=0: no hint, every count scans from c_head (the
+ *              protocol without the hint).
  *              Indices do not lap here, so a hint that nobody moved while
  *              the indices went all the way round (2^32 in C) and that lies
  *              in [c_head, p_head] again, with unpublished slots before it,
@@ -137,7 +139,7 @@ inline wake_consumers(n)
 
 /* qf__ring_published_end(): c = c_head, a = p_head, i = the end of the
  * published run from c (seq_cst loads), starting at the hint when it lies
- * in [c, a]; the hint moves on to i. */
+ * in [c, a]; the hint may move on to i. */
 inline published_end()
 {
     c = c_head;
@@ -156,7 +158,7 @@ inline published_end()
      * reset here: no laps) */
     atomic { g = c; do :: g < i -> assert(pub[g]); g++ :: else -> break od; g = 0 };
 #if HINT
-    atomic { if :: i != h && hint == h -> hint = i :: else fi }
+    atomic { if :: i != h && hint == h -> hint = i :: true -> skip fi }
 #endif
 }
 
