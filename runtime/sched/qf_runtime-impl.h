@@ -73,6 +73,9 @@ struct qf_task {
 };
 
 #define QF__LOCAL_RING 256
+/* Of what one poll's wakes push out of the next slot, how many go to the
+ * local ring; the rest go to the global queue (qf_scheduler.c). */
+#define QF__NEXT_SLOT_WAKES 4
 /* A worker's search budget, in rounds (qf_scheduler.c). */
 #define QF__SEARCH_MIN 2
 #define QF__SEARCH_MAX 32

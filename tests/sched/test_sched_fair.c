@@ -230,6 +230,78 @@ Test(sched_fair, woken_task_runs_before_the_wakers_backlog)
     cr_expect_eq(atomic_load(&b.ns.others_ran), 8);
 }
 
+/* A distributor: one poll wakes many tasks and goes on running (a
+ * consumer task serving a line of parked producers). What its wakes push
+ * out of the next slot goes to its worker's ring only the first
+ * QF__NEXT_SLOT_WAKES times, then to the global queue (qf_scheduler.c,
+ * "Where a runnable task goes"), and the other worker runs them all while
+ * the poll goes on. */
+#define DISTRIBUTED 200
+
+typedef struct {
+    qf_task *woken[DISTRIBUTED];
+    atomic_int ran, ran_while_polling;
+    atomic_bool polling;
+    atomic_uint ring_after; /* the distributor's ring right after its wakes */
+} distribution;
+
+static qf_code distributed(qf_task *t, void *arg)
+{
+    (void)t;
+    distribution *d = arg;
+    if (atomic_load(&d->polling))
+        atomic_fetch_add(&d->ran_while_polling, 1);
+    atomic_fetch_add(&d->ran, 1);
+    return QF_OK;
+}
+
+static qf_code distributor(qf_task *t, void *arg)
+{
+    (void)t;
+    distribution *d = arg;
+    atomic_store(&d->polling, true);
+    for (int i = 0; i < DISTRIBUTED; i++)
+        qf_task_wake(d->woken[i]);
+    /* At most: the other worker may have stolen some meanwhile. */
+    atomic_store(&d->ring_after, qf__ring_size(&qf__current_worker()->ring));
+    /* Stay on this worker until all but one woken task have run (the one
+     * in the next slot may wait for this poll to end), or 20 s: the
+     * assertions then say how many ran. */
+    qf_deadline end = qf_deadline_in_s(20.0);
+    while (atomic_load(&d->ran) < DISTRIBUTED - 1 && !qf_deadline_passed(end))
+        sched_yield();
+    atomic_store(&d->polling, false);
+    return QF_OK;
+}
+
+Test(sched_fair, a_distributors_wakes_run_elsewhere_while_it_polls, .timeout = 120)
+{
+    qf_runtime *rt;
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "dist"}, &rt), QF_OK);
+    distribution *d = calloc(1, sizeof(*d));
+    cr_assert_not_null(d);
+    for (int i = 0; i < DISTRIBUTED; i++)
+        cr_assert_eq(
+            qf_task_spawn(rt, distributed, d, &(qf_task_options){.suspended = true}, &d->woken[i]),
+            QF_OK);
+    qf_task *w;
+    cr_assert_eq(qf_task_spawn(rt, distributor, d, NULL, &w), QF_OK);
+    cr_assert_eq(qf_task_join(w, QF_FOREVER, NULL), QF_OK);
+    for (int i = 0; i < DISTRIBUTED; i++) {
+        cr_assert_eq(qf_task_join(d->woken[i], QF_FOREVER, NULL), QF_OK);
+        qf_task_unref(d->woken[i]);
+    }
+    cr_expect_leq(atomic_load(&d->ring_after), QF__NEXT_SLOT_WAKES,
+                  "%u of the distributor's wakes went to its own ring",
+                  atomic_load(&d->ring_after));
+    cr_expect_geq(atomic_load(&d->ran_while_polling), DISTRIBUTED - 1,
+                  "only %d of the %d woken tasks ran while the distributor polled",
+                  atomic_load(&d->ran_while_polling), DISTRIBUTED);
+    qf_task_unref(w);
+    qf_runtime_free(rt);
+    free(d);
+}
+
 /* ------------------------------- tasks behind a long poll are rescued
  *
  * Two workers: one runs a task that yields for ever (its worker always has
