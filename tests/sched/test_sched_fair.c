@@ -1,6 +1,7 @@
 /* test_sched_fair.c - the scheduler's promises (issue 15): every runner
  * gets its turn, a task woken by a running task runs next on the same
- * worker, a queue's spin budget comes back once the load is gone, and a
+ * worker, a queue's spin budget and yields come back once the load is
+ * gone (and yielding stops beside a busy thread), and a
  * worker's search budget follows how long it sleeps.
  *
  * Scale: QF_STRESS_SCALE divides the number of runners (the sanitizer runs
@@ -531,6 +532,110 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 150)
     pthread_join(t, NULL);
     cr_expect(ping_grew, "the ping queue's spin budget still zero after 90 s of ping-pong");
     cr_expect(pong_grew, "the pong queue's spin budget still zero after 90 s of ping-pong");
+    qf_queue_unref(p.ping);
+    qf_queue_unref(p.pong);
+}
+
+/* ------------------------------------------ a queue's yields after its spin
+ *
+ * (queues/engine/qf_fifo.c, yield_once()) A waiting thread yields a few
+ * times after its spin before it sleeps, unless yields keep the CPU away
+ * for long: then yielding stops for the queue, and comes back in the probe
+ * windows once yields are quick again. */
+
+typedef struct {
+    qf_queue *q;
+    atomic_bool stop;
+    cpu_set_t cpu;
+} hog_run;
+
+static void *hog(void *arg)
+{
+    hog_run *h = arg;
+    pthread_setaffinity_np(pthread_self(), sizeof(h->cpu), &h->cpu);
+    while (!atomic_load_explicit(&h->stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+static void *blocked_taker(void *arg)
+{
+    hog_run *h = arg;
+    pthread_setaffinity_np(pthread_self(), sizeof(h->cpu), &h->cpu);
+    void *v;
+    while (qf_queue_dequeue_ptr(h->q, &v) == QF_OK)
+        ;
+    return NULL;
+}
+
+/* The first CPU this process may run on. */
+static cpu_set_t one_cpu(void)
+{
+    cpu_set_t all, one;
+    CPU_ZERO(&one);
+    cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    return one;
+}
+
+/* A busy thread of someone else's on the waiter's CPU: a yield hands it
+ * its time slice, and the queue stops yielding. */
+Test(sched_fair, yields_stop_beside_a_busy_thread, .timeout = 120)
+{
+    hog_run h = {.cpu = one_cpu()};
+    cr_assert_eq(qf_ptr_queue_new(16, "hogged", 0, NULL, &h.q), QF_OK);
+    cr_assert_gt(atomic_load(&h.q->fifo.yield_dyn), 0);
+    pthread_t th, tt;
+    pthread_create(&th, NULL, hog, &h);
+    pthread_create(&tt, NULL, blocked_taker, &h);
+    /* Every wait of the taker yields (or, once yielding is off, probes in
+     * a window) until one yield finds the hog's slice in its way. An item
+     * now and then starts a new wait. */
+    qf_deadline limit = qf_deadline_in_s(60);
+    for (uintptr_t i = 1; atomic_load(&h.q->fifo.yield_dyn) > 0 && !qf_deadline_passed(limit); i++)
+        if (qf_queue_size(h.q) == 0)
+            cr_assert_eq(qf_queue_enqueue_ptr(h.q, (void *)i), QF_OK);
+    int32_t after = atomic_load(&h.q->fifo.yield_dyn);
+    qf_queue_close(h.q, false);
+    pthread_join(tt, NULL);
+    atomic_store(&h.stop, true);
+    pthread_join(th, NULL);
+    cr_expect_eq(after, 0, "the queue still yields beside a busy thread after 60 s");
+    qf_queue_unref(h.q);
+}
+
+/* Yields turned off (as a busy machine leaves them) come back in a probe
+ * window once a yield is quick: a ping-pong whose spins are too short to
+ * catch the partner, so that waits reach their yields. */
+Test(sched_fair, yields_come_back_after_load, .timeout = 150)
+{
+    pp p;
+    cr_assert_eq(qf_ptr_queue_new(16, "ping", 0, NULL, &p.ping), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
+    /* white-box: a spin of 1 us, too short to catch the partner */
+    p.ping->fifo.spin_ns = p.pong->fifo.spin_ns = 1000;
+    atomic_store(&p.ping->fifo.yield_dyn, 0);
+    atomic_store(&p.pong->fifo.yield_dyn, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, echo, &p);
+    qf_deadline limit = qf_deadline_in_s(90);
+    bool ping_back = false, pong_back = false;
+    for (uintptr_t i = 1; !(ping_back && pong_back) && !qf_deadline_passed(limit); i++) {
+        void *v;
+        cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)i), QF_OK);
+        cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
+        cr_assert_eq((uintptr_t)v, i);
+        ping_back = ping_back || atomic_load(&p.ping->fifo.yield_dyn) > 0;
+        pong_back = pong_back || atomic_load(&p.pong->fifo.yield_dyn) > 0;
+    }
+    qf_queue_close(p.ping, false);
+    pthread_join(t, NULL);
+    cr_expect(ping_back, "the ping queue still does not yield after 90 s of ping-pong");
+    cr_expect(pong_back, "the pong queue still does not yield after 90 s of ping-pong");
     qf_queue_unref(p.ping);
     qf_queue_unref(p.pong);
 }
