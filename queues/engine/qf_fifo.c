@@ -156,46 +156,11 @@ static void spin_release(qf__fifo *f, spin *sp)
     sp->yields = 0;
 }
 
-/* After the spin, before the sleep: yield the CPU, up to YIELDS_MAX
- * times, looking again after each. With more threads on a queue than
- * cores (queue.tput.p16c16: 32 threads on 2 cores), the partner a waiter
- * waits for is usually runnable but not running, and a yield runs it at
- * the cost of a context switch, where a futex sleep cost the waiter its
- * place and the partner a wake-up call: p8c8 5.7-16 -> 31-38 M items/s,
- * p16c16 3.9-8 -> 29-38 M, p4c4 12-13 -> 15-17 M (qflow-bench --quick,
- * two rounds each). With another process's busy thread on the core,
- * though, a yield hands it a whole time slice, where a sleeper woken by
- * the futex call would have preempted it (p1c1 19-20 -> 14-15 M, p4c4
- * 21-23 -> 6-14 M with a `yes` per core). So a yield that kept the CPU
- * away for longer than YIELD_SLOW_NS turns yielding off for the queue
- * (yield_dyn 0); like the spin budget it comes back in the process-wide
- * probe windows (qf_spin-impl.h), when a probe's yields are quick. Not
- * with spinning turned off (spin_ns <= 0). */
-#define YIELDS_MAX 16
-#define YIELD_SLOW_NS 20000
+/* After the spin, before the sleep: yields (qf_spin-impl.h). Not with
+ * spinning turned off (spin_ns <= 0). */
 static bool yield_once(qf__fifo *f, spin *sp)
 {
-    if (sp->yields < 0 || f->spin_ns <= 0)
-        return false;
-    int64_t t0 = qf_now_ns();
-    if (sp->yields == 0 && atomic_load_explicit(&f->yield_dyn, memory_order_relaxed) <= 0 &&
-        !qf__spin_probe_window(t0)) {
-        sp->yields = -1;
-        return false;
-    }
-    if (sp->yields >= YIELDS_MAX) {
-        sp->yields = -1;
-        return false;
-    }
-    sp->yields++;
-    sched_yield();
-    bool slow = qf_now_ns() - t0 > YIELD_SLOW_NS;
-    int32_t want = slow ? 0 : YIELDS_MAX;
-    if (atomic_load_explicit(&f->yield_dyn, memory_order_relaxed) != want)
-        atomic_store_explicit(&f->yield_dyn, want, memory_order_relaxed);
-    if (slow)
-        sp->yields = -1; /* sleep now: the futex wake will preempt whoever has the core */
-    return true;         /* look again either way: the condition may hold by now */
+    return f->spin_ns > 0 && qf__yield_once(&f->yield_dyn, &sp->yields);
 }
 
 /* Spin a little; false once the budget is spent (then it sleeps). The
@@ -992,7 +957,7 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     f->single_consumer = c->single_consumer;
     f->spin_ns = c->spin_ns;
     atomic_init(&f->spin_dyn, (int32_t)(f->spin_ns / 4));
-    atomic_init(&f->yield_dyn, YIELDS_MAX);
+    atomic_init(&f->yield_dyn, QF__YIELDS_MAX);
     /* Ring: the next power of two holding `capacity` (ck_ring keeps one
      * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
     unsigned slots;
