@@ -169,6 +169,15 @@ static qf_code name_batch(const qf_batcher *b, qf_element *e, qf_element **ret)
     return name_examples(b->sparse, b->nq, b->names, e, ret);
 }
 
+/* The end of a closed queue that holds less than a batch (spec 163). */
+static qf_code err_insufficient(qf_queue *q, int64_t requested, int64_t have)
+{
+    return qf_set_error(QF_OUT_OF_RANGE,
+                        "%s '%s' is closed and has insufficient elements (requested %" PRId64
+                        ", current size %" PRId64 ")",
+                        qf_queue_kind_name(q), qf_queue_name(q), requested, have);
+}
+
 /* A thread form met the end of the data (QF_OUT_OF_RANGE from the queue).
  * If pollers left a batch in progress, finish it with what the queue still
  * holds: a whole batch, or with allow_smaller_final_batch what there is.
@@ -199,10 +208,7 @@ static qf_code finish_gathered(qf_batcher *b, qf_element **ret_batch)
     qf__unlock(&g->lock);
     qf_code rc;
     if (n == 0)
-        rc = qf_set_error(QF_OUT_OF_RANGE,
-                          "%s '%s' is closed and has insufficient elements (requested %" PRId64
-                          ", current size %zu)",
-                          qf_queue_kind_name(b->q), qf_queue_name(b->q), b->batch_size, have);
+        rc = err_insufficient(b->q, b->batch_size, (int64_t)have);
     else if (!rows || !parts || !stacked)
         rc = qf__batch_oom(); /* the batch in progress stays */
     else
@@ -362,10 +368,7 @@ static bool poll_whole_batch(qf_batcher_poller *p, qf_code *rc, qf_element **ret
     int64_t rows = sh && sh->rank > 0 ? sh->dims[0] : 0;
     if (rows < p->batch_size && !p->smaller) {
         qf_element_free(e);
-        *rc = qf_set_error(QF_OUT_OF_RANGE,
-                           "%s '%s' is closed and has insufficient elements (requested %" PRId64
-                           ", current size %" PRId64 ")",
-                           qf_queue_kind_name(p->q), qf_queue_name(p->q), p->batch_size, rows);
+        *rc = err_insufficient(p->q, p->batch_size, rows);
         return true;
     }
     *rc = name_examples(p->sparse, p->nq, p->names, e, ret_batch);
