@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -498,6 +499,38 @@ static void *echo(void *arg)
     return NULL;
 }
 
+/* A hint of the FIFO engine (spin_dyn, yield_dyn) at its offset. */
+static _Atomic int32_t *fifo_hint(qf_queue *q, size_t off)
+{
+    return (_Atomic int32_t *)((char *)&q->fifo + off);
+}
+
+/* Ping-pong through p's two queues, their hint at `off` set to zero first
+ * (as a loaded machine leaves it), until each queue's hint has been seen
+ * above zero or `limit_s` passed. Each must come back at some moment, not
+ * both at the same moment: with other load on the machine a hint that
+ * came back may rightly fall again before the other queue's probe. */
+static void pingpong_until_hints_back(pp *p, size_t off, double limit_s, bool *ping_back,
+                                      bool *pong_back)
+{
+    atomic_store(fifo_hint(p->ping, off), 0);
+    atomic_store(fifo_hint(p->pong, off), 0);
+    pthread_t t;
+    pthread_create(&t, NULL, echo, p);
+    qf_deadline limit = qf_deadline_in_s(limit_s);
+    *ping_back = *pong_back = false;
+    for (uintptr_t i = 1; !(*ping_back && *pong_back) && !qf_deadline_passed(limit); i++) {
+        void *v;
+        cr_assert_eq(qf_queue_enqueue_ptr(p->ping, (void *)i), QF_OK);
+        cr_assert_eq(qf_queue_dequeue_ptr(p->pong, &v), QF_OK);
+        cr_assert_eq((uintptr_t)v, i);
+        *ping_back = *ping_back || atomic_load(fifo_hint(p->ping, off)) > 0;
+        *pong_back = *pong_back || atomic_load(fifo_hint(p->pong, off)) > 0;
+    }
+    qf_queue_close(p->ping, false);
+    pthread_join(t, NULL);
+}
+
 /* A budget driven to zero (as a loaded machine leaves it) grows back
  * within a few probe windows once both sides can spin again. A probe
  * catches only while both threads are on a CPU at once, which other load
@@ -511,25 +544,8 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 150)
     pp p;
     cr_assert_eq(qf_ptr_queue_new(16, "ping", 0, NULL, &p.ping), QF_OK);
     cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
-    atomic_store(&p.ping->fifo.spin_dyn, 0);
-    atomic_store(&p.pong->fifo.spin_dyn, 0);
-    pthread_t t;
-    pthread_create(&t, NULL, echo, &p);
-    /* Each queue's budget must grow back at some moment; not both at the
-     * same moment: with other load on the machine a budget that grew may
-     * rightly shrink again before the other queue's probe catches. */
-    qf_deadline limit = qf_deadline_in_s(90);
-    bool ping_grew = false, pong_grew = false;
-    for (uintptr_t i = 1; !(ping_grew && pong_grew) && !qf_deadline_passed(limit); i++) {
-        void *v;
-        cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)i), QF_OK);
-        cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
-        cr_assert_eq((uintptr_t)v, i);
-        ping_grew = ping_grew || atomic_load(&p.ping->fifo.spin_dyn) > 0;
-        pong_grew = pong_grew || atomic_load(&p.pong->fifo.spin_dyn) > 0;
-    }
-    qf_queue_close(p.ping, false);
-    pthread_join(t, NULL);
+    bool ping_grew, pong_grew;
+    pingpong_until_hints_back(&p, offsetof(qf__fifo, spin_dyn), 90, &ping_grew, &pong_grew);
     cr_expect(ping_grew, "the ping queue's spin budget still zero after 90 s of ping-pong");
     cr_expect(pong_grew, "the pong queue's spin budget still zero after 90 s of ping-pong");
     qf_queue_unref(p.ping);
@@ -538,7 +554,7 @@ Test(sched_fair, spin_budget_recovers_after_load, .timeout = 150)
 
 /* ------------------------------------------ a queue's yields after its spin
  *
- * (queues/engine/qf_fifo.c, yield_once()) A waiting thread yields a few
+ * (queues/engine/qf_spin-impl.h, qf__yield_once()) A waiting thread yields a few
  * times after its spin before it sleeps, unless yields keep the CPU away
  * for long: then yielding stops for the queue, and comes back in the probe
  * windows once yields are quick again. */
@@ -618,22 +634,8 @@ Test(sched_fair, yields_come_back_after_load, .timeout = 150)
     cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
     /* white-box: a spin of 1 us, too short to catch the partner */
     p.ping->fifo.spin_ns = p.pong->fifo.spin_ns = 1000;
-    atomic_store(&p.ping->fifo.yield_dyn, 0);
-    atomic_store(&p.pong->fifo.yield_dyn, 0);
-    pthread_t t;
-    pthread_create(&t, NULL, echo, &p);
-    qf_deadline limit = qf_deadline_in_s(90);
-    bool ping_back = false, pong_back = false;
-    for (uintptr_t i = 1; !(ping_back && pong_back) && !qf_deadline_passed(limit); i++) {
-        void *v;
-        cr_assert_eq(qf_queue_enqueue_ptr(p.ping, (void *)i), QF_OK);
-        cr_assert_eq(qf_queue_dequeue_ptr(p.pong, &v), QF_OK);
-        cr_assert_eq((uintptr_t)v, i);
-        ping_back = ping_back || atomic_load(&p.ping->fifo.yield_dyn) > 0;
-        pong_back = pong_back || atomic_load(&p.pong->fifo.yield_dyn) > 0;
-    }
-    qf_queue_close(p.ping, false);
-    pthread_join(t, NULL);
+    bool ping_back, pong_back;
+    pingpong_until_hints_back(&p, offsetof(qf__fifo, yield_dyn), 90, &ping_back, &pong_back);
     cr_expect(ping_back, "the ping queue still does not yield after 90 s of ping-pong");
     cr_expect(pong_back, "the pong queue still does not yield after 90 s of ping-pong");
     qf_queue_unref(p.ping);
