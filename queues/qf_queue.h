@@ -158,11 +158,14 @@ typedef struct qf_queue_options {
     qf_ptr_dtor ptr_dtor;
     /* How long a blocking call spins, re-checking, before it sleeps: a futex
      * hand-off costs microseconds, so catching a partner that is about to
-     * act is cheaper. After the spin (on FIFO queues) it yields the CPU a
-     * few times, re-checking, which runs a partner that is waiting for a
-     * core; it stops yielding while yields keep the CPU away for long
-     * (another process's busy thread). 0 selects QF_QUEUE_DEFAULT_SPIN_NS;
-     * negative: never spin or yield. */
+     * act is cheaper (no spin on one CPU). After the spin, a thread's
+     * blocking call on a FIFO queue also yields the CPU up to 16 times,
+     * re-checking, which runs a partner waiting for a core (on one CPU
+     * too): with any positive spin_ns, and so beyond it. A yield that kept
+     * the CPU away over 20 us (another process's busy thread: a yield can
+     * cost it a time slice) turns yielding off for the queue until quick
+     * yields are seen again. 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative:
+     * never spin or yield. */
     int64_t spin_ns;
     /* Shared queues (spec 9-11): non-NULL makes creation return the queue
      * already registered under this name in `registry` (after checking

@@ -157,10 +157,12 @@ static void spin_release(qf__fifo *f, spin *sp)
 }
 
 /* After the spin, before the sleep: yields (qf_spin-impl.h). Not with
- * spinning turned off (spin_ns <= 0). */
+ * spinning turned off (spin_ns <= 0), nor inside a task, whose blocking
+ * call is refused rather than put to sleep: its yields would be the
+ * worker's. */
 static bool yield_once(qf__fifo *f, spin *sp)
 {
-    return f->spin_ns > 0 && qf__yield_once(&f->yield_dyn, &sp->yields);
+    return f->spin_ns > 0 && !qf__in_task() && qf__yield_once(&f->yield_dyn, &sp->yields);
 }
 
 /* Spin a little; false once the budget is spent (then it sleeps). The

@@ -74,10 +74,10 @@
  *     RUN=0, spin finds a consumer asleep for good beside a takeable slot).
  *     The count of what is published (a waiter's re-check, the size) is a
  *     scan of the marks from c_head; run_hint keeps where the run was last
- *     seen to end (advanced with a CAS by whoever scans past it, on a line
- *     of its own, never read by the fast paths), so repeated counts of a
- *     large ring scan only what is new. Nothing moves the hint while
- *     nobody counts, so after 2^32 indices a
+ *     seen to end (advanced with a CAS by whoever scans past it, or finds it
+ *     2^30 indices behind c_head, on a line of its own, never read by the
+ *     fast paths), so repeated counts of a large ring scan only what is
+ *     new. Nothing moves the hint while nobody counts, so after 2^32 indices a
  *     stale hint can read as current: a count from it may overstate (a
  *     waiter then retries instead of sleeping, until the slot under it is
  *     published), which is harmless, but the decisions that must not
@@ -900,8 +900,12 @@ static inline unsigned qf__ring_published_end(qf__ring *r, unsigned *ret_c)
     /* A scan that found nothing (from c_head, on an empty queue: a
      * waiter's usual re-check) leaves the hint: a count that starts from
      * c_head scans nothing the hint would save, and the CAS was a tenth of
-     * that re-check (two tasks ping-ponging through two queues). */
-    if (end != from && end != hint)
+     * that re-check (two tasks ping-ponging through two queues). Unless
+     * the hint has fallen 2^30 indices behind: it is brought to c_head
+     * then, so that it cannot lap round into [c_head, p_head] while every
+     * count finds the queue empty (note 4: a count from such a hint
+     * overstates). */
+    if (end != hint && (end != from || c - hint > (1u << 30)))
         __atomic_compare_exchange_n(&r->run_hint, &hint, end, false, __ATOMIC_RELEASE,
                                     __ATOMIC_RELAXED);
     return end;

@@ -30,6 +30,11 @@
  * than QF__YIELD_SLOW_NS turns yielding off for the queue (its yield hint
  * 0), and, like a spin budget at zero, it comes back in the probe windows,
  * once a probe's yields are quick (p4c4 16-19 -> 16-18 M with the `yes`).
+ * A slow yield counts even when the look after it succeeds: beside a busy
+ * process the partner on the other core has usually acted by then, and
+ * what cost was the waiter's lost slice, which the next wait would lose
+ * again. (A partner of ours that ran over 20 us in the slice we gave it
+ * turns yields off too, until the next probe window.)
  */
 #ifndef QF_SPIN_IMPL_H
 #define QF_SPIN_IMPL_H

@@ -236,15 +236,17 @@ Test(sched_fair, woken_task_runs_before_the_wakers_backlog)
  * consumer task serving a line of parked producers). What its wakes push
  * out of the next slot goes to its worker's ring only the first
  * QF__NEXT_SLOT_WAKES times, then to the global queue (qf_scheduler.c,
- * "Where a runnable task goes"), and the other worker runs them all while
- * the poll goes on. */
+ * "Where a runnable task goes"), and the other worker runs them while the
+ * poll goes on. The other worker is held in a task of its own during the
+ * wakes, so that nothing is stolen before the counts are read. */
 #define DISTRIBUTED 200
 
 typedef struct {
     qf_task *woken[DISTRIBUTED];
     atomic_int ran, ran_while_polling;
-    atomic_bool polling;
-    atomic_uint ring_after; /* the distributor's ring right after its wakes */
+    atomic_bool polling, holding, release;
+    atomic_uint ring_after;   /* the distributor's ring right after its wakes */
+    _Atomic int64_t gq_after; /* the global queue's length then */
 } distribution;
 
 static qf_code distributed(qf_task *t, void *arg)
@@ -257,15 +259,27 @@ static qf_code distributed(qf_task *t, void *arg)
     return QF_OK;
 }
 
-static qf_code distributor(qf_task *t, void *arg)
+/* Holds its worker until released (or 20 s). */
+static qf_code holder(qf_task *t, void *arg)
 {
     (void)t;
+    distribution *d = arg;
+    atomic_store(&d->holding, true);
+    qf_deadline end = qf_deadline_in_s(20.0);
+    while (!atomic_load(&d->release) && !qf_deadline_passed(end))
+        sched_yield();
+    return QF_OK;
+}
+
+static qf_code distributor(qf_task *t, void *arg)
+{
     distribution *d = arg;
     atomic_store(&d->polling, true);
     for (int i = 0; i < DISTRIBUTED; i++)
         qf_task_wake(d->woken[i]);
-    /* At most: the other worker may have stolen some meanwhile. */
     atomic_store(&d->ring_after, qf__ring_size(&qf__current_worker()->ring));
+    atomic_store(&d->gq_after, qf__gq_len(&t->rt->global));
+    atomic_store(&d->release, true);
     /* Stay on this worker until all but one woken task have run (the one
      * in the next slot may wait for this poll to end), or 20 s: the
      * assertions then say how many ran. */
@@ -286,19 +300,31 @@ Test(sched_fair, a_distributors_wakes_run_elsewhere_while_it_polls, .timeout = 1
         cr_assert_eq(
             qf_task_spawn(rt, distributed, d, &(qf_task_options){.suspended = true}, &d->woken[i]),
             QF_OK);
-    qf_task *w;
+    qf_task *h, *w;
+    cr_assert_eq(qf_task_spawn(rt, holder, d, NULL, &h), QF_OK);
+    qf_deadline limit = qf_deadline_in_s(20.0);
+    while (!atomic_load(&d->holding) && !qf_deadline_passed(limit))
+        sched_yield();
+    cr_assert(atomic_load(&d->holding), "the holder task did not start in 20 s");
     cr_assert_eq(qf_task_spawn(rt, distributor, d, NULL, &w), QF_OK);
     cr_assert_eq(qf_task_join(w, QF_FOREVER, NULL), QF_OK);
+    cr_assert_eq(qf_task_join(h, QF_FOREVER, NULL), QF_OK);
     for (int i = 0; i < DISTRIBUTED; i++) {
         cr_assert_eq(qf_task_join(d->woken[i], QF_FOREVER, NULL), QF_OK);
         qf_task_unref(d->woken[i]);
     }
-    cr_expect_leq(atomic_load(&d->ring_after), QF__NEXT_SLOT_WAKES,
-                  "%u of the distributor's wakes went to its own ring",
-                  atomic_load(&d->ring_after));
+    /* Woken first, the first task took the empty next slot; each later
+     * wake moved the one before out of it. */
+    cr_expect_eq(atomic_load(&d->ring_after), QF__NEXT_SLOT_WAKES,
+                 "%u of the distributor's wakes went to its own ring, not %d",
+                 atomic_load(&d->ring_after), QF__NEXT_SLOT_WAKES);
+    cr_expect_eq(atomic_load(&d->gq_after), DISTRIBUTED - 1 - QF__NEXT_SLOT_WAKES,
+                 "%lld of them went to the global queue, not %d",
+                 (long long)atomic_load(&d->gq_after), DISTRIBUTED - 1 - QF__NEXT_SLOT_WAKES);
     cr_expect_geq(atomic_load(&d->ran_while_polling), DISTRIBUTED - 1,
                   "only %d of the %d woken tasks ran while the distributor polled",
                   atomic_load(&d->ran_while_polling), DISTRIBUTED);
+    qf_task_unref(h);
     qf_task_unref(w);
     qf_runtime_free(rt);
     free(d);
@@ -516,7 +542,7 @@ static void pingpong_until_hints_back(pp *p, size_t off, double limit_s, bool *p
     atomic_store(fifo_hint(p->ping, off), 0);
     atomic_store(fifo_hint(p->pong, off), 0);
     pthread_t t;
-    pthread_create(&t, NULL, echo, p);
+    cr_assert_eq(pthread_create(&t, NULL, echo, p), 0);
     qf_deadline limit = qf_deadline_in_s(limit_s);
     *ping_back = *pong_back = false;
     for (uintptr_t i = 1; !(*ping_back && *pong_back) && !qf_deadline_passed(limit); i++) {
@@ -604,42 +630,51 @@ Test(sched_fair, yields_stop_beside_a_busy_thread, .timeout = 120)
 {
     hog_run h = {.cpu = one_cpu()};
     cr_assert_eq(qf_ptr_queue_new(16, "hogged", 0, NULL, &h.q), QF_OK);
-    cr_assert_gt(atomic_load(&h.q->fifo.yield_dyn), 0);
+    /* white-box: no spin to speak of (1 ns, budget at zero), so that every
+     * wait of the taker reaches its yields */
+    h.q->fifo.spin_ns = 1;
+    atomic_store(&h.q->fifo.spin_dyn, 0);
+    int32_t seen = atomic_load(&h.q->fifo.yield_dyn);
+    cr_assert_gt(seen, 0);
     pthread_t th, tt;
-    pthread_create(&th, NULL, hog, &h);
-    pthread_create(&tt, NULL, blocked_taker, &h);
+    cr_assert_eq(pthread_create(&th, NULL, hog, &h), 0);
+    cr_assert_eq(pthread_create(&tt, NULL, blocked_taker, &h), 0);
     /* Every wait of the taker yields (or, once yielding is off, probes in
      * a window) until one yield finds the hog's slice in its way. An item
      * now and then starts a new wait. */
     qf_deadline limit = qf_deadline_in_s(60);
-    for (uintptr_t i = 1; atomic_load(&h.q->fifo.yield_dyn) > 0 && !qf_deadline_passed(limit); i++)
+    for (uintptr_t i = 1; seen > 0 && !qf_deadline_passed(limit); i++) {
         if (qf_queue_size(h.q) == 0)
             cr_assert_eq(qf_queue_enqueue_ptr(h.q, (void *)i), QF_OK);
-    int32_t after = atomic_load(&h.q->fifo.yield_dyn);
+        seen = atomic_load(&h.q->fifo.yield_dyn);
+    }
     qf_queue_close(h.q, false);
     pthread_join(tt, NULL);
     atomic_store(&h.stop, true);
     pthread_join(th, NULL);
-    cr_expect_eq(after, 0, "the queue still yields beside a busy thread after 60 s");
+    cr_expect_eq(seen, 0, "the queue still yields beside a busy thread after 60 s");
     qf_queue_unref(h.q);
 }
 
 /* Yields turned off (as a busy machine leaves them) come back in a probe
- * window once a yield is quick: a ping-pong whose spins are too short to
- * catch the partner, so that waits reach their yields. */
+ * window once a yield is quick: a thread that waits, again and again, a
+ * moment for an element that never comes. */
 Test(sched_fair, yields_come_back_after_load, .timeout = 150)
 {
-    pp p;
-    cr_assert_eq(qf_ptr_queue_new(16, "ping", 0, NULL, &p.ping), QF_OK);
-    cr_assert_eq(qf_ptr_queue_new(16, "pong", 0, NULL, &p.pong), QF_OK);
-    /* white-box: a spin of 1 us, too short to catch the partner */
-    p.ping->fifo.spin_ns = p.pong->fifo.spin_ns = 1000;
-    bool ping_back, pong_back;
-    pingpong_until_hints_back(&p, offsetof(qf__fifo, yield_dyn), 90, &ping_back, &pong_back);
-    cr_expect(ping_back, "the ping queue still does not yield after 90 s of ping-pong");
-    cr_expect(pong_back, "the pong queue still does not yield after 90 s of ping-pong");
-    qf_queue_unref(p.ping);
-    qf_queue_unref(p.pong);
+    qf_queue *q;
+    cr_assert_eq(qf_ptr_queue_new(16, "idle", 0, NULL, &q), QF_OK);
+    q->fifo.spin_ns = 1; /* white-box: waits go to their yields at once */
+    atomic_store(&q->fifo.yield_dyn, 0);
+    qf_deadline limit = qf_deadline_in_s(90);
+    int32_t seen = 0;
+    while (seen <= 0 && !qf_deadline_passed(limit)) {
+        void *v;
+        cr_assert_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_ns(100000), &v),
+                     QF_DEADLINE_EXCEEDED);
+        seen = atomic_load(&q->fifo.yield_dyn);
+    }
+    cr_expect_gt(seen, 0, "the queue still does not yield after 90 s of waits");
+    qf_queue_unref(q);
 }
 
 /* ------------------------------ a worker's search budget follows its sleeps
