@@ -176,12 +176,6 @@ static bool yield_once(qf__fifo *f, spin *sp)
  * 250). */
 #define SPIN_CLOCK_EVERY 16
 #define SPIN_PAUSES 2
-static bool spin_pause(qf__fifo *f, spin *sp);
-static bool spin_once(qf__fifo *f, spin *sp)
-{
-    return spin_pause(f, sp) || yield_once(f, sp);
-}
-
 static bool spin_pause(qf__fifo *f, spin *sp)
 {
     if (sp->end < 0 || f->spin_ns <= 0 || ncpus() < 2)
@@ -208,6 +202,11 @@ static bool spin_pause(qf__fifo *f, spin *sp)
     for (int i = 0; i < SPIN_PAUSES; i++)
         qf__cpu_relax();
     return true;
+}
+
+static bool spin_once(qf__fifo *f, spin *sp)
+{
+    return spin_pause(f, sp) || yield_once(f, sp);
 }
 
 static void oom_abort(const char *what)

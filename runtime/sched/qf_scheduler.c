@@ -268,6 +268,14 @@ void qf__push_local(qf__worker *w, qf_task *t)
     signal_work(w->rt);
 }
 
+/* A worker puts t at the global queue's tail and makes sure a worker will
+ * look. */
+static void push_global(qf_runtime *rt, qf_task *t)
+{
+    qf__gq_push_chain(&rt->global, t, t, 1);
+    signal_work(rt);
+}
+
 /* A task that yielded goes behind everything that waits: behind the global
  * queue when that holds tasks (tasks woken from outside the pool wait
  * there, and a ring of yielders would otherwise be served 60 times for
@@ -275,8 +283,7 @@ void qf__push_local(qf__worker *w, qf_task *t)
 void qf__push_yielded(qf__worker *w, qf_task *t)
 {
     if (qf__gq_len(&w->rt->global) > 0) {
-        qf__gq_push_chain(&w->rt->global, t, t, 1);
-        signal_work(w->rt);
+        push_global(w->rt, t);
         return;
     }
     qf__push_local(w, t);
@@ -348,8 +355,7 @@ void qf__schedule(qf_task *t)
             qf__push_local(w, prev);
             return;
         }
-        qf__gq_push_chain(&rt->global, prev, prev, 1); /* a distributor's */
-        signal_work(rt);
+        push_global(rt, prev); /* a distributor's */
         return;
     }
     push_from_outside(rt, t);
