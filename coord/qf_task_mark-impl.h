@@ -13,6 +13,17 @@
  * face of the same mark: qf_thread_set_task_runner() (qf_waker.h). */
 void qf__set_in_task(bool in_task);
 bool qf__in_task(void);
+/* Internal: whether a task's poll that found its queue empty may look
+ * again for a moment before it parks (queues/engine/qf_fifo.c,
+ * take_wait()). A look pays when a producer runs on another core and
+ * nothing else waits for this one; only the scheduler running the task
+ * knows that, so it installs a check (qf__set_task_spin_check(), once,
+ * any thread) that qf__task_may_spin() asks: false outside a task, or when
+ * no check is installed. The check runs on the task's thread, inside its
+ * poll, and must not block. */
+typedef bool (*qf__task_spin_check_fn)(void);
+void qf__set_task_spin_check(qf__task_spin_check_fn check);
+bool qf__task_may_spin(void);
 /* Internal: the error a blocking call returns inside a task, for a call
  * that has a poll form. */
 int qf__blocking_in_task_error(const char *what);

@@ -541,6 +541,23 @@ bool qf__in_task(void)
     return in_task;
 }
 
+/* Relaxed: a scheduler installs its check before it runs any task, and
+ * the thread that runs one learned of the task through that scheduler. */
+static _Atomic(qf__task_spin_check_fn) task_spin_check;
+
+void qf__set_task_spin_check(qf__task_spin_check_fn check)
+{
+    atomic_store_explicit(&task_spin_check, check, memory_order_relaxed);
+}
+
+bool qf__task_may_spin(void)
+{
+    if (!in_task)
+        return false;
+    qf__task_spin_check_fn check = atomic_load_explicit(&task_spin_check, memory_order_relaxed);
+    return check && check();
+}
+
 bool qf_thread_set_task_runner(bool runs_tasks)
 {
     bool was = in_task;

@@ -171,6 +171,18 @@ qf__worker *qf__current_worker(void)
     return tls_worker;
 }
 
+/* The scheduler's answer to qf__task_may_spin() (coord/qf_task_mark-impl.h)
+ * for the task running on this thread: its poll may look again for a
+ * moment before it parks only while nothing else waits to run on this
+ * worker (its next slot and local ring are empty: parking would run that
+ * task, and in a ping-pong of two tasks on one worker the partner waits
+ * there) and there is another worker that may be producing. */
+static bool worker_may_spin(void)
+{
+    qf__worker *w = tls_worker;
+    return w && w->rt->nworkers > 1 && !atomic_load_explicit(&w->next_slot, memory_order_relaxed);
+}
+
 void qf__set_current_task(qf_task *t)
 {
     tls_task = t;
@@ -989,6 +1001,7 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
     }
     memset(rt->workers, 0, (size_t)slots * sizeof(qf__worker));
     qf__gq_init(&rt->global);
+    qf__set_task_spin_check(worker_may_spin);
     atomic_init(&rt->searching, 0);
     atomic_init(&rt->waking, 0);
     qf_eventcount_init(&rt->idle);
