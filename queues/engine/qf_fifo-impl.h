@@ -85,10 +85,10 @@ typedef struct qf__fifo {
     /* The state word (qf_engine-impl.h). */
     _Alignas(64) _Atomic uint64_t state;
     /* adaptive spin budget in ns, and of yields after it; a task poll's
-     * looks again for elements and for room before it parks (qf_fifo.c) */
+     * looks again before it parks (qf_fifo.c) */
     _Alignas(64) _Atomic int32_t spin_dyn;
     _Atomic int32_t yield_dyn;
-    _Atomic int32_t look_dyn, put_look_dyn;
+    _Atomic int32_t look_dyn;
 
     /* Side storage: put-backs (front) and unbounded overflow (back). */
     _Alignas(64) _Atomic uint32_t stash_n;

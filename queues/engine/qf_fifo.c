@@ -135,7 +135,6 @@ typedef struct spin {
     int64_t end;    /* 0: not started; -1: done or not allowed; else deadline */
     unsigned calls; /* spin_once() calls since it started */
     int yields;     /* sched_yield() calls so far in this wait; -1: no more */
-    unsigned looks; /* a task poll's looks again for room (poll_look_again()) */
 } spin;
 
 static void spin_feedback(qf__fifo *f, bool caught)
@@ -233,11 +232,11 @@ static bool spin_once(qf__fifo *f, spin *sp)
 #define POLL_LOOKS 8
 #define POLL_PAUSES 8
 
-static bool poll_look_again(qf__fifo *f, _Atomic int32_t *hint, unsigned *looks)
+static bool poll_look_again(qf__fifo *f, unsigned *looks)
 {
     if (f->spin_ns <= 0 || ncpus() < 2)
         return false;
-    int32_t allowed = atomic_load_explicit(hint, memory_order_relaxed);
+    int32_t allowed = atomic_load_explicit(&f->look_dyn, memory_order_relaxed);
     if (*looks == 0 && allowed <= 0) {
         if (!qf__spin_probe_window(qf_now_ns()))
             return false;
@@ -245,7 +244,7 @@ static bool poll_look_again(qf__fifo *f, _Atomic int32_t *hint, unsigned *looks)
     }
     if (*looks >= (unsigned)allowed || !qf__task_may_spin()) {
         if (*looks > 0 && allowed > 0) /* it looked, in vain: fewer next time */
-            atomic_store_explicit(hint, allowed - 1, memory_order_relaxed);
+            atomic_store_explicit(&f->look_dyn, allowed - 1, memory_order_relaxed);
         return false;
     }
     (*looks)++;
@@ -254,12 +253,11 @@ static bool poll_look_again(qf__fifo *f, _Atomic int32_t *hint, unsigned *looks)
     return true;
 }
 
-/* A poll that looked again found what it looked for: later ones may look
- * in full. */
-static void poll_looks_paid(_Atomic int32_t *hint, unsigned looks)
+/* A poll that looked again found elements: later ones may look in full. */
+static void poll_looks_paid(qf__fifo *f, unsigned looks)
 {
-    if (looks > 0 && atomic_load_explicit(hint, memory_order_relaxed) != POLL_LOOKS)
-        atomic_store_explicit(hint, POLL_LOOKS, memory_order_relaxed);
+    if (looks > 0 && atomic_load_explicit(&f->look_dyn, memory_order_relaxed) != POLL_LOOKS)
+        atomic_store_explicit(&f->look_dyn, POLL_LOOKS, memory_order_relaxed);
 }
 
 static void oom_abort(const char *what)
@@ -501,11 +499,8 @@ static qf_code put_full(qf__fifo *f, void *const *slots, size_t n, size_t *done,
         return rc;
     if (w->mode == QF__WAIT_TRY)
         return qf__set_error_static(QF_UNAVAILABLE, "queue is full");
-    if (w->mode == QF__WAIT_POLL) {
-        if (poll_look_again(f, &f->put_look_dyn, &sp->looks))
-            return QF_OK;
+    if (w->mode == QF__WAIT_POLL)
         return qf__fifo_wait_room_poll(f, w->waker);
-    }
     if (!*pending) {
         if (!qf__fifo_become_pending(f, &rc))
             return rc;
@@ -632,8 +627,6 @@ static qf_code fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wai
             break;
     }
     spin_release(f, &sp);
-    if (done == n)
-        poll_looks_paid(&f->put_look_dyn, sp.looks);
     if (pending)
         qf__fifo_drop_pending(f);
     if (ret_done)
@@ -834,7 +827,7 @@ static qf_code take_wait(qf__fifo *f, take_call *t, const qf__wait *w, unsigned 
     }
     if (w->mode == QF__WAIT_DEADLINE && spin_once(f, sp))
         return QF_OK;
-    if (w->mode == QF__WAIT_POLL && poll_look_again(f, &f->look_dyn, &t->looks))
+    if (w->mode == QF__WAIT_POLL && poll_look_again(f, &t->looks))
         return QF_OK;
     spin_release(f, sp);
     qf_code rc = qf__fifo_wait_elements(f, t->got > 0 || t->holder ? 1 : t->min, t->holder, w);
@@ -897,7 +890,7 @@ static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const 
             goto fail;
     }
     spin_release(f, &sp);
-    poll_looks_paid(&f->look_dyn, t.looks);
+    poll_looks_paid(f, t.looks);
     if (t.holder)
         release_holder(f);
     if (ret_n)
@@ -1022,7 +1015,6 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     atomic_init(&f->spin_dyn, (int32_t)(f->spin_ns / 4));
     atomic_init(&f->yield_dyn, QF__YIELDS_MAX);
     atomic_init(&f->look_dyn, POLL_LOOKS);
-    atomic_init(&f->put_look_dyn, POLL_LOOKS);
     /* Ring: the next power of two holding `capacity` (ck_ring keeps one
      * slot free), or a fixed ring plus overflow for huge/unbounded queues. */
     unsigned slots;

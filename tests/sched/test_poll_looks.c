@@ -24,18 +24,10 @@ static atomic_int check_calls;   /* how often the check was asked */
 static bool check_answer;        /* what it says */
 static bool check_puts_on_first; /* put one element in on the first call */
 
-static bool check_takes_on_first; /* take one element out on the first call */
-
 static bool counting_check(void)
 {
-    if (atomic_fetch_add(&check_calls, 1) == 0) {
-        if (check_puts_on_first)
-            cr_assert_eq(qf_queue_try_enqueue_ptr(check_q, (void *)(uintptr_t)42), QF_OK);
-        if (check_takes_on_first) {
-            void *v;
-            cr_assert_eq(qf_queue_try_dequeue_ptr(check_q, &v), QF_OK);
-        }
-    }
+    if (atomic_fetch_add(&check_calls, 1) == 0 && check_puts_on_first)
+        cr_assert_eq(qf_queue_try_enqueue_ptr(check_q, (void *)(uintptr_t)42), QF_OK);
     return check_answer;
 }
 
@@ -53,7 +45,6 @@ static qf_queue *setup(bool answer, bool puts_on_first)
     atomic_store(&check_calls, 0);
     check_answer = answer;
     check_puts_on_first = puts_on_first;
-    check_takes_on_first = false;
     qf__set_task_spin_check(counting_check);
     qf__set_in_task(true);
     return q;
@@ -131,43 +122,6 @@ Test(poll_looks, no_looks_when_spinning_is_off_or_outside_a_task)
     qf__set_in_task(false); /* a thread's poll: its scheduler is not asked */
     cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_PENDING);
     cr_expect_eq(atomic_load(&check_calls), 0);
-    cr_expect_eq(looks_allowed(q), 8);
-    teardown(q, &wk);
-}
-
-/* The same for a poll's enqueue into a full queue: its looks are for room,
- * with an allowance of their own. */
-static void fill(qf_queue *q)
-{
-    for (uintptr_t i = 1; i <= 16; i++)
-        cr_assert_eq(qf_queue_try_enqueue_ptr(q, (void *)i), QF_OK);
-}
-
-Test(poll_looks, a_look_finds_room_made_after_the_first_try)
-{
-    qf_queue *q = setup(true, false);
-    fill(q);
-    check_takes_on_first = true;
-    atomic_store(&q->fifo.put_look_dyn, 2);
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
-    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, (void *)(uintptr_t)99, &wk), QF_OK,
-                 "the poll parked although its look found room");
-    cr_expect_eq(atomic_load(&check_calls), 1);
-    cr_expect_eq(atomic_load(&q->fifo.put_look_dyn), 8);
-    cr_expect_eq(looks_allowed(q), 8, "the takes' allowance is another");
-    teardown(q, &wk);
-}
-
-Test(poll_looks, vain_looks_for_room_lower_their_own_allowance)
-{
-    qf_queue *q = setup(true, false);
-    fill(q);
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
-    cr_assert_eq(qf_queue_poll_enqueue_ptr(q, (void *)(uintptr_t)99, &wk), QF_PENDING);
-    cr_expect_eq(atomic_load(&check_calls), 8);
-    cr_expect_eq(atomic_load(&q->fifo.put_look_dyn), 7);
     cr_expect_eq(looks_allowed(q), 8);
     teardown(q, &wk);
 }
