@@ -164,8 +164,13 @@ typedef struct qf_queue_options {
      * too): with any positive spin_ns, and so beyond it. A yield that kept
      * the CPU away over 20 us (another process's busy thread: a yield can
      * cost it a time slice) turns yielding off for the queue until quick
-     * yields are seen again. 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative:
-     * never spin or yield. */
+     * yields are seen again. A task's poll-form dequeue on a FIFO queue
+     * (which never blocks) that finds the queue empty looks again up to 8
+     * times, a few pauses apart (about a microsecond in all), before it
+     * parks, when its worker has no task waiting in its next slot and
+     * another worker may be producing; looks that keep finding nothing are
+     * cut back for the queue, one that pays restores them. 0 selects
+     * QF_QUEUE_DEFAULT_SPIN_NS; negative: never spin, yield or look again. */
     int64_t spin_ns;
     /* Shared queues (spec 9-11): non-NULL makes creation return the queue
      * already registered under this name in `registry` (after checking
