@@ -36,9 +36,12 @@ static void no_wake(qf_waker *w)
     (void)w;
 }
 
+static qf_waker wk; /* the stand-in task's */
+
 /* A queue of pointers, the test thread as a task, the check installed. */
 static qf_queue *setup(bool answer, bool puts_on_first)
 {
+    qf_waker_init(&wk, no_wake, NULL);
     qf_queue *q;
     cr_assert_eq(qf_ptr_queue_new(16, "looks", 0, NULL, &q), QF_OK);
     check_q = q;
@@ -50,12 +53,18 @@ static qf_queue *setup(bool answer, bool puts_on_first)
     return q;
 }
 
-static void teardown(qf_queue *q, qf_waker *wk)
+static void teardown(qf_queue *q)
 {
-    qf_waker_withdraw(wk);
+    qf_waker_withdraw(&wk);
     qf__set_in_task(false);
     qf__set_task_spin_check(NULL);
     qf_queue_unref(q);
+}
+
+/* One poll of the stand-in task. */
+static qf_code poll_take(qf_queue *q, void **v)
+{
+    return qf_queue_poll_dequeue_ptr(q, &wk, v);
 }
 
 static int32_t looks_allowed(qf_queue *q)
@@ -67,63 +76,55 @@ Test(poll_looks, a_look_takes_what_came_after_the_first_try)
 {
     qf_queue *q = setup(true, true);
     atomic_store(&q->fifo.look_dyn, 3); /* lowered by vain looks before */
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
     void *v = NULL;
-    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_OK,
+    cr_assert_eq(poll_take(q, &v), QF_OK,
                  "the poll parked although its look could take an element");
     cr_expect_eq((uintptr_t)v, 42);
     cr_expect_eq(atomic_load(&check_calls), 1);
     cr_expect_eq(looks_allowed(q), 8, "a look that paid restores the full allowance");
-    teardown(q, &wk);
+    teardown(q);
 }
 
 Test(poll_looks, vain_looks_lower_the_allowance_to_zero)
 {
     qf_queue *q = setup(true, false);
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
     int expected_calls = 0;
     for (int32_t allowed = 8; allowed > 0; allowed--) {
         cr_assert_eq(looks_allowed(q), allowed);
         void *v;
-        cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_PENDING);
+        cr_assert_eq(poll_take(q, &v), QF_PENDING);
         expected_calls += allowed; /* one check before each look */
         cr_expect_eq(atomic_load(&check_calls), expected_calls,
                      "allowance %d: %d checks, expected %d", allowed, atomic_load(&check_calls),
                      expected_calls);
     }
     cr_expect_eq(looks_allowed(q), 0);
-    teardown(q, &wk);
+    teardown(q);
 }
 
 Test(poll_looks, a_check_that_says_no_parks_at_once)
 {
     qf_queue *q = setup(false, false);
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
     void *v;
-    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_PENDING);
+    cr_assert_eq(poll_take(q, &v), QF_PENDING);
     cr_expect_eq(atomic_load(&check_calls), 1);
     cr_expect_eq(looks_allowed(q), 8, "a poll that never looked must not lower the allowance");
-    teardown(q, &wk);
+    teardown(q);
 }
 
 Test(poll_looks, no_looks_when_spinning_is_off_or_outside_a_task)
 {
     qf_queue *q = setup(true, false);
-    qf_waker wk;
-    qf_waker_init(&wk, no_wake, NULL);
     void *v;
     q->fifo.spin_ns = 0; /* white-box: as spin_ns <= 0 leaves it */
-    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_PENDING);
+    cr_assert_eq(poll_take(q, &v), QF_PENDING);
     cr_expect_eq(atomic_load(&check_calls), 0);
     q->fifo.spin_ns = 1000;
     qf__set_in_task(false); /* a thread's poll: its scheduler is not asked */
-    cr_assert_eq(qf_queue_poll_dequeue_ptr(q, &wk, &v), QF_PENDING);
+    cr_assert_eq(poll_take(q, &v), QF_PENDING);
     cr_expect_eq(atomic_load(&check_calls), 0);
     cr_expect_eq(looks_allowed(q), 8);
-    teardown(q, &wk);
+    teardown(q);
 }
 
 /* ------------------------------------------------- the real scheduler */
