@@ -17,8 +17,9 @@ bool qf__in_task(void);
  * again for a moment before it parks (queues/engine/qf_fifo.c,
  * take_wait()). A look pays when a producer runs on another core and
  * nothing else waits for this one; only the scheduler running the task
- * knows that, so it installs a check (qf__set_task_spin_check(), once,
- * any thread) that qf__task_may_spin() asks: false outside a task, or when
+ * knows that, so it installs a check (qf__set_task_spin_check(), any
+ * thread; a runtime does at its creation, the same function each time)
+ * that qf__task_may_spin() asks: false outside a task, or when
  * no check is installed. The check runs on the task's thread, inside its
  * poll, and must not block. */
 typedef bool (*qf__task_spin_check_fn)(void);

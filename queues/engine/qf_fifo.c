@@ -223,8 +223,9 @@ static bool spin_once(qf__fifo *f, spin *sp)
  *
  * The looks adapt (look_dyn, a relaxed hint per queue, like the spin
  * budget): a poll whose looks found elements lets later polls look
- * POLL_LOOKS times, one that ran out of looks halves what they may, and
- * at zero polls park at once except in the process-wide probe windows
+ * POLL_LOOKS times, one that looked in vain lowers the allowance by one
+ * (halving it cut the looks too often for 1000 runners), and at zero polls
+ * park at once except for one look in the process-wide probe windows
  * (qf_spin-impl.h). With 10,000 runners a consumer sometimes looked while
  * the runners that would fill the queue sat in its own worker's ring, and
  * every element cost the whole look (0.8 M items/s against 4-7 M).
@@ -857,7 +858,7 @@ static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const 
      * 14.1-14.9 M in three rounds). For every other take that try stays:
      * without it, task polls whose slot was empty lost a quarter of
      * queue.tput.tasks.p4c4 before they could look again. */
-    bool looked = false;
+    bool skip_try = false;
     if (max == 1) {
         /* The loop's first round for one element, when it is there. */
         size_t claimed;
@@ -866,7 +867,8 @@ static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const 
                 *ret_n = 1;
             return QF_OK;
         }
-        looked = claimed == 0 && w->mode == QF__WAIT_POLL && qf__in_task() && !qf__task_may_spin();
+        skip_try =
+            claimed == 0 && w->mode == QF__WAIT_POLL && qf__in_task() && !qf__task_may_spin();
     }
     take_call t = {.min = min, .max = max, .up_to = up_to, .slots = ret_slots};
     spin sp = {0};
@@ -883,9 +885,9 @@ static qf_code fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const 
          * short): anything helps. Else all of min at once. */
         size_t lo = t.got > 0 || t.holder ? 1 : min;
         size_t claimed = 0;
-        if (!looked)
+        if (!skip_try)
             t.got += take_now(f, ret_slots + t.got, lo, max - t.got, &claimed);
-        looked = false;
+        skip_try = false;
         if (t.got >= min)
             break;
         if (claimed > 0) {

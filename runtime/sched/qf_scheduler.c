@@ -173,10 +173,11 @@ qf__worker *qf__current_worker(void)
 
 /* The scheduler's answer to qf__task_may_spin() (coord/qf_task_mark-impl.h)
  * for the task running on this thread: its poll may look again for a
- * moment before it parks only while nothing else waits to run on this
- * worker (its next slot and local ring are empty: parking would run that
- * task, and in a ping-pong of two tasks on one worker the partner waits
- * there) and there is another worker that may be producing. */
+ * moment before it parks only while no task waits in this worker's next
+ * slot (parking would run it next; in a ping-pong of two tasks on one
+ * worker the partner waits there) and there is another worker that may be
+ * producing. The local ring is not asked: a consumer's own wakes sit there,
+ * and with it the looks lost most of what they gain (README Measured). */
 static bool worker_may_spin(void)
 {
     qf__worker *w = tls_worker;
