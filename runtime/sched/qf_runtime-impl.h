@@ -225,6 +225,7 @@ void qf__schedule(qf_task *t);
  * push to the global queue and one wake. Any thread. */
 void qf__schedule_chain(qf_runtime *rt, qf_task *const *ts, size_t n);
 void qf__push_local(qf__worker *w, qf_task *t);
+void qf__push_again(qf__worker *w, qf_task *t);
 void qf__push_yielded(qf__worker *w, qf_task *t);
 void qf__timer_disarm(qf_task *t);
 qf__worker *qf__current_worker(void);

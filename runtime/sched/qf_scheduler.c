@@ -66,7 +66,12 @@
  * loads `searching` and `waking` and, if both are zero, claims `waking`
  * and notifies the event count. Either the pusher sees the searcher (whose
  * last look then comes after the push), or the worker's last look sees the
- * task, or the pusher sees the announced sleeper and wakes it.
+ * task, or the pusher sees the announced sleeper and wakes it. One push
+ * skips the wake: a worker putting the task it just ran back into its own
+ * empty ring, with its next slot empty (qf__push_again()). No wake is
+ * needed for it to be seen, since the pusher is the ring's owner, awake,
+ * and looks at its ring before any sleep; a wake would only have bought
+ * a second worker to race it for the one task.
  *
  * Waking, and the hand-over. `waking` says "a wake-up is under way: the
  * worker it gets up will look", so a burst of pushes costs one futex call,
@@ -289,6 +294,29 @@ static void push_global(qf_runtime *rt, qf_task *t)
     signal_work(rt);
 }
 
+/* t, which just ran on w, goes back to w's ring to run again. When nothing
+ * else waits on w (its ring and next slot empty), w runs t next anyway, so
+ * no other worker is woken to take it: that worker got up only to find t
+ * gone (or to take it, after which w went to sleep in its place), and the
+ * futex call was on the task's own path. A reader task yielding after
+ * each budget woke the other worker every few batches in qflow-lines,
+ * which took the consumer thread's CPU for a context switch each time
+ * (README Measured, "A task that runs again"). With anything else
+ * waiting, t's push says there is more than w can run at once, as any
+ * push does. A stealer may race the look at the ring: it can only take
+ * tasks that were there, so an empty ring stays a ring that w alone will
+ * serve. */
+void qf__push_again(qf__worker *w, qf_task *t)
+{
+    if (qf__ring_size(&w->ring) == 0 &&
+        !atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
+        QF_HB_RELEASE(t);
+        if (qf__ring_push_sp(&w->ring, t))
+            return;
+    }
+    qf__push_local(w, t);
+}
+
 /* A task that yielded goes behind everything that waits: behind the global
  * queue when that holds tasks (tasks woken from outside the pool wait
  * there, and a ring of yielders would otherwise be served 60 times for
@@ -299,7 +327,7 @@ void qf__push_yielded(qf__worker *w, qf_task *t)
         push_global(w->rt, t);
         return;
     }
-    qf__push_local(w, t);
+    qf__push_again(w, t);
 }
 
 /* A deferred wake-up (push_from_outside()), then its count released. */

@@ -383,7 +383,7 @@ void qf__task_run(qf__worker *w, qf_task *t)
             return;
         /* woken while it ran (NOTIFIED), or cancelled: poll again */
         atomic_store_explicit(&t->state, T_SCHEDULED, memory_order_relaxed);
-        qf__push_local(w, t);
+        qf__push_again(w, t);
         return;
     }
     if (rc == QF_YIELD) {
