@@ -971,7 +971,9 @@ static inline bool qf__ring_push_sp(qf__ring *r, void *v)
     qf__ring_publish(r, t, 1, true);
     /* No heavy side pairs with this push: the runtime's idle protocol
      * relies on qf_eventcount_notify()'s own full fence, which its callers
-     * run straight after. */
+     * run straight after, or (a worker's push into its own ring that wakes
+     * nobody) on the pusher taking the task itself (qf_scheduler.c,
+     * "Sleeping"). */
     return true;
 }
 

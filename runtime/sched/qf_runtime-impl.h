@@ -88,6 +88,10 @@ typedef struct qf__worker {
      * from a stalled owner. */
     _Atomic(qf_task *) next_slot;
     unsigned next_streak;
+    /* The owner's last push into its own ring skipped the wake
+     * (qf_scheduler.c, qf__push_again()); its next pick settles it. Owner
+     * only. */
+    bool quiet_push;
     unsigned tick;
     /* Rounds of the owner's next search, QF__SEARCH_MIN..QF__SEARCH_MAX
      * (qf_scheduler.c, "How long a search lasts"). Written by the owner

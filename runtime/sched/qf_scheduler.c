@@ -66,12 +66,17 @@
  * loads `searching` and `waking` and, if both are zero, claims `waking`
  * and notifies the event count. Either the pusher sees the searcher (whose
  * last look then comes after the push), or the worker's last look sees the
- * task, or the pusher sees the announced sleeper and wakes it. One push
- * skips the wake: a worker putting the task it just ran back into its own
- * empty ring, with its next slot empty (qf__push_again()). No wake is
- * needed for it to be seen, since the pusher is the ring's owner, awake,
- * and looks at its ring before any sleep; a wake would only have bought
- * a second worker to race it for the one task.
+ * task, or the pusher sees the announced sleeper and wakes it. Pushes a
+ * worker makes for itself without that wake (its next slot; a steal's or
+ * a rescue's haul into its own ring) are tasks it will run or hand on
+ * itself. So is a quiet push (qf__push_again()): the task it just ran,
+ * back into its own empty ring with its next slot empty, which its very
+ * next pick takes (nothing else is there) unless a timer, a rescue or the
+ * fairness tick's look at the global queue supplies another task first;
+ * then that pick runs the wake the push left out (find_local()), before
+ * the other task runs, so the pushed task is not left behind it while the
+ * other workers sleep. The model (tests/model/sched_idle.pml) has every
+ * push followed by its wake; the quiet push is argued here, not checked.
  *
  * Waking, and the hand-over. `waking` says "a wake-up is under way: the
  * worker it gets up will look", so a burst of pushes costs one futex call,
@@ -295,8 +300,9 @@ static void push_global(qf_runtime *rt, qf_task *t)
 }
 
 /* t, which just ran on w, goes back to w's ring to run again. When nothing
- * else waits on w (its ring and next slot empty), w runs t next anyway, so
- * no other worker is woken to take it: that worker got up only to find t
+ * else waits on w (its ring and next slot empty), w's next pick takes t,
+ * so no other worker is woken to take it (should that pick find another
+ * task first, find_local() wakes one then): that worker got up only to find t
  * gone (or to take it, after which w went to sleep in its place), and the
  * futex call was on the task's own path. A reader task yielding after
  * each budget woke the other worker every few batches in qflow-lines,
@@ -311,8 +317,10 @@ void qf__push_again(qf__worker *w, qf_task *t)
     if (qf__ring_size(&w->ring) == 0 &&
         !atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
         QF_HB_RELEASE(t);
-        if (qf__ring_push_sp(&w->ring, t))
+        if (qf__ring_push_sp(&w->ring, t)) {
+            w->quiet_push = true; /* find_local() wakes after all if t is not next */
             return;
+        }
     }
     qf__push_local(w, t);
 }
@@ -753,10 +761,12 @@ bool qf_task_should_yield(const qf_task *t)
     return atomic_load_explicit(&w->next_slot, memory_order_relaxed) != NULL || other_work(w);
 }
 
-/* What this worker has at hand (no stealing). */
-static qf_task *find_local(qf__worker *w)
+/* What this worker has at hand (no stealing); *from_ring: it came from the
+ * local ring. */
+static qf_task *pick_local(qf__worker *w, bool *from_ring)
 {
     qf_task *t;
+    *from_ring = false;
     fire_timers(w->rt);
     atomic_store_explicit(&w->beat, ++w->tick, memory_order_relaxed);
     if (w->tick % GLOBAL_EVERY == 0 && (t = pop_global(w)))
@@ -776,9 +786,26 @@ static qf_task *find_local(qf__worker *w)
         }
     }
     w->next_streak = 0;
-    if ((t = pop_local(w)) || (t = pop_global(w)))
+    if ((t = pop_local(w))) {
+        *from_ring = true;
         return t;
-    return NULL;
+    }
+    return pop_global(w);
+}
+
+/* pick_local(), and the wake that a quiet push (qf__push_again()) left
+ * out, when this pick is not the task it pushed: a timer fired into the
+ * next slot, a rescue, or the fairness tick's look at the global queue
+ * came first, and the pushed task now waits behind it in the ring, where
+ * only a woken worker would take it while this one runs. */
+static qf_task *find_local(qf__worker *w)
+{
+    bool quiet = w->quiet_push, from_ring;
+    w->quiet_push = false;
+    qf_task *t = pick_local(w, &from_ring);
+    if (quiet && t && !from_ring)
+        signal_work(w->rt);
+    return t;
 }
 
 static bool work_visible(qf_runtime *rt)
