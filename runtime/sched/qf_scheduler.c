@@ -75,8 +75,14 @@
  * fairness tick's look at the global queue supplies another task first;
  * then that pick runs the wake the push left out (find_local()), before
  * the other task runs, so the pushed task is not left behind it while the
- * other workers sleep. The model (tests/model/sched_idle.pml) has every
- * push followed by its wake; the quiet push is argued here, not checked.
+ * other workers sleep. The model (tests/model/sched_idle.pml, NAGAIN > 0)
+ * checks the quiet push against each worker's ring count, with steals
+ * and rescues of rings at any time and the pick's sources (a due timer,
+ * the global queue, a rescue, the own ring) in any order, and finds the
+ * pushed task lost when find_local()'s wake is left out (a timer falling
+ * due between another worker's last look and its read of the next
+ * deadline); it has no next slots: a fired timer's task is run by the
+ * pick that fired it, and a rescue takes rings only.
  *
  * Waking, and the hand-over. `waking` says "a wake-up is under way: the
  * worker it gets up will look", so a burst of pushes costs one futex call,

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the worker pool, a task's join, the wait list's cancel, the serving batcher's timer) with
-# spin: every model, at the bounds below, must have no invalid end state
-# (nobody asleep for good) and no assertion violation. Exhaustive search;
-# each run takes seconds. A model run with a seeded bug (`seeded`) must fail instead.
+# the worker pool with its timers and quiet pushes, a task's join, the wait
+# list's cancel, the serving batcher's timer) with spin: every model, at the
+# bounds below, must have no invalid end state (nobody asleep for good) and
+# no assertion violation. Exhaustive search (bitstate where marked, see
+# run()); each run takes seconds. A model run with a seeded bug (`seeded`)
+# must fail instead.
 # Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
 set -eu
 dir=$(cd "${1:-$(dirname "$0")}" && pwd)
@@ -85,6 +87,12 @@ run sched_idle -DNW=1 -DNP=1 -DNT=2 -DEARLYSTOP=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=1 -DTNOTIFY=0
 seeded sched_idle -DNW=1 -DNP=0 -DNT=2 -DEARLYSTOP=1 -DTNORELOAD=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=2 -DTNORELOAD=1
+run sched_idle -DNW=2 -DNP=1 -DNAGAIN=2
+run sched_idle -DNW=2 -DNP=0 -DNT=2 -DARMED=1 -DNAGAIN=2
+BITSTATE=1 run sched_idle -DNW=2 -DNP=2 -DNAGAIN=1
+BITSTATE=1 run sched_idle -DNW=2 -DNP=0 -DNT=2 -DNAGAIN=1
+BITSTATE=1 run sched_idle -DNW=3 -DNP=0 -DNT=2 -DARMED=1 -DNAGAIN=1
+seeded sched_idle -DNW=2 -DNP=0 -DNT=2 -DARMED=1 -DNAGAIN=1 -DQUIETWAKE=0
 run task_join -DNJ=3 -DND=1
 run task_join -DNJ=4 -DND=0
 seeded task_join -DMARK=0

@@ -1,11 +1,13 @@
 /* sched_idle.pml - the worker pool's sleep/wake protocol
  * (runtime/sched/qf_scheduler.c: worker_main(), search(), found_work(),
- * idle_wait(), signal_work(), pop_global()), model-checked with spin for
- * lost wakes.
+ * idle_wait(), signal_work(), pop_global(), and with NAGAIN > 0
+ * qf__push_again() and find_local()), model-checked with spin for lost
+ * wakes.
  *
  * NW workers take tasks from the global queue (`queued`) and from the
  * workers' local rings (`inring`, one count: a ring's tasks can be taken
- * by its owner or stolen by any other worker). A look takes one task, or
+ * by its owner or stolen by any other worker; only the quiet push below
+ * needs to know whose ring a task is in). A look takes one task, or
  * two from the global queue: one to run, one into the taker's ring (its
  * batch), after which pop_global() signals. A worker with nothing to do
  * searches (counted in `searching` unless half the workers already are;
@@ -64,6 +66,52 @@
  * no timer due by then is unfired: a sleeper whose deadline is later than
  * a due timer's is caught too, not only one that sleeps for good.
  *
+ * With ARMED=1 the NT timers are armed before the workers start: no
+ * armers, a smaller state space, for runs that add the quiet push below
+ * to timers (check.sh checks the arm's protocol with the quiet push too,
+ * with armers, in a bitstate run).
+ *
+ * Runs again and the quiet push (NAGAIN > 0: that many runs again, all
+ * workers together; qf__task_run(), qf__push_again(), qf__push_yielded(),
+ * find_local()). A task that ran briefly may run again: it was woken
+ * while it ran (qf__push_again()), or it yielded (qf__push_yielded():
+ * behind the global queue, with its wake, when that holds tasks, else
+ * qf__push_again()). qf__push_again() reads its worker's ring and, if it
+ * is empty, pushes the task there without the wake (the quiet push) and
+ * sets the worker's `quiet`; else it pushes with the wake (push_local).
+ * Whose ring a task is in matters here, so each worker's ring is counted
+ * (ring[], inring their sum): search()'s look takes from its own ring or
+ * steals from another's (at these counts half and one more: a single
+ * task, or two, one run and one kept in the stealer's ring), and
+ * find_local()'s pick (pick()) fires a due timer and takes its task, takes
+ * from the global queue (the fairness tick, or after an empty ring), from
+ * its own ring (`from_ring`), or rescues another worker's ring (all of it:
+ * one to run, the rest into its own). The ticks are not counted: any pick
+ * may be a tick's, so these come in any order. Another worker may steal
+ * the pushed task at any time. A worker whose `quiet` pick found a task,
+ * but not in its ring, signals before it runs that task (which may run
+ * for ever), as find_local() does: the pushed task then waits behind it,
+ * and only a woken worker would take it. The quiet push asks only for an
+ * empty ring: the next slot is always empty here, as no task in the model
+ * wakes another into it and a fired timer's task is taken by the pick
+ * that fired it. Not modelled, then: a rescue's take of the other's next
+ * slot, and pick_local()'s order that puts the fairness tick and the
+ * rescue before the next slot, so that a timer fired into it by the same
+ * pick waits there behind the task they return. Without runs again
+ * (NAGAIN = 0, the runs of the sections above) the rings stay one count.
+ *
+ * Seeded bug: QUIETWAKE=0 leaves out find_local()'s wake, and spin finds
+ * the pushed task waiting for good: the other worker's last look comes
+ * while the task runs (nothing in the rings, the next timer not yet due),
+ * then the task is pushed quietly, the clock reaches the timer, the
+ * worker's pick fires it and runs its task for ever, and the other worker
+ * reads next_timer only now, finds none armed, and sleeps with no
+ * deadline. The same race with a task from the global queue loses
+ * nothing (spin finds no counterexample without timers): that task's
+ * push had its own wake, and the worker it woke looks after that push, so
+ * it finds the global task or, taken, the pushed one. check.sh runs the
+ * seeded bug and expects spin to find it.
+ *
  * Checked: once every pusher and armer is done and nothing can move
  * (spin's `timeout`, the clock at its end, so every armed timer is due),
  * no task is left waiting and every timer has fired, unless every worker
@@ -97,11 +145,24 @@
 #ifndef EARLYSTOP
 #define EARLYSTOP 0 /* 1: the clock may stop at any time; then no due timer may wait */
 #endif
+#ifndef NAGAIN
+#define NAGAIN 0 /* runs again (qf__push_again(), qf__push_yielded()), all workers together */
+#endif
+#ifndef ARMED
+#define ARMED 0 /* 1: the NT timers are armed before the workers start (no armers) */
+#endif
+#ifndef QUIETWAKE
+#define QUIETWAKE 1 /* 0: a seeded bug, find_local() leaves out the quiet push's wake */
+#endif
+#if NW > 3
+#error "at most 3 workers: a steal names the others as me + 1 and me + 2"
+#endif
 #define FOREVER 255
 #define TEND (NT + 1) /* the clock's last time: every timer due */
 
 byte queued = 0;   /* in the global queue */
-byte inring = 0;   /* in local rings */
+byte inring = 0;   /* in local rings (all of them: ring[]'s sum) */
+byte ring[NW];     /* in each worker's ring (NAGAIN > 0 only; else unused, all in inring) */
 byte searching = 0;
 bool waking = 0;
 byte sleepers = 0; /* the event count's announced sleepers */
@@ -119,6 +180,7 @@ byte fired = 0;
 byte armers_done = 0;
 byte sdl[NW];     /* each worker's published sleep deadline (FOREVER at first) */
 byte allgen = 0; /* futex_wake(all) calls: each wakes the waiters then in the kernel */
+byte again = 0;  /* runs again so far (up to NAGAIN) */
 
 /* qf_eventcount_notify(one): fence, sleepers? then seq++, futex_wake(1) */
 inline notify()
@@ -186,8 +248,74 @@ inline fire_earliest()
     publish_next_timer()
 }
 
+#if NAGAIN > 0
+/* v: another worker whose ring holds tasks, any one (NW <= 3). */
+#define OTHER_RING(k) (NW > k && ring[(me + k) % NW] > 0) -> v = (me + k) % NW
+
+/* A look of search(): a due timer's task; one task, or a batch of two,
+ * from the global queue (pop_global: one kept in the taker's ring); one
+ * from its own ring (pop_local); or a steal from another's ring (half of
+ * it and one more, at these counts: one task, or two of which one is kept
+ * in the stealer's ring). */
+inline look()
+{
+    atomic {
+        if
+        :: next_timer <= now -> fire_earliest(); got = 1
+        :: queued > 1 -> queued = queued - 2; ring[me]++; inring++; taken++; got = 1; batch = 1
+        :: queued > 0 -> queued--; taken++; got = 1
+        :: ring[me] > 0 -> ring[me]--; inring--; taken++; got = 1
+        :: OTHER_RING(1)
+        :: OTHER_RING(2)
+        :: else -> got = 0
+        fi;
+        if
+        :: v < NW && ring[v] > 1 -> ring[v] = ring[v] - 2; ring[me]++; inring--; taken++; got = 1
+        :: v < NW && ring[v] == 1 -> ring[v] = 0; inring--; taken++; got = 1
+        :: else
+        fi;
+        v = NW
+    };
+    if
+    :: batch -> batch = 0; signal() /* pop_global: more than one worker can start */
+    :: else
+    fi
+}
+
+/* find_local()'s pick_local(), in any order (the ticks and the clock are
+ * not modelled: any pick may be a fairness tick's or a rescue's): a due
+ * timer's task (fire_timers(), into the next slot, which this pick takes);
+ * the global queue (pop_global, the fairness tick's or after an empty
+ * ring); its own ring (from_ring); or a rescue of another worker's ring
+ * (all of it: one to run, the rest into this worker's ring). */
+inline pick()
+{
+    atomic {
+        if
+        :: next_timer <= now -> fire_earliest(); got = 1
+        :: queued > 1 -> queued = queued - 2; ring[me]++; inring++; taken++; got = 1; batch = 1
+        :: queued > 0 -> queued--; taken++; got = 1
+        :: ring[me] > 0 -> ring[me]--; inring--; taken++; got = 1; from_ring = 1
+        :: OTHER_RING(1)
+        :: OTHER_RING(2)
+        :: else -> got = 0
+        fi;
+        if
+        :: v < NW -> ring[me] = ring[me] + ring[v] - 1; ring[v] = 0; inring--; taken++; got = 1
+        :: else
+        fi;
+        v = NW
+    };
+    if
+    :: batch -> batch = 0; signal() /* pop_global: more than one worker can start */
+    :: else
+    fi
+}
+#else
 /* A look: a due timer's task, one task (global queue or a ring), or a batch of two from the
- * global queue (one kept in the taker's ring). */
+ * global queue (one kept in the taker's ring). Without runs again, which
+ * ring a task waits in matters to nobody (every look sees every ring): one
+ * count, inring, stands for them all. */
 inline look()
 {
     atomic {
@@ -205,13 +333,29 @@ inline look()
     fi
 }
 
+inline pick()
+{
+    look()
+}
+#endif
+
 proctype Worker(byte me)
 {
-    byte ticket, ti, dl = FOREVER, kgen;
-    bool got, batch, claimed, woken, counted, last;
+    byte ticket, ti, dl = FOREVER, kgen, v = NW;
+    bool got, batch, claimed, woken, counted, last, quiet, from_ring;
 loop:
-    /* find_local */
-    look();
+    /* find_local: the pick, then the wake a quiet push left out when the
+     * pick is not the pushed task */
+    pick();
+#if NAGAIN > 0
+#if QUIETWAKE
+    if
+    :: quiet && got && !from_ring -> signal()
+    :: else
+    fi;
+#endif
+    atomic { quiet = 0; from_ring = 0 };
+#endif
     if
     :: got -> goto found
     :: else
@@ -301,6 +445,24 @@ end_long:
         false
     :: true
     fi;
+#if NAGAIN > 0
+    /* It ends, or it runs again (qf__task_run()): woken while it ran,
+     * qf__push_again(); it yielded, qf__push_yielded(): behind the global
+     * queue when that holds tasks, else qf__push_again(). The next slot is
+     * empty here (no task in this model wakes another into it, and a fired
+     * timer's task is taken by the pick that fired it), so the quiet push
+     * asks only for an empty ring. */
+    if
+    :: again < NAGAIN ->
+        again++;
+        if
+        :: queued > 0 -> queued++; signal() /* yielded: push_global */
+        :: ring[me] == 0 -> atomic { ring[me]++; inring++; quiet = 1 } /* the quiet push */
+        :: ring[me] > 0 -> atomic { ring[me]++; inring++ }; signal() /* push_local */
+        fi
+    :: true
+    fi;
+#endif
     goto loop
 }
 
@@ -374,7 +536,7 @@ proctype Clock()
 
 init
 {
-    byte k;
+    byte k, ti;
     atomic {
         k = 0;
         do
@@ -388,9 +550,16 @@ init
         od;
         k = 0;
         do
+#if ARMED
+        :: k < NT -> tstate[k] = 1; armed++; armers_done++; k++
+#else
         :: k < NT -> run Armer(k); k++
+#endif
         :: else -> break
         od;
+#if ARMED
+        publish_next_timer();
+#endif
         if
         :: NT > 0 -> run Clock()
         :: else
