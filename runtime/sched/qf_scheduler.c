@@ -69,20 +69,22 @@
  * task, or the pusher sees the announced sleeper and wakes it. Pushes a
  * worker makes for itself without that wake (its next slot; a steal's or
  * a rescue's haul into its own ring) are tasks it will run or hand on
- * itself. So is a quiet push (qf__push_again()): the task it just ran,
- * back into its own empty ring with its next slot empty, which its very
- * next pick takes (nothing else is there) unless a timer, a rescue or the
- * fairness tick's look at the global queue supplies another task first;
- * then that pick runs the wake the push left out (find_local()), before
- * the other task runs, so the pushed task is not left behind it while the
- * other workers sleep. The model (tests/model/sched_idle.pml, NAGAIN > 0)
- * checks the quiet push against each worker's ring count, with steals
- * and rescues of rings at any time and the pick's sources (a due timer,
- * the global queue, a rescue, the own ring) in any order, and finds the
- * pushed task lost when find_local()'s wake is left out (a timer falling
- * due between another worker's last look and its read of the next
- * deadline); it has no next slots: a fired timer's task is run by the
- * pick that fired it, and a rescue takes rings only.
+ * itself: its next pick takes the next slot first, unless the fairness tick
+ * or a rescue supplies a task first, and then the slot's task moves to the
+ * ring with a wake (before_next()). So is a quiet push (qf__push_again()):
+ * the task it just ran, back into its own empty ring with its next slot
+ * empty, which its very next pick takes (nothing else is there) unless a
+ * timer, a rescue or the fairness tick's look at the global queue supplies
+ * another task first; then that pick runs the wake the push left out
+ * (find_local()), before the other task runs, so the pushed task is not
+ * left behind it while the other workers sleep. The model
+ * (tests/model/sched_idle.pml, NAGAIN > 0) checks the quiet push against
+ * each worker's ring count, with steals and rescues of rings at any time
+ * and the pick's sources (a due timer, the global queue, a rescue, the own
+ * ring) in any order, and finds the pushed task lost when find_local()'s
+ * wake is left out (a timer falling due between another worker's last look
+ * and its read of the next deadline); it has no next slots: a fired timer's
+ * task is run by the pick that fired it, and a rescue takes rings only.
  *
  * Waking, and the hand-over. `waking` says "a wake-up is under way: the
  * worker it gets up will look", so a burst of pushes costs one futex call,
@@ -767,8 +769,23 @@ bool qf_task_should_yield(const qf_task *t)
     return atomic_load_explicit(&w->next_slot, memory_order_relaxed) != NULL || other_work(w);
 }
 
+/* The next slot's task, when another task goes first (the fairness tick,
+ * a rescue), moves to the local ring, whose push wakes a worker. Left in
+ * the slot it would wait for the task that went first to end, which may be
+ * never: no other worker's look or steal sees a next slot, and one that
+ * found nothing sleeps with no deadline. Found by the spin model with next
+ * slots (a due timer woken into the slot by fire_timers() just before);
+ * tests/sched/test_next_slot.c has a task woken into it by the last one. */
+static qf_task *before_next(qf__worker *w, qf_task *t)
+{
+    qf_task *next = next_take(w);
+    if (next)
+        qf__push_local(w, next);
+    return t;
+}
+
 /* What this worker has at hand (no stealing); *from_ring: it came from the
- * local ring. */
+ * local ring. The next slot is empty when this returns. */
 static qf_task *pick_local(qf__worker *w, bool *from_ring)
 {
     qf_task *t;
@@ -776,9 +793,9 @@ static qf_task *pick_local(qf__worker *w, bool *from_ring)
     fire_timers(w->rt);
     atomic_store_explicit(&w->beat, ++w->tick, memory_order_relaxed);
     if (w->tick % GLOBAL_EVERY == 0 && (t = pop_global(w)))
-        return t;
+        return before_next(w, t);
     if (w->tick % RESCUE_EVERY == 0 && (t = rescue(w)))
-        return t;
+        return before_next(w, t);
     if (atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
         bool run = w->next_streak < NEXT_SLOT_STREAK || !other_work(w);
         if ((t = next_take(w))) {

@@ -20,7 +20,9 @@
  * not reach the fallback of the quiet push (the spawn's wakes split the
  * two tasks); nor does any test reach the wake that find_local() adds
  * when a timer or a rescue comes before the pushed task, a race of a few
- * instructions argued in qf_scheduler.c ("Sleeping"). */
+ * instructions that the spin model checks instead
+ * (tests/model/sched_idle.pml with NAGAIN > 0, and the seeded bug
+ * QUIETWAKE=0 that leaves the wake out). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <sched.h>
