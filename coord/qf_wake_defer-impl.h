@@ -77,4 +77,23 @@ bool qf__wake_deferred(qf__deferred_fn fn, void *arg);
  * call now), true. Outside one: false, nothing recorded. */
 bool qf__wake_defer(qf__deferred_fn fn, void *arg);
 
+/* Wake batches. A thread that wakes many tasks in a row (a consumer thread
+ * finishing the put requests of a line of producer tasks,
+ * queues/engine/qf_fifo_wait.c) opens a batch around the wakes: tasks it
+ * makes runnable from outside their runtime's pool are then kept in a
+ * list of its own and pushed onto the runtime's global queue together when
+ * the outermost batch ends, one push and one wake-up of a worker for all
+ * of them, instead of one each, whose turns with the workers' pops on the
+ * global queue's line cost a cache-line crossing per task
+ * (runtime/sched/qf_scheduler.c, push_from_outside()). Nothing blocks
+ * between begin and end: a batch is a few wake calls long, and its tasks
+ * are runnable but out of every worker's sight until it ends. */
+void qf__wake_batch_begin(void);
+void qf__wake_batch_end(void);
+/* True inside a batch on this thread. */
+bool qf__wake_batching(void);
+/* The runtime's end of a batch (coord/ cannot call up into runtime/):
+ * set by the first runtime made, before any of its tasks can be woken. */
+void qf__wake_batch_set_end(void (*fn)(void));
+
 #endif

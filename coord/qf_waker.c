@@ -86,6 +86,33 @@ void qf__wake_defer_end(void)
     fn(arg);
 }
 
+static _Thread_local unsigned tls_batch_depth;
+static void (*_Atomic batch_end_fn)(void);
+
+void qf__wake_batch_begin(void)
+{
+    tls_batch_depth++;
+}
+
+void qf__wake_batch_end(void)
+{
+    if (--tls_batch_depth != 0)
+        return;
+    void (*fn)(void) = atomic_load_explicit(&batch_end_fn, memory_order_acquire);
+    if (fn)
+        fn();
+}
+
+bool qf__wake_batching(void)
+{
+    return tls_batch_depth != 0;
+}
+
+void qf__wake_batch_set_end(void (*fn)(void))
+{
+    atomic_store_explicit(&batch_end_fn, fn, memory_order_release);
+}
+
 bool qf__wake_deferring(void)
 {
     return tls_defer.depth != 0;

@@ -106,6 +106,11 @@ typedef struct qf__fifo {
      * that are on their way onto the list (qf_fifo_wait.c, "Refill"). */
     _Atomic uint32_t arriving;
     struct qf__put_req *req_head, *req_tail;
+    /* Task requests finished with their wake held back (qf_fifo_wait.c,
+     * "Held wakes"), oldest first through finished_next; req_lock. Counted
+     * in reqs_n until their wakes go out. */
+    struct qf__put_req *held_head, **held_last;
+    uint32_t held_n;
 
     /* QF_QUEUE_SINGLE_PRODUCER / _CONSUMER: set while a producer (consumer)
      * call runs, claimed with an exchange, so that a second one at the same
@@ -272,7 +277,10 @@ qf_code qf__fifo_wait_room_poll(qf__fifo *f, qf_waker *wk);
 qf_code qf__fifo_enlist(qf__fifo *f, qf__put_req *r);
 /* Take a request back: true when it was still on the list (its pending
  * count, if it owns one, is dropped); false when a consumer or the closer
- * has it (its final state is on its way). */
+ * has it (its final state is on its way: a held wake goes out now). */
 bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r);
+/* Send the held wakes of finished task requests (qf_fifo_wait.c, "Held
+ * wakes"): their final states and wakes. A close does this. */
+void qf__fifo_release_held(qf__fifo *f);
 
 #endif

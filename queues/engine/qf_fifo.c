@@ -960,6 +960,9 @@ qf_code qf__fifo_close(qf__fifo *f, bool cancel)
     uint64_t old = atomic_fetch_or_explicit(&f->state, bits, memory_order_seq_cst);
     if (!cancel && (old & QF__CLOSED))
         return qf_set_error(QF_CANCELLED, "Queue '%s' is already closed.", f->name);
+    /* Held wakes go out (qf_fifo_wait.c, "Held wakes"): a held request's
+     * pending count must drop before end-of-data; none is held after. */
+    qf__fifo_release_held(f);
     if (cancel)
         qf__fifo_cancel_requests(f);
     /* Everyone re-checks: blocked consumers may now be at end-of-data,

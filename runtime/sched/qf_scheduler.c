@@ -364,7 +364,8 @@ static void deferred_signal_any(void *arg)
 }
 
 /* A task made runnable from outside the pool: the push, then the
- * wake-up (signal_work()). Inside a wake (an open deferral) the wake-up
+ * wake-up (signal_work()); inside a wake batch, both at the batch's end
+ * for all its tasks (batch_add()). Inside a wake (an open deferral) the wake-up
  * runs after the waker's DONE (qf_wake_defer-impl.h), so a worker the
  * futex call gets up on this core, or the task's own poll, finds the
  * task's waker released instead of waiting for it; inside a near wake it
@@ -381,8 +382,54 @@ static void deferred_signal_any(void *arg)
  * until after signal_work(), and the task's end waits for its DONE; a
  * direct qf_task_wake() is a call on the runtime, which its caller must
  * not free meanwhile. */
+/* A wake batch's tasks (qf_wake_defer-impl.h, "Wake batches"), linked
+ * as the global queue links them, all for one runtime; pushed in one piece
+ * when the batch ends or a task of another runtime comes. From its first
+ * task until after the signal the batch counts in wakeups_in_flight, as a
+ * deferred wake-up does (see push_from_outside()): its tasks' wakers are
+ * released (DONE) before the push, so a task may end and its owner free
+ * the runtime meanwhile. */
+static _Thread_local struct {
+    qf_runtime *rt;
+    qf_task *head, *tail;
+    int64_t n;
+} tls_batch;
+
+static void batch_push(void)
+{
+    if (tls_batch.n == 0)
+        return;
+    qf_runtime *rt = tls_batch.rt;
+    qf__gq_push_chain(&rt->global, tls_batch.head, tls_batch.tail, tls_batch.n);
+    tls_batch.n = 0;
+#ifdef QF_RACE_WIDENING
+    sched_yield(); /* room for a worker to run them to their end here */
+#endif
+    signal_work(rt);
+    atomic_fetch_sub_explicit(&rt->wakeups_in_flight, 1, memory_order_release);
+}
+
+static void batch_add(qf_runtime *rt, qf_task *t)
+{
+    if (tls_batch.n != 0 && tls_batch.rt != rt)
+        batch_push();
+    if (tls_batch.n == 0) {
+        atomic_fetch_add_explicit(&rt->wakeups_in_flight, 1, memory_order_relaxed);
+        tls_batch.rt = rt;
+        tls_batch.head = t;
+    } else {
+        link_after(tls_batch.tail, t);
+    }
+    tls_batch.tail = t;
+    tls_batch.n++;
+}
+
 static void push_from_outside(qf_runtime *rt, qf_task *t)
 {
+    if (qf__wake_batching()) {
+        batch_add(rt, t);
+        return;
+    }
     bool defer = qf__wake_deferring();
     qf__deferred_fn signal = qf__wake_defer_near() ? deferred_signal_near : deferred_signal_any;
     bool covered = defer && qf__wake_deferred(signal, rt);
@@ -1064,6 +1111,7 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
         n = 1;
     if (n > 1024)
         return qf_set_error(QF_INVALID_ARGUMENT, "%d workers is more than 1024", n);
+    qf__wake_batch_set_end(batch_push);
     qf_runtime *rt = aligned_alloc(64, (sizeof(*rt) + 63) & ~(size_t)63);
     if (!rt)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory creating a runtime");
