@@ -83,8 +83,15 @@
  * and the pick's sources (a due timer, the global queue, a rescue, the own
  * ring) in any order, and finds the pushed task lost when find_local()'s
  * wake is left out (a timer falling due between another worker's last look
- * and its read of the next deadline); it has no next slots: a fired timer's
- * task is run by the pick that fired it, and a rescue takes rings only.
+ * and its read of the next deadline). With NEXTSLOT=1 the model has next
+ * slots: fired timers and tasks woken by a running task go into them, the
+ * pick takes them in pick_local()'s order, a rescue takes the other's, and
+ * spin finds a slot's task stranded when before_next() is left out
+ * (BEFORENEXT=0: the fairness tick or a rescue supplies a task that runs
+ * for ever, and the other worker sleeps with no deadline). Not modelled
+ * there: a running task that wakes another into its slot and then runs
+ * long; the woken task waits for it, by design (README,
+ * "task.wake.task_busy").
  *
  * Waking, and the hand-over. `waking` says "a wake-up is under way: the
  * worker it gets up will look", so a burst of pushes costs one futex call,

@@ -93,6 +93,12 @@ BITSTATE=1 run sched_idle -DNW=2 -DNP=2 -DNAGAIN=1
 BITSTATE=1 run sched_idle -DNW=2 -DNP=0 -DNT=2 -DNAGAIN=1
 BITSTATE=1 run sched_idle -DNW=3 -DNP=0 -DNT=2 -DARMED=1 -DNAGAIN=1
 seeded sched_idle -DNW=2 -DNP=0 -DNT=2 -DARMED=1 -DNAGAIN=1 -DQUIETWAKE=0
+BITSTATE=1 run sched_idle -DNW=2 -DNP=1 -DNT=1 -DNEXTSLOT=1
+BITSTATE=1 run sched_idle -DNW=2 -DNP=2 -DNWAKE=2 -DNEXTSLOT=1
+BITSTATE=1 run sched_idle -DNW=2 -DNP=1 -DNT=1 -DARMED=1 -DNAGAIN=1 -DNWAKE=1 -DNEXTSLOT=1
+seeded sched_idle -DNW=2 -DNP=1 -DNT=1 -DNEXTSLOT=1 -DBEFORENEXT=0
+seeded sched_idle -DNW=2 -DNP=2 -DNWAKE=1 -DNEXTSLOT=1 -DBEFORENEXT=0
+seeded sched_idle -DNW=2 -DNP=2 -DNWAKE=2 -DNEXTSLOT=1 -DBEFORENEXT=0
 run task_join -DNJ=3 -DND=1
 run task_join -DNJ=4 -DND=0
 seeded task_join -DMARK=0

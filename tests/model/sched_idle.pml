@@ -1,8 +1,9 @@
 /* sched_idle.pml - the worker pool's sleep/wake protocol
  * (runtime/sched/qf_scheduler.c: worker_main(), search(), found_work(),
- * idle_wait(), signal_work(), pop_global(), and with NAGAIN > 0
- * qf__push_again() and find_local()), model-checked with spin for lost
- * wakes.
+ * idle_wait(), signal_work(), pop_global(), with NAGAIN > 0
+ * qf__push_again() and find_local(), and with NEXTSLOT=1 qf__schedule()'s
+ * next slot, pick_local(), before_next() and rescue()), model-checked with
+ * spin for lost wakes.
  *
  * NW workers take tasks from the global queue (`queued`) and from the
  * workers' local rings (`inring`, one count: a ring's tasks can be taken
@@ -91,14 +92,12 @@
  * the pushed task at any time. A worker whose `quiet` pick found a task,
  * but not in its ring, signals before it runs that task (which may run
  * for ever), as find_local() does: the pushed task then waits behind it,
- * and only a woken worker would take it. The quiet push asks only for an
- * empty ring: the next slot is always empty here, as no task in the model
- * wakes another into it and a fired timer's task is taken by the pick
- * that fired it. Not modelled, then: a rescue's take of the other's next
- * slot, and pick_local()'s order that puts the fairness tick and the
- * rescue before the next slot, so that a timer fired into it by the same
- * pick waits there behind the task they return. Without runs again
- * (NAGAIN = 0, the runs of the sections above) the rings stay one count.
+ * and only a woken worker would take it. Without next slots (NEXTSLOT=0)
+ * the quiet push asks only for an empty ring: no task wakes another and a
+ * fired timer's task is taken by the pick that fired it, so a slot would
+ * always be empty; NEXTSLOT=1 below adds the slots. Without runs again
+ * and next slots (the runs of the sections above) the rings stay one
+ * count.
  *
  * Seeded bug: QUIETWAKE=0 leaves out find_local()'s wake, and spin finds
  * the pushed task waiting for good: the other worker's last look comes
@@ -112,9 +111,55 @@
  * it finds the global task or, taken, the pushed one. check.sh runs the
  * seeded bug and expects spin to find it.
  *
+ * Next slots (NEXTSLOT=1; qf__schedule(), next_take(), pick_local(),
+ * before_next(), rescue(), search(), found_work()). Each worker has a next
+ * slot holding at most one task (slot[]; inslot their sum), and the rings
+ * are counted per worker, as for runs again. A task made runnable on a
+ * worker thread goes into that worker's slot, and the slot's previous
+ * task into its ring with a signal (qf__push_local()): the task of every
+ * timer the worker fires (fire_timers(), at the start of each pick and of
+ * each search round), and, NWAKE times in all, a parked task woken by a
+ * task that ran briefly. A pick keeps pick_local()'s order: the timers;
+ * then the fairness tick's look at the global queue, a rescue, or neither
+ * (the ticks are not counted, so either may come on any pick); then the
+ * slot (or, its streak used up while other work waits, the slot's task
+ * behind the ring and the ring's oldest); the own ring; the global queue.
+ * A rescue takes another worker's ring and its slot. When the tick or a
+ * rescue supplied the task, before_next() moves the slot's task to the
+ * ring with a signal. A search round takes the slot first. No steal, no
+ * last look before the sleep (work_visible()) and no hand-over look sees a
+ * slot: that is why a task left in one waits for good once its worker
+ * runs a task for ever while the others sleep. The hand-over leaves the
+ * found task in the slot during its wake, where a rescue may take it (the
+ * worker then picks again); the quiet push also asks for an empty slot;
+ * and the final check counts a task in a slot as waiting.
+ *
+ * Seeded bug: BEFORENEXT=0 is the old pick_local(), which ran the tick's
+ * or the rescue's task and left the slot's task where it was. spin finds
+ * it three ways (check.sh runs each): with a timer (NT=1), a worker's
+ * pick fires the due timer into its slot, then, on the tick, takes the
+ * pushed task from the global queue, which runs for ever, while the other
+ * worker, which found nothing and read next_timer after the fire, sleeps
+ * with no deadline; with a wake (NP=2 NWAKE=1), the slot's task was woken
+ * by the task that ran before the tick's (tests/sched/test_next_slot.c's
+ * case); with two wakes (NWAKE=2), a worker rescues the other's slot,
+ * whose task runs for ever, and leaves its own slot's task behind it.
+ *
+ * Not modelled with next slots: rescues only of a stalled worker, and only
+ * every RESCUE_EVERY-th pick (here any worker on any pick: more runs, not
+ * fewer); the rescue's two steps, the other's ring then its slot (one
+ * step here); the wakes past QF__NEXT_SLOT_WAKES in one poll, whose
+ * displaced task goes to the global queue (here all to the ring; both
+ * signal); and a task that wakes another into its slot and then runs for
+ * ever: the woken task waits behind it and no sleeping worker is woken
+ * for it. That is the design (a waker and the task it wakes run back to
+ * back; a rescue reaches the slot only while other workers pick), and the
+ * model with such a wake finds the stranded task at once, so it has none.
+ *
  * Checked: once every pusher and armer is done and nothing can move
  * (spin's `timeout`, the clock at its end, so every armed timer is due),
- * no task is left waiting and every timer has fired, unless every worker
+ * no task is left waiting (in the global queue, a ring or, with
+ * NEXTSLOT=1, a next slot) and every timer has fired, unless every worker
  * is inside a task that runs for ever: no task waits while a worker
  * sleeps, and no due timer waits while a worker sleeps.
  */
@@ -154,6 +199,15 @@
 #ifndef QUIETWAKE
 #define QUIETWAKE 1 /* 0: a seeded bug, find_local() leaves out the quiet push's wake */
 #endif
+#ifndef NEXTSLOT
+#define NEXTSLOT 0 /* 1: each worker's next slot (see "Next slots" above) */
+#endif
+#ifndef NWAKE
+#define NWAKE 0 /* NEXTSLOT: wakes of a parked task into the waker's next slot, all workers together */
+#endif
+#ifndef BEFORENEXT
+#define BEFORENEXT 1 /* 0: a seeded bug, the old pick_local(): a tick's or rescue's task leaves the slot's task behind it */
+#endif
 #if NW > 3
 #error "at most 3 workers: a steal names the others as me + 1 and me + 2"
 #endif
@@ -181,6 +235,11 @@ byte armers_done = 0;
 byte sdl[NW];     /* each worker's published sleep deadline (FOREVER at first) */
 byte allgen = 0; /* futex_wake(all) calls: each wakes the waiters then in the kernel */
 byte again = 0;  /* runs again so far (up to NAGAIN) */
+#if NEXTSLOT
+byte slot[NW];    /* each worker's next slot: 1 when it holds a task */
+byte inslot = 0;  /* slot[]'s sum: tasks waiting in next slots, seen by no look */
+byte wakes = 0;   /* wakes into a next slot so far (up to NWAKE) */
+#endif
 
 /* qf_eventcount_notify(one): fence, sleepers? then seq++, futex_wake(1) */
 inline notify()
@@ -248,7 +307,144 @@ inline fire_earliest()
     publish_next_timer()
 }
 
-#if NAGAIN > 0
+#if NEXTSLOT
+/* v: another worker whose ring holds tasks, any one (NW <= 3). */
+#define OTHER_RING(k) (NW > k && ring[(me + k) % NW] > 0) -> v = (me + k) % NW
+/* v: another worker with tasks in its ring or its next slot: what a
+ * rescue takes. */
+#define OTHER_HOLDS(k) (NW > k && (ring[(me + k) % NW] > 0 || slot[(me + k) % NW])) -> v = (me + k) % NW
+
+/* The pushes (qf__push_local(): into this worker's ring) counted in pend,
+ * each with its signal, after the atomic step that made them. */
+inline signals()
+{
+    do
+    :: pend > 0 -> pend--; signal()
+    :: else -> break
+    od
+}
+
+/* fire_timers(): every due timer fires (the C wakes at most 32 per turn
+ * and loops), and qf_task_wake() of its task, on a worker thread, is
+ * qf__schedule(): into this worker's next slot, whose occupant, if any,
+ * goes to the ring with a signal. Under timer_lock the due timers are
+ * taken; the wakes come after the unlock, one by one; one atomic step
+ * here, then the signals. */
+inline fire_timers()
+{
+    atomic {
+        do
+        :: next_timer <= now ->
+            tstate[next_timer - 1] = 2;
+            fired++;
+            publish_next_timer();
+            if
+            :: slot[me] -> ring[me]++; inring++; pend++ /* the occupant: qf__push_local() */
+            :: else -> slot[me] = 1; inslot++
+            fi
+        :: else -> break
+        od
+    };
+    signals()
+}
+
+/* A round of search(): fire_timers(), then the next slot first (a timer
+ * that fired here put its task there), then, in any order, one task or a
+ * batch of two from the global queue (pop_global: one kept in the taker's
+ * ring), one from its own ring, or a steal (half of a ring and one more: a
+ * single task, or two of which one is kept). No steal sees a next slot. */
+inline look()
+{
+    fire_timers();
+    atomic {
+        if
+        :: slot[me] -> slot[me] = 0; inslot--; got = 1
+        :: else ->
+            if
+            :: queued > 1 -> queued = queued - 2; ring[me]++; inring++; got = 1; batch = 1
+            :: queued > 0 -> queued--; got = 1
+            :: ring[me] > 0 -> ring[me]--; inring--; got = 1
+            :: OTHER_RING(1)
+            :: OTHER_RING(2)
+            :: else -> got = 0
+            fi;
+            if
+            :: v < NW && ring[v] > 1 -> ring[v] = ring[v] - 2; ring[me]++; inring--; got = 1
+            :: v < NW && ring[v] == 1 -> ring[v] = 0; inring--; got = 1
+            :: else
+            fi
+        fi;
+        v = NW
+    };
+    if
+    :: batch -> batch = 0; signal() /* pop_global: more than one worker can start */
+    :: else
+    fi
+}
+
+/* pick_local(), in its order: fire_timers(); then the fairness tick's look
+ * at the global queue, or a rescue, or neither (the ticks are not counted:
+ * either may come on any pick, and a rescue may take any other worker,
+ * stalled or not); then the next slot (or, its streak used up while
+ * other work waits, the slot's task goes behind the ring and the ring's
+ * oldest is taken); then its own ring; then the global queue. A rescue
+ * takes the other worker's ring (one to run, the rest into this worker's
+ * ring) and its next slot (behind them, with a signal; the task to run
+ * when the ring was empty). When the tick or a rescue supplied the task,
+ * before_next() moves the next slot's task to the ring with a signal
+ * (BEFORENEXT=0 leaves it in the slot: the seeded bug). The C takes the
+ * other's ring and its slot in two steps; one here. */
+inline pick()
+{
+    fire_timers();
+    atomic {
+        if
+        :: queued > 1 -> queued = queued - 2; ring[me]++; inring++; got = 1; batch = 1; first = 1
+        :: queued > 0 -> queued--; got = 1; first = 1
+        :: OTHER_HOLDS(1)
+        :: OTHER_HOLDS(2)
+        :: true ->
+            if
+            :: slot[me] -> slot[me] = 0; inslot--; got = 1
+            :: slot[me] && (ring[me] > 0 || queued > 0) -> /* the streak used up */
+                slot[me] = 0; inslot--; got = 1; from_ring = 1; pend++
+            :: !slot[me] && ring[me] > 0 -> ring[me]--; inring--; got = 1; from_ring = 1
+            :: !slot[me] && ring[me] == 0 && queued > 1 ->
+                queued = queued - 2; ring[me]++; inring++; got = 1; batch = 1
+            :: !slot[me] && ring[me] == 0 && queued > 0 -> queued--; got = 1
+            :: else -> got = 0
+            fi
+        fi;
+        if
+        :: v < NW -> /* rescue() */
+            if
+            :: ring[v] > 0 ->
+                ring[me] = ring[me] + ring[v] - 1; inring--; ring[v] = 0;
+                if
+                :: slot[v] -> slot[v] = 0; inslot--; ring[me]++; inring++; pend++
+                :: else
+                fi
+            :: else -> slot[v] = 0; inslot--
+            fi;
+            got = 1; first = 1
+        :: else
+        fi;
+        v = NW;
+#if BEFORENEXT
+        if
+        :: first && slot[me] -> slot[me] = 0; inslot--; ring[me]++; inring++; pend++ /* before_next() */
+        :: else
+        fi;
+#endif
+        first = 0
+    };
+    if
+    :: batch -> batch = 0; signal() /* pop_global: more than one worker can start */
+    :: else
+    fi;
+    signals()
+}
+#elif NAGAIN > 0
 /* v: another worker whose ring holds tasks, any one (NW <= 3). */
 #define OTHER_RING(k) (NW > k && ring[(me + k) % NW] > 0) -> v = (me + k) % NW
 
@@ -343,11 +539,16 @@ proctype Worker(byte me)
 {
     byte ticket, ti, dl = FOREVER, kgen, v = NW;
     bool got, batch, claimed, woken, counted, last, quiet, from_ring;
+#if NEXTSLOT
+    byte pend; /* pushes to this worker's ring whose signal is still to run */
+    bool first; /* this pick's task came from the tick or a rescue */
+#endif
 loop:
     /* find_local: the pick, then the wake a quiet push left out when the
-     * pick is not the pushed task */
+     * pick is not the pushed task (the pick with next slots sets
+     * from_ring with or without runs again: cleared here) */
     pick();
-#if NAGAIN > 0
+#if NAGAIN > 0 || NEXTSLOT
 #if QUIETWAKE
     if
     :: quiet && got && !from_ring -> signal()
@@ -431,7 +632,27 @@ found:
     :: last ->
         last = 0;
         if
-        :: queued + inring > 0 -> signal()
+        :: queued + inring > 0 ->
+#if NEXTSLOT
+            /* found_work(): the task found waits in the next slot during
+             * the wake, where a rescue may take it; then this worker
+             * takes it back, or, taken, looks again. An occupied slot
+             * (only with BEFORENEXT=0) keeps it in hand. */
+            if
+            :: slot[me] -> signal()
+            :: else ->
+                atomic { slot[me] = 1; inslot++ };
+                signal();
+                atomic {
+                    if
+                    :: slot[me] -> slot[me] = 0; inslot--
+                    :: else -> last = 0; goto loop /* rescued: it runs elsewhere */
+                    fi
+                }
+            fi
+#else
+            signal()
+#endif
         :: else
         fi
     :: else
@@ -445,20 +666,40 @@ end_long:
         false
     :: true
     fi;
+#if NEXTSLOT
+    /* While it ran it may have woken a parked task (qf_task_wake() on a
+     * worker thread, qf__schedule()): into this worker's next slot, whose
+     * occupant goes to the ring with a signal. */
+    if
+    :: atomic {
+           wakes < NWAKE -> wakes++;
+           if
+           :: slot[me] -> ring[me]++; inring++; pend++
+           :: else -> slot[me] = 1; inslot++
+           fi
+       };
+       signals()
+    :: true
+    fi;
+#endif
 #if NAGAIN > 0
     /* It ends, or it runs again (qf__task_run()): woken while it ran,
      * qf__push_again(); it yielded, qf__push_yielded(): behind the global
-     * queue when that holds tasks, else qf__push_again(). The next slot is
-     * empty here (no task in this model wakes another into it, and a fired
-     * timer's task is taken by the pick that fired it), so the quiet push
-     * asks only for an empty ring. */
+     * queue when that holds tasks, else qf__push_again(). Without next
+     * slots the quiet push asks only for an empty ring; with them (a task
+     * woken into the slot while this one ran), for an empty slot too. */
     if
     :: again < NAGAIN ->
         again++;
         if
         :: queued > 0 -> queued++; signal() /* yielded: push_global */
+#if NEXTSLOT
+        :: ring[me] == 0 && !slot[me] -> atomic { ring[me]++; inring++; quiet = 1 } /* the quiet push */
+        :: ring[me] > 0 || slot[me] -> atomic { ring[me]++; inring++ }; signal() /* push_local */
+#else
         :: ring[me] == 0 -> atomic { ring[me]++; inring++; quiet = 1 } /* the quiet push */
         :: ring[me] > 0 -> atomic { ring[me]++; inring++ }; signal() /* push_local */
+#endif
         fi
     :: true
     fi;
@@ -574,8 +815,17 @@ init
     :: k < NT -> assert(longs == NW || !(tstate[k] == 1 && k + 1 <= now)); k++
     :: else -> break
     od;
+#if NEXTSLOT
+    assert(queued + inring + inslot == 0 || longs == NW)
+#else
     assert(queued + inring == 0 || longs == NW)
+#endif
+#else
+#if NEXTSLOT
+    /* A task in a next slot waits too, though no look sees it. */
+    assert((queued + inring + inslot == 0 && fired == armed) || longs == NW)
 #else
     assert((queued + inring == 0 && fired == armed) || longs == NW)
+#endif
 #endif
 }
