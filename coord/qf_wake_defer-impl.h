@@ -93,7 +93,8 @@ void qf__wake_batch_end(void);
 /* True inside a batch on this thread. */
 bool qf__wake_batching(void);
 /* The runtime's end of a batch (coord/ cannot call up into runtime/):
- * set by the first runtime made, before any of its tasks can be woken. */
+ * set (to the same function) by every runtime made, before any of its
+ * tasks can be woken. */
 void qf__wake_batch_set_end(void (*fn)(void));
 
 #endif

@@ -119,9 +119,12 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
     uint32_t st = QF__REQ_CANCELLED;
     /* Else a consumer or the closer has it: its final state is stored right
      * after their lock is dropped. */
-    while (!mine &&
-           (st = atomic_load_explicit(&tk->req.state, memory_order_acquire)) == QF__REQ_WAITING)
-        qf__cpu_relax();
+    for (unsigned i = 0; !mine; i++) {
+        st = atomic_load_explicit(&tk->req.state, memory_order_acquire);
+        if (st != QF__REQ_WAITING)
+            break;
+        qf__spin_then_yield(i); /* it may be releasing held wakes: many calls */
+    }
     if (!mine)
         put_ticket_settle(tk);
     if (q->single_producer)

@@ -110,7 +110,7 @@ typedef struct qf__fifo {
      * "Held wakes"), oldest first through finished_next; req_lock. Counted
      * in reqs_n until their wakes go out. */
     struct qf__put_req *held_head, **held_last;
-    uint32_t held_n;
+    uint32_t held_n, held_passes;
 
     /* QF_QUEUE_SINGLE_PRODUCER / _CONSUMER: set while a producer (consumer)
      * call runs, claimed with an exchange, so that a second one at the same

@@ -110,26 +110,40 @@
  *   (req_lock) and stays counted in reqs_n. The held wakes go out together,
  *   oldest first, in one wake batch (qf_wake_defer-impl.h: one push onto
  *   the runtime's global queue), so a worker runs those tasks back to back
- *   and they join the line in a burst: when HOLD_MAX are held; when a pass
+ *   and they join the line in a burst.
+ *
+ *   They go out at the end of a pass (release_now()) when HOLD_MAX are
+ *   held; when HOLD_MAX passes have ended since the first was held (an age
+ *   limit counted in the line's own progress); when the pass finished a
+ *   request without holding it (a consumer task or a thread's request now
+ *   moves the line, and nothing else would bound the hold); when the pass
  *   leaves fewer than HOLD_LINE in line (the line never runs dry while
- *   tasks that would refill it sleep; a line that empties is served, as
- *   reqs_n counts the held); at a close (qf__fifo_close(), before a
- *   cancel fails the line: the held are DONE, their slots went in; with no
- *   take after a close their tasks would not learn of it); and when an
- *   owner takes back a request
- *   that is off the list (qf__fifo_withdraw(): a cancelled task, a runner
- *   abandoning its ticket), which would otherwise wait for a final state
- *   that nobody is bound to send. Never held: a thread's request (it sleeps
- *   on the state, with a deadline perhaps), the caller's own, requests
- *   finished by a task (qf__in_task(): its wakes go to its own worker's
- *   slots, and holding them measured slower), and any once the queue is
- *   closed: a pass reads CLOSED under req_lock, so either it sees the close
- *   or the close's release takes req_lock after the pass has dropped it.
- *   What a held wake delays is the owner's next step only: a runner's next
+ *   tasks that would refill it sleep; a line that empties is still served,
+ *   as reqs_n counts the held). And at once: at a close (qf__fifo_close(),
+ *   before a cancel fails the line: the held are DONE, their slots went in;
+ *   with no take after a close their tasks would not learn of it), and when
+ *   the owner of a task request finds it off the list as it takes it back
+ *   (qf__fifo_withdraw(): a cancelled task, a runner abandoning its
+ *   ticket), which would otherwise wait for a final state that nobody is
+ *   bound to send.
+ *
+ *   Never held: a thread's request (it sleeps on the state, with a deadline
+ *   perhaps), the caller's own, requests finished on a task thread
+ *   (qf__in_task(): a consumer task's wakes of tasks on its own runtime go
+ *   to its worker's slots, and holding them measured slower), and any once
+ *   the queue is closed: a pass reads CLOSED under req_lock, so either it
+ *   sees the close or the close's release takes req_lock after the pass has
+ *   dropped it.
+ *
+ *   What a held wake delays is the owner's next step: a runner's next
  *   produce and put, which would wait in line behind HOLD_LINE others
- *   anyway. While the line stays that long and nobody takes, up to HOLD_MAX
- *   runners stay parked with their element delivered, as those in line do
- *   with theirs not yet delivered.
+ *   anyway. Unlike TensorFlow, whose enqueue completes when the dequeue
+ *   puts its element in, the owner learns of it later, by up to HOLD_MAX
+ *   takes; and while the line stays HOLD_LINE long and nobody takes, up to
+ *   HOLD_MAX runners stay parked with their element delivered (as those in
+ *   line do with theirs not yet delivered) until a take, a close or their
+ *   cancellation. A consumer that stops taking to wait for a runner's next
+ *   step, with hundreds of others in line, would wait for it.
  *
  * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and
  * fifo_holders.pml
@@ -340,17 +354,27 @@ static void hold(qf__fifo *f, qf__put_req *r)
     f->held_n++;
 }
 
-/* Under req_lock: the held requests go to the end of a list of finished
- * ones (*last, its end); returns the list's new end. */
-static qf__put_req **unhold(qf__fifo *f, qf__put_req **last)
+/* Under req_lock: the held requests go in front of a list of finished
+ * ones (they are older); returns the list's new head. */
+static qf__put_req *unhold(qf__fifo *f, qf__put_req *finished)
 {
     if (f->held_n == 0)
-        return last;
-    *last = f->held_head;
+        return finished;
+    *f->held_last = finished;
+    finished = f->held_head;
     atomic_fetch_sub_explicit(&f->reqs_n, f->held_n, memory_order_relaxed);
     f->held_head = NULL;
     f->held_n = 0;
-    return f->held_last;
+    f->held_passes = 0;
+    return finished;
+}
+
+/* Under req_lock, at the end of a pass that holds wakes: whether they go
+ * out now. `finished`: the pass finished a request without holding it. */
+static bool release_now(qf__fifo *f, bool finished)
+{
+    return finished || f->held_n >= HOLD_MAX || ++f->held_passes >= HOLD_MAX ||
+           atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n < HOLD_LINE;
 }
 
 /* Final states and wakes of a list of finished requests, in one wake
@@ -371,9 +395,8 @@ static void finish_all(qf__fifo *f, qf__put_req *finished, qf__put_req *self)
 
 void qf__fifo_release_held(qf__fifo *f)
 {
-    qf__put_req *finished = NULL;
     qf__lock(&f->req_lock);
-    *unhold(f, &finished) = NULL;
+    qf__put_req *finished = unhold(f, NULL);
     qf__unlock(&f->req_lock);
     finish_all(f, finished, NULL);
 }
@@ -415,11 +438,9 @@ static bool serve_requests(qf__fifo *f, qf__put_req *self)
         *last = r;
         last = &r->finished_next;
     }
-    if (f->held_n != 0 &&
-        (f->held_n >= HOLD_MAX ||
-         atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n < HOLD_LINE))
-        last = unhold(f, last);
     *last = NULL;
+    if (f->held_n != 0 && release_now(f, finished != NULL))
+        finished = unhold(f, finished);
     qf__unlock(&f->req_lock);
     finish_all(f, finished, self);
     qf__fifo_wake_consumers(f, published);
@@ -535,7 +556,7 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
     qf__unlock(&f->req_lock);
     if (mine && r->owns_pending)
         qf__fifo_drop_pending(f);
-    if (!mine)
+    if (!mine && r->waker)
         qf__fifo_release_held(f); /* r may be held: its final state now */
     return mine;
 }

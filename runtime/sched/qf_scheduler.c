@@ -828,28 +828,39 @@ bool qf_task_should_yield(const qf_task *t)
  * the slot it would wait for the task that went first to end, which may be
  * never: no other worker's look or steal sees a next slot, and one that
  * found nothing sleeps with no deadline. Found by the spin model with next
- * slots (a due timer woken into the slot by fire_timers() just before);
- * tests/sched/test_next_slot.c has a task woken into it by the last one. */
-static qf_task *before_next(qf__worker *w, qf_task *t)
+ * slots (tests/model/sched_idle.pml, NEXTSLOT=1, seeded BEFORENEXT=0: a due
+ * timer fired into the slot just before, a task woken there by the last
+ * one, or a rescue); tests/sched/test_next_slot.c reaches the second. With
+ * one worker nobody else could take it: it stays. */
+static void next_to_ring(qf__worker *w)
 {
+    if (w->rt->nworkers <= 1)
+        return;
     qf_task *next = next_take(w);
     if (next)
         qf__push_local(w, next);
-    return t;
 }
 
 /* What this worker has at hand (no stealing); *from_ring: it came from the
- * local ring. The next slot is empty when this returns. */
+ * local ring. The next slot is empty when this returns (with more than one
+ * worker). */
 static qf_task *pick_local(qf__worker *w, bool *from_ring)
 {
     qf_task *t;
     *from_ring = false;
     fire_timers(w->rt);
     atomic_store_explicit(&w->beat, ++w->tick, memory_order_relaxed);
-    if (w->tick % GLOBAL_EVERY == 0 && (t = pop_global(w)))
-        return before_next(w, t);
-    if (w->tick % RESCUE_EVERY == 0 && (t = rescue(w)))
-        return before_next(w, t);
+    if (w->tick % GLOBAL_EVERY == 0 && qf__gq_len(&w->rt->global) > 0) {
+        /* Into the ring before pop_global()'s batch, not behind it, where
+         * a half steal would reach it last. */
+        next_to_ring(w);
+        if ((t = pop_global(w)))
+            return t;
+    }
+    if (w->tick % RESCUE_EVERY == 0 && (t = rescue(w))) {
+        next_to_ring(w); /* behind the rescued ring (rare) */
+        return t;
+    }
     if (atomic_load_explicit(&w->next_slot, memory_order_relaxed)) {
         bool run = w->next_streak < NEXT_SLOT_STREAK || !other_work(w);
         if ((t = next_take(w))) {
