@@ -125,7 +125,8 @@
  *   the owner of a task request finds it off the list as it takes it back
  *   (qf__fifo_withdraw(): a cancelled task, a runner abandoning its
  *   ticket), which would otherwise wait for a final state that nobody is
- *   bound to send.
+ *   bound to send; and when a withdraw of a request still in line leaves
+ *   fewer than HOLD_LINE there.
  *
  *   Never held: a thread's request (it sleeps on the state, with a deadline
  *   perhaps), the caller's own, requests finished on a task thread
@@ -145,10 +146,11 @@
  *   cancellation. A consumer that stops taking to wait for a runner's next
  *   step, with hundreds of others in line, would wait for it.
  *
- * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml and
- * fifo_holders.pml
+ * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml,
+ * fifo_holders.pml and fifo_held.pml
  * model these rules (consumers and producers, the close, the put requests,
- * holders of batches above the capacity meeting at a close) and spin checks
+ * holders of batches above the capacity meeting at a close, held wakes and
+ * every way they are released) and spin checks
  * that no process can end up asleep with its condition true; check.sh runs
  * them in the test suite (meson test model_wait_wake).
  */
@@ -553,7 +555,15 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
         r->linked = false;
         atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
     }
+    /* Taking a request back may leave the line short: the held go out, as
+     * at the end of a pass (found by tests/model/fifo_held.pml: else they
+     * stayed held with nobody in line until the next take or a close). */
+    qf__put_req *released = NULL;
+    if (mine && f->held_n != 0 &&
+        atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n < HOLD_LINE)
+        released = unhold(f, NULL);
     qf__unlock(&f->req_lock);
+    finish_all(f, released, NULL);
     if (mine && r->owns_pending)
         qf__fifo_drop_pending(f);
     if (!mine && r->waker)

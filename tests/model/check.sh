@@ -1,9 +1,9 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the worker pool with its timers and quiet pushes, a task's join, the wait
-# list's cancel, the serving batcher's timer) with spin: every model, at the
-# bounds below, must have no invalid end state (nobody asleep for good) and
-# no assertion violation. Exhaustive search (bitstate where marked, see
+# the engine's held wakes, the worker pool with its timers and quiet
+# pushes, a task's join, the wait list's cancel, the serving batcher's
+# timer) with spin: every model, at the bounds below, must have no invalid
+# end state (nobody asleep for good) and no assertion violation. Exhaustive search (bitstate where marked, see
 # run()); each run takes seconds. A model run with a seeded bug (`seeded`)
 # must fail instead.
 # Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
@@ -73,6 +73,19 @@ seeded fifo_refill -DBUG=2
 seeded fifo_refill -DBUG=3
 run fifo_holders -DNC=3 -DMIN=3
 run fifo_holders -DNC=3 -DMIN=4 -DG0=1 -DG1=2 -DG2=3 -DAV=2
+run fifo_held -DNP=3 -DNWD=1
+run fifo_held -DNP=3 -DNWD=3 -DCLOSE=0
+run fifo_held -DNP=4 -DWD=0 -DCLOSE=0
+run fifo_held -DNP=2 -DNE=2 -DNWD=1
+run fifo_held -DNP=2 -DNE=3 -DCLOSE=0
+run fifo_held -DNC=2 -DCTASK=1 -DNWD=1 -DCLOSE=0
+seeded fifo_held -DNOCLOSEREL=1 -DWD=0
+seeded fifo_held -DHOLDCLOSED=1 -DWD=0
+seeded fifo_held -DNOWDREL=1 -DCLOSE=0 -DNWD=1
+seeded fifo_held -DUNCOUNTED=1 -DCLOSE=0 -DNWD=1 -DSTRICT=0 -DWDFIX=0
+seeded fifo_held -DNOAGE=1 -DNP=4 -DCLOSE=0 -DWD=0
+seeded fifo_held -DNOFINREL=1 -DNP=4 -DNC=2 -DCTASK=1 -DWD=0 -DCLOSE=0 -DHOLD_MAX=3
+seeded fifo_held -DWDFIX=0 -DCLOSE=0 -DNWD=1
 run sched_idle -DNW=2 -DNP=2
 BITSTATE=1 run sched_idle -DNW=2 -DNP=3
 BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2
