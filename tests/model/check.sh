@@ -1,11 +1,11 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the engine's held wakes, the worker pool with its timers and quiet
-# pushes, a task's join, the wait list's cancel, the serving batcher's
-# timer) with spin: every model, at the bounds below, must have no invalid
-# end state (nobody asleep for good) and no assertion violation. Exhaustive search (bitstate where marked, see
-# run()); each run takes seconds. A model run with a seeded bug (`seeded`)
-# must fail instead.
+# the engine's held wakes, the worker pool with its timers and quiet pushes,
+# a task's join, the wait list's cancel, the serving batcher's timer) with
+# spin: every model, at the bounds below, must have no invalid end state
+# (nobody asleep for good) and no assertion violation. Exhaustive search
+# (bitstate where marked, see run()); each run takes seconds. A model run
+# with a seeded bug (`seeded`) must fail instead.
 # Usage: check.sh [models dir]. Exit 77 (skipped) without spin.
 set -eu
 dir=$(cd "${1:-$(dirname "$0")}" && pwd)

@@ -79,26 +79,62 @@ static void join_runners(qf_coord *coord)
               qf_last_message());
 }
 
-static void one_round(ending how, unsigned takes)
-{
+/* n runners on a runtime of 2 workers, feeding one pointer queue. */
+typedef struct line {
     qf_runtime *rt;
     qf_coord *coord;
     qf_queue *q;
-    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "held"}, &rt), QF_OK);
-    cr_assert_eq(qf_coord_new(NULL, 0, &coord), QF_OK);
-    cr_assert_eq(qf_ptr_queue_new(CAPACITY, "held", 0, NULL, &q), QF_OK);
-    producer *prod = calloc(RUNNERS, sizeof(*prod));
-    qf_queue_runner **runners = calloc(RUNNERS, sizeof(*runners));
-    uint32_t *last = calloc(RUNNERS, sizeof(*last));
-    cr_assert(prod && runners && last);
-    for (unsigned i = 0; i < RUNNERS; i++) {
-        prod[i].id = i;
-        qf_enqueue_op op = {
-            .name = "produce", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce, .arg = &prod[i]};
-        cr_assert_eq(qf_queue_runner_new(q, &op, 1, NULL, &runners[i]), QF_OK);
-    }
-    cr_assert_eq(qf_queue_runners_start(runners, RUNNERS, rt, coord, QF_RUNNER_START, NULL, NULL),
+    unsigned n;
+    producer *prod;
+    qf_queue_runner **runners;
+    uint32_t *last; /* per runner: the last number taken */
+} line;
+
+static void line_start(line *l, unsigned n, int64_t capacity)
+{
+    *l = (line){.n = n};
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "held"}, &l->rt),
                  QF_OK);
+    cr_assert_eq(qf_coord_new(NULL, 0, &l->coord), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(capacity, "held", 0, NULL, &l->q), QF_OK);
+    l->prod = calloc(n, sizeof(*l->prod));
+    l->runners = calloc(n, sizeof(*l->runners));
+    l->last = calloc(RUNNERS, sizeof(*l->last)); /* check_order() bounds ids by RUNNERS */
+    cr_assert(l->prod && l->runners && l->last);
+    for (unsigned i = 0; i < n; i++) {
+        l->prod[i].id = i;
+        qf_enqueue_op op = {.name = "produce",
+                            .kind = QF_OP_PRODUCE_PTR,
+                            .produce_ptr = produce,
+                            .arg = &l->prod[i]};
+        cr_assert_eq(qf_queue_runner_new(l->q, &op, 1, NULL, &l->runners[i]), QF_OK);
+    }
+    atomic_store(&produced, 0);
+    cr_assert_eq(
+        qf_queue_runners_start(l->runners, n, l->rt, l->coord, QF_RUNNER_START, NULL, NULL), QF_OK);
+}
+
+/* After the runtime's shutdown. */
+static void line_free(line *l)
+{
+    qf_runtime_free(l->rt);
+    for (unsigned i = 0; i < l->n; i++)
+        qf_queue_runner_free(l->runners[i]);
+    qf_coord_free(l->coord);
+    qf_queue_unref(l->q);
+    free(l->prod);
+    free(l->runners);
+    free(l->last);
+}
+
+static void one_round(ending how, unsigned takes)
+{
+    line l;
+    line_start(&l, RUNNERS, CAPACITY);
+    qf_runtime *rt = l.rt;
+    qf_coord *coord = l.coord;
+    qf_queue *q = l.q;
+    uint32_t *last = l.last;
 
     for (unsigned k = 0; k < takes; k++) {
         void *v;
@@ -141,14 +177,7 @@ static void one_round(ending how, unsigned takes)
             join_runners(coord);
         cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     }
-    qf_runtime_free(rt);
-    for (unsigned i = 0; i < RUNNERS; i++)
-        qf_queue_runner_free(runners[i]);
-    qf_coord_free(coord);
-    qf_queue_unref(q);
-    free(prod);
-    free(runners);
-    free(last);
+    line_free(&l);
 }
 
 Test(held_wakes, every_element_once_in_order_through_closes_cancels_and_shutdowns, .timeout = 600)
@@ -194,27 +223,14 @@ static qf_code take_task(qf_task *t, void *arg)
 
 Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600)
 {
-    qf_runtime *rt, *other;
-    qf_coord *coord;
-    qf_queue *q;
-    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "held"}, &rt), QF_OK);
+    line l;
+    line_start(&l, 1000, 16);
+    qf_runtime *other;
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1, .name = "taker"}, &other),
                  QF_OK);
-    cr_assert_eq(qf_coord_new(NULL, 0, &coord), QF_OK);
-    cr_assert_eq(qf_ptr_queue_new(16, "held", 0, NULL, &q), QF_OK);
-    unsigned n = 1000;
-    producer *prod = calloc(n, sizeof(*prod));
-    qf_queue_runner **runners = calloc(n, sizeof(*runners));
-    uint32_t *last = calloc(RUNNERS, sizeof(*last));
-    cr_assert(prod && runners && last);
-    for (unsigned i = 0; i < n; i++) {
-        prod[i].id = i;
-        qf_enqueue_op op = {
-            .name = "produce", .kind = QF_OP_PRODUCE_PTR, .produce_ptr = produce, .arg = &prod[i]};
-        cr_assert_eq(qf_queue_runner_new(q, &op, 1, NULL, &runners[i]), QF_OK);
-    }
-    atomic_store(&produced, 0);
-    cr_assert_eq(qf_queue_runners_start(runners, n, rt, coord, QF_RUNNER_START, NULL, NULL), QF_OK);
+    qf_queue *q = l.q;
+    uint32_t *last = l.last;
+    unsigned n = l.n;
     /* The line formed: every runner made its first element (all but the
      * queue's 16 then wait in line). */
     qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
@@ -236,15 +252,8 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
         cr_assert_geq(last[i], 2, "runner %u delivered %u element(s) in %u takes", i, last[i],
                       HANDOVER_TAKES + TASK_TAKES);
     cr_assert_eq(qf_queue_close(q, true), QF_OK);
-    join_runners(coord);
-    cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
-    qf_runtime_free(rt);
+    join_runners(l.coord);
+    cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     qf_runtime_free(other);
-    for (unsigned i = 0; i < n; i++)
-        qf_queue_runner_free(runners[i]);
-    qf_coord_free(coord);
-    qf_queue_unref(q);
-    free(prod);
-    free(runners);
-    free(last);
+    line_free(&l);
 }
