@@ -336,14 +336,20 @@ void qf__fifo_arrive_undo(qf__fifo *f)
 #define HOLD_LINE 256
 #define HOLD_MAX 128
 
+/* Requests in line (linked or arriving), not counting the held: under
+ * req_lock. */
+static uint32_t in_line(qf__fifo *f)
+{
+    return atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n;
+}
+
 /* Whether a pass may hold r's wake: under req_lock, r just unlinked and
  * still counted in reqs_n. */
 static bool may_hold(qf__fifo *f, const qf__put_req *r, const qf__put_req *self)
 {
     if (r == self || !r->waker || qf__in_task())
         return false;
-    uint32_t in_line = atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n - 1;
-    return in_line >= HOLD_LINE &&
+    return in_line(f) - 1 >= HOLD_LINE &&
            !(atomic_load_explicit(&f->state, memory_order_acquire) & QF__CLOSED);
 }
 
@@ -376,13 +382,15 @@ static qf__put_req *unhold(qf__fifo *f, qf__put_req *finished)
 static bool release_now(qf__fifo *f, bool finished)
 {
     return finished || f->held_n >= HOLD_MAX || ++f->held_passes >= HOLD_MAX ||
-           atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n < HOLD_LINE;
+           in_line(f) < HOLD_LINE;
 }
 
 /* Final states and wakes of a list of finished requests, in one wake
  * batch. */
 static void finish_all(qf__fifo *f, qf__put_req *finished, qf__put_req *self)
 {
+    if (!finished)
+        return; /* a pass that held, a withdraw: no batch to open and close */
     qf__wake_batch_begin();
     while (finished) {
         qf__put_req *r = finished;
@@ -559,8 +567,7 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
      * at the end of a pass (found by tests/model/fifo_held.pml: else they
      * stayed held with nobody in line until the next take or a close). */
     qf__put_req *released = NULL;
-    if (mine && f->held_n != 0 &&
-        atomic_load_explicit(&f->reqs_n, memory_order_relaxed) - f->held_n < HOLD_LINE)
+    if (mine && f->held_n != 0 && in_line(f) < HOLD_LINE)
         released = unhold(f, NULL);
     qf__unlock(&f->req_lock);
     finish_all(f, released, NULL);
