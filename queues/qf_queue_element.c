@@ -173,6 +173,12 @@ void qf__queue_use_symmetric_fences(qf_queue *q)
         qf__ring_set_symmetric(&q->fifo.ring);
 }
 
+void qf__queue_lay_in_order(qf_queue *q)
+{
+    if (q->ops == &qf__fifo_ops)
+        qf__ring_lay_in_order(&q->fifo.ring);
+}
+
 /* The FIFO engine's count of what the capacity holds (reserved slots,
  * published or not, the stash and the overflow list) from its cheap
  * loads, where qf_queue_size() would scan the published run. */

@@ -15,6 +15,13 @@
  * else can use the queue; no effect on other kinds. */
 void qf__queue_use_symmetric_fences(qf_queue *q);
 
+/* Lay the ring of a queue on the FIFO engine out in index order, where a
+ * queue's ring keeps neighbouring indices on different lines
+ * (qf_ring-impl.h note 8): for a queue whose producers put runs and whose
+ * consumers take batches, which then read and write whole lines in order.
+ * Only before anyone else can use the queue; no effect on other kinds. */
+void qf__queue_lay_in_order(qf_queue *q);
+
 /* Batches of q made only of rows of string-block runs (a reader's records)
  * get n empty strings as their keys instead of the "<file>:<n>" strings,
  * which cost a copy of ~20-30 bytes per record to make: for a consumer that

@@ -366,10 +366,13 @@ static qf_code make_queue(const build_args *a, const plan *p, const char *qname,
     else
         rc = qf_fifo_queue_new(&qo, ret); /* spec 168: shapes must be fully defined */
     /* Its producers move runs and its consumers take batches: a full
-     * fence per call is cheaper than a membarrier per park. Only on a
-     * queue nobody else can be using yet. */
-    if (rc == QF_OK && (!o->shared_name || !o->shared_name[0]))
+     * fence per call is cheaper than a membarrier per park, and a run or
+     * a batch is a stretch of whole lines with the cells in order. Only
+     * on a queue nobody else can be using yet. */
+    if (rc == QF_OK && (!o->shared_name || !o->shared_name[0])) {
         qf__queue_use_symmetric_fences(*ret);
+        qf__queue_lay_in_order(*ret);
+    }
     return rc;
 }
 

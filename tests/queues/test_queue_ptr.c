@@ -579,6 +579,29 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
     }
 }
 
+/* A batching queue's ring (qf__ring_lay_in_order(), note 8): index i at
+ * position i, so consecutive indices share lines four to a line, and a
+ * ring laid out again reads as new (no index published or a tombstone). */
+Test(queue_ptr, a_ring_laid_in_order_keeps_indices_in_order)
+{
+    for (unsigned slots = 2; slots <= (1u << 12); slots <<= 1) {
+        qf__ring r;
+        ck_ring_buffer_t *buf = calloc(1, qf__ring_storage_bytes(slots));
+        cr_assert_not_null(buf);
+        qf__ring_init(&r, buf, slots, slots - 1, true);
+        qf__ring_lay_in_order(&r);
+        for (unsigned i = 0; i < 2 * slots; i++) {
+            cr_assert_eq(qf__ring_pos(&r, i), i % slots, "slots %u: index %u out of place", slots,
+                         i);
+            cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
+                      "slots %u: index %u reads as published", slots, i);
+            cr_assert_neq(atomic_load(qf__ring_tomb(&r, i)), i + 1,
+                          "slots %u: index %u reads as a tombstone", slots, i);
+        }
+        free(buf);
+    }
+}
+
 /* Rings of cells (note 9): cells under a line are spread as pointer cells
  * are, so that neighbours sit on different lines; cells of a line or more
  * are laid out in order (note 8: spread, 128-byte cells aliased in the

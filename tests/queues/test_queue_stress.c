@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qflow.h"
+#include "qf_queue_trusted-impl.h"
 #include "qf_test_stress.h"
+#include "qflow.h"
 
 #define MAXT 8
 
@@ -84,11 +85,17 @@ static void *consumer(void *a)
     return NULL;
 }
 
+/* LAY_IN_ORDER in flags: the queue's ring laid out as a batching queue's
+ * (qf__queue_lay_in_order()); not a queue flag, a bit above them. */
+#define LAY_IN_ORDER (1u << 31)
+
 static void run(int64_t cap, unsigned flags, int np, int nc, long total, int batch)
 {
     stress s = {
         .nprod = np, .ncons = nc, .per_producer = qft_stress_scale(total, 0) / np, .batch = batch};
-    cr_assert_eq(qf_ptr_queue_new(cap, "stress", flags, NULL, &s.q), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(cap, "stress", flags & ~LAY_IN_ORDER, NULL, &s.q), QF_OK);
+    if (flags & LAY_IN_ORDER)
+        qf__queue_lay_in_order(s.q);
     s.seen = calloc((size_t)np * (size_t)s.per_producer, 1);
     atomic_init(&s.received, 0);
     atomic_init(&s.errors, 0);
@@ -134,6 +141,20 @@ Test(queue_stress, mpmc_batches_through_capacity_10, .timeout = 300)
 Test(queue_stress, oversubscribed_8x8_capacity_4, .timeout = 300)
 {
     run(4, 0, 8, 8, 400000, 1);
+}
+
+/* A batching queue's ring, laid out in index order (qf_ring-impl.h note
+ * 8): runs and batches of sizes that do not divide the ring, so they
+ * straddle its wrap and its lines, and single elements oversubscribed. */
+Test(queue_stress, laid_in_order_runs_and_batches, .timeout = 300)
+{
+    run(300, LAY_IN_ORDER, 4, 3, 800000, 37);
+    run(10, LAY_IN_ORDER, 3, 3, 300000, 7);
+}
+
+Test(queue_stress, laid_in_order_oversubscribed_8x8, .timeout = 300)
+{
+    run(16, LAY_IN_ORDER, 8, 8, 400000, 1);
 }
 
 Test(queue_stress, spsc_declared, .timeout = 300)
