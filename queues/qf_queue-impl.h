@@ -58,6 +58,7 @@ struct qf_queue {
     bool inline_mode;  /* slots hold values, not qf_element pointers */
     bool ptr_queue;    /* inline_mode with one QF_PTR component: the _ptr calls */
     bool rows_no_keys; /* qf__queue_rows_without_keys() */
+    bool rows_bare;    /* qf__queue_rows_by_length() */
     /* NULL, or slots are blocks of the components' values, not elements
      * (qf_queue_packed-impl.h). */
     struct qf__packed *packed;

@@ -167,6 +167,16 @@ void qf__queue_rows_without_keys(qf_queue *q)
     q->rows_no_keys = true;
 }
 
+void qf__queue_rows_by_length(qf_queue *q)
+{
+    q->rows_bare = true;
+}
+
+bool qf__queue_takes_bare_rows(const qf_queue *q)
+{
+    return q->rows_bare;
+}
+
 void qf__queue_use_symmetric_fences(qf_queue *q)
 {
     if (q->ops == &qf__fifo_ops)

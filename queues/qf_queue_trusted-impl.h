@@ -30,6 +30,17 @@ void qf__queue_lay_in_order(qf_queue *q);
  * else can use the queue. */
 void qf__queue_rows_without_keys(qf_queue *q);
 
+/* The consumers of q read every value by its length, never as a C string
+ * (qflow-lines' writer): a reader feeding q through a batch runner then
+ * leaves each row's value ended by its source's terminator ('\n', or the
+ * '\r' of "\r\n") instead of writing a NUL over it, and the batches'
+ * string values lent from those rows are not NUL-terminated, against
+ * qf_string's convenience. qf__strings_keep_ends() tells a consumer
+ * whether a batch's values lie so. Only before anyone else can use the
+ * queue. qf__queue_takes_bare_rows(): whether it was called. */
+void qf__queue_rows_by_length(qf_queue *q);
+bool qf__queue_takes_bare_rows(const qf_queue *q);
+
 /* Room for about how many more elements q has now, for a producer that
  * sizes its next pull by it: the capacity less what it holds, where slots
  * reserved and not yet published count as held, so the guess may state

@@ -65,6 +65,12 @@ struct qf__strblock {
     size_t cap;
     qf__strblock_pool *pool; /* NULL: freed when retired */
     qf__strblock *next;      /* in a pool's stack or spare list */
+    /* Every row's value is followed by the byte its source ended it with
+     * (a TextLineReader's '\n' or '\r'), not by a NUL: the rows were
+     * written for a queue whose consumers read values by their length
+     * (qf__queue_rows_by_length()). Set by the filler when the block's
+     * first row is added, cleared by any row added with its NUL. */
+    bool bare_ends;
     qf__block_row rows[];
 };
 
@@ -110,6 +116,7 @@ bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t l
  * checked qf__strblock_rows_left()). Returns its slot, handed out at once. */
 static inline void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line)
 {
+    r->bare_ends = false;
     uint32_t i = r->n++;
     r->rows[i] = (qf__block_row){(uint32_t)off, (uint32_t)len, line};
     r->buf[off + len] = '\0';
@@ -126,18 +133,26 @@ typedef struct qf__row_writer {
     qf__block_row *rows;
     char *buf;
     uint32_t n;
+    bool nul; /* false: the values keep their source's ends (bare_ends) */
 } qf__row_writer;
 
-static inline qf__row_writer qf__row_writer_begin(qf__strblock *r)
+/* nul false: leave each value's end byte as it is (the block's bare_ends,
+ * when these are its first rows), for a consumer that reads by length. */
+static inline qf__row_writer qf__row_writer_begin(qf__strblock *r, bool nul)
 {
-    return (qf__row_writer){r, r->rows, r->buf, r->n};
+    if (r->n == 0)
+        r->bare_ends = !nul;
+    else if (nul)
+        r->bare_ends = false;
+    return (qf__row_writer){r, r->rows, r->buf, r->n, nul};
 }
 
 static inline void *qf__row_writer_add(qf__row_writer *w, size_t off, size_t len, uint64_t line)
 {
     uint32_t i = w->n++;
     w->rows[i] = (qf__block_row){(uint32_t)off, (uint32_t)len, line};
-    w->buf[off + len] = '\0';
+    if (w->nul)
+        w->buf[off + len] = '\0';
     return (void *)((uintptr_t)w->blk + 2 * (uintptr_t)i + 1);
 }
 
@@ -176,12 +191,16 @@ static inline size_t qf__format_u64(char *out, uint64_t n)
 void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], const char **s0,
                     size_t *len0, const char **s1, size_t *len1);
 
-/* Row values are NUL-terminated in place. qf__row_value(): the value of a
- * row slot (NULL for any other slot). qf__rows_all(): whether every one of
- * slots[0..n) is a row. qf__rows_values(): dst[i] = slot i's value, not
- * copied: valid while the row is not consumed ({0, NULL} when empty). */
+/* Row values are NUL-terminated in place, but in blocks with bare_ends. qf__row_value(): the value
+ * of a row slot (NULL for any other slot). qf__rows_all(): whether every one of slots[0..n) is a
+ * row. qf__rows_values(): dst[i] = slot i's value, not copied: valid while the row is not consumed
+ * ({0, NULL} when empty). */
 const char *qf__row_value(const void *slot);
 bool qf__rows_all(void *const *slots, size_t n);
+/* Whether v[i] is slot i's value, lent (the same bytes and length), for
+ * every i < n, and every slot is a row of a block with bare_ends: each
+ * non-empty value's next byte is then its source's end, not a NUL. */
+bool qf__rows_lent_bare(void *const *slots, const qf_string *v, size_t n);
 void qf__rows_values(void *const *slots, size_t n, qf_string *dst);
 
 /* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when

@@ -248,6 +248,7 @@ static qf__strblock *block_alloc(size_t data_cap)
     r->buf = (char *)r + block_head(data_cap);
     r->cap = data_cap;
     r->pool = NULL;
+    r->bare_ends = false;
     r->next = NULL;
     return r;
 }
@@ -476,6 +477,19 @@ bool qf__rows_all(void *const *slots, size_t n)
     for (size_t i = 0; i < n; i++)
         all &= (uintptr_t)slots[i];
     return (all & 1) != 0;
+}
+
+bool qf__rows_lent_bare(void *const *slots, const qf_string *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!qf__slot_is_row(slots[i]))
+            return false;
+        const block_row *row;
+        const qf__strblock *r = block_of(slots[i], &row);
+        if (!r->bare_ends || v[i].len != row->len || (row->len && v[i].data != r->buf + row->off))
+            return false;
+    }
+    return true;
 }
 
 void qf__rows_values(void *const *slots, size_t n, qf_string *dst)

@@ -1146,6 +1146,12 @@ qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
     return QF_OK;
 }
 
+bool qf__strings_keep_ends(const qf_tensor *t)
+{
+    return t && t->dtype == QF_STRING && t->held && t->n > 0 &&
+           qf__rows_lent_bare(t->held, (const qf_string *)t->buf, (size_t)t->n);
+}
+
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
                           qf_tensor **ret_batch)
 {

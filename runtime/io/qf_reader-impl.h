@@ -307,6 +307,9 @@ struct qf_reader {
     size_t resume_key_len;
     /* next_rows() may wait for input (no record in hand yet this call). */
     bool rows_may_wait;
+    /* next_rows() may leave each value's source end in place of its NUL
+     * (qf__queue_rows_by_length(); a kind may still write the NULs). */
+    bool rows_bare;
     bool file_done; /* the kind found the end while starting (headers) */
 };
 

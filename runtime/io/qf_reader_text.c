@@ -333,7 +333,7 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         /* Locals only in the loop: see qf__row_writer. */
         const char *buf = rb->buf;
         uint64_t index = r->index;
-        qf__row_writer w = qf__row_writer_begin(rb->blk);
+        qf__row_writer w = qf__row_writer_begin(rb->blk, !r->rows_bare);
         uint32_t nls[QF__ROWS_MAX + NL_SLACK];
         size_t found = nl_gather_best(buf, pos, rb->lim, nls, max - n);
         for (size_t k = 0; k < found; k++) {

@@ -56,8 +56,9 @@ bool qf__source_pulls_runs(const qf_batch_source *src);
 /* One pull of up to max examples (a reader source): QF_OK with queue slots
  * slots[0..*ret_n) (*ret_n may be 0; elements or rows of a run, see
  * queues/tensor/qf_strblock-impl.h; free with qf__slots_free()), QF_PENDING, or a code
- * that ends the op. */
-qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max,
+ * that ends the op. bare: rows may leave their values' source ends in
+ * place of NULs (qf__queue_rows_by_length()). */
+qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max, bool bare,
                             size_t *ret_n);
 
 /* qf__queue_use_symmetric_fences() and qf__queue_poll_enqueue_trusted():

@@ -335,7 +335,8 @@ static qf_code batch_op_poll_runs(qf_task *task, bop *o)
         int64_t room = qf__queue_room_guess(bs->q);
         size_t max = room < 1 ? 1 : room < RUN_ROWS ? (size_t)room : RUN_ROWS;
         size_t n = 0;
-        qf_code rc = qf__source_pull_run(o->inst, task, o->run, max, &n);
+        qf_code rc =
+            qf__source_pull_run(o->inst, task, o->run, max, qf__queue_takes_bare_rows(bs->q), &n);
         if (rc != QF_OK)
             return rc; /* QF_PENDING, the end (OUT_OF_RANGE), or an error */
         o->run_n = n;

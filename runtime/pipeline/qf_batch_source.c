@@ -403,12 +403,13 @@ bool qf__source_pulls_runs(const qf_batch_source *s)
     return s->kind == QF__SRC_READER || s->kind == QF__SRC_READER_OPTS;
 }
 
-qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max,
+qf_code qf__source_pull_run(qf__src_inst *in, qf_task *task, void **slots, size_t max, bool bare,
                             size_t *ret_n)
 {
     if (!qf__source_pulls_runs(in->src))
         return qf_set_error(QF_INTERNAL, "this batch source yields one example per pull");
     *ret_n = 0;
+    in->reader->rows_bare = bare;
     return qf__reader_poll_read_slots(in->reader, in->src->input, qf_task_waker(task), max,
                                       &in->rec, slots, ret_n);
 }

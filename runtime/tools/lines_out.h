@@ -42,6 +42,14 @@ typedef struct lines_out {
      * shuffle): a run may then take in several empty lines in a row (see
      * run_end() in lines_out.c). False after lines_out_init(). */
     bool values_in_order;
+    /* The values given to lines_out_values() keep their source's ends in
+     * place (qf__strings_keep_ends(): rows of a reader that wrote no NULs,
+     * qf__queue_rows_by_length()): each non-empty value is followed by
+     * "\n" or "\r\n" where it lies. With values_in_order, runs are then
+     * written without a store into the strings or a read of their bytes
+     * (see write_run_in_place() in lines_out.c); ignored otherwise. Set per
+     * call by the caller; false after lines_out_init(). */
+    bool ends_in_place;
 } lines_out;
 
 /** lines_out_init() - a buffer of `cap` bytes for `fd`. Returns false when
@@ -69,9 +77,10 @@ lines_out_status lines_out_line(lines_out *o, const char *key, size_t key_len, c
  * no call per line. Values that lie back to back, each followed by one
  * terminating byte (a TextLineReader's rows in its block), form runs: a
  * run of LINES_OUT_DIRECT_MIN bytes or more is written from where it lies,
- * after its terminators are overwritten with '\n', so the caller must own
- * the strings and not need them terminated afterwards (qflow-lines frees
- * the batch next); shorter runs are copied into the buffer. Returns the
+ * after its terminators are overwritten with '\n' (unless o->ends_in_place
+ * says they are '\n' already), so the caller must own the strings and not
+ * need them terminated afterwards (qflow-lines frees the batch next);
+ * shorter runs are copied into the buffer. Returns the
  * status so far, as lines_out_line() does.
  */
 lines_out_status lines_out_values(lines_out *o, const qf_string *v, size_t n);

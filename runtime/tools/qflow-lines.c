@@ -71,6 +71,7 @@
 #include "qf_batch.h"
 #include "qf_input.h"
 #include "qf_queue_trusted-impl.h" /* a tool of the tree: it may (README, layers) */
+#include "qf_tensor-impl.h"
 #include "qflow.h"
 
 #define PROG "qflow-lines"
@@ -641,8 +642,10 @@ static lines_out_status emit(app *a, qf_element *batch)
     const qf_string *k = qf_tensor_cdata(kt), *v = qf_tensor_cdata(vt);
     int64_t n = qf_tensor_num_elements(vt);
     lines_out_status st = LINES_OUT_OK;
-    if (!a->o.keys)
+    if (!a->o.keys) {
+        a->out.ends_in_place = qf__strings_keep_ends(vt);
         st = lines_out_values(&a->out, v, (size_t)n);
+    }
     for (int64_t i = 0; a->o.keys && i < n && st == LINES_OUT_OK; i++) {
         char buf[64];
         qf_string key = key_of(a, k[i], buf, sizeof(buf));
@@ -821,6 +824,10 @@ static int build(app *a)
      * runs: the stdin thread and the runners start below. */
     if (!o->keys)
         qf__queue_rows_without_keys(qf_batcher_queue(a->batcher));
+    /* Nothing here reads a line as a C string (lines_out takes lengths):
+     * the readers leave each line's '\n' where it is, and a run of lines
+     * is written from their block without a store into it. */
+    qf__queue_rows_by_length(qf_batcher_queue(a->batcher));
     if (o->use_stdin &&
         lines_stdin_run(&a->in, o->have_seed ? NULL : qf_batcher_queue(a->batcher)) != QF_OK)
         return fail_qf("standard input");

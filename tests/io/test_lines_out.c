@@ -6,9 +6,11 @@
  * row is just its terminator. */
 #include <criterion/criterion.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "lines_out.h"
@@ -126,5 +128,59 @@ Test(lines_out, long_blocks_with_empty_runs_byte_identical)
         free(v);
         free(want);
         free(block);
+    }
+}
+
+/* Rows of a reader that left every line's end in place
+ * (qf__queue_rows_by_length()): "\n" or "\r\n" after each value, empty
+ * lines of both kinds and lines over LINES_OUT_DIRECT_MIN among them. In
+ * order, with ends_in_place, nothing is written into the block, which is
+ * read-only then (a store would fault), whether a run is written where it
+ * lies or copied; out of order ends_in_place is ignored (terminators are
+ * written as before). The output is each value and '\n' either way. */
+Test(lines_out, ends_in_place_are_written_without_a_store_into_the_block)
+{
+    for (int in_order = 0; in_order < 2; in_order++) {
+        size_t cap = 512 * 1024, len = 0, n = 0, wlen = 0;
+        char *block = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        char *want = malloc(cap);
+        qf_string *v = malloc(cap * sizeof(*v));
+        cr_assert(block != MAP_FAILED && want && v);
+        unsigned x = 777;
+        while (len + 30000 < cap) {
+            x = x * 1103515245u + 12345u;
+            size_t l = (x >> 8) % 5 == 0 ? 0 : (x >> 12) % 120;
+            if ((x >> 4) % 301 == 0)
+                l = LINES_OUT_DIRECT_MIN + 3000;
+            bool crlf = (x >> 20) % 9 == 0;
+            for (size_t i = 0; i < l; i++)
+                block[len + i] = want[wlen + i] = (char)('a' + (i + x) % 26);
+            v[n++] = l ? (qf_string){l, block + len} : (qf_string){0, NULL};
+            len += l;
+            wlen += l;
+            if (crlf)
+                block[len++] = '\r';
+            block[len++] = '\n';
+            want[wlen++] = '\n';
+        }
+        if (in_order)
+            cr_assert_eq(mprotect(block, cap, PROT_READ), 0);
+        lines_out o;
+        FILE *f;
+        out_open(&o, &f, in_order);
+        o.ends_in_place = true;
+        for (size_t i = 0; i < n; i += 1000)
+            cr_assert_eq(lines_out_values(&o, v + i, n - i < 1000 ? n - i : 1000), LINES_OUT_OK);
+        size_t got_len;
+        char *got = written(&o, f, &got_len);
+        cr_expect_eq(got_len, wlen, "in order %d", in_order);
+        cr_expect(got_len == wlen && memcmp(got, want, wlen) == 0, "output differs (in order %d)",
+                  in_order);
+        free(got);
+        lines_out_free(&o);
+        fclose(f);
+        free(v);
+        free(want);
+        munmap(block, cap);
     }
 }

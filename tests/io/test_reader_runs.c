@@ -45,6 +45,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qf_queue_trusted-impl.h"
+#include "qf_tensor-impl.h"
 #include "qflow.h"
 #define QFT_RT_NAME "runs"
 #define QFT_SOON_S 60
@@ -301,6 +303,11 @@ typedef struct model {
     bool ordered;
     size_t last[MODEL_FILES];
     long last_user;
+    /* rows by length (qf__queue_rows_by_length()): batches whose values
+     * keep their ends in place, and whether the batch in hand does */
+    bool bare;
+    long kept_ends_batches;
+    bool cur_kept;
 } model;
 
 static void model_add(model *m, tfile *f)
@@ -368,8 +375,15 @@ static void model_error(model *m, const char *why, const char *k, size_t kl, con
 static void model_record(model *m, const char *k, size_t kl, const char *v, size_t vl)
 {
     m->records++;
-    if (k[kl] != '\0' || v[vl] != '\0')
-        model_error(m, "a string that is not NUL-terminated", k, kl, v, vl);
+    /* A value that keeps its end in place is followed by its line's '\n'
+     * or "\r\n"; every other string is NUL-terminated. */
+    bool v_ok = m->cur_kept ? vl == 0 || v[vl] == '\n' || (v[vl] == '\r' && v[vl + 1] == '\n')
+                            : v[vl] == '\0';
+    if (k[kl] != '\0' || !v_ok)
+        model_error(m,
+                    m->cur_kept ? "a kept end that is not the line's"
+                                : "a string that is not NUL-terminated",
+                    k, kl, v, vl);
     for (size_t u = 0; u < m->nuser; u++) {
         user_el *ue = &m->user[u];
         if (ue->klen == kl && ue->vlen == vl && memcmp(ue->k, k, kl) == 0 &&
@@ -466,12 +480,16 @@ static int64_t model_batch(model *m, const qf_element *e)
     cr_assert_eq(qf_tensor_shape(v)->rank, 1);
     int64_t n = qf_tensor_shape(k)->dims[0];
     cr_assert_eq(qf_tensor_shape(v)->dims[0], n);
+    m->cur_kept = qf__strings_keep_ends(v);
+    cr_expect(m->bare || !m->cur_kept, "ends kept in place without qf__queue_rows_by_length()");
+    m->kept_ends_batches += m->cur_kept;
     for (int64_t i = 0; i < n; i++) {
         size_t kl, vl;
         const char *ks = str_of(k, i, &kl);
         const char *vs = str_of(v, i, &vl);
         model_record(m, ks, kl, vs, vl);
     }
+    m->cur_kept = false;
     return n;
 }
 
@@ -659,6 +677,7 @@ typedef struct popts {
     int workers;
     int epochs;
     const char *shared_name;
+    bool bare; /* qf__queue_rows_by_length() on the batch queue */
 } popts;
 
 typedef struct pline {
@@ -705,6 +724,8 @@ static void pipe_build(pline *p, const model *m, const popts *o, bool with_coord
         OK(qf_shuffle_batch(p->s, src, o->batch, &bo, &p->b));
     else
         OK(qf_batch(p->s, src, o->batch, &bo, &p->b));
+    if (o->bare)
+        qf__queue_rows_by_length(qf_batcher_queue(p->b));
     qf_queue_kind want = o->shuffle ? QF_QUEUE_RANDOM_SHUFFLE
                          : o->pad   ? QF_QUEUE_PADDING_FIFO
                                     : QF_QUEUE_FIFO;
@@ -761,6 +782,8 @@ static void run_text_pipeline(model *m, const popts *o)
 {
     model_reset(m, o->skip, o->epochs);
     m->ordered = o->threads <= 1 && !o->shuffle && m->epochs == 1;
+    m->bare = o->bare;
+    m->kept_ends_batches = 0;
     pline p;
     pipe_build(&p, m, o, true);
     pipe_start(&p);
@@ -867,6 +890,14 @@ Test(reader_runs, spec_190_193_a_line_ends_at_every_offset_of_a_read_block)
         model_add(&m, f);
         run_text_pipeline(&m, &(popts){.threads = 0, .buffer = bufs[b], .batch = 64});
         run_text_pipeline(&m, &(popts){.threads = 1, .buffer = bufs[b], .batch = 1000});
+        /* The readers leave each line's end in place (qflow-lines): the
+         * same values, now followed by their "\n" or "\r\n"; batches of
+         * reader rows alone keep them (with a 4096-byte buffer most do). */
+        run_text_pipeline(&m, &(popts){.threads = 1, .buffer = bufs[b], .batch = 64, .bare = true});
+        if (bufs[b] == 4096)
+            cr_expect_gt(m.kept_ends_batches, 0, "no batch kept its values' ends");
+        run_text_pipeline(&m,
+                          &(popts){.threads = 0, .buffer = bufs[b], .batch = 1000, .bare = true});
         model_free(&m);
         tdir_remove(&d);
     }
