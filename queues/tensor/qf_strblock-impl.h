@@ -197,10 +197,10 @@ void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], con
  * ({0, NULL} when empty). */
 const char *qf__row_value(const void *slot);
 bool qf__rows_all(void *const *slots, size_t n);
-/* Whether v[i] is slot i's value, lent (the same bytes and length), for
- * every i < n, and every slot is a row of a block with bare_ends: each
- * non-empty value's next byte is then its source's end, not a NUL. */
-bool qf__rows_lent_bare(void *const *slots, const qf_string *v, size_t n);
+/* Whether every one of slots[0..n) is a row of a block with bare_ends:
+ * each non-empty value's next byte is its source's end, not a NUL. One
+ * look per stretch of rows of the same block (a batch has a few). */
+bool qf__rows_bare(void *const *slots, size_t n);
 void qf__rows_values(void *const *slots, size_t n, qf_string *dst);
 
 /* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when

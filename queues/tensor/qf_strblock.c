@@ -479,15 +479,17 @@ bool qf__rows_all(void *const *slots, size_t n)
     return (all & 1) != 0;
 }
 
-bool qf__rows_lent_bare(void *const *slots, const qf_string *v, size_t n)
+bool qf__rows_bare(void *const *slots, size_t n)
 {
+    if (!qf__rows_all(slots, n))
+        return false;
+    const qf__strblock *last = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (!qf__slot_is_row(slots[i]))
-            return false;
-        const block_row *row;
+        const block_row *row; /* not read: the block is the slot's base */
         const qf__strblock *r = block_of(slots[i], &row);
-        if (!r->bare_ends || v[i].len != row->len || (row->len && v[i].data != r->buf + row->off))
+        if (r != last && !r->bare_ends)
             return false;
+        last = r;
     }
     return true;
 }

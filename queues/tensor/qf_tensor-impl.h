@@ -157,7 +157,9 @@ qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
  * slot is not a row; RESOURCE_EXHAUSTED (nothing taken) on OOM. */
 qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch);
 /* Whether t is a string tensor all of whose values still are the rows it
- * borrowed (qf__stack_rows_borrowed()) from blocks written without NULs
+ * borrowed (qf__stack_rows_borrowed(); none set since with
+ * qf_tensor_set_string(), which the internal callers, qflow-lines, never
+ * write behind the tensor's back) from blocks written without NULs
  * (qf__queue_rows_by_length()): each non-empty value's next byte is the
  * end its source gave it ('\n', or the '\r' of "\r\n"), and the bytes
  * between consecutive rows of a block are the source's. False for any

@@ -1148,8 +1148,8 @@ qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
 
 bool qf__strings_keep_ends(const qf_tensor *t)
 {
-    return t && t->dtype == QF_STRING && t->held && t->n > 0 &&
-           qf__rows_lent_bare(t->held, (const qf_string *)t->buf, (size_t)t->n);
+    return t && t->dtype == QF_STRING && t->held && t->all_borrowed && t->n > 0 &&
+           qf__rows_bare(t->held, (size_t)t->n);
 }
 
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
