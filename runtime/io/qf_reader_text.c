@@ -33,6 +33,7 @@
 #include <immintrin.h>
 #endif
 
+#include "qf_prefetch-impl.h"
 #include "qf_reader-impl.h"
 
 /* The '\n's of buf[from..lim), in order, for text_next_rows(): their
@@ -310,6 +311,12 @@ static qf_code text_next(qf_reader *r, qf_record *rec, bool *produced, bool *at_
     return QF_OK;
 }
 
+/* Rows ahead of the one added whose table line is asked for, for
+ * writing: the table of a reused block was read last by the consumer's
+ * core, and each row's store waited for that core's copy of its line to
+ * be invalidated (half of text_next_rows()'s samples in qflow-lines). */
+#define ROWS_AHEAD 16
+
 static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made, bool *at_end)
 {
     qf__rbuf *rb = &r->rb;
@@ -337,6 +344,8 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         uint32_t nls[QF__ROWS_MAX + NL_SLACK];
         size_t found = nl_gather_best(buf, pos, rb->lim, nls, max - n);
         for (size_t k = 0; k < found; k++) {
+            if ((k & 3) == 0)
+                qf__prefetch_for_write(&w.rows[w.n + ROWS_AHEAD]);
             size_t at = nls[k], l = at - pos;
             /* One '\r' before the '\n' goes (spec 191); for an empty
              * line buf[at] is the '\n' itself: no branch either way. */
