@@ -21,10 +21,12 @@
  * consumer thread on a 2-CPU machine, more under the suite's parallel
  * run. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "qflow.h"
 
@@ -256,4 +258,106 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
     cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     qf_runtime_free(other);
     line_free(&l);
+}
+
+/* Many consumer threads at once (CONSUMERS, eight times the CPUs): each
+ * take's pass may hold wakes while other threads' passes release them, and
+ * the run ends while they take. Each thread keeps what it took; a runner's
+ * numbers, gathered from all threads, must be 1..k with none twice (no
+ * order across threads to check). The ending comes once TAKES_MANY takes
+ * are done, while the threads still take: a plain close (they drain to
+ * end-of-data), a cancelling close, or a shutdown with the queue open (then
+ * a plain close lets the threads reach end-of-data). */
+#define CONSUMERS 16
+#define TAKES_MANY 20000
+#define TAKEN_MAX 40000 /* per thread */
+
+typedef struct taker_thread {
+    qf_queue *q;
+    atomic_uint *takes; /* all threads' */
+    uint64_t *got;      /* what this thread took */
+    unsigned n;
+    qf_code end; /* the code that ended its loop */
+} taker_thread;
+
+static void *take_until_the_end(void *arg)
+{
+    taker_thread *t = arg;
+    for (;;) {
+        void *v;
+        qf_code rc = qf_queue_dequeue_ptr_until(t->q, qf_deadline_in_s(WATCHDOG_S), &v);
+        if (rc != QF_OK) {
+            t->end = rc;
+            return NULL;
+        }
+        if (t->n < TAKEN_MAX)
+            t->got[t->n++] = (uint64_t)(uintptr_t)v;
+        atomic_fetch_add(t->takes, 1);
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void many_consumers_round(ending how)
+{
+    line l;
+    line_start(&l, RUNNERS, CAPACITY);
+    atomic_uint takes = 0;
+    taker_thread tt[CONSUMERS];
+    pthread_t th[CONSUMERS];
+    for (int i = 0; i < CONSUMERS; i++) {
+        tt[i] = (taker_thread){.q = l.q, .takes = &takes, .got = malloc(TAKEN_MAX * 8)};
+        cr_assert_not_null(tt[i].got);
+        cr_assert_eq(pthread_create(&th[i], NULL, take_until_the_end, &tt[i]), 0);
+    }
+    qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
+    while (atomic_load(&takes) < TAKES_MANY) {
+        cr_assert(!qf_deadline_passed(d), "only %u takes", atomic_load(&takes));
+        sched_yield();
+    }
+    if (how == END_SHUTDOWN) {
+        cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK, "shutdown: %s",
+                     qf_last_message());
+        cr_assert_eq(qf_queue_close(l.q, false), QF_OK);
+    } else {
+        cr_assert_eq(qf_queue_close(l.q, how == END_CANCEL), QF_OK);
+        join_runners(l.coord);
+    }
+    for (int i = 0; i < CONSUMERS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(tt[i].end, QF_OUT_OF_RANGE, "a taker ended with %s", qf_code_name(tt[i].end));
+        cr_assert_lt(tt[i].n, TAKEN_MAX, "a taker's record is full");
+    }
+    if (how != END_SHUTDOWN)
+        cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
+    /* All threads' elements, sorted: per runner 1, 2, ... k, none twice. */
+    size_t total = 0;
+    for (int i = 0; i < CONSUMERS; i++)
+        total += tt[i].n;
+    uint64_t *all = malloc(total * 8);
+    cr_assert_not_null(all);
+    size_t at = 0;
+    for (int i = 0; i < CONSUMERS; i++) {
+        memcpy(all + at, tt[i].got, tt[i].n * 8);
+        at += tt[i].n;
+        free(tt[i].got);
+    }
+    qsort(all, total, 8, cmp_u64);
+    for (size_t i = 0; i < total; i++)
+        check_order(l.last, (void *)(uintptr_t)all[i]);
+    if (how == END_CLOSE)
+        for (unsigned i = 0; i < RUNNERS; i++)
+            cr_assert_gt(l.last[i], 0, "runner %u delivered nothing", i);
+    free(all);
+    line_free(&l);
+}
+
+Test(held_wakes, sixteen_consumer_threads_every_element_once, .timeout = 600)
+{
+    for (int r = 0; r < 6; r++)
+        many_consumers_round((ending)(r % 3));
 }
