@@ -58,6 +58,27 @@ static void expect_written(const qf_string *v, size_t n, bool in_order, const ch
     fclose(f);
 }
 
+/* lines_out_values() of v[0..n) in batches of 1000, with values_in_order
+ * and ends_in_place as given: expects `want` (want_len bytes) written. */
+static void expect_batches_written(const qf_string *v, size_t n, bool in_order, bool ends_in_place,
+                                   const char *want, size_t want_len)
+{
+    lines_out o;
+    FILE *f;
+    out_open(&o, &f, in_order);
+    o.ends_in_place = ends_in_place;
+    for (size_t i = 0; i < n; i += 1000)
+        cr_assert_eq(lines_out_values(&o, v + i, n - i < 1000 ? n - i : 1000), LINES_OUT_OK);
+    size_t got_len;
+    char *got = written(&o, f, &got_len);
+    cr_expect_eq(got_len, want_len, "in order %d", in_order);
+    cr_expect(got_len == want_len && memcmp(got, want, want_len) == 0,
+              "output differs (in order %d)", in_order);
+    free(got);
+    lines_out_free(&o);
+    fclose(f);
+}
+
 /* The block "a\0\0\0b\0": rows "a", "", "", "b" in the reader's order.
  * Both empty lines join the run: its bytes become the output in place. */
 Test(lines_out, empty_lines_in_a_row_join_a_run_in_reader_order)
@@ -112,19 +133,7 @@ Test(lines_out, long_blocks_with_empty_runs_byte_identical)
             block[len] = 0;
             want[len++] = '\n';
         }
-        lines_out o;
-        FILE *f;
-        out_open(&o, &f, in_order);
-        for (size_t i = 0; i < n; i += 1000)
-            cr_assert_eq(lines_out_values(&o, v + i, n - i < 1000 ? n - i : 1000), LINES_OUT_OK);
-        size_t got_len;
-        char *got = written(&o, f, &got_len);
-        cr_expect_eq(got_len, len, "in order %d", in_order);
-        cr_expect(got_len == len && memcmp(got, want, len) == 0, "output differs (in order %d)",
-                  in_order);
-        free(got);
-        lines_out_free(&o);
-        fclose(f);
+        expect_batches_written(v, n, in_order, false, want, len);
         free(v);
         free(want);
         free(block);
@@ -165,20 +174,7 @@ Test(lines_out, ends_in_place_are_written_without_a_store_into_the_block)
         }
         if (in_order)
             cr_assert_eq(mprotect(block, cap, PROT_READ), 0);
-        lines_out o;
-        FILE *f;
-        out_open(&o, &f, in_order);
-        o.ends_in_place = true;
-        for (size_t i = 0; i < n; i += 1000)
-            cr_assert_eq(lines_out_values(&o, v + i, n - i < 1000 ? n - i : 1000), LINES_OUT_OK);
-        size_t got_len;
-        char *got = written(&o, f, &got_len);
-        cr_expect_eq(got_len, wlen, "in order %d", in_order);
-        cr_expect(got_len == wlen && memcmp(got, want, wlen) == 0, "output differs (in order %d)",
-                  in_order);
-        free(got);
-        lines_out_free(&o);
-        fclose(f);
+        expect_batches_written(v, n, in_order, true, want, wlen);
         free(v);
         free(want);
         munmap(block, cap);

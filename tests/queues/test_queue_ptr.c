@@ -538,6 +538,25 @@ Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
     packed_tombstones_one_at_a_time(QF_QUEUE_SINGLE_CONSUMER);
 }
 
+/* A queue's ring of `slots` (marks and tags in cells, note 10), fresh:
+ * its storage, for free(). */
+static ck_ring_buffer_t *queue_ring(qf__ring *r, unsigned slots)
+{
+    ck_ring_buffer_t *buf = calloc(1, qf__ring_storage_bytes(slots));
+    cr_assert_not_null(buf);
+    qf__ring_init(r, buf, slots, slots - 1, true);
+    return buf;
+}
+
+/* No index of a new ring reads as published or as a tombstone. */
+static void expect_reads_as_new(qf__ring *r, unsigned slots, unsigned i)
+{
+    cr_assert(!qf__ring_is_published(r, i, memory_order_relaxed),
+              "slots %u: index %u reads as published in a new ring", slots, i);
+    cr_assert_neq(atomic_load(qf__ring_tomb(r, i)), i + 1,
+                  "slots %u: index %u reads as a tombstone in a new ring", slots, i);
+}
+
 /* The spread layout (qf_ring-impl.h note 8): in every ring size, index
  * -> position is a permutation of the slots and its own inverse, and in a
  * ring of 256 slots or more consecutive indices put their cells (16
@@ -550,9 +569,7 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
 {
     for (unsigned slots = 2; slots <= (1u << 16); slots <<= 1) {
         qf__ring r;
-        ck_ring_buffer_t *buf = calloc(1, qf__ring_storage_bytes(slots));
-        cr_assert_not_null(buf);
-        qf__ring_init(&r, buf, slots, slots - 1, true);
+        ck_ring_buffer_t *buf = queue_ring(&r, slots);
         unsigned char *seen = calloc(slots, 1);
         cr_assert_not_null(seen);
         for (unsigned i = 0; i < slots; i++) {
@@ -562,10 +579,7 @@ Test(queue_ptr, spread_positions_are_a_permutation_on_separate_lines)
             seen[p] = 1;
             cr_assert_eq(qf__ring_pos(&r, p), i, "slots %u: not its own inverse at %u", slots, i);
             cr_assert_eq(qf__ring_pos(&r, i + 7u * slots), p, "slots %u: laps differ", slots);
-            cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
-                      "slots %u: index %u reads as published in a new ring", slots, i);
-            cr_assert_neq(atomic_load(qf__ring_tomb(&r, i)), i + 1,
-                          "slots %u: index %u reads as a tombstone in a new ring", slots, i);
+            expect_reads_as_new(&r, slots, i);
         }
         for (unsigned i = 0; slots >= 256 && i < 2 * slots; i++) {
             unsigned a = qf__ring_pos(&r, i), b = qf__ring_pos(&r, i + 1);
@@ -586,17 +600,12 @@ Test(queue_ptr, a_ring_laid_in_order_keeps_indices_in_order)
 {
     for (unsigned slots = 2; slots <= (1u << 12); slots <<= 1) {
         qf__ring r;
-        ck_ring_buffer_t *buf = calloc(1, qf__ring_storage_bytes(slots));
-        cr_assert_not_null(buf);
-        qf__ring_init(&r, buf, slots, slots - 1, true);
+        ck_ring_buffer_t *buf = queue_ring(&r, slots);
         qf__ring_lay_in_order(&r);
         for (unsigned i = 0; i < 2 * slots; i++) {
             cr_assert_eq(qf__ring_pos(&r, i), i % slots, "slots %u: index %u out of place", slots,
                          i);
-            cr_assert(!qf__ring_is_published(&r, i, memory_order_relaxed),
-                      "slots %u: index %u reads as published", slots, i);
-            cr_assert_neq(atomic_load(qf__ring_tomb(&r, i)), i + 1,
-                          "slots %u: index %u reads as a tombstone", slots, i);
+            expect_reads_as_new(&r, slots, i);
         }
         free(buf);
     }
