@@ -69,8 +69,13 @@ struct qf__strblock {
      * (a TextLineReader's '\n' or '\r'), not by a NUL: the rows were
      * written for a queue whose consumers read values by their length
      * (qf__queue_rows_by_length()). Set by the filler when the block's
-     * first row is added, cleared by any row added with its NUL. */
-    bool bare_ends;
+     * first row is added, cleared by a later row added with its NUL (a
+     * filler that changed its mind: no reader does). Consumers of rows
+     * already out read it meanwhile, so it is atomic and stored only when
+     * it changes; relaxed: the ring's publication of a row orders the
+     * store before it ahead of a consumer's look, and a consumer that
+     * sees it cleared early only writes ends that are already there. */
+    _Atomic bool bare_ends;
     qf__block_row rows[];
 };
 
@@ -111,12 +116,22 @@ void qf__strblock_reuse(qf__strblock *r);
 qf_code qf__strblock_set_prefix(qf__strblock *r, const char *prefix, size_t len, int sep);
 /* Whether the key prefix is prefix[0..len) followed by sep. */
 bool qf__strblock_has_prefix(const qf__strblock *r, const char *prefix, size_t len, int sep);
+/* The rows about to be added keep their source's ends (bare) or get NULs:
+ * bare_ends as the block's first rows set it, or cleared by NUL rows after
+ * bare ones. Filler only; stores only a change (see bare_ends). */
+static inline void qf__strblock_set_bare(qf__strblock *r, bool bare)
+{
+    if (r->n == 0 ? atomic_load_explicit(&r->bare_ends, memory_order_relaxed) != bare
+                  : !bare && atomic_load_explicit(&r->bare_ends, memory_order_relaxed))
+        atomic_store_explicit(&r->bare_ends, bare, memory_order_relaxed);
+}
+
 /* Add a row for buf[off..off+len) with line number `line` and write its
  * NUL at buf[off+len] (off + len < capacity; len < 2^31; the caller has
  * checked qf__strblock_rows_left()). Returns its slot, handed out at once. */
 static inline void *qf__strblock_add_row(qf__strblock *r, size_t off, size_t len, uint64_t line)
 {
-    r->bare_ends = false;
+    qf__strblock_set_bare(r, false);
     uint32_t i = r->n++;
     r->rows[i] = (qf__block_row){(uint32_t)off, (uint32_t)len, line};
     r->buf[off + len] = '\0';
@@ -140,10 +155,7 @@ typedef struct qf__row_writer {
  * when these are its first rows), for a consumer that reads by length. */
 static inline qf__row_writer qf__row_writer_begin(qf__strblock *r, bool nul)
 {
-    if (r->n == 0)
-        r->bare_ends = !nul;
-    else if (nul)
-        r->bare_ends = false;
+    qf__strblock_set_bare(r, !nul);
     return (qf__row_writer){r, r->rows, r->buf, r->n, nul};
 }
 

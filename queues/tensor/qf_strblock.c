@@ -248,7 +248,7 @@ static qf__strblock *block_alloc(size_t data_cap)
     r->buf = (char *)r + block_head(data_cap);
     r->cap = data_cap;
     r->pool = NULL;
-    r->bare_ends = false;
+    atomic_init(&r->bare_ends, false);
     r->next = NULL;
     return r;
 }
@@ -487,7 +487,7 @@ bool qf__rows_bare(void *const *slots, size_t n)
     for (size_t i = 0; i < n; i++) {
         const block_row *row; /* not read: the block is the slot's base */
         const qf__strblock *r = block_of(slots[i], &row);
-        if (r != last && !r->bare_ends)
+        if (r != last && !atomic_load_explicit(&r->bare_ends, memory_order_relaxed))
             return false;
         last = r;
     }
