@@ -38,19 +38,20 @@
 #define HANDOVER_TAKES 200
 #define TASK_TAKES 10000
 #define WORK_STEPS 20000
+#define WORKERS 2 /* the line's runtime */
 
 typedef struct producer {
     uint64_t id;
     uint32_t seq;
 } producer;
 
-static atomic_uint produced; /* produce() calls, all runners */
+static atomic_uint started; /* runners that made their first element */
 
 static qf_code produce(void *arg, void **ret_p)
 {
     producer *p = arg;
-    atomic_fetch_add(&produced, 1);
-    p->seq++;
+    if (++p->seq == 1)
+        atomic_fetch_add(&started, 1);
     *ret_p = (void *)(uintptr_t)((p->id + 1) << 32 | p->seq);
     return QF_OK;
 }
@@ -72,13 +73,15 @@ static void check_order(uint32_t *last, void *v)
 /* Every runner ends (a watchdog on the join). An enqueue refused by the
  * close is not a closed-exception type (spec 127: OutOfRange only), so a
  * runner reports it to the Coordinator (spec 133) and the join may return
- * it: what matters here is that the join returns. */
-static void join_runners(qf_coord *coord)
+ * it: what matters here is that the join returns. Returns whether a runner
+ * reported an error (the join's code). */
+static bool join_runners(qf_coord *coord)
 {
     qf_coord_request_stop(coord, NULL);
     qf_code rc = qf_coord_join(coord, NULL, 0, WATCHDOG_S, false, NULL);
     cr_assert(rc == QF_OK || rc == QF_CANCELLED, "join: %s: %s", qf_code_name(rc),
               qf_last_message());
+    return rc != QF_OK;
 }
 
 /* n runners on a runtime of 2 workers, feeding one pointer queue. */
@@ -95,7 +98,7 @@ typedef struct line {
 static void line_start(line *l, unsigned n, int64_t capacity)
 {
     *l = (line){.n = n};
-    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 2, .name = "held"}, &l->rt),
+    cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = WORKERS, .name = "held"}, &l->rt),
                  QF_OK);
     cr_assert_eq(qf_coord_new(NULL, 0, &l->coord), QF_OK);
     cr_assert_eq(qf_ptr_queue_new(capacity, "held", 0, NULL, &l->q), QF_OK);
@@ -111,7 +114,7 @@ static void line_start(line *l, unsigned n, int64_t capacity)
                             .arg = &l->prod[i]};
         cr_assert_eq(qf_queue_runner_new(l->q, &op, 1, NULL, &l->runners[i]), QF_OK);
     }
-    atomic_store(&produced, 0);
+    atomic_store(&started, 0);
     cr_assert_eq(
         qf_queue_runners_start(l->runners, n, l->rt, l->coord, QF_RUNNER_START, NULL, NULL), QF_OK);
 }
@@ -127,6 +130,45 @@ static void line_free(line *l)
     free(l->prod);
     free(l->runners);
     free(l->last);
+}
+
+/* Waits until every runner made its first element: each has been polled
+ * and its first put is in line, accepted, or (for at most WORKERS of them,
+ * the tasks on a worker at that moment) about to be made. */
+static void wait_all_produced(const line *l)
+{
+    qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
+    while (atomic_load(&started) < l->n) {
+        cr_assert(!qf_deadline_passed(d), "only %u of %u runners produced", atomic_load(&started),
+                  l->n);
+        sched_yield();
+    }
+}
+
+/* After a plain close, the drain to end-of-data and the runners' join
+ * (their counts are final and the join orders them before these reads):
+ * each runner's elements were all delivered but perhaps its last, which a
+ * close refuses when its put came after it. Before the close every runner
+ * had produced (wait_all_produced()), and an element waiting in line at a
+ * plain close is let in, so a runner delivers nothing only if its first
+ * put was still to be made at the close: at most one per worker. Unless a
+ * runner reported its refusal (`reported`): that stops the Coordinator,
+ * whose stop actions are the runners' cancel ops (spec 134), a cancelling
+ * close that fails every put still in line (seen in 17 of 1,255 runs with
+ * three copies of this suite and four busy loops on 2 CPUs). */
+static void expect_all_delivered_but_the_refused(const line *l, bool reported)
+{
+    unsigned none = 0;
+    for (unsigned i = 0; i < l->n; i++) {
+        uint32_t made = l->prod[i].seq;
+        cr_assert(l->last[i] == made || l->last[i] + 1 == made,
+                  "runner %u made %u element(s), %u delivered", i, made, l->last[i]);
+        none += l->last[i] == 0;
+    }
+    if (!reported)
+        cr_assert_leq(none, WORKERS,
+                      "%u runners delivered nothing after a plain close, none reported a refusal",
+                      none);
 }
 
 static void one_round(ending how, unsigned takes)
@@ -150,6 +192,8 @@ static void one_round(ending how, unsigned takes)
         cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK, "shutdown: %s",
                      qf_last_message());
     } else {
+        if (how == END_CLOSE)
+            wait_all_produced(&l);
         cr_assert_eq(qf_queue_close(q, how == END_CANCEL), QF_OK);
         if (how == END_CANCEL) {
             /* No take after a cancelling close: the runners in line fail
@@ -167,16 +211,8 @@ static void one_round(ending how, unsigned takes)
             cr_assert_eq(rc, QF_OK, "drain after the close: %s", qf_last_message());
             check_order(last, v);
         }
-        if (how == END_CLOSE) {
-            /* A plain close lets every enqueue that was waiting finish,
-             * and each runner was waiting with one element (or ended on
-             * the close): nothing delivered can be missing, which the
-             * order check has seen; every runner delivered something. */
-            for (unsigned i = 0; i < RUNNERS; i++)
-                cr_assert_gt(last[i], 0, "runner %u delivered nothing", i);
-        }
         if (how == END_CLOSE)
-            join_runners(coord);
+            expect_all_delivered_but_the_refused(&l, join_runners(coord));
         cr_assert_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     }
     line_free(&l);
@@ -236,7 +272,7 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
     /* The line formed: every runner made its first element (all but the
      * queue's 16 then wait in line). */
     qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
-    while (atomic_load(&produced) < n) {
+    while (atomic_load(&started) < n) {
         cr_assert(!qf_deadline_passed(d), "the runners never all produced");
         sched_yield();
     }
@@ -270,13 +306,13 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
  * a plain close lets the threads reach end-of-data). */
 #define CONSUMERS 16
 #define TAKES_MANY 20000
-#define TAKEN_MAX 40000 /* per thread */
+#define TAKEN_FIRST 4096 /* a thread's record to start with; it grows */
 
 typedef struct taker_thread {
     qf_queue *q;
     atomic_uint *takes; /* all threads' */
     uint64_t *got;      /* what this thread took */
-    unsigned n;
+    size_t n, cap;
     qf_code end; /* the code that ended its loop */
 } taker_thread;
 
@@ -290,8 +326,19 @@ static void *take_until_the_end(void *arg)
             t->end = rc;
             return NULL;
         }
-        if (t->n < TAKEN_MAX)
-            t->got[t->n++] = (uint64_t)(uintptr_t)v;
+        /* Grown, never capped: a loaded machine may keep the main thread
+         * from its ending for long while these take (CI's debug build
+         * filled a fixed record of 40,000). */
+        if (t->n == t->cap) {
+            uint64_t *more = realloc(t->got, 2 * t->cap * sizeof(*more));
+            if (!more) {
+                t->end = QF_RESOURCE_EXHAUSTED;
+                return NULL;
+            }
+            t->got = more;
+            t->cap *= 2;
+        }
+        t->got[t->n++] = (uint64_t)(uintptr_t)v;
         atomic_fetch_add(t->takes, 1);
     }
 }
@@ -310,7 +357,10 @@ static void many_consumers_round(ending how)
     taker_thread tt[CONSUMERS];
     pthread_t th[CONSUMERS];
     for (int i = 0; i < CONSUMERS; i++) {
-        tt[i] = (taker_thread){.q = l.q, .takes = &takes, .got = malloc(TAKEN_MAX * 8)};
+        tt[i] = (taker_thread){.q = l.q,
+                               .takes = &takes,
+                               .got = malloc(TAKEN_FIRST * sizeof(uint64_t)),
+                               .cap = TAKEN_FIRST};
         cr_assert_not_null(tt[i].got);
         cr_assert_eq(pthread_create(&th[i], NULL, take_until_the_end, &tt[i]), 0);
     }
@@ -319,19 +369,25 @@ static void many_consumers_round(ending how)
         cr_assert(!qf_deadline_passed(d), "only %u takes", atomic_load(&takes));
         sched_yield();
     }
+    if (how == END_CLOSE)
+        wait_all_produced(&l);
     if (how == END_SHUTDOWN) {
         cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK, "shutdown: %s",
                      qf_last_message());
         cr_assert_eq(qf_queue_close(l.q, false), QF_OK);
     } else {
         cr_assert_eq(qf_queue_close(l.q, how == END_CANCEL), QF_OK);
-        join_runners(l.coord);
+        /* After a plain close the runners are joined once the takers are
+         * at end-of-data: the stop's cancel ops (spec 134) would fail what
+         * still waits in line. */
+        if (how == END_CANCEL)
+            join_runners(l.coord);
     }
     for (int i = 0; i < CONSUMERS; i++) {
         pthread_join(th[i], NULL);
         cr_assert_eq(tt[i].end, QF_OUT_OF_RANGE, "a taker ended with %s", qf_code_name(tt[i].end));
-        cr_assert_lt(tt[i].n, TAKEN_MAX, "a taker's record is full");
     }
+    bool reported = how == END_CLOSE && join_runners(l.coord);
     if (how != END_SHUTDOWN)
         cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     /* All threads' elements, sorted: per runner 1, 2, ... k, none twice. */
@@ -350,8 +406,7 @@ static void many_consumers_round(ending how)
     for (size_t i = 0; i < total; i++)
         check_order(l.last, (void *)(uintptr_t)all[i]);
     if (how == END_CLOSE)
-        for (unsigned i = 0; i < RUNNERS; i++)
-            cr_assert_gt(l.last[i], 0, "runner %u delivered nothing", i);
+        expect_all_delivered_but_the_refused(&l, reported);
     free(all);
     line_free(&l);
 }
