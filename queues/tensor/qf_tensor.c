@@ -413,6 +413,15 @@ void qf__home_release(qf__home *h)
 
 void qf__home_release_n(qf__home *h, uint32_t k)
 {
+    /* All that is left of the block is ours (the usual case: a consumer's
+     * element and its tensors go together): the count only ever falls, so
+     * nobody else can touch it and no RMW is needed (a locked instruction
+     * per typed dequeue). The acquire load pairs with the release
+     * decrements of earlier holders, as in qf_tensor_unref(). */
+    if (atomic_load_explicit(&h->live, memory_order_acquire) == k) {
+        qf__block_free(h, h->block_class);
+        return;
+    }
     if (atomic_fetch_sub_explicit(&h->live, k, memory_order_release) != k)
         return;
 #ifdef QF_TSAN
