@@ -101,7 +101,7 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
         qf__packed_pack_into(q, elem, buf);
         rc = engine_put(q, &slot, 1, w, NULL);
         if (rc == QF_OK)
-            qf_element_free(elem);
+            qf__element_free_plain(elem); /* a packed queue's: numeric or bool */
         return rc;
     }
     if (q->packed) {
@@ -111,7 +111,7 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
             return QF_RESOURCE_EXHAUSTED;
         rc = engine_put(q, &slot, 1, w, NULL);
         if (rc == QF_OK)
-            qf_element_free(elem);
+            qf__element_free_plain(elem);
         else
             qf__packed_free(q, &slot, 1);
         return rc;

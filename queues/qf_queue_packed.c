@@ -154,7 +154,7 @@ static void copy_row(const qf_queue *q, const qf_element *src, size_t row, char 
     const qf__packed *p = q->packed;
     for (size_t c = 0; c < q->ncomp; c++) {
         size_t nb = p->comp[c].nbytes;
-        memcpy(dst + p->comp[c].off, src->comps[c]->buf + row * nb, nb);
+        copy_value(dst + p->comp[c].off, src->comps[c]->buf + row * nb, nb);
     }
 }
 
@@ -168,7 +168,8 @@ void *qf__packed_pack(const qf_queue *q, const qf_element *e)
 
 void qf__packed_pack_into(const qf_queue *q, const qf_element *e, void *dst)
 {
-    memset(dst, 0, q->packed->room); /* the padding too: whole words are copied */
+    if (!q->packed->gapless)
+        memset(dst, 0, q->packed->room); /* the padding too: whole words are copied */
     copy_row(q, e, 0, dst);
 }
 

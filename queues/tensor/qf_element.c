@@ -91,6 +91,26 @@ void qf_element_free(qf_element *e)
     qf__home_release_n(e->home, k);
 }
 
+void qf__element_free_plain(qf_element *e)
+{
+    if (e->names || e->home) {
+        qf_element_free(e);
+        return;
+    }
+    /* The usual producer's element: its own tensors, made for this put.
+     * A numeric or bool tensor owns nothing but its block, so the last
+     * reference (an acquire load, as in qf_tensor_unref()) frees the block
+     * with no dispatch on its dtype. */
+    for (size_t i = 0; i < e->n; i++) {
+        qf_tensor *t = e->comps[i];
+        if (t && !t->home && atomic_load_explicit(&t->refs, memory_order_acquire) == 1)
+            qf__block_free(t, t->block_class);
+        else
+            qf_tensor_unref(t);
+    }
+    qf__block_free(e, e->block_class);
+}
+
 static size_t round_up(size_t n)
 {
     size_t a = alignof(max_align_t);

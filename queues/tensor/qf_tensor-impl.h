@@ -101,6 +101,12 @@ void qf__home_release_n(qf__home *h, uint32_t k);
  * qf_tensor_unref(t). */
 bool qf__tensor_dies_with_home(qf_tensor *t, const qf__home *h);
 
+/* qf_element_free() of an element whose components are all numeric or
+ * bool (the elements a packed queue admits, once their values are copied
+ * out): what it holds goes back to the block cache without a look at each
+ * tensor's dtype. Any other element must go through qf_element_free(). */
+void qf__element_free_plain(qf_element *e);
+
 /* Bytes a scalar string tensor of `len` bytes takes inside a block, a
  * multiple of alignof(max_align_t). */
 size_t qf__string_scalar_size(size_t len);

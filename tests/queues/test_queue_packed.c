@@ -191,6 +191,44 @@ Test(queue_packed, a_taken_component_outlives_its_element)
     qf_queue_unref(q);
 }
 
+/* What a producer's enqueue lets go of: an element that came out of a
+ * packed queue (its tensors share one block with it), and an element mixing
+ * a tensor of such a block with one of its own. Both pass on through a second
+ * queue, and the components still held elsewhere stay whole. */
+Test(queue_packed, an_element_taken_from_one_packed_queue_passes_on_through_another)
+{
+    qf_dtype dt[2] = {QF_INT64, QF_INT64};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue *a = fifo(4, 2, dt, sh, NULL), *b = fifo(4, 2, dt, sh, NULL);
+    qf_tensor *ts[2] = {qf_tensor_new_i64(5), qf_tensor_new_i64(-5)};
+    cr_assert_eq(qf_queue_enqueue(a, qf_element_of(2, ts)), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(a, qf_element_of(2, (qf_tensor *[]){qf_tensor_new_i64(6),
+                                                                      qf_tensor_new_i64(-6)})),
+                 QF_OK);
+    qf_element *e = NULL;
+    cr_assert_eq(qf_queue_dequeue(a, &e), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(b, e), QF_OK, "%s", qf_last_message());
+
+    cr_assert_eq(qf_queue_dequeue(a, &e), QF_OK);
+    qf_tensor *held = qf_tensor_ref(qf_element_get(e, 0)); /* lives in e's block */
+    qf_tensor *mixed[2] = {qf_tensor_ref(held), qf_tensor_new_i64(-60)};
+    qf_element_free(e);
+    cr_assert_eq(qf_queue_enqueue(b, qf_element_of(2, mixed)), QF_OK, "%s", qf_last_message());
+    cr_assert_eq(qf_tensor_refcount(held), 1u);
+    cr_assert_eq(*(const int64_t *)qf_tensor_cdata(held), 6);
+
+    const int64_t want[2][2] = {{5, -5}, {6, -60}};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(qf_queue_dequeue(b, &e), QF_OK);
+        for (size_t c = 0; c < 2; c++)
+            cr_assert_eq(*(const int64_t *)qf_tensor_cdata(qf_element_get(e, c)), want[i][c]);
+        qf_element_free(e);
+    }
+    qf_tensor_unref(held);
+    qf_queue_unref(a);
+    qf_queue_unref(b);
+}
+
 Test(queue_packed, names_are_the_queues_on_the_way_out)
 {
     qf_dtype dt[2] = {QF_INT64, QF_FLOAT64};
