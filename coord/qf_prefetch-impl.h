@@ -22,6 +22,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Whether this processor has PREFETCHW: set by an early constructor
@@ -39,6 +40,22 @@ static inline void qf__prefetch_for_write(const void *p)
     }
 #endif
     __builtin_prefetch(p, 1);
+}
+
+/* The first n lines (64 bytes each) from p, as qf__prefetch_for_write(),
+ * with the processor's answer looked up once. */
+static inline void qf__prefetch_lines_for_write(const void *p, size_t n)
+{
+    const char *c = p;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (atomic_load_explicit(&qf__prefetchw_ok, memory_order_relaxed)) {
+        for (size_t i = 0; i < n; i++)
+            __asm__("prefetchw %0" ::"m"(c[i * 64]));
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++)
+        __builtin_prefetch(c + i * 64, 1);
 }
 
 #endif

@@ -292,7 +292,15 @@ __attribute__((noinline)) static void large_free(thread_cache *c, void *p, size_
 
 void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
 {
-    size_t k = qf__block_class(bytes);
+#ifdef QF_BLOCKCACHE_OFF
+    size_t k = 0;
+#else
+    /* A small block (every element and tensor header): its class without
+     * qf__block_class()'s other cases. */
+    size_t k = bytes - 1 < (size_t)QF__BLOCK_CLASSES * QF__BLOCK_GRAIN
+                   ? (bytes + QF__BLOCK_GRAIN - 1) / QF__BLOCK_GRAIN
+                   : qf__block_class(bytes);
+#endif
     if (k == 0) {
         *ret_class = 0;
         return malloc(bytes);
@@ -316,8 +324,7 @@ void *qf__block_alloc(size_t bytes, uint8_t *ret_class)
      * with the ring's prefetch). Up to
      * PREFETCH_LINES: a bigger block is seldom written whole. */
     if (l->head)
-        for (size_t i = 0; i < k && i < PREFETCH_LINES; i++)
-            qf__prefetch_for_write((char *)l->head + i * QF__BLOCK_GRAIN);
+        qf__prefetch_lines_for_write(l->head, k < PREFETCH_LINES ? k : PREFETCH_LINES);
     return b;
 }
 
@@ -336,11 +343,25 @@ __attribute__((noinline, cold)) static bool cache_register(thread_cache *c)
     return true;
 }
 
-void qf__block_free(void *p, uint8_t cls)
+/* Push p onto this thread's list of small class cls. */
+static inline void list_push(thread_cache *c, void *p, uint8_t cls)
 {
+    block_list *l = &c->lists[cls - 1];
+    free_block *b = p;
+    b->next = l->head;
+    l->head = b;
+    if (++l->n >= QF__BLOCK_KEEP)
+        spill_list(l, cls);
+}
+
+/* qf__block_free() of anything but a small block on a thread whose cache
+ * is registered: NULL, malloc()'s, large blocks, a thread's first free, a
+ * dead cache. Out of line, so that the common free has no frame. */
+__attribute__((noinline)) static void block_free_slow(void *p, uint8_t cls)
+{
+    thread_cache *c = &tls_cache;
     if (!p)
         return;
-    thread_cache *c = &tls_cache;
     if (cls == 0 || cls > QF__BLOCK_CLASSES + QF__LARGE_CLASSES || c->state == CACHE_DEAD) {
         free(p);
         return;
@@ -353,12 +374,17 @@ void qf__block_free(void *p, uint8_t cls)
         large_free(c, p, cls);
         return;
     }
-    block_list *l = &c->lists[cls - 1];
-    free_block *b = p;
-    b->next = l->head;
-    l->head = b;
-    if (++l->n >= QF__BLOCK_KEEP)
-        spill_list(l, cls);
+    list_push(c, p, cls);
+}
+
+void qf__block_free(void *p, uint8_t cls)
+{
+    thread_cache *c = &tls_cache;
+    if (p && (unsigned)cls - 1u < QF__BLOCK_CLASSES && c->state == CACHE_LIVE) {
+        list_push(c, p, cls);
+        return;
+    }
+    block_free_slow(p, cls);
 }
 
 /* A thread's list is full: the BATCH most recently freed go to the shared
