@@ -303,26 +303,56 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
 /* tensor_alloc(), and with zero_buf false the buffer left unwritten: for a
  * caller that writes every entry itself (a batch of rows: a batch of 1024
  * lines would otherwise clear 16 KiB per component only to overwrite it). */
-static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
-                                   size_t arena, bool zero_buf)
+/* The element count of shape when it is fully defined (a rank of 0 to
+ * QF_MAX_RANK, every dimension >= 0) and the count does not overflow, in
+ * one pass over the dimensions (a typed producer makes a tensor per item);
+ * false otherwise. */
+static bool plain_count(const qf_shape *shape, int64_t *ret_n)
 {
+    if (!shape || (uint32_t)shape->rank > QF_MAX_RANK)
+        return false;
+    int64_t n = 1;
+    for (int i = 0; i < shape->rank; i++)
+        if (shape->dims[i] < 0 || __builtin_mul_overflow(n, shape->dims[i], &n))
+            return false;
+    *ret_n = n;
+    return true;
+}
+
+/* Whether dt and shape make a tensor, and its element count (-1 when the
+ * count overflows: the caller's size check refuses it). False with the
+ * error recorded when they do not. */
+static bool tensor_count(qf_dtype dt, const qf_shape *shape, int64_t *ret_n)
+{
+    if (qf_dtype_is_valid(dt) && plain_count(shape, ret_n))
+        return true;
     char sh[SHAPE_TEXT];
     if (!qf_dtype_is_valid(dt)) {
         qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d", (int)dt);
-        return NULL;
+        return false;
     }
     if (!shape) {
         qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape is NULL");
-        return NULL;
+        return false;
     }
     if (!qf_shape_is_fully_defined(shape)) {
         qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape %s is not fully defined",
                      qf_shape_format(shape, sh, sizeof(sh)));
-        return NULL;
+        return false;
     }
+    *ret_n = -1;
+    return true;
+}
+
+static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
+                                   size_t arena, bool zero_buf)
+{
+    char sh[SHAPE_TEXT];
     int64_t n;
+    if (!tensor_count(dt, shape, &n))
+        return NULL;
     size_t nbytes, total;
-    if (!checked_num_elements(shape, &n) || (uint64_t)n > SIZE_MAX ||
+    if (n < 0 || (uint64_t)n > SIZE_MAX ||
         __builtin_mul_overflow((size_t)n, qf_dtype_size(dt), &nbytes) ||
         __builtin_add_overflow(nbytes, sizeof(qf_tensor), &total) ||
         __builtin_add_overflow(total, dt == QF_STRING ? arena : 0, &total) || total > PTRDIFF_MAX) {
