@@ -7,6 +7,7 @@
  * batch that cannot be built gives what was taken back to the front of the
  * queue (give_back()) rather than drop it.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,20 +211,50 @@ static bool cells(const qf_queue *q)
     return q->packed && q->packed->cells;
 }
 
-/* For a take of up to n values of a queue of cells: n buffers, slots[i]
- * pointing to each; what to free after (NULL: none needed, or out of
- * memory when cells(q)). */
-static char *value_buffers(const qf_queue *q, void **slots, size_t n)
+/* A batch's slot array, and for a queue of cells the buffers its values
+ * are taken into (slots[i] points at each). Small batches (queue.tput.batch32's
+ * 32) keep both on the caller's stack: a malloc() and free() per batch were a
+ * tenth of a 32-value batch's cost besides the ring's. */
+#define LOCAL_SLOTS 64
+#define LOCAL_STAGE 2048
+
+typedef struct batch_bufs {
+    void **slots;
+    char *stage; /* NULL unless cells(q) */
+    void *local_slots[LOCAL_SLOTS];
+    uint64_t local_stage[LOCAL_STAGE / sizeof(uint64_t)];
+} batch_bufs;
+
+/* Room for a take of up to n (> 0) slots; false when out of memory. */
+static bool bufs_get(const qf_queue *q, batch_bufs *b, size_t n)
 {
-    if (!cells(q) || n == 0)
-        return NULL;
+    b->stage = NULL;
+    b->slots = n <= LOCAL_SLOTS ? b->local_slots : malloc(n * sizeof(void *));
+    if (!b->slots)
+        return false;
+    if (!cells(q))
+        return true;
     size_t room = q->packed->room;
-    if (n > SIZE_MAX / room)
-        return NULL;
-    char *stage = malloc(n * room);
-    for (size_t i = 0; stage && i < n; i++)
-        slots[i] = stage + i * room;
-    return stage;
+    if (n <= LOCAL_STAGE / room)
+        b->stage = (char *)b->local_stage;
+    else if (n <= SIZE_MAX / room)
+        b->stage = malloc(n * room);
+    if (!b->stage) {
+        if (b->slots != b->local_slots)
+            free(b->slots);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        b->slots[i] = b->stage + i * room;
+    return true;
+}
+
+static void bufs_put(batch_bufs *b)
+{
+    if (b->slots != b->local_slots)
+        free(b->slots);
+    if (b->stage != (char *)b->local_stage)
+        free(b->stage);
 }
 
 static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait *w,
@@ -239,25 +270,21 @@ static qf_code dequeue_batch(qf_queue *q, int64_t n, bool up_to, const qf__wait 
     if (n > INT32_MAX)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld > %d elements",
                             up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n, INT32_MAX);
-    void **slots = malloc((size_t)(n ? n : 1) * sizeof(void *));
-    char *stage = slots ? value_buffers(q, slots, (size_t)n) : NULL;
-    if (!slots || (cells(q) && n > 0 && !stage)) {
-        free(slots);
+    batch_bufs b;
+    if (!bufs_get(q, &b, (size_t)(n ? n : 1)))
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in dequeue_many");
-    }
     size_t got = 0;
     /* A tried dequeue_up_to returns the 1..n that are there now. */
     size_t min = up_to && w->mode == QF__WAIT_TRY ? 1 : (size_t)n;
     if (n > 0)
-        rc = engine_take(q, min, (size_t)n, up_to, w, slots, &got);
+        rc = engine_take(q, min, (size_t)n, up_to, w, b.slots, &got);
     if (rc == QF_OK) {
         bool lost;
-        qf_code brc = build_batch(q, slots, got, ret_batch, &lost);
+        qf_code brc = build_batch(q, b.slots, got, ret_batch, &lost);
         if (brc != QF_OK)
-            rc = batch_refused(q, slots, got, brc, lost);
+            rc = batch_refused(q, b.slots, got, brc, lost);
     }
-    free(slots);
-    free(stage);
+    bufs_put(&b);
     return rc;
 }
 
@@ -315,22 +342,18 @@ static qf_code bulk_batch(qf_queue *q, int64_t min, int64_t max, const qf__wait 
     int64_t room = max;
     if (!q->unbounded && room > q->capacity)
         room = q->capacity;
-    void **slots = malloc((size_t)room * sizeof(void *));
-    char *stage = slots ? value_buffers(q, slots, (size_t)room) : NULL;
-    if (!slots || (cells(q) && room > 0 && !stage)) {
-        free(slots);
+    batch_bufs b;
+    if (!bufs_get(q, &b, (size_t)(room ? room : 1)))
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory in a bulk dequeue");
-    }
     size_t got = 0;
-    rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, slots, &got);
+    rc = q->ops->take(q, (size_t)min, (size_t)room, true, w, b.slots, &got);
     if (rc == QF_OK) {
         bool lost;
-        qf_code brc = build_batch(q, slots, got, ret_batch, &lost);
+        qf_code brc = build_batch(q, b.slots, got, ret_batch, &lost);
         if (brc != QF_OK)
-            rc = batch_refused(q, slots, got, brc, lost);
+            rc = batch_refused(q, b.slots, got, brc, lost);
     }
-    free(slots);
-    free(stage);
+    bufs_put(&b);
     return rc;
 }
 
