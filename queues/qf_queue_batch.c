@@ -229,6 +229,8 @@ typedef struct batch_bufs {
 static bool bufs_get(const qf_queue *q, batch_bufs *b, size_t n)
 {
     b->stage = NULL;
+    if (n > SIZE_MAX / sizeof(void *))
+        return false; /* a bulk max of an unbounded queue near 2^63 */
     b->slots = n <= LOCAL_SLOTS ? b->local_slots : malloc(n * sizeof(void *));
     if (!b->slots)
         return false;
