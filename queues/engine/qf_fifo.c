@@ -367,10 +367,7 @@ static size_t put_one_now(qf__fifo *f, void *v, bool pending, qf_code *ret_err,
         return 0;
     }
     if (f->ring.cell_words) {
-        /* the general loop's calls for k = 1, in its order */
-        qf__ring_prefetch_ahead(&f->ring, t + 1);
-        qf__ring_write(&f->ring, t, v);
-        *ret_published = qf__ring_publish(&f->ring, t, 1, false);
+        *ret_published = qf__ring_put_one_cell(&f->ring, t, v);
     } else {
         *ret_published = qf__ring_put_one_ptr(&f->ring, t, v);
     }
