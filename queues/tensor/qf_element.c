@@ -6,6 +6,7 @@
  */
 #include "qf_tensor.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,8 @@ void qf__element_free_plain(qf_element *e)
      * with no dispatch on its dtype. */
     for (size_t i = 0; i < e->n; i++) {
         qf_tensor *t = e->comps[i];
+        /* A string, pointer or sparse tensor owns more than its block. */
+        assert(!t || (t->dtype != QF_STRING && t->dtype != QF_PTR && t->dtype != QF_SPARSE));
         if (t && !t->home && atomic_load_explicit(&t->refs, memory_order_acquire) == 1)
             qf__block_free(t, t->block_class);
         else

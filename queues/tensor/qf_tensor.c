@@ -300,9 +300,6 @@ static qf_tensor *tensor_alloc(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor d
     return tensor_alloc_buf(dt, shape, dtor, arena, true);
 }
 
-/* tensor_alloc(), and with zero_buf false the buffer left unwritten: for a
- * caller that writes every entry itself (a batch of rows: a batch of 1024
- * lines would otherwise clear 16 KiB per component only to overwrite it). */
 /* The element count of shape when it is fully defined (a rank of 0 to
  * QF_MAX_RANK, every dimension >= 0) and the count does not overflow, in
  * one pass over the dimensions (a typed producer makes a tensor per item);
@@ -344,6 +341,9 @@ static bool tensor_count(qf_dtype dt, const qf_shape *shape, int64_t *ret_n)
     return true;
 }
 
+/* tensor_alloc(), and with zero_buf false the buffer left unwritten: for a
+ * caller that writes every entry itself (a batch of rows: a batch of 1024
+ * lines would otherwise clear 16 KiB per component only to overwrite it). */
 static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
                                    size_t arena, bool zero_buf)
 {
