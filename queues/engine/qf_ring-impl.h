@@ -169,7 +169,8 @@
  *     tombstone tag (word 1) and then the value's 8-byte words. There are
  *     no pointer slots; marks and tags are the cells' words 0 and 1, 2^shift
  *     words apart, so notes 4, 7 and 8 hold as written. A put's value
- *     is the address of the bytes, which qf__ring_write() copies in, and
+ *     is the address of the bytes, which qf__ring_write() (a put of one:
+ *     qf__ring_put_one_cell()) copies in, and
  *     a take's out[i] is the address of the caller's buffer, which the
  *     take fills (and drop_tombs() may permute: each buffer stays in out[]
  *     once). Why: by pointer, a value travelled in a block of its own, so
@@ -690,11 +691,12 @@ static inline unsigned qf__ring_put_one_ptr(qf__ring *r, unsigned t, void *v)
     return head == end ? 1 : 1 + (qf__ring_run_end(r, end, head) - end);
 }
 
-/* qf__ring_put_one_ptr() for a ring of cells (note 9): the calls'
- * stores and loads in their order (the next cell's lines asked for, the
- * value's words, the mark, p_head), with index t's cell found once; the
- * three calls found it three times, reloading the ring's fields after
- * each atomic (the ring's part of put_one_now(): 182 -> 113 instructions for
+/* qf__ring_put_one_ptr() for a ring of cells (note 9): the stores and
+ * loads of qf__ring_prefetch_ahead(t + 1), qf__ring_write() and
+ * qf__ring_publish() in their order (the lines of index t + 2's cell asked
+ * for, the value's words, the mark, p_head), with index t's cell found
+ * once; the calls found it twice and t + 2's once, reloading the ring's
+ * fields after each atomic (the ring's part of put_one_now(): 182 -> 113 instructions for
  * an (int64, float32 [16]) element, callgrind; with the take's cell found
  * once too, 1,745 -> 1,648 instructions for a put and a take). */
 static inline unsigned qf__ring_put_one_cell(qf__ring *r, unsigned t, const void *v)

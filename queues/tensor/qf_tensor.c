@@ -289,9 +289,9 @@ static bool is_sole_owner(const qf_tensor *t)
     return atomic_load_explicit(&((qf_tensor *)t)->refs, memory_order_acquire) == 1;
 }
 
-/* Validates dt and shape and allocates a zero-filled tensor (empty strings,
- * NULL pointers) with `arena` bytes of string storage (QF_STRING only). NULL
- * with the error recorded on failure. */
+/* Validates dt and shape and allocates a tensor, zero-filled (empty
+ * strings, NULL pointers) when zero_buf, with `arena` bytes of string
+ * storage (QF_STRING only). NULL with the error recorded on failure. */
 static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
                                    size_t arena, bool zero_buf);
 

@@ -538,6 +538,80 @@ Test(queue_ptr, tombstones_between_packed_values_taken_one_at_a_time)
     packed_tombstones_one_at_a_time(QF_QUEUE_SINGLE_CONSUMER);
 }
 
+/* Wider cells through the same one-element paths (qf__ring_put_one_cell(),
+ * qf__ring_cell_store() and qf__ring_cell_load() copy a cell's words two
+ * at a time): an odd count of words (int64 and float32 [16]: 9), an odd
+ * count in a cell of less than a line (three int64: 3), and rings large
+ * enough that a put asks for the next cell's lines (capacity of 64 and
+ * more). A tombstone in front of every value, across many wraps; every
+ * word of every value arrives. */
+static void packed_wide_tombstones(size_t ncomp, const qf_dtype *dt, const qf_shape *sh,
+                                   int64_t capacity)
+{
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(
+                     &(qf_queue_options){
+                         .capacity = capacity, .num_components = ncomp, .dtypes = dt, .shapes = sh},
+                     &q),
+                 QF_OK, "%s", qf_last_message());
+    cr_assert_gt(q->fifo.ring.cell_words, 0, "the values travel in cells");
+    for (int64_t round = 0; round < 3 * capacity; round++) {
+        for (int64_t i = 0; i < 3; i++) {
+            push_tombstone(q);
+            int64_t v = 1000 * round + i;
+            qf_tensor *ts[3];
+            for (size_t c = 0; c < ncomp; c++) {
+                ts[c] = qf_tensor_new(dt[c], &sh[c]);
+                cr_assert_not_null(ts[c]);
+                if (dt[c] == QF_INT64) {
+                    *(int64_t *)qf_tensor_data(ts[c]) = v + (int64_t)c;
+                } else {
+                    float *f = qf_tensor_data(ts[c]);
+                    for (int64_t k = 0; k < qf_tensor_num_elements(ts[c]); k++)
+                        f[k] = (float)(v % 1000003) + (float)k / 32.0f;
+                }
+            }
+            cr_assert_eq(qf_queue_enqueue(q, qf_element_of(ncomp, ts)), QF_OK, "%s",
+                         qf_last_message());
+        }
+        for (int64_t i = 0; i < 3; i++) {
+            int64_t v = 1000 * round + i;
+            qf_element *e = NULL;
+            cr_assert_eq(qf_queue_dequeue(q, &e), QF_OK, "%s", qf_last_message());
+            for (size_t c = 0; c < ncomp; c++) {
+                const qf_tensor *t = qf_element_get(e, c);
+                if (dt[c] == QF_INT64) {
+                    cr_assert_eq(*(const int64_t *)qf_tensor_cdata(t), v + (int64_t)c,
+                                 "capacity %lld round %lld value %lld component %zu",
+                                 (long long)capacity, (long long)round, (long long)i, c);
+                } else {
+                    const float *f = qf_tensor_cdata(t);
+                    for (int64_t k = 0; k < qf_tensor_num_elements(t); k++)
+                        cr_assert_eq(f[k], (float)(v % 1000003) + (float)k / 32.0f,
+                                     "capacity %lld round %lld value %lld entry %lld",
+                                     (long long)capacity, (long long)round, (long long)i,
+                                     (long long)k);
+                }
+            }
+            qf_element_free(e);
+        }
+        cr_expect_eq(atomic_load(&q->fifo.ring.tomb_n), 0);
+    }
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, tombstones_between_wide_packed_values_taken_one_at_a_time)
+{
+    qf_dtype tuple[2] = {QF_INT64, QF_FLOAT32};
+    qf_shape tuple_sh[2] = {qf_shape_scalar(), QF_SHAPE(16)};
+    qf_dtype three[3] = {QF_INT64, QF_INT64, QF_INT64};
+    qf_shape three_sh[3] = {qf_shape_scalar(), qf_shape_scalar(), qf_shape_scalar()};
+    for (int64_t cap = 8; cap <= 256; cap *= 4) {
+        packed_wide_tombstones(2, tuple, tuple_sh, cap);
+        packed_wide_tombstones(3, three, three_sh, cap);
+    }
+}
+
 /* A queue's ring of `slots` (marks and tags in cells, note 10), fresh:
  * its storage, for free(). */
 static ck_ring_buffer_t *queue_ring(qf__ring *r, unsigned slots)
