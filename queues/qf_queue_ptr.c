@@ -14,7 +14,9 @@
 static qf_code put_ptrs(qf_queue *q, void *const *ps, size_t n, const qf__wait *w, size_t *ret_done)
 {
     qf_code rc = check_ptr_queue(q);
-    if (rc != QF_OK) {
+    if (rc != QF_OK || n == 0) {
+        /* An empty batch succeeds at once, even on a closed queue (spec 22),
+         * as the element API's does. */
         if (ret_done)
             *ret_done = 0;
         return rc;

@@ -96,6 +96,46 @@ Test(queue_ptr, many_and_up_to)
  * never waits (QF_UNAVAILABLE, all or nothing), _until waits until the
  * deadline (QF_DEADLINE_EXCEEDED, and QF_NO_WAIT is a deadline already
  * passed, not the try form), the plain form waits until it can finish. */
+/* spec 22-23 for pointer arrays: a batch of none goes in (and one of none
+ * comes out) at once, also on a full or closed queue, as an element batch of
+ * zero rows does. A closed pointer queue refused an empty batch with
+ * QF_CANCELLED (found by tests/fuzz/fuzz_queue.c). */
+static void expect_empty_batches_succeed(qf_queue *q)
+{
+    void *none[1] = {P(99)};
+    size_t n = 99;
+    cr_expect_eq(qf_queue_enqueue_many_ptrs(q, none, 0, &n), QF_OK);
+    cr_expect_eq(n, 0);
+    n = 99;
+    cr_expect_eq(qf_queue_enqueue_many_ptrs_until(q, NULL, 0, QF_NO_WAIT, &n), QF_OK);
+    cr_expect_eq(n, 0);
+    cr_expect_eq(qf_queue_try_enqueue_many_ptrs(q, none, 0), QF_OK);
+    cr_expect_eq(qf_queue_try_dequeue_many_ptrs(q, 0, none), QF_OK);
+    cr_expect_eq(U(none[0]), 99, "nothing written");
+}
+
+Test(queue_ptr, empty_pointer_batches_succeed_on_full_and_closed_queues)
+{
+    qf_queue *q = mkq(1, 0);
+    expect_empty_batches_succeed(q);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
+    expect_empty_batches_succeed(q); /* full */
+    cr_assert_eq(qf_queue_close(q, false), QF_OK);
+    expect_empty_batches_succeed(q); /* closed */
+    cr_expect_eq(qf_queue_enqueue_many_ptrs(q, (void *[]){P(2)}, 1, NULL), QF_CANCELLED,
+                 "a batch of one is still refused");
+    cr_expect_eq(qf_queue_size(q), 1);
+    qf_queue_unref(q);
+
+    qf_dtype dt = QF_PTR;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {.capacity = 2, .num_components = 1, .dtypes = &dt, .shapes = &sh};
+    cr_assert_eq(qf_random_shuffle_queue_new(&o, &q), QF_OK);
+    cr_assert_eq(qf_queue_close(q, true), QF_OK);
+    expect_empty_batches_succeed(q); /* a locked-engine kind, closed */
+    qf_queue_unref(q);
+}
+
 Test(queue_ptr, array_calls_have_try_until_and_plain_forms)
 {
     qf_queue *q = mkq(3, 0);
