@@ -78,6 +78,20 @@ def main(out):
         bytes([1]) + state(1, True, 2, 0, [0, 3, 0, 0, 3, 0, 0], pos=6, index=2, skip=3,
                            work=b"/nonexistent/qf_fuzz_c"),
     ]
+    # fuzz_queue.c: kind, extra components, capacity, floats per row (the
+    # shuffle queue reads min_after_dequeue next), then calls: a call byte
+    # (% 14) and its arguments. Each kind x extra: fill, take one by one, a
+    # batch in and out, a bulk take, a poll on empty, a close, the drain.
+    calls = bytes([0, 1, 0, 3, 4, 1, 2, 3, 4, 0, 4, 5, 6, 4, 7, 5, 10, 1, 6, 11, 1, 12, 0,
+                   0, 13, 0, 1, 4, 5, 8, 1, 8, 0, 9, 0, 9, 1, 13, 0, 0])
+    queue = []
+    for kind in range(5):
+        for extra in range(4):
+            head = bytes([kind, extra, 3 + kind % 4, 4])
+            if kind == 1:
+                head += bytes([1])
+            queue.append(head + calls)
+    seeds["queue"] = queue
     for target, items in seeds.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)
