@@ -92,6 +92,30 @@ def main(out):
                 head += bytes([1])
             queue.append(head + calls)
     seeds["queue"] = queue
+    # fuzz_nats_codec.c: version-1 payloads (qf_nats.h): "QFE" 1, flags,
+    # 0, ncomp u16; per component [name u16 + bytes] dtype u8, rank u8,
+    # dims i64, values (strings: u32 length + bytes each).
+    def comp(dtype, dims, values, name=None):
+        c = b""
+        if name is not None:
+            c += struct.pack("<H", len(name)) + name
+        c += struct.pack("<BB", dtype, len(dims)) + b"".join(struct.pack("<q", d) for d in dims)
+        return c + values
+
+    def payload(comps, names=False):
+        return b"QFE\x01" + bytes([1 if names else 0, 0]) + struct.pack("<H", len(comps)) + \
+            b"".join(comps)
+
+    f32, s, i64, boolean = 1, 7, 9, 10
+    seeds["nats_codec"] = [
+        payload([comp(i64, [], struct.pack("<q", 42))]),
+        payload([comp(i64, [], struct.pack("<q", -7)),
+                 comp(f32, [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6.5))]),
+        payload([comp(s, [2], struct.pack("<I", 0) + struct.pack("<I", 3) + b"a\x00b"),
+                 comp(boolean, [2], b"\x01\x00"), comp(f32, [0], b"")]),
+        payload([comp(i64, [], struct.pack("<q", 1), b"label"),
+                 comp(s, [], struct.pack("<I", 5) + b"hello", b"text")], names=True),
+    ]
     for target, items in seeds.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)
