@@ -116,6 +116,18 @@ def main(out):
         payload([comp(i64, [], struct.pack("<q", 1), b"label"),
                  comp(s, [], struct.pack("<I", 5) + b"hello", b"text")], names=True),
     ]
+    # fuzz_tensor.c: rounds of a call byte (% 3: stack, raw shape, sparse)
+    # and its arguments; stack: dtype, rank, dims, parts, odd part, unknown
+    # dims mask, contents.
+    seeds["tensor"] = [
+        bytes([0, 0, 2, 2, 3, 3, 9, 3]) + bytes(range(120)),
+        bytes([0, 6, 1, 3, 2, 9, 1]) + b"\x02ab\x00\x03xyz\x01q" * 6,
+        bytes([0, 8, 3, 1, 2, 3, 4, 1, 7]) + bytes([1, 0, 3]) * 40,
+        bytes([1, 2]) + struct.pack(">q", 1 << 40) + struct.pack(">q", 1 << 40) + bytes(48),
+        bytes([1, 1]) + struct.pack(">q", 3) + bytes(56),
+        bytes([2, 1, 2, 3, 4, 0, 0, 9, 1, 2, 8, 1, 0, 7, 0, 1, 6]),
+        bytes([2, 0, 3, 2, 5, 1, 1, 2]),
+    ]
     for target, items in seeds.items():
         d = os.path.join(out, target)
         os.makedirs(d, exist_ok=True)

@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${QF_FUZZ_SECONDS:-20}
 all=(text fixed_plain fixed_zlib fixed_gzip tfrecord_plain tfrecord_zlib tfrecord_gzip
-     whole_file iterator writer random state queue nats_codec)
+     whole_file iterator writer random state queue tensor nats_codec)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
