@@ -14,19 +14,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
 #include "qflow.h"
 
-#define check(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s (last: %s)\n", __FILE__, __LINE__, #cond,     \
-                    qf_last_message());                                                            \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 /* A memfd holding `data`, and its path. One per process, rewritten per run. */
-static const char *fuzz_file(const uint8_t *data, size_t n)
+static inline const char *fuzz_file(const uint8_t *data, size_t n)
 {
     static int fd = -1;
     static char path[64];
@@ -46,7 +38,7 @@ static const char *fuzz_file(const uint8_t *data, size_t n)
 }
 
 /* A closed work queue holding `path` `times` times. */
-static qf_queue *fuzz_work(const char *path, int times)
+static inline qf_queue *fuzz_work(const char *path, int times)
 {
     qf_dtype dt = QF_STRING;
     qf_queue_options o = {.capacity = 8, .num_components = 1, .dtypes = &dt};
@@ -62,7 +54,7 @@ static qf_queue *fuzz_work(const char *path, int times)
 }
 
 /* Codes a reader may return for bad bytes in a file. */
-static int fuzz_code_ok(qf_code rc)
+static inline int fuzz_code_ok(qf_code rc)
 {
     return rc == QF_OK || rc == QF_OUT_OF_RANGE || rc == QF_DATA_LOSS ||
            rc == QF_RESOURCE_EXHAUSTED;
@@ -70,7 +62,7 @@ static int fuzz_code_ok(qf_code rc)
 
 /* Read everything (the file twice, so the reader must move on after an
  * error), alternating read and read_up_to; return the records seen. */
-static long fuzz_drain(qf_reader *r, qf_queue *q)
+static inline long fuzz_drain(qf_reader *r, qf_queue *q)
 {
     qf_record recs[3] = {QF_RECORD_INIT, QF_RECORD_INIT, QF_RECORD_INIT};
     long seen = 0;

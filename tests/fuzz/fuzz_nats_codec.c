@@ -15,16 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "qf_nats.h"
-
-#define check(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s (last: %s)\n", __FILE__, __LINE__, #cond,     \
-                    qf_last_message());                                                            \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* The payload of e (malloc'd), checked against what qf_nats_encoded_size()
  * announced. */
@@ -67,8 +59,6 @@ static void check_same(const qf_element *a, const qf_element *b)
             check(strcmp(qf_element_name(a, i), qf_element_name(b, i)) == 0);
     }
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -31,16 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "qflow.h"
-
-#define check(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s (last: %s)\n", __FILE__, __LINE__, #cond,     \
-                    qf_last_message());                                                            \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_CALLS 256
 #define MAX_ROWS 6
@@ -48,20 +40,6 @@
 
 enum kind { K_FIFO, K_SHUFFLE, K_PADDING, K_PRIORITY, K_PTR, K_COUNT };
 enum extra { X_NONE, X_FLOATS, X_STRING, X_UNSHAPED, X_COUNT };
-
-/* The input, read a byte at a time; 0 once it runs out. */
-typedef struct input {
-    const uint8_t *p;
-    size_t n;
-} input;
-
-static unsigned next(input *in)
-{
-    if (in->n == 0)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
 
 /* The queue under test and what it should hold. */
 typedef struct model {
@@ -106,13 +84,13 @@ static size_t tag_comp(const model *m)
 
 /* ------------------------------------------------------------ the queue */
 
-static bool make_queue(model *m, input *in)
+static bool make_queue(model *m, fuzz_input *in)
 {
     static const int64_t caps[8] = {1, 2, 3, 4, 8, 16, 64, -1};
-    m->kind = (enum kind)(next(in) % K_COUNT);
-    m->extra = (enum extra)(next(in) % X_COUNT);
-    m->cap = caps[next(in) % 8];
-    m->nfloat = 1 + (int)(next(in) % 16);
+    m->kind = (enum kind)(fuzz_next(in) % K_COUNT);
+    m->extra = (enum extra)(fuzz_next(in) % X_COUNT);
+    m->cap = caps[fuzz_next(in) % 8];
+    m->nfloat = 1 + (int)(fuzz_next(in) % 16);
     if (m->kind == K_PTR) {
         m->extra = X_NONE; /* one pointer, no tensors */
         return qf_ptr_queue_new(m->cap, "fz", 0, NULL, &m->q) == QF_OK;
@@ -135,9 +113,9 @@ static bool make_queue(model *m, input *in)
     qf_code rc;
     switch (m->kind) {
     case K_SHUFFLE:
-        m->mad = m->cap > 1 ? (int64_t)(next(in) % (unsigned)m->cap) : 0;
+        m->mad = m->cap > 1 ? (int64_t)(fuzz_next(in) % (unsigned)m->cap) : 0;
         if (m->cap < 0)
-            m->mad = next(in) % 4;
+            m->mad = fuzz_next(in) % 4;
         o.min_after_dequeue = m->mad;
         rc = qf_random_shuffle_queue_new(&o, &m->q);
         break;
@@ -375,34 +353,44 @@ static void take_batch(model *m, const qf_element *b, int64_t *ret_rows)
 
 /* ------------------------------------------------------------ the calls */
 
-static void do_enqueue(model *m, input *in)
+/* One element in, by the try form (w NULL) or the poll form: it goes in
+ * exactly when the queue is open with room; a full queue gives
+ * QF_UNAVAILABLE (try) or QF_PENDING (poll), a closed one QF_CANCELLED. */
+static qf_code put_one(model *m, qf_waker *w, fuzz_input *in)
 {
-    int64_t tag = m->next_tag++;
-    int64_t prio = next(in) % 4;
+    int64_t tag = m->next_tag++, prio = fuzz_next(in) % 4;
+    bool room = has_room(m, 1);
+    qf_code rc;
     if (m->kind == K_PTR) {
-        qf_code rc = qf_queue_try_enqueue_ptr(m->q, (void *)(uintptr_t)(tag + 1));
-        check(m->closed ? rc == QF_CANCELLED : has_room(m, 1) ? rc == QF_OK : rc == QF_UNAVAILABLE);
-        if (rc == QF_OK)
-            model_add(m, tag, 0);
-        return;
+        void *p = (void *)(uintptr_t)(tag + 1);
+        rc = w ? qf_queue_poll_enqueue_ptr(m->q, p, w) : qf_queue_try_enqueue_ptr(m->q, p);
+    } else {
+        qf_element *e = good_element(m, tag, prio, (int)(fuzz_next(in) % 3));
+        rc = w ? qf_queue_poll_enqueue(m->q, e, w) : qf_queue_try_enqueue(m->q, e);
+        if (rc != QF_OK)
+            qf_element_free(e); /* a failed or pending enqueue leaves it with us */
     }
-    qf_element *e = good_element(m, tag, prio, (int)(next(in) % 3));
-    qf_code rc = qf_queue_try_enqueue(m->q, e);
-    check(m->closed ? rc == QF_CANCELLED : has_room(m, 1) ? rc == QF_OK : rc == QF_UNAVAILABLE);
+    check(m->closed ? rc == QF_CANCELLED
+          : room    ? rc == QF_OK
+                    : rc == (w ? QF_PENDING : QF_UNAVAILABLE));
     if (rc == QF_OK)
         model_add(m, tag, prio);
-    else
-        qf_element_free(e);
+    return rc;
 }
 
-static void do_enqueue_bad(model *m, input *in)
+static void do_enqueue(model *m, fuzz_input *in)
+{
+    put_one(m, NULL, in);
+}
+
+static void do_enqueue_bad(model *m, fuzz_input *in)
 {
     if (m->kind == K_PTR) {
         /* the element API on a pointer queue, and a NULL element */
         check(qf_queue_try_enqueue(m->q, NULL) == QF_INVALID_ARGUMENT);
         return;
     }
-    qf_element *e = bad_element(m, next(in));
+    qf_element *e = bad_element(m, fuzz_next(in));
     if (!e)
         return;
     qf_code rc = qf_queue_try_enqueue(m->q, e);
@@ -410,13 +398,13 @@ static void do_enqueue_bad(model *m, input *in)
     qf_element_free(e);
 }
 
-static void do_enqueue_many(model *m, input *in)
+static void do_enqueue_many(model *m, fuzz_input *in)
 {
-    int k = (int)(next(in) % MAX_ROWS);
+    int k = (int)(fuzz_next(in) % MAX_ROWS);
     int64_t tags[MAX_ROWS], prios[MAX_ROWS];
     for (int r = 0; r < k; r++) {
         tags[r] = m->next_tag++;
-        prios[r] = next(in) % 4;
+        prios[r] = fuzz_next(in) % 4;
     }
     qf_code rc;
     if (m->kind == K_PTR) {
@@ -425,7 +413,7 @@ static void do_enqueue_many(model *m, input *in)
             ps[r] = (void *)(uintptr_t)(tags[r] + 1);
         rc = qf_queue_try_enqueue_many_ptrs(m->q, ps, (size_t)k);
     } else {
-        qf_element *b = good_batch(m, tags, prios, k, (int)(next(in) % 3));
+        qf_element *b = good_batch(m, tags, prios, k, (int)(fuzz_next(in) % 3));
         rc = qf_queue_try_enqueue_many(m->q, b);
         if (rc != QF_OK)
             qf_element_free(b);
@@ -439,18 +427,22 @@ static void do_enqueue_many(model *m, input *in)
             model_add(m, tags[r], prios[r]);
 }
 
-static void do_dequeue(model *m)
+/* One element out, by the try form (w NULL) or the poll form: it comes
+ * out exactly when one may leave; a closed and drained queue gives
+ * QF_OUT_OF_RANGE, otherwise QF_UNAVAILABLE (try) or QF_PENDING (poll). */
+static qf_code take_one(model *m, qf_waker *w)
 {
     int64_t can = takeable(m);
+    bool drained = m->closed && m->n == 0;
     qf_code rc;
     if (m->kind == K_PTR) {
         void *p = NULL;
-        rc = qf_queue_try_dequeue_ptr(m->q, &p);
+        rc = w ? qf_queue_poll_dequeue_ptr(m->q, w, &p) : qf_queue_try_dequeue_ptr(m->q, &p);
         if (rc == QF_OK)
             model_take(m, (int64_t)(uintptr_t)p - 1);
     } else {
         qf_element *e = NULL;
-        rc = qf_queue_try_dequeue(m->q, &e);
+        rc = w ? qf_queue_poll_dequeue(m->q, w, &e) : qf_queue_try_dequeue(m->q, &e);
         if (rc == QF_OK) {
             take_row(m, e, 0, false);
             qf_element_free(e);
@@ -459,12 +451,18 @@ static void do_dequeue(model *m)
     if (can > 0)
         check(rc == QF_OK);
     else
-        check(m->closed && m->n == 0 ? rc == QF_OUT_OF_RANGE : rc == QF_UNAVAILABLE);
+        check(rc == (drained ? QF_OUT_OF_RANGE : w ? QF_PENDING : QF_UNAVAILABLE));
+    return rc;
 }
 
-static void do_dequeue_many(model *m, input *in, bool up_to)
+static void do_dequeue(model *m)
 {
-    int64_t n = (int64_t)(next(in) % 8) - 1; /* -1 .. 6 */
+    take_one(m, NULL);
+}
+
+static void do_dequeue_many(model *m, fuzz_input *in, bool up_to)
+{
+    int64_t n = (int64_t)(fuzz_next(in) % 8) - 1; /* -1 .. 6 */
     int64_t can = takeable(m);
     qf_element *b = NULL;
     int64_t rows = 0;
@@ -518,7 +516,7 @@ static void do_dequeue_many(model *m, input *in, bool up_to)
         check(m->closed);
 }
 
-static void do_values(model *m, input *in)
+static void do_values(model *m, fuzz_input *in)
 {
     if (!qf_queue_takes_values(m->q))
         return;
@@ -526,7 +524,7 @@ static void do_values(model *m, input *in)
     float f[16], g[16];
     const void *vals[2] = {&tag, f};
     void *outs[2] = {&v, g};
-    if (next(in) & 1) {
+    if (fuzz_next(in) & 1) {
         m->next_tag++;
         for (int i = 0; i < m->nfloat; i++)
             f[i] = row_value(tag, i);
@@ -550,14 +548,14 @@ static void do_values(model *m, input *in)
 
 /* A batch that breaks enqueue_many's contract: components that disagree
  * in their first dimension, or a scalar where rows are needed. */
-static void do_enqueue_many_bad(model *m, input *in)
+static void do_enqueue_many_bad(model *m, fuzz_input *in)
 {
     if (m->kind == K_PTR)
         return;
     int64_t tags[2] = {m->next_tag, m->next_tag + 1}, prios[2] = {0, 0};
     qf_element *b = good_batch(m, tags, prios, 2, 0);
     size_t c = tag_comp(m);
-    if ((next(in) & 1) && ncomp(m) > 1) {
+    if ((fuzz_next(in) & 1) && ncomp(m) > 1) {
         qf_shape s = m->kind == K_PADDING ? QF_SHAPE(3, 1) : QF_SHAPE(3);
         if (c == 1) /* the priorities keep 2 rows, the tags get 3 */
             check(qf_element_set(b, c, qf_tensor_new(QF_INT64, &s)) == QF_OK);
@@ -573,9 +571,9 @@ static void do_enqueue_many_bad(model *m, input *in)
 }
 
 /* The bulk take: between min and max, what is there now. */
-static void do_bulk(model *m, input *in)
+static void do_bulk(model *m, fuzz_input *in)
 {
-    int64_t min = next(in) % 5, max = next(in) % 7, can = takeable(m), rows = 0;
+    int64_t min = fuzz_next(in) % 5, max = fuzz_next(in) % 7, can = takeable(m), rows = 0;
     qf_code rc;
     if (m->kind == K_PTR) {
         void *ps[8];
@@ -617,47 +615,11 @@ static void on_wake(qf_waker *w)
 
 /* A poll that cannot finish registers its waker and returns QF_PENDING;
  * abandoned at once, it leaves the queue as it was. */
-static void do_poll(model *m, input *in)
+static void do_poll(model *m, fuzz_input *in)
 {
     qf_waker w;
     qf_waker_init(&w, on_wake, NULL);
-    qf_code rc;
-    if (next(in) & 1) {
-        int64_t can = takeable(m);
-        if (m->kind == K_PTR) {
-            void *p = NULL;
-            rc = qf_queue_poll_dequeue_ptr(m->q, &w, &p);
-            if (rc == QF_OK)
-                model_take(m, (int64_t)(uintptr_t)p - 1);
-        } else {
-            qf_element *e = NULL;
-            rc = qf_queue_poll_dequeue(m->q, &w, &e);
-            if (rc == QF_OK) {
-                take_row(m, e, 0, false);
-                qf_element_free(e);
-            }
-        }
-        if (can > 0)
-            check(rc == QF_OK);
-        else
-            check(m->closed && m->n == 0 ? rc == QF_OUT_OF_RANGE : rc == QF_PENDING);
-    } else {
-        int64_t tag = m->next_tag++, prio = next(in) % 4;
-        bool room = has_room(m, 1);
-        if (m->kind == K_PTR) {
-            rc = qf_queue_poll_enqueue_ptr(m->q, (void *)(uintptr_t)(tag + 1), &w);
-            if (rc == QF_OK)
-                model_add(m, tag, 0);
-        } else {
-            qf_element *e = good_element(m, tag, prio, (int)(next(in) % 3));
-            rc = qf_queue_poll_enqueue(m->q, e, &w);
-            if (rc == QF_OK)
-                model_add(m, tag, prio);
-            else
-                qf_element_free(e); /* a pending poll enqueue leaves it with us */
-        }
-        check(m->closed ? rc == QF_CANCELLED : room ? rc == QF_OK : rc == QF_PENDING);
-    }
+    qf_code rc = (fuzz_next(in) & 1) ? take_one(m, &w) : put_one(m, &w, in);
     if (rc == QF_PENDING)
         qf_queue_cancel_poll(m->q, &w);
 }
@@ -677,18 +639,16 @@ static void drain(model *m)
     check_size(m);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    input in = {data, size};
+    fuzz_input in = {data, size};
     static model m;
     memset(&m, 0, sizeof(m));
     m.next_tag = 1;
     if (!make_queue(&m, &in))
         return 0; /* an options combination the queue refuses */
     for (int call = 0; call < MAX_CALLS && in.n > 0; call++) {
-        switch (next(&in) % 14) {
+        switch (fuzz_next(&in) % 14) {
         case 0:
         case 1:
             do_enqueue(&m, &in);
@@ -723,8 +683,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             do_poll(&m, &in);
             break;
         default:
-            if (next(&in) % 4 == 0) { /* a close now and then, of either kind */
-                bool cancel = next(&in) & 1;
+            if (fuzz_next(&in) % 4 == 0) { /* a close now and then, of either kind */
+                bool cancel = fuzz_next(&in) & 1;
                 qf_code rc = qf_queue_close(m.q, cancel);
                 /* spec 34: a second plain close is refused, a cancelling one is not */
                 check(m.closed && !cancel ? rc == QF_CANCELLED : rc == QF_OK);

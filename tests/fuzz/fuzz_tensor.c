@@ -21,41 +21,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "qflow.h"
 #include "qf_sparse.h"
-
-#define check(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s (last: %s)\n", __FILE__, __LINE__, #cond,     \
-                    qf_last_message());                                                            \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_PARTS 5
 #define MAX_DIM 4
 #define MAX_NNZ 12
-
-typedef struct input {
-    const uint8_t *p;
-    size_t n;
-} input;
-
-static unsigned next(input *in)
-{
-    if (in->n == 0)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
 
 static const qf_dtype dtypes[] = {QF_FLOAT32, QF_FLOAT64, QF_INT32,  QF_UINT8,     QF_INT16,
                                   QF_INT8,    QF_STRING,  QF_INT64,  QF_BOOL,      QF_UINT16,
                                   QF_FLOAT16, QF_UINT32,  QF_UINT64, QF_COMPLEX64, QF_COMPLEX128};
 
 /* A tensor of dtype dt and shape s filled from the input (bools 0 or 1). */
-static qf_tensor *filled(qf_dtype dt, const qf_shape *s, input *in)
+static qf_tensor *filled(qf_dtype dt, const qf_shape *s, fuzz_input *in)
 {
     qf_tensor *t = qf_tensor_new(dt, s);
     check(t);
@@ -63,9 +42,9 @@ static qf_tensor *filled(qf_dtype dt, const qf_shape *s, input *in)
     if (dt == QF_STRING) {
         for (int64_t i = 0; i < n; i++) {
             char buf[8];
-            size_t len = next(in) % 8;
+            size_t len = fuzz_next(in) % 8;
             for (size_t k = 0; k < len; k++)
-                buf[k] = (char)next(in);
+                buf[k] = (char)fuzz_next(in);
             check(qf_tensor_set_string(t, i, buf, len) == QF_OK);
         }
         return t;
@@ -73,7 +52,7 @@ static qf_tensor *filled(qf_dtype dt, const qf_shape *s, input *in)
     unsigned char *d = qf_tensor_data(t);
     size_t bytes = (size_t)n * qf_dtype_size(dt);
     for (size_t i = 0; i < bytes; i++)
-        d[i] = (unsigned char)(dt == QF_BOOL ? next(in) & 1 : next(in));
+        d[i] = (unsigned char)(dt == QF_BOOL ? fuzz_next(in) & 1 : fuzz_next(in));
     return t;
 }
 
@@ -116,18 +95,18 @@ static int64_t offset(const int64_t *idx, const int64_t *dims, int rank)
     return o;
 }
 
-static void fuzz_stack(input *in)
+static void fuzz_stack(fuzz_input *in)
 {
-    qf_dtype dt = dtypes[next(in) % (sizeof(dtypes) / sizeof(dtypes[0]))];
-    int rank = (int)(next(in) % 4);
+    qf_dtype dt = dtypes[fuzz_next(in) % (sizeof(dtypes) / sizeof(dtypes[0]))];
+    int rank = (int)(fuzz_next(in) % 4);
     int64_t dims[QF_MAX_RANK] = {0};
     for (int d = 0; d < rank; d++)
-        dims[d] = next(in) % MAX_DIM;
+        dims[d] = fuzz_next(in) % MAX_DIM;
     qf_shape s = qf_shape_make(rank, dims);
-    size_t n = next(in) % (MAX_PARTS + 1);
-    unsigned odd = next(in); /* part odd % 8 (if any) gets another shape */
+    size_t n = fuzz_next(in) % (MAX_PARTS + 1);
+    unsigned odd = fuzz_next(in); /* part odd % 8 (if any) gets another shape */
     /* Each part's own dims for the padded stack: the unknown ones vary. */
-    unsigned unknown = next(in) & ((1u << rank) - 1);
+    unsigned unknown = fuzz_next(in) & ((1u << rank) - 1);
     qf_tensor *parts[MAX_PARTS], *var[MAX_PARTS];
     int64_t vdims[MAX_PARTS][QF_MAX_RANK];
     bool mismatched = false;
@@ -141,7 +120,7 @@ static void fuzz_stack(input *in)
         qf_shape vs = s;
         for (int d = 0; d < rank; d++)
             if (unknown & (1u << d))
-                vs.dims[d] = next(in) % MAX_DIM;
+                vs.dims[d] = fuzz_next(in) % MAX_DIM;
         memcpy(vdims[i], vs.dims, sizeof(vdims[i]));
         var[i] = filled(dt, &vs, in);
     }
@@ -222,14 +201,14 @@ static void fuzz_stack(input *in)
 }
 
 /* A shape straight from input bytes: no tensor unless valid and small. */
-static void fuzz_raw_shape(input *in)
+static void fuzz_raw_shape(fuzz_input *in)
 {
-    int rank = (int)(int8_t)next(in);
+    int rank = (int)(int8_t)fuzz_next(in);
     int64_t dims[QF_MAX_RANK];
     for (int d = 0; d < QF_MAX_RANK; d++) {
         int64_t v = 0;
         for (int k = 0; k < 8; k++)
-            v = (int64_t)((uint64_t)v << 8 | next(in));
+            v = (int64_t)((uint64_t)v << 8 | fuzz_next(in));
         dims[d] = v;
     }
     qf_shape s = qf_shape_make(rank, dims);
@@ -251,21 +230,21 @@ static void fuzz_raw_shape(input *in)
     }
 }
 
-static void fuzz_sparse(input *in)
+static void fuzz_sparse(fuzz_input *in)
 {
-    int rank = 1 + (int)(next(in) % 3);
+    int rank = 1 + (int)(fuzz_next(in) % 3);
     int64_t shape[3], idx[MAX_NNZ * 3], vals[MAX_NNZ];
     for (int d = 0; d < rank; d++)
-        shape[d] = next(in) % 5;
-    int64_t nnz = next(in) % (MAX_NNZ + 1);
+        shape[d] = fuzz_next(in) % 5;
+    int64_t nnz = fuzz_next(in) % (MAX_NNZ + 1);
     bool in_bounds = true;
     for (int64_t j = 0; j < nnz; j++) {
         for (int d = 0; d < rank; d++) {
-            int64_t v = (int64_t)(next(in) % 7) - 1; /* -1 .. 5 */
+            int64_t v = (int64_t)(fuzz_next(in) % 7) - 1; /* -1 .. 5 */
             idx[j * rank + d] = v;
             in_bounds = in_bounds && v >= 0 && v < shape[d];
         }
-        vals[j] = (int64_t)next(in);
+        vals[j] = (int64_t)fuzz_next(in);
     }
     qf_sparse *sp = NULL;
     qf_code rc = qf_sparse_new_from(QF_INT64, nnz, rank, idx, vals, shape, &sp);
@@ -312,13 +291,11 @@ static void fuzz_sparse(input *in)
     qf_sparse_unref(sp);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    input in = {data, size};
+    fuzz_input in = {data, size};
     for (int round = 0; round < 8 && in.n > 0; round++) {
-        switch (next(&in) % 3) {
+        switch (fuzz_next(&in) % 3) {
         case 0:
             fuzz_stack(&in);
             break;

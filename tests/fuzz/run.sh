@@ -27,8 +27,9 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
 fi
 # nats_codec exists only when the NATS bridge is built (libnats found).
 built=()
+known=$(ninja -C build-fuzz -t targets all 2>/dev/null) # once: grep -q on a pipe races pipefail
 for t in "${targets[@]}"; do
-    if ninja -C build-fuzz -t targets all 2>/dev/null | grep -q "^tests/fuzz/fuzz_$t:"; then
+    if grep -q "^tests/fuzz/fuzz_$t:" <<<"$known"; then
         built+=("$t")
     else
         echo "fuzz $t: not in this build (nats_codec needs the NATS bridge: libnats-dev): skipped"
