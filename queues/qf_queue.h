@@ -350,7 +350,9 @@ QF_API qf_code qf_queue_close(qf_queue *q, bool cancel_pending_enqueues);
  *                Expected 2, got 1"), dtype ("Type mismatch in tuple
  *                component 0. Expected float, got int32"), shape ("Shape
  *                mismatch in tuple component 1. Expected [3,3], got [3,4]")
- *                or names (spec 15, 17-18); the queue is unchanged (spec 12);
+ *                or names (spec 15, 17-18); the queue is unchanged (spec 12).
+ *                These checks come first: such an element gets this code
+ *                on a closed queue too;
  *              QF_CANCELLED when closed ("FIFOQueue 'q' is closed.", spec 31)
  *                or cancelled while waiting ("Enqueue operation was
  *                cancelled", spec 32);
@@ -439,6 +441,8 @@ QF_API qf_code qf_queue_try_dequeue_many(qf_queue *q, int64_t n, qf_element **re
  * that is fewer than n (at least 1; spec 57-58); QF_OUT_OF_RANGE only when
  * closed and empty. While the queue is open it waits for n (spec 48).
  * The try form returns between 1 and n elements that are there now.
+ * n == 0 returns an empty batch at once, even on a closed queue (spec 23),
+ * as dequeue_many does.
  */
 QF_API qf_code qf_queue_dequeue_up_to(qf_queue *q, int64_t n, qf_element **ret_batch);
 QF_API qf_code qf_queue_dequeue_up_to_until(qf_queue *q, int64_t n, qf_deadline deadline,
@@ -576,7 +580,8 @@ QF_API qf_code qf_queue_try_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_
  * qf_queue_dequeue_up_to_ptrs() / _until() / qf_queue_try_dequeue_up_to_ptrs()
  * - take between 1 and n pointers (the rules of qf_queue_dequeue_up_to()),
  * *ret_n gets the count. The try form takes what is there now (at least
- * one). ret_ps and *ret_n untouched on failure.
+ * one). n == 0 succeeds at once with *ret_n = 0. ret_ps and *ret_n
+ * untouched on failure.
  */
 QF_API qf_code qf_queue_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n);
 QF_API qf_code qf_queue_dequeue_up_to_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline,

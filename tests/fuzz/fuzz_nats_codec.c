@@ -3,13 +3,12 @@
  *
  * A payload that is not exactly one well-formed element must give
  * QF_DATA_LOSS (or QF_RESOURCE_EXHAUSTED), never a crash, an over-read or a
- * leak (ASan). One that decodes must travel again unchanged: its element
- * encodes (a decodable payload holds nothing that cannot be sent), the
- * encoding decodes to an equal element (dtypes, shapes, values, names) and
- * encodes to the same bytes again. A fixed point rather than the input's
- * own bytes: the format may let two payloads mean one element (a NaN's
- * bits are kept, so even that is not expected here, but nothing requires
- * the input to be the canonical spelling). */
+ * leak (ASan). Version 1 has one spelling per element (flags bit 0 only, a
+ * zero reserved byte, bools 0 or 1, exact lengths, nothing after the last
+ * component; a NaN keeps its bits), so a payload that decodes must encode
+ * back to exactly its own bytes: a decoder that let anything else through
+ * fails here. And that encoding decodes to an equal element (dtypes,
+ * shapes, values, names). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qf_element *e = NULL;
     qf_code rc = qf_nats_decode(in, size, &e);
     free(in);
+    if (rc == QF_OK) { /* the one spelling of its element */
+        size_t len = 0;
+        unsigned char *again = encode(e, &len);
+        check(len == size && memcmp(again, data, size) == 0);
+        free(again);
+    }
     if (rc != QF_OK) {
         check(rc == QF_DATA_LOSS || rc == QF_RESOURCE_EXHAUSTED);
         check(e == NULL); /* untouched on failure */

@@ -16,6 +16,8 @@
  *     kinds, one of the smallest priorities for a PriorityQueue, any for
  *     a RandomShuffleQueue; every component row matches its tag;
  *   - qf_queue_size() equals the model's count, never above the capacity;
+ *   - an element or batch that breaks the contract is refused with
+ *     QF_INVALID_ARGUMENT, closed queue or not;
  *   - a close succeeds, but for a second plain one (spec 34);
  *   - a try enqueue on an open queue with room succeeds, on a full one
  *     fails with QF_UNAVAILABLE, on a closed one with QF_CANCELLED; a try
@@ -52,6 +54,7 @@ typedef struct model {
     bool closed;
     int64_t tags[MAX_TAGS]; /* in arrival order */
     int64_t prio[MAX_TAGS]; /* PriorityQueue: each tag's priority */
+    int len[MAX_TAGS];      /* PaddingFIFOQueue: each element's length */
     size_t n;
     int64_t next_tag;
 } model;
@@ -246,24 +249,29 @@ static qf_element *good_batch(model *m, const int64_t *tags, const int64_t *prio
 
 /* ------------------------------------------------------------ the model */
 
-static void model_add(model *m, int64_t tag, int64_t prio)
+static void model_add(model *m, int64_t tag, int64_t prio, int len)
 {
     check(m->n < MAX_TAGS);
     m->tags[m->n] = tag;
     m->prio[m->n] = prio;
+    m->len[m->n] = len;
     m->n++;
+}
+
+/* Where tag is in the model; m->n when it is not there. */
+static size_t model_find(const model *m, int64_t tag)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->tags[i] == tag)
+            return i;
+    return m->n;
 }
 
 /* The tag may leave now: remove it from the model (checking the kind's
  * order rule) and return its priority. */
 static int64_t model_take(model *m, int64_t tag)
 {
-    size_t at = m->n;
-    for (size_t i = 0; i < m->n; i++)
-        if (m->tags[i] == tag) {
-            at = i;
-            break;
-        }
+    size_t at = model_find(m, tag);
     check(at < m->n); /* it was in the queue, once */
     if (fifo_like(m))
         check(at == 0); /* the oldest */
@@ -273,6 +281,7 @@ static int64_t model_take(model *m, int64_t tag)
             check(m->prio[i] >= p); /* one of the smallest */
     memmove(&m->tags[at], &m->tags[at + 1], (m->n - at - 1) * sizeof(int64_t));
     memmove(&m->prio[at], &m->prio[at + 1], (m->n - at - 1) * sizeof(int64_t));
+    memmove(&m->len[at], &m->len[at + 1], (m->n - at - 1) * sizeof(int));
     m->n--;
     return p;
 }
@@ -298,7 +307,9 @@ static void check_size(const model *m)
 }
 
 /* Row r of a dequeued element or batch (rank 0 when not a batch): check its
- * components against its tag and take the tag out of the model. */
+ * components against its tag and take the tag out of the model. A padding
+ * queue's element comes back as it went in (spec 89), a batch's rows padded
+ * with 0 to the batch's longest (spec 90-91). */
 static void take_row(model *m, const qf_element *e, int64_t r, bool batch)
 {
     check(qf_element_size(e) == ncomp(m));
@@ -316,8 +327,14 @@ static void take_row(model *m, const qf_element *e, int64_t r, bool batch)
     }
     const int64_t *td = qf_tensor_cdata(tt);
     int64_t tag = td[r * width];
-    for (int64_t i = 1; i < width; i++) /* the element's own -tag, then padding 0 */
-        check(td[r * width + i] == -tag || td[r * width + i] == 0);
+    if (m->kind == K_PADDING) {
+        size_t at = model_find(m, tag);
+        check(at < m->n);
+        int len = m->len[at];
+        check(batch ? width >= len : width == len);
+        for (int64_t i = 1; i < width; i++) /* the element's own -tag, then padding 0 */
+            check(td[r * width + i] == (i < len ? -tag : 0));
+    }
     int64_t prio = model_take(m, tag);
     if (m->kind == K_PRIORITY) {
         const qf_tensor *pt = qf_element_get(e, 0);
@@ -345,7 +362,18 @@ static void take_batch(model *m, const qf_element *b, int64_t *ret_rows)
 {
     const qf_tensor *tt = qf_element_get(b, tag_comp(m));
     check(tt);
-    int64_t rows = qf_tensor_shape(tt)->dims[0];
+    const qf_shape *ts = qf_tensor_shape(tt);
+    int64_t rows = ts->dims[0];
+    if (m->kind == K_PADDING && rows > 0) { /* as wide as the longest row */
+        int64_t width = ts->dims[1], longest = 0;
+        const int64_t *td = qf_tensor_cdata(tt);
+        for (int64_t r = 0; r < rows; r++) {
+            size_t at = model_find(m, td[r * width]);
+            check(at < m->n);
+            longest = m->len[at] > longest ? m->len[at] : longest;
+        }
+        check(width == longest);
+    }
     for (int64_t r = 0; r < rows; r++)
         take_row(m, b, r, true);
     *ret_rows = rows;
@@ -359,13 +387,14 @@ static void take_batch(model *m, const qf_element *b, int64_t *ret_rows)
 static qf_code put_one(model *m, qf_waker *w, fuzz_input *in)
 {
     int64_t tag = m->next_tag++, prio = fuzz_next(in) % 4;
+    int pad = (int)(fuzz_next(in) % 3);
     bool room = has_room(m, 1);
     qf_code rc;
     if (m->kind == K_PTR) {
         void *p = (void *)(uintptr_t)(tag + 1);
         rc = w ? qf_queue_poll_enqueue_ptr(m->q, p, w) : qf_queue_try_enqueue_ptr(m->q, p);
     } else {
-        qf_element *e = good_element(m, tag, prio, (int)(fuzz_next(in) % 3));
+        qf_element *e = good_element(m, tag, prio, pad);
         rc = w ? qf_queue_poll_enqueue(m->q, e, w) : qf_queue_try_enqueue(m->q, e);
         if (rc != QF_OK)
             qf_element_free(e); /* a failed or pending enqueue leaves it with us */
@@ -374,7 +403,7 @@ static qf_code put_one(model *m, qf_waker *w, fuzz_input *in)
           : room    ? rc == QF_OK
                     : rc == (w ? QF_PENDING : QF_UNAVAILABLE));
     if (rc == QF_OK)
-        model_add(m, tag, prio);
+        model_add(m, tag, prio, 1 + pad);
     return rc;
 }
 
@@ -393,8 +422,8 @@ static void do_enqueue_bad(model *m, fuzz_input *in)
     qf_element *e = bad_element(m, fuzz_next(in));
     if (!e)
         return;
-    qf_code rc = qf_queue_try_enqueue(m->q, e);
-    check(rc == QF_INVALID_ARGUMENT || (m->closed && rc == QF_CANCELLED));
+    /* refused as bad before the queue's state is looked at: closed or not */
+    check(qf_queue_try_enqueue(m->q, e) == QF_INVALID_ARGUMENT);
     qf_element_free(e);
 }
 
@@ -407,13 +436,14 @@ static void do_enqueue_many(model *m, fuzz_input *in)
         prios[r] = fuzz_next(in) % 4;
     }
     qf_code rc;
+    int pad = (int)(fuzz_next(in) % 3);
     if (m->kind == K_PTR) {
         void *ps[MAX_ROWS];
         for (int r = 0; r < k; r++)
             ps[r] = (void *)(uintptr_t)(tags[r] + 1);
         rc = qf_queue_try_enqueue_many_ptrs(m->q, ps, (size_t)k);
     } else {
-        qf_element *b = good_batch(m, tags, prios, k, (int)(fuzz_next(in) % 3));
+        qf_element *b = good_batch(m, tags, prios, k, pad);
         rc = qf_queue_try_enqueue_many(m->q, b);
         if (rc != QF_OK)
             qf_element_free(b);
@@ -424,7 +454,7 @@ static void do_enqueue_many(model *m, fuzz_input *in)
         check(m->closed ? rc == QF_CANCELLED : has_room(m, k) ? rc == QF_OK : rc == QF_UNAVAILABLE);
     if (rc == QF_OK)
         for (int r = 0; r < k; r++)
-            model_add(m, tags[r], prios[r]);
+            model_add(m, tags[r], prios[r], 1 + pad);
 }
 
 /* One element out, by the try form (w NULL) or the poll form: it comes
@@ -497,11 +527,14 @@ static void do_dequeue_many(model *m, fuzz_input *in, bool up_to)
         check(rc == QF_INVALID_ARGUMENT);
         return;
     }
-    if (rc == QF_OK) {
+    if (rc == QF_OK) { /* never more than may leave (a shuffle queue's floor) */
+        check(rows <= can && rows <= n);
         if (up_to)
-            check(rows >= (n > 0 ? 1 : 0) && rows <= n);
+            check(rows >= (n > 0 ? 1 : 0));
         else
             check(rows == n);
+        if (up_to && fifo_like(m))
+            check(rows == (can < n ? can : n)); /* all that is there, up to n */
         return;
     }
     /* A take that fails took nothing: the model is unchanged, and it failed
@@ -531,7 +564,7 @@ static void do_values(model *m, fuzz_input *in)
         qf_code rc = qf_queue_try_enqueue_values(m->q, vals);
         check(m->closed ? rc == QF_CANCELLED : has_room(m, 1) ? rc == QF_OK : rc == QF_UNAVAILABLE);
         if (rc == QF_OK)
-            model_add(m, tag, 0);
+            model_add(m, tag, 0, 1);
         return;
     }
     int64_t can = takeable(m);
@@ -565,8 +598,7 @@ static void do_enqueue_many_bad(model *m, fuzz_input *in)
     } else {
         check(qf_element_set(b, c, qf_tensor_new_i64(7)) == QF_OK);
     }
-    qf_code rc = qf_queue_try_enqueue_many(m->q, b);
-    check(rc == QF_INVALID_ARGUMENT || (m->closed && rc == QF_CANCELLED));
+    check(qf_queue_try_enqueue_many(m->q, b) == QF_INVALID_ARGUMENT); /* closed or not */
     qf_element_free(b);
 }
 

@@ -1322,6 +1322,45 @@ Test(queue, negative_batch_count_is_refused)
     qf_queue_unref(q);
 }
 
+/* A bad element is refused as bad before the queue's state counts: on a
+ * closed queue it gets QF_INVALID_ARGUMENT, not QF_CANCELLED, whatever the
+ * kind (qf_queue.h; checked by tests/fuzz/fuzz_queue.c too). And
+ * dequeue_up_to(0) on a closed, drained queue is an empty batch (spec 23). */
+Test(queue, bad_elements_are_refused_as_bad_on_closed_queues)
+{
+    qf_dtype dt = QF_INT64;
+    qf_shape sh = qf_shape_scalar();
+    qf_queue_options o = {.capacity = 4, .num_components = 1, .dtypes = &dt, .shapes = &sh};
+    qf_queue *qs[4] = {NULL, NULL, NULL, NULL};
+    OK(qf_fifo_queue_new(&o, &qs[0]));
+    OK(qf_random_shuffle_queue_new(&o, &qs[1]));
+    OK(qf_priority_queue_new(&o, &qs[2]));
+    qf_shape vec = QF_SHAPE(QF_UNKNOWN_DIM);
+    o.shapes = &vec;
+    OK(qf_padding_fifo_queue_new(&o, &qs[3]));
+    for (int k = 0; k < 4; k++) {
+        qf_queue *q = qs[k];
+        OK(qf_queue_close(q, false));
+        float f = 1;
+        qf_element *wrong_dtype = el(1, t_from(QF_FLOAT32, qf_shape_scalar(), &f));
+        qf_element *too_many =
+            el(3, qf_tensor_new_i64(1), qf_tensor_new_i64(2), qf_tensor_new_i64(3));
+        cr_expect_eq(qf_queue_try_enqueue(q, wrong_dtype), QF_INVALID_ARGUMENT, "kind %d", k);
+        cr_expect_eq(qf_queue_enqueue(q, too_many), QF_INVALID_ARGUMENT, "kind %d", k);
+        qf_element *scalar_batch = k == 2 ? el(2, qf_tensor_new_i64(1), qf_tensor_new_i64(2))
+                                          : el(1, qf_tensor_new_i64(1));
+        cr_expect_eq(qf_queue_try_enqueue_many(q, scalar_batch), QF_INVALID_ARGUMENT, "kind %d", k);
+        qf_element *b = NULL;
+        cr_expect_eq(qf_queue_try_dequeue_up_to(q, 0, &b), QF_OK, "kind %d", k);
+        cr_expect(b && qf_tensor_shape(qf_element_get(b, 0))->dims[0] == 0, "kind %d", k);
+        qf_element_free(b);
+        qf_element_free(wrong_dtype);
+        qf_element_free(too_many);
+        qf_element_free(scalar_batch);
+        qf_queue_unref(q);
+    }
+}
+
 /* spec 22: an enqueue_many of zero rows ([0,2,3]) succeeds and leaves the
  * size at 0, also on a full queue (try form) and on a closed queue. */
 Test(queue, zero_row_enqueue_many_succeeds_even_when_closed)
