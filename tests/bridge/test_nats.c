@@ -846,8 +846,12 @@ Test(nats, server_crash_redelivers_only_unpersisted_acks, .fini = down)
                 prefix++;
             pause_deadline = qf_deadline_in_s(60);
         }
-        if (paused && floor_at_pause < prefix) {
-            /* Under parallel load the server's store was once seen 700
+        if (paused && !killed && floor_at_pause < prefix) {
+            /* (Before the kill only: a torn state file sets floor_at_pause
+             * to 0 at the kill, which must not send the loop back here to
+             * wait for a floor the restarted server cannot have; it failed
+             * that way once under ThreadSanitizer.)
+             * Under parallel load the server's store was once seen 700
              * acks short of its memory 20 s after the last ack (a CI
              * run), and it writes its state only when something changes:
              * after each second of waiting one more batch is freed, whose
