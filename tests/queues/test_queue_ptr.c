@@ -92,10 +92,6 @@ Test(queue_ptr, many_and_up_to)
     qf_queue_unref(q);
 }
 
-/* The three forms of the array calls, as for every blocking call: try
- * never waits (QF_UNAVAILABLE, all or nothing), _until waits until the
- * deadline (QF_DEADLINE_EXCEEDED, and QF_NO_WAIT is a deadline already
- * passed, not the try form), the plain form waits until it can finish. */
 /* spec 22-23 for pointer arrays: a batch of none goes in (and one of none
  * comes out) at once, also on a full or closed queue, as an element batch of
  * zero rows does. A closed pointer queue refused an empty batch with
@@ -136,6 +132,10 @@ Test(queue_ptr, empty_pointer_batches_succeed_on_full_and_closed_queues)
     qf_queue_unref(q);
 }
 
+/* The three forms of the array calls, as for every blocking call: try
+ * never waits (QF_UNAVAILABLE, all or nothing), _until waits until the
+ * deadline (QF_DEADLINE_EXCEEDED, and QF_NO_WAIT is a deadline already
+ * passed, not the try form), the plain form waits until it can finish. */
 Test(queue_ptr, array_calls_have_try_until_and_plain_forms)
 {
     qf_queue *q = mkq(3, 0);
