@@ -415,7 +415,8 @@ QF_API qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem);
  * [n] + the component's shape.
  *
  * Needs shapes (QF_INVALID_ARGUMENT "FIFOQueue's DequeueMany and DequeueUpTo
- * require the components to have specified shapes.", spec 20) and n >= 0
+ * require the components to have specified shapes.", spec 20; a PriorityQueue
+ * says "PriorityQueue's DequeueMany requires ...", spec 105) and n >= 0
  * ("DequeueManyOp requested -1 < 0 elements", spec 21). n == 0 returns an
  * empty batch at once, even on a closed queue (spec 23). Gathers elements
  * as they arrive, so n may exceed the capacity (spec 52). If the queue is

@@ -100,7 +100,11 @@ bool qf__fifo_become_pending(qf__fifo *f, qf_code *ret_err)
     uint64_t old = atomic_fetch_add_explicit(&f->state, QF__PENDING_ONE, memory_order_seq_cst);
     if (old & (QF__CLOSED | QF__CANCELLED)) {
         qf__fifo_drop_pending(f);
-        *ret_err = (old & QF__CANCELLED) ? qf__fifo_err_enqueue_cancelled() : err_closed(f);
+        /* The call was not pending when the close came: it was refused by
+         * a closed queue, as qf__fifo_closed_for() says for such a call
+         * (spec 31; "was cancelled" is for enqueues already waiting, spec
+         * 32-34), whether the close cancelled or not. */
+        *ret_err = err_closed(f);
         return false;
     }
     return true;

@@ -491,9 +491,14 @@ Test(priority_queue, without_shapes)
     cr_assert_eq(qf_queue_enqueue(q, qf_element_of(2, w)), QF_OK);
     qf_element *b = NULL;
     cr_expect_eq(qf_queue_dequeue_many(q, 1, &b), QF_INVALID_ARGUMENT);
-    cr_expect(strstr(qf_last_message(), "PriorityQueue's DequeueMany"));
-    cr_expect(strstr(qf_last_message(), "the components to have specified shapes"));
+    /* spec 105: TensorFlow's words, the one op named */
+    cr_expect_str_eq(qf_last_message(),
+                     "PriorityQueue's DequeueMany requires the components to have specified "
+                     "shapes.");
     cr_expect_eq(qf_queue_dequeue_up_to(q, 1, &b), QF_INVALID_ARGUMENT);
+    cr_expect_str_eq(qf_last_message(),
+                     "PriorityQueue's DequeueUpTo requires the components to have specified "
+                     "shapes.");
     cr_expect_eq(deq_prio(q, NULL), 1, "plain dequeue works without shapes");
     qf_queue_unref(q);
 }

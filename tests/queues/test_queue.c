@@ -1944,12 +1944,15 @@ Test(queue, enqueue_into_a_full_queue_blocks_until_room)
 /* ====================================================================== */
 
 /* spec 1, 31: once closed, every enqueue form fails with CANCELLED
- * "<QueueType> '<name>' is closed." and the caller keeps the element. */
-Test(queue, enqueue_after_close_is_cancelled)
+ * "<QueueType> '<name>' is closed." and the caller keeps the element,
+ * after a cancelling close too: "Enqueue operation was cancelled" is for
+ * enqueues already waiting then (spec 32-34). A batch of several rows
+ * used to get that message after close(cancel_pending_enqueues). */
+static void expect_enqueues_refused_after_close(bool cancel)
 {
     qf_dtype dt = QF_FLOAT32;
     qf_queue *q = new_queue(4, 1, &dt, NULL, NULL, "my_q");
-    OK(qf_queue_close(q, false));
+    OK(qf_queue_close(q, cancel));
     const char *want = "FIFOQueue 'my_q' is closed.";
     qf_element *e = el(1, qf_tensor_new_f32(1.0f));
     REFUSED(qf_queue_enqueue(q, e), QF_CANCELLED, want);
@@ -1970,6 +1973,16 @@ Test(queue, enqueue_after_close_is_cancelled)
     qf_element_free(b);
     cr_expect_eq(qf_queue_size(q), 0);
     qf_queue_unref(q);
+}
+
+Test(queue, enqueue_after_close_is_cancelled)
+{
+    expect_enqueues_refused_after_close(false);
+}
+
+Test(queue, enqueue_after_cancelling_close_is_refused_as_closed)
+{
+    expect_enqueues_refused_after_close(true);
 }
 
 /* spec 25, 30 (qflow difference): capacity 4 holding 10..40, enqueue(50)

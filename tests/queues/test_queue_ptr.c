@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "qf_queue-impl.h"
 #include "qf_ring-impl.h"
@@ -130,6 +131,34 @@ Test(queue_ptr, empty_pointer_batches_succeed_on_full_and_closed_queues)
     cr_assert_eq(qf_queue_close(q, true), QF_OK);
     expect_empty_batches_succeed(q); /* a locked-engine kind, closed */
     qf_queue_unref(q);
+}
+
+/* spec 31: after a close of either kind, a new batch of pointers is
+ * refused as by a closed queue ("is closed."), whether the queue is empty
+ * or full; "Enqueue operation was cancelled" is only for enqueues that
+ * were waiting when a cancelling close came (spec 32-34). */
+Test(queue_ptr, batches_after_a_cancelling_close_are_refused_as_closed)
+{
+    for (int full = 0; full < 2; full++) {
+        qf_queue *q = mkq(2, 0);
+        if (full)
+            cr_assert_eq(qf_queue_enqueue_many_ptrs(q, (void *[]){P(1), P(2)}, 2, NULL), QF_OK);
+        cr_assert_eq(qf_queue_close(q, true), QF_OK);
+        void *in[3] = {P(3), P(4), P(5)};
+        size_t n = 99;
+        cr_expect_eq(qf_queue_enqueue_many_ptrs(q, in, 3, &n), QF_CANCELLED);
+        cr_expect(strstr(qf_last_message(), "'pq' is closed."), "%s", qf_last_message());
+        cr_expect_eq(n, 0);
+        n = 99;
+        cr_expect_eq(qf_queue_enqueue_many_ptrs_until(q, in, 3, qf_deadline_in_s(10), &n),
+                     QF_CANCELLED);
+        cr_expect(strstr(qf_last_message(), "'pq' is closed."), "%s", qf_last_message());
+        cr_expect_eq(n, 0);
+        cr_expect_eq(qf_queue_enqueue_ptr(q, P(6)), QF_CANCELLED);
+        cr_expect(strstr(qf_last_message(), "'pq' is closed."), "%s", qf_last_message());
+        cr_expect_eq(qf_queue_size(q), full ? 2 : 0);
+        qf_queue_unref(q);
+    }
 }
 
 /* The three forms of the array calls, as for every blocking call: try
