@@ -37,13 +37,4 @@ void qf__locked_queue_give_back(qf_queue *q, void *const *slots, size_t n);
 void qf__locked_queue_drain_all(qf_queue *q, qf__release_fn release, void *ctx);
 void qf__locked_queue_destroy(qf_queue *q);
 
-/* ---------------------------------------------------- RandomShuffleQueue */
-
-/**
- * qf__philox4x32_10() - the Philox4x32-10 block function (Salmon et al.,
- * "Parallel random numbers: as easy as 1, 2, 3", SC 2011): encrypts the
- * 128-bit counter `ctr` under the 64-bit key `key` into `out`. Pure.
- */
-void qf__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
-
 #endif

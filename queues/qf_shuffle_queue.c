@@ -13,8 +13,10 @@
  * (seed, seed2) and a fixed sequence of operations from one thread give the
  * same order every run. Seeds (0, 0) mean "seed randomly": the key and
  * seed2 then come from getrandom() (or, failing that, the clock mixed with
- * the queue's address). The order is not bit-identical to TensorFlow's,
- * which the issue does not require.
+ * the queue's address). This is the stream TensorFlow's kernel draws from
+ * for the same (seed, seed2), word by word (qf_philox-impl.h); TensorFlow's
+ * Python layer turns an op seed s into (87654321, s) without a graph-level
+ * seed (spec 84), which a caller passes here itself.
  *
  * min_after_dequeue: the engine's floor. While the queue is open a dequeue
  * proceeds only while more than min_after_dequeue elements are present,
@@ -32,6 +34,7 @@
 #include <sys/random.h>
 
 #include "qf_locked_queue-impl.h"
+#include "qf_philox-impl.h"
 #include "qf_status.h"
 
 typedef struct shuffle_queue {
@@ -45,33 +48,6 @@ typedef struct shuffle_queue {
 } shuffle_queue;
 
 /* --------------------------------------------------------------- Philox */
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-void qf__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
-{
-    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
-        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
-}
 
 /* The next 32-bit word. Lock held. */
 static uint32_t next_word(shuffle_queue *s)

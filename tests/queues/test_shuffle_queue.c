@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "qf_locked_queue-impl.h"
+#include "qf_philox-impl.h"
 #include "qflow.h"
 
 /* ------------------------------------------------------------- helpers */
