@@ -8,6 +8,7 @@
  *     pos == n_rows  ->  start an epoch: count it against num_epochs (the
  *                        run after the last epoch returns OUT_OF_RANGE,
  *                        TensorFlow's limit_epochs), reshuffle perm
+ *                        (shuffle_epoch(): TensorFlow's own orders)
  *     otherwise      ->  wrap rows[perm[pos]] in an element, pos++, and
  *                        enqueue it with the queue's poll form; while the
  *                        queue is full the element waits in `holding` and
@@ -24,12 +25,14 @@
  */
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qf_deferred.h"
 #include "qf_input.h"
+#include "qf_philox-impl.h"
 #include "qf_rng-impl.h"
 #include "qf_status-impl.h"
 
@@ -171,13 +174,59 @@ typedef struct producer {
     size_t *perm;
     size_t pos; /* next index into perm; n_rows: an epoch is due */
     bool shuffle;
-    qf__rng rng;
+    qf__philox gen; /* the shuffles' generator (shuffle_epoch()) */
     int64_t num_epochs, epochs;
     qf_element *holding;   /* made, waiting for room */
     const char *empty_msg; /* zero rows: the op fails with this (spec 155) */
     qf_deferred *deferred; /* the input, until the first run takes it */
     qf_shape row_shape;    /* a deferred input's rows must have this shape */
 } producer;
+
+/* The shuffles are TensorFlow's, draw for draw, so that a seed gives the
+ * orders it gives there (spec 160's test counts the orders of one seed).
+ * input_producer shuffles each epoch with random_shuffle(input, seed): its
+ * seeds are random_seed.get_seed(seed) with no graph-level seed, that is
+ * (87654321, seed mod (2^31 - 1)), and the op's Philox generator
+ * (qf_philox-impl.h) is keyed with the first and counts from the second. */
+#define TF_DEFAULT_GRAPH_SEED 87654321
+#define TF_MAXINT32 2147483647
+
+static void seed_shuffles(producer *p, int64_t seed)
+{
+    if (seed != 0) {
+        int64_t op_seed = seed % TF_MAXINT32; /* Python's %: never negative */
+        if (op_seed < 0)
+            op_seed += TF_MAXINT32;
+        qf__philox_init(&p->gen, TF_DEFAULT_GRAPH_SEED, (uint64_t)op_seed);
+        return;
+    }
+    qf__rng r; /* seed 0: a stream of its own (clock, address, counter) */
+    qf__rng_seed(&r, 0);
+    uint64_t key = qf__rng_next(&r);
+    qf__philox_init(&p->gen, key, qf__rng_next(&r));
+}
+
+/* One epoch's order, as TensorFlow's RandomShuffle kernel makes it from
+ * the input in its own order: an input of one row is left as it is and
+ * draws nothing; else the op reserves n - 1 words and, for i from the
+ * front, swaps row i with row i + (next word mod (n - i)). */
+static void shuffle_epoch(producer *p)
+{
+    size_t n = p->n_rows;
+    for (size_t i = 0; i < n; i++)
+        p->perm[i] = i;
+    if (n <= 1)
+        return;
+    qf__philox_words w = qf__philox_reserve32(&p->gen, (uint64_t)n - 1);
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint64_t left = n - i; /* TensorFlow takes it as a 32-bit count */
+        uint32_t m = left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
+        size_t j = i + qf__philox_word(&w) % m;
+        size_t t = p->perm[i];
+        p->perm[i] = p->perm[j];
+        p->perm[j] = t;
+    }
+}
 
 static void producer_free(void *arg)
 {
@@ -259,7 +308,7 @@ static qf_code producer_poll(qf_task *task, void *arg)
             p->epochs++;
             p->pos = 0;
             if (p->shuffle) /* a fresh permutation per epoch (spec 149, 153) */
-                qf__rng_shuffle(&p->rng, p->perm, p->n_rows);
+                shuffle_epoch(p);
         }
         qf_tensor *parts[16];
         qf_tensor **pp = p->n_comp <= 16 ? parts : malloc(p->n_comp * sizeof(*pp));
@@ -438,7 +487,7 @@ static qf_code build(qf_scope *s, const qf_tensor *const *in, size_t nc, qf_defe
         p->empty_msg = empty_msg;
         p->num_epochs = o->num_epochs;
         p->shuffle = o->shuffle != QF_SHUFFLE_OFF;
-        qf__rng_seed(&p->rng, o->seed);
+        seed_shuffles(p, o->seed);
         rc = make_producer_queue(s, o, name, nc, dt, sh, &p->q); /* the producer's reference */
     }
     qf_queue *q = p ? p->q : NULL;

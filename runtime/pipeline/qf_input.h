@@ -24,10 +24,13 @@
  * rows are made once, at construction, and shared by reference: a run
  * allocates only the queue element that carries a row.
  *
- * Shuffling draws a Fisher-Yates permutation per epoch from a xoshiro256**
- * generator. A non-zero seed gives the same sequence of permutations every
- * time (spec 153, 158, 160); seed 0 seeds from the clock and the address
- * space, so every producer differs.
+ * Shuffling makes each epoch's order as TensorFlow's random_shuffle does,
+ * word for word from the same Philox4x32-10 stream with the seeds
+ * TensorFlow derives from an op seed when no graph-level seed is set
+ * ((87654321, seed mod (2^31 - 1))): a non-zero seed gives the orders that
+ * seed gives TensorFlow's producers, the same every time (spec 153, 158,
+ * 160); seed 0 seeds from the clock and the address space, so every
+ * producer differs (TensorFlow's seed=None).
  *
  * Ownership and lifetime. The producer state (rows, permutation, epoch
  * counter) belongs to the runner, and so to the scope once the runner is in
