@@ -566,7 +566,9 @@ QF_API qf_code qf_reader_serialize_state(const qf_reader *r, void **ret_buf, siz
  *
  * Blocking:    never (opens nothing). Concurrency: like a read.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL arguments, and with
- *              nothing changed: "not a reader state" (bad magic or too
+ *              nothing changed for a state that does not parse: "Could
+ *              not parse state for <Kind> '<name>': " (TensorFlow's words)
+ *              and then "not a reader state" (bad magic or too
  *              short), "reader state version N is not supported", "reader
  *              state is corrupt (checksum mismatch)" or inconsistent
  *              lengths, "reader state is from a TFRecordReader, not a

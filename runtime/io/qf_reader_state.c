@@ -156,27 +156,35 @@ typedef struct parsed_state {
     uint32_t work_len, key_len;
 } parsed_state;
 
+/* A state that does not parse, in TensorFlow's words first ("Could not
+ * parse state for IdentityReader 'test_reader'", which its reader tests
+ * match), then what was wrong with it. */
+#define STATE_ERR "Could not parse state for %s '%s': "
+#define STATE_ERR_ARGS(r) (r)->ops->kind_name, (r)->name
+
 /* Magic, version, checksum and kind; *p is left after the kind. */
 static qf_code check_header(const qf_reader *r, const unsigned char *b, size_t len,
                             const unsigned char **p)
 {
     if (len < FIXED_BYTES + 12 || memcmp(b, MAGIC, 4) != 0)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: not a reader state", r->name);
+        return qf_set_error(QF_INVALID_ARGUMENT, STATE_ERR "not a reader state", STATE_ERR_ARGS(r));
     *p = b + 4;
     uint16_t version = (uint16_t)get(p, 2);
     if (version != QF_READER_STATE_VERSION)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "%s: reader state version %u is not supported (this qflow reads %d)",
-                            r->name, version, QF_READER_STATE_VERSION);
+                            STATE_ERR
+                            "reader state version %u is not supported (this qflow reads %d)",
+                            STATE_ERR_ARGS(r), version, QF_READER_STATE_VERSION);
     uint32_t stored =
         (uint32_t)(b[len - 4] | b[len - 3] << 8 | b[len - 2] << 16 | (uint32_t)b[len - 1] << 24);
     if (qf__crc32c_unmask(stored) != qf__crc32c(b, len - 4))
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (checksum mismatch)",
-                            r->name);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            STATE_ERR "reader state is corrupt (checksum mismatch)",
+                            STATE_ERR_ARGS(r));
     uint16_t kind = (uint16_t)get(p, 2);
     if (kind != (uint16_t)r->ops->kind)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is from a %s, not a %s", r->name,
-                            kind_name_of(kind), r->ops->kind_name);
+        return qf_set_error(QF_INVALID_ARGUMENT, STATE_ERR "reader state is from a %s, not a %s",
+                            STATE_ERR_ARGS(r), kind_name_of(kind), r->ops->kind_name);
     return QF_OK;
 }
 
@@ -189,16 +197,17 @@ static qf_code parse_item(const qf_reader *r, const unsigned char *b, size_t len
     st->work_len = (uint32_t)get(&p, 4);
     left -= 4;
     if (st->work_len > left || left - st->work_len < 4)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (work item length)",
-                            r->name);
+        return qf_set_error(QF_INVALID_ARGUMENT,
+                            STATE_ERR "reader state is corrupt (work item length)",
+                            STATE_ERR_ARGS(r));
     st->work = p;
     p += st->work_len;
     left -= st->work_len;
     st->key_len = (uint32_t)get(&p, 4);
     left -= 4;
     if (st->key_len != left)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (key length)",
-                            r->name);
+        return qf_set_error(QF_INVALID_ARGUMENT, STATE_ERR "reader state is corrupt (key length)",
+                            STATE_ERR_ARGS(r));
     st->key = p;
     return QF_OK;
 }
@@ -220,9 +229,9 @@ static qf_code parse_state(const qf_reader *r, const unsigned char *b, size_t le
     st->skip = get(&p, 8);
     if (fp != fingerprint(r))
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "%s: reader state was made with other parameters (record sizes, "
-                            "header lines, compression or max_record_bytes differ)",
-                            r->name);
+                            STATE_ERR "reader state was made with other parameters (record sizes, "
+                                      "header lines, compression or max_record_bytes differ)",
+                            STATE_ERR_ARGS(r));
     if ((rc = parse_item(r, b, len, p, st)) != QF_OK)
         return rc;
     /* One spelling per state: without an item in progress every position
@@ -231,7 +240,8 @@ static qf_code parse_state(const qf_reader *r, const unsigned char *b, size_t le
     bool idle_junk = !busy && (st->work_len || st->key_len || st->pos || st->index || st->skip);
     if ((st->flags & ~1u) || st->produced < 0 || st->completed < 0 || (busy && st->work_len == 0) ||
         idle_junk)
-        return qf_set_error(QF_INVALID_ARGUMENT, "%s: reader state is corrupt (fields)", r->name);
+        return qf_set_error(QF_INVALID_ARGUMENT, STATE_ERR "reader state is corrupt (fields)",
+                            STATE_ERR_ARGS(r));
     return QF_OK;
 }
 

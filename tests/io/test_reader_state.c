@@ -225,6 +225,69 @@ Test(reader_state, whole_file_and_identity_readers_resume_their_counters)
     tdir_remove(&d);
 }
 
+/* TensorFlow's IdentityReader testSerializeRestore: a state cut at either
+ * end, with junk after it, with a prefix, or with its first bytes
+ * replaced is refused with "Could not parse state for IdentityReader
+ * 'test_reader'"; the reader is left as it was, and the state itself
+ * still restores. */
+Test(reader_state, damaged_states_are_refused_in_tensorflows_words)
+{
+    qf_reader *r = NULL;
+    qf_reader_options ro = {.kind = QF_READER_IDENTITY, .name = "test_reader"};
+    cr_assert_eq(qf_reader_new(&ro, &r), QF_OK);
+    qf_queue *q = work_queue();
+    put(q, "X");
+    put(q, "Y");
+    put(q, "Z");
+    qf_record rec = QF_RECORD_INIT;
+    cr_assert_eq(qf_reader_read(r, q, &rec), QF_OK);
+    cr_expect(rec.value_len == 1 && rec.value[0] == 'X');
+    void *st = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_reader_serialize_state(r, &st, &n), QF_OK);
+    cr_assert_gt(n, 5);
+    unsigned char *b = malloc(n + 16);
+    cr_assert_not_null(b);
+    const char *const want = "Could not parse state for IdentityReader 'test_reader'";
+    for (int k = 0; k < 5; k++) {
+        size_t len = 0;
+        switch (k) {
+        case 0: /* state[1:] */
+            memcpy(b, (char *)st + 1, len = n - 1);
+            break;
+        case 1: /* state[:-1] */
+            memcpy(b, st, len = n - 1);
+            break;
+        case 2:
+            memcpy(b, st, n);
+            memcpy(b + n, "ExtraJunk", 9);
+            len = n + 9;
+            break;
+        case 3:
+            memcpy(b, "PREFIX", 6);
+            memcpy(b + 6, st, n);
+            len = n + 6;
+            break;
+        default:
+            memcpy(b, "BOGUS", 5);
+            memcpy(b + 5, (char *)st + 5, n - 5);
+            len = n;
+            break;
+        }
+        cr_expect_eq(qf_reader_restore_state(r, b, len), QF_INVALID_ARGUMENT, "case %d", k);
+        cr_expect(strstr(qf_last_message(), want), "case %d: %s", k, qf_last_message());
+    }
+    cr_expect_eq(qf_reader_num_records_produced(r), 1, "a refused state changes nothing");
+    cr_assert_eq(qf_reader_restore_state(r, st, n), QF_OK);
+    cr_assert_eq(qf_reader_read(r, q, &rec), QF_OK);
+    cr_expect(rec.value_len == 1 && rec.value[0] == 'Y');
+    qf_record_clear(&rec);
+    free(b);
+    free(st);
+    qf_reader_free(r);
+    qf_queue_unref(q);
+}
+
 #ifdef QF_HAVE_LMDB
 Test(reader_state, lmdb_reader_resumes_after_the_saved_key)
 {
