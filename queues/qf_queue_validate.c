@@ -190,13 +190,16 @@ qf_code qf__validate_batch(const qf_queue *q, qf_element *b, int64_t *ret_rows)
                                 i);
         if (rows < 0)
             rows = got->dims[0];
-        else if (got->dims[0] != rows)
+        else if (got->dims[0] != rows && !q->shapes)
             return qf_set_error(QF_INVALID_ARGUMENT,
                                 "All input tensors must have the same size in the 0th "
                                 "dimension. Component %zu has %lld, and should have %lld",
                                 i, (long long)got->dims[0], (long long)rows);
         if (q->shapes) {
-            qf_shape want = qf_shape_prepend(got->dims[0], &q->shapes[i]);
+            /* With shapes, every component must be [rows] + its shape,
+             * rows being component 0's, and TensorFlow words a wrong 0th
+             * dimension as any other wrong dimension (spec 18-19). */
+            qf_shape want = qf_shape_prepend(rows, &q->shapes[i]);
             bool ok = q->padded ? qf_shape_compatible(got, &want) : qf_shape_equal(got, &want);
             if (!ok)
                 return shape_mismatch(i, &want, got);

@@ -968,16 +968,21 @@ Test(queue, null_arguments_are_refused)
     qf_queue_unref(NULL);
 }
 
-/* spec 14, 19: enqueue_many components must agree on the 0th dimension
+/* spec 14, 18, 19: enqueue_many components must agree on the 0th dimension
  * ([1,2,3] vs [1,2]), with and without queue shapes; the queue and the
- * caller's batch are unchanged. */
+ * caller's batch are unchanged. Without shapes TensorFlow says so in those
+ * words (spec 19); with shapes every component must be [rows] + its shape,
+ * rows being component 0's, and a wrong 0th dimension is a shape mismatch
+ * like any other (spec 18). */
 Test(queue, enqueue_many_components_must_agree_on_dimension_0)
 {
-    const char *want = "All input tensors must have the same size in the 0th dimension. "
-                       "Component 1 has 2, and should have 3";
     qf_dtype dts[2] = {QF_INT32, QF_FLOAT32};
     qf_shape shs[2] = {qf_shape_scalar(), qf_shape_scalar()};
     for (int with_shapes = 0; with_shapes < 2; with_shapes++) {
+        const char *want = with_shapes
+                               ? "Shape mismatch in tuple component 1. Expected [3], got [2]"
+                               : "All input tensors must have the same size in the 0th "
+                                 "dimension. Component 1 has 2, and should have 3";
         qf_queue *q = new_queue(10, 2, dts, with_shapes ? shs : NULL, NULL, "q");
         int32_t iv[3] = {1, 2, 3};
         float fv[2] = {1.0f, 2.0f};
