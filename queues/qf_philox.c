@@ -4,8 +4,9 @@
  * mixes the high halves with the other two words and the key, and the key
  * is bumped by the Weyl constants between rounds (the bump after the last
  * round is never used). Checked against Random123's known answers
- * (tests/queues/test_shuffle_queue.c) and against TensorFlow's seeded
- * orders (tests/pipeline/test_input.c, spec 160).
+ * (tests/queues/test_shuffle_queue.c); the producers' orders built on it
+ * are pinned against a reference written from TensorFlow's kernel
+ * (tests/pipeline/test_input.c).
  */
 #include "qf_philox-impl.h"
 

@@ -381,9 +381,12 @@ QF_API qf_code qf_queue_try_enqueue(qf_queue *q, qf_element *elem);
  *              closed queue (spec 22).
  * Returns:     as qf_queue_enqueue(), plus QF_INVALID_ARGUMENT for a scalar
  *              component ("... must have rank >= 1") or differing first
- *              dimensions ("All input tensors must have the same size in the
- *              0th dimension. Component 1 has 2, and should have 3", spec
- *              14, 18-19). The try form inserts nothing unless all rows fit.
+ *              dimensions: without shapes "All input tensors must have the
+ *              same size in the 0th dimension. Component 1 has 2, and should
+ *              have 3" (spec 14, 19); with shapes every component must be
+ *              [rows of component 0] + its shape ("Shape mismatch in tuple
+ *              component 1. Expected [3], got [2]", spec 18). The try form
+ *              inserts nothing unless all rows fit.
  */
 QF_API qf_code qf_queue_enqueue_many(qf_queue *q, qf_element *batch, size_t *ret_enqueued);
 QF_API qf_code qf_queue_enqueue_many_until(qf_queue *q, qf_element *batch, qf_deadline deadline,
@@ -416,7 +419,8 @@ QF_API qf_code qf_queue_try_dequeue(qf_queue *q, qf_element **ret_elem);
  *
  * Needs shapes (QF_INVALID_ARGUMENT "FIFOQueue's DequeueMany and DequeueUpTo
  * require the components to have specified shapes.", spec 20; a PriorityQueue
- * says "PriorityQueue's DequeueMany requires ...", spec 105) and n >= 0
+ * says "PriorityQueue's DequeueMany requires ..." for both forms, spec 105)
+ * and n >= 0
  * ("DequeueManyOp requested -1 < 0 elements", spec 21). n == 0 returns an
  * empty batch at once, even on a closed queue (spec 23). Gathers elements
  * as they arrive, so n may exceed the capacity (spec 52). If the queue is

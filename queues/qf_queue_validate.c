@@ -214,12 +214,12 @@ qf_code qf__check_many_allowed(const qf_queue *q, int64_t n, bool up_to)
     if (n < 0)
         return qf_set_error(QF_INVALID_ARGUMENT, "%s requested %lld < 0 elements",
                             up_to ? "DequeueUpToOp" : "DequeueManyOp", (long long)n);
-    /* TensorFlow's PriorityQueue names the one op refused (spec 105);
-     * the other kinds name both (spec 20). */
+    /* TensorFlow's PriorityQueue words it as DequeueMany, which serves
+     * DequeueUpTo too (spec 105); the other kinds name both (spec 20). */
     if (!q->shapes && q->kind == QF_QUEUE_PRIORITY)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "PriorityQueue's %s requires the components to have specified shapes.",
-                            up_to ? "DequeueUpTo" : "DequeueMany");
+                            "PriorityQueue's DequeueMany requires the components to have "
+                            "specified shapes.");
     if (!q->shapes)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "%s's DequeueMany and DequeueUpTo require the components to have "

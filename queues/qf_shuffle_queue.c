@@ -15,8 +15,8 @@
  * seed2 then come from getrandom() (or, failing that, the clock mixed with
  * the queue's address). This is the stream TensorFlow's kernel draws from
  * for the same (seed, seed2), word by word (qf_philox-impl.h); TensorFlow's
- * Python layer turns an op seed s into (87654321, s) without a graph-level
- * seed (spec 84), which a caller passes here itself.
+ * Python layer turns an op seed s into (87654321, s mod (2^31 - 1))
+ * without a graph-level seed (spec 84), which a caller passes here itself.
  *
  * min_after_dequeue: the engine's floor. While the queue is open a dequeue
  * proceeds only while more than min_after_dequeue elements are present,

@@ -219,7 +219,9 @@ static void shuffle_epoch(producer *p)
         return;
     qf__philox_words w = qf__philox_reserve32(&p->gen, (uint64_t)n - 1);
     for (size_t i = 0; i + 1 < n; i++) {
-        uint64_t left = n - i; /* TensorFlow takes it as a 32-bit count */
+        /* TensorFlow's count is 32-bit; past 2^32 rows (never in memory
+         * here) this caps it rather than wrap to 0. */
+        uint64_t left = n - i;
         uint32_t m = left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
         size_t j = i + qf__philox_word(&w) % m;
         size_t t = p->perm[i];

@@ -30,7 +30,8 @@
  * ((87654321, seed mod (2^31 - 1))): a non-zero seed gives the orders that
  * seed gives TensorFlow's producers, the same every time (spec 153, 158,
  * 160); seed 0 seeds from the clock and the address space, so every
- * producer differs (TensorFlow's seed=None).
+ * producer differs (TensorFlow's seed=None; TensorFlow's seed=0, a fixed
+ * stream there, is seed 2147483647 here, the same op seed mod 2^31 - 1).
  *
  * Ownership and lifetime. The producer state (rows, permutation, epoch
  * counter) belongs to the runner, and so to the scope once the runner is in

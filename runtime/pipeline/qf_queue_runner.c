@@ -17,6 +17,7 @@
 
 #include "qf_coordinator-impl.h"
 #include "qf_lock-impl.h"
+#include "qf_queue-impl.h"
 #include "qf_queue_runner-impl.h"
 #include "qf_runtime-impl.h"
 #include "qf_status-impl.h"
@@ -580,8 +581,13 @@ static qf_code rows_of_parts(qf__rtask *s, qf_tensor **parts, int64_t n, size_t 
 static qf_code split_batch(qf_queue *q, qf_element *batch, qf__rtask *s)
 {
     size_t nc = qf_element_size(batch);
-    int64_t n = 0;
+    int64_t n = 0, checked = 0;
     qf_code rc = batch_rows(q, batch, s, &n);
+    /* The whole batch against the queue first, as an enqueue_many would
+     * check it (TensorFlow's ValidateManyTuple): its dtypes, and with
+     * shapes every component [n] + its shape, in the queue's words. */
+    if (rc == QF_OK)
+        rc = qf__validate_batch(q, batch, &checked);
     if (rc != QF_OK) {
         qf_element_free(batch);
         return rc;

@@ -1,9 +1,10 @@
-/* qf_rng-impl.h - internal: a small seeded generator for producer shuffles.
+/* qf_rng-impl.h - internal: a small generator for the keys of producers
+ * seeded at random (seed 0): their shuffles then draw from a Philox stream
+ * of that key, as seeded ones do from TensorFlow's (qf_input.c).
  *
  * xoshiro256** (Blackman and Vigna), seeded through splitmix64 so that any
- * 64-bit seed, including small ones, gives a well-mixed state. Bounded draws
- * use Lemire's multiply-and-reject method, so permutations are unbiased.
- * Not thread-safe: one generator per user (a producer's op runs on one task).
+ * 64-bit seed, including small ones, gives a well-mixed state. Not
+ * thread-safe: one generator per user.
  */
 #ifndef QF_RNG_IMPL_H
 #define QF_RNG_IMPL_H
@@ -11,9 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
-
-/* -pedantic: __int128 is a GNU extension; __extension__ says we know. */
-__extension__ typedef unsigned __int128 qf__u128;
 
 typedef struct qf__rng {
     uint64_t s[4];
@@ -59,32 +57,6 @@ static inline uint64_t qf__rng_next(qf__rng *r)
     s[2] ^= t;
     s[3] = qf__rotl64(s[3], 45);
     return out;
-}
-
-/* Uniform in [0, n), n >= 1. */
-static inline uint64_t qf__rng_below(qf__rng *r, uint64_t n)
-{
-    qf__u128 m = (qf__u128)qf__rng_next(r) * n;
-    uint64_t lo = (uint64_t)m;
-    if (lo < n) {
-        uint64_t floor = (0 - n) % n;
-        while (lo < floor) {
-            m = (qf__u128)qf__rng_next(r) * n;
-            lo = (uint64_t)m;
-        }
-    }
-    return (uint64_t)(m >> 64);
-}
-
-/* Fisher-Yates over perm[0..n): every permutation equally likely. */
-static inline void qf__rng_shuffle(qf__rng *r, size_t *perm, size_t n)
-{
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)qf__rng_below(r, i);
-        size_t t = perm[i - 1];
-        perm[i - 1] = perm[j];
-        perm[j] = t;
-    }
 }
 
 #endif

@@ -634,6 +634,50 @@ Test(input, spec_158_range_three_epochs_in_order)
     qf_queue_unref(q);
 }
 
+/* The orders of `epochs` shuffled epochs of range_input_producer(limit)
+ * with `seed`, into out (epochs * limit values). */
+static void range_orders(int32_t limit, int64_t seed, int epochs, int32_t *out)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_scope *s = mkscope();
+    qf_input_producer_options o = {.num_epochs = epochs, .shuffle = QF_SHUFFLE_ON, .seed = seed};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_range_input_producer(s, limit, &o, &q), QF_OK);
+    started st = start(rt, NULL, s);
+    for (int ep = 0; ep < epochs; ep++) {
+        qf_element *e = NULL;
+        cr_assert_eq(qf_queue_dequeue_many_until(q, limit, soon(), &e), QF_OK);
+        for (int32_t i = 0; i < limit; i++)
+            out[ep * limit + i] = i32_at(e, 0, i);
+        qf_element_free(e);
+    }
+    join_all(&st);
+    qf_runtime_free(rt);
+    qf_scope_free(s);
+    qf_queue_unref(q);
+}
+
+/* The shuffles are TensorFlow's, draw for draw (qf_input.c): these orders
+ * come from a reference written apart from qflow's code after TensorFlow's
+ * kernel (Philox4x32-10 keyed 87654321 and counting from the op seed mod
+ * 2^31 - 1, n - 1 words reserved per epoch, row i swapped with row
+ * i + word mod (n - i)), so a change to any of those steps shows here. */
+Test(input, shuffled_orders_are_tensorflows)
+{
+    int32_t got[5 * 4];
+    static const int32_t seed_161803[5 * 4] = {3, 1, 2, 0, 2, 0, 3, 1, 1, 2,
+                                               0, 3, 3, 0, 2, 1, 2, 0, 1, 3};
+    range_orders(4, 161803, 5, got);
+    for (int i = 0; i < 20; i++)
+        cr_expect_eq(got[i], seed_161803[i], "seed 161803, epoch %d, row %d: %d", i / 4 + 1, i % 4,
+                     got[i]);
+    int32_t got10[10];
+    static const int32_t seed_minus_5[10] = {2, 6, 0, 7, 9, 5, 3, 4, 8, 1};
+    range_orders(10, -5, 1, got10); /* Python's -5 % (2^31 - 1): 2147483642 */
+    for (int i = 0; i < 10; i++)
+        cr_expect_eq(got10[i], seed_minus_5[i], "seed -5, row %d: %d", i, got10[i]);
+}
+
 Test(input, spec_158_range_shuffle_orders_about_equally)
 {
     /* spec 158: limit 2, 200 epochs, seed 314159: [0,1] and [1,0] each

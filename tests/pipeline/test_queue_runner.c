@@ -558,6 +558,53 @@ Test(queue_runner, produce_many_enqueues_rows_in_order)
     qf_queue_unref(q);
 }
 
+/* A produce op with `many` whose batch's components disagree on rows:
+ * [1, 2, 3] beside [0.5, 1.5]. */
+static qf_code produce_ragged_batch(void *arg, qf_element **ret)
+{
+    (void)arg;
+    int64_t iv[3] = {1, 2, 3};
+    float fv[2] = {0.5f, 1.5f};
+    qf_shape s3 = QF_SHAPE(3), s2 = QF_SHAPE(2);
+    qf_tensor *t[2] = {qf_tensor_new_from(QF_INT64, &s3, iv, sizeof(iv)),
+                       qf_tensor_new_from(QF_FLOAT32, &s2, fv, sizeof(fv))};
+    *ret = qf_element_of(2, t);
+    return QF_OK;
+}
+
+/* spec 18: a runner's batch is checked against the queue as a whole, as
+ * TensorFlow's enqueue_many op checks it: with shapes, a component whose
+ * rows differ from component 0's is a shape mismatch, and nothing of the
+ * batch goes in. */
+Test(queue_runner, produce_many_of_a_ragged_batch_fails_as_a_shape_mismatch)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_dtype dt[2] = {QF_INT64, QF_FLOAT32};
+    qf_shape sh[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue_options o = {
+        .capacity = 10, .num_components = 2, .dtypes = dt, .shapes = sh, .name = "q"};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK, "%s", qf_last_message());
+    qf_enqueue_op op = produce_op("ragged", produce_ragged_batch, NULL);
+    op.many = true;
+    qf_queue_runner *r = mkrunner(q, &op, 1, NULL);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, NULL, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_expect_eq(join_task(ts[0]), QF_INVALID_ARGUMENT);
+    cr_assert_eq(qf_queue_runner_num_exceptions(r), 1);
+    qf_status *st = qf_queue_runner_exception(r, 0);
+    cr_expect(strstr(qf_status_message(st), "Shape mismatch in tuple component 1. Expected [3], "
+                                            "got [2]"),
+              "%s", qf_status_message(st));
+    qf_status_free(st);
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_tasks_free(ts, n);
+    qf_queue_runner_free(r);
+    qf_runtime_free(rt);
+    qf_queue_unref(q);
+}
+
 Test(queue_runner, produced_element_is_held_while_queue_is_full)
 {
     /* the runtime holds a produced element while the queue is full: nothing

@@ -491,14 +491,15 @@ Test(priority_queue, without_shapes)
     cr_assert_eq(qf_queue_enqueue(q, qf_element_of(2, w)), QF_OK);
     qf_element *b = NULL;
     cr_expect_eq(qf_queue_dequeue_many(q, 1, &b), QF_INVALID_ARGUMENT);
-    /* spec 105: TensorFlow's words, the one op named */
+    /* spec 105: TensorFlow's words */
     cr_expect_str_eq(qf_last_message(),
                      "PriorityQueue's DequeueMany requires the components to have specified "
                      "shapes.");
     cr_expect_eq(qf_queue_dequeue_up_to(q, 1, &b), QF_INVALID_ARGUMENT);
     cr_expect_str_eq(qf_last_message(),
-                     "PriorityQueue's DequeueUpTo requires the components to have specified "
-                     "shapes.");
+                     "PriorityQueue's DequeueMany requires the components to have specified "
+                     "shapes.",
+                     "TensorFlow's DequeueUpTo goes through TryDequeueMany and says so too");
     cr_expect_eq(deq_prio(q, NULL), 1, "plain dequeue works without shapes");
     qf_queue_unref(q);
 }

@@ -592,6 +592,39 @@ Test(shuffle_queue, output_positions_are_uniform)
     qf_queue_unref(q);
 }
 
+/* The stream helpers of qf_philox-impl.h: the counter's skip is a 128-bit
+ * add (carries from word 1 into 2 and from 2 into 3), a reservation of k
+ * words moves the generator ceil(k / 4) blocks, and its reader makes a
+ * block from the counter it starts at, then the next. */
+Test(shuffle_queue, philox_stream_skips_and_reserves_as_tensorflow)
+{
+    qf__philox g;
+    qf__philox_init(&g, 0x0123456789abcdefull, 0xfedcba9876543210ull);
+    cr_expect(g.key[0] == 0x89abcdefu && g.key[1] == 0x01234567u);
+    cr_expect(g.ctr[0] == 0 && g.ctr[1] == 0 && g.ctr[2] == 0x76543210u && g.ctr[3] == 0xfedcba98u);
+    g.ctr[0] = g.ctr[1] = 0xffffffffu;
+    qf__philox_skip(&g, 1);
+    cr_expect(g.ctr[0] == 0 && g.ctr[1] == 0 && g.ctr[2] == 0x76543211u, "carry into word 2");
+    g.ctr[0] = 5;
+    g.ctr[1] = 0xffffffffu;
+    g.ctr[2] = 0xffffffffu;
+    g.ctr[3] = 7;
+    qf__philox_skip(&g, 0x100000000ull);
+    cr_expect(g.ctr[0] == 5 && g.ctr[1] == 0 && g.ctr[2] == 0 && g.ctr[3] == 8,
+              "carry through word 2 into word 3");
+    qf__philox_init(&g, 1, 2);
+    for (uint64_t k = 0; k <= 9; k++) {
+        qf__philox h = g;
+        qf__philox_words w = qf__philox_reserve32(&h, k);
+        cr_expect_eq(h.ctr[0], (uint32_t)((k + 3) / 4), "%llu words", (unsigned long long)k);
+        cr_expect_eq(w.g.ctr[0], 0);
+        uint32_t want[4];
+        qf__philox4x32_10(g.ctr, g.key, want);
+        if (k > 0)
+            cr_expect_eq(qf__philox_word(&w), want[0]);
+    }
+}
+
 /* spec 72: the generator is Philox4x32-10 (Random123 known answers). */
 Test(shuffle_queue, generator_is_philox4x32_10)
 {
