@@ -41,26 +41,10 @@ typedef struct shuffle_queue {
     qf__locked L; /* first: q->impl is also the engine */
     /* Generator state, guarded by L.lock. (min_after_dequeue and the seeds
      * as requested live in struct qf_queue, for the shared-queue checks.) */
-    uint32_t key[2];
-    uint32_t ctr_hi[2];
-    uint64_t draws;
-    uint32_t block[4];
+    qf__philox_words words;
 } shuffle_queue;
 
 /* --------------------------------------------------------------- Philox */
-
-/* The next 32-bit word. Lock held. */
-static uint32_t next_word(shuffle_queue *s)
-{
-    unsigned i = (unsigned)(s->draws & 3);
-    if (i == 0) {
-        uint64_t blk = s->draws >> 2;
-        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), s->ctr_hi[0], s->ctr_hi[1]};
-        qf__philox4x32_10(ctr, s->key, s->block);
-    }
-    s->draws++;
-    return s->block[i];
-}
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -85,11 +69,11 @@ static void seed_generator(shuffle_queue *s, int64_t seed, int64_t seed2)
             c = splitmix64(&x);
         }
     }
-    s->key[0] = (uint32_t)k;
-    s->key[1] = (uint32_t)(k >> 32);
-    s->ctr_hi[0] = (uint32_t)c;
-    s->ctr_hi[1] = (uint32_t)(c >> 32);
-    s->draws = 0;
+    /* The queue reads its stream from the start, word by word, as one
+     * reservation that never ends. */
+    qf__philox g;
+    qf__philox_init(&g, k, c);
+    s->words = (qf__philox_words){.g = g, .used = 4};
 }
 
 /* -------------------------------------------------------------- storage */
@@ -104,7 +88,7 @@ static void *shuffle_remove(qf__locked *L)
 {
     void **a = L->buf;
     /* spec 71: index = next word mod size; the last entry fills the hole. */
-    size_t i = next_word((shuffle_queue *)L) % L->n;
+    size_t i = qf__philox_word(&((shuffle_queue *)L)->words) % L->n;
     void *v = a[i];
     a[i] = a[--L->n];
     return v;
