@@ -408,10 +408,8 @@ size_t qf__fifo_put_now(qf__fifo *f, void *const *slots, size_t n, bool pending,
                 qf__fifo_arrive(f);
                 *arrive = true;
             }
-            qf__ring_prefetch_ahead(&f->ring, ticket + (unsigned)k);
-            for (size_t i = 0; i < k; i++)
-                qf__ring_write(&f->ring, ticket + (unsigned)i, slots[done + i]);
-            published += qf__ring_publish(&f->ring, ticket, (unsigned)k, f->single_producer);
+            published +=
+                qf__ring_put_run(&f->ring, ticket, slots + done, (unsigned)k, f->single_producer);
             done += k;
             continue;
         }
