@@ -278,7 +278,10 @@ typedef struct qf_keep_input {
     /* QF_KEEP_COMPONENT: the component's index in the source's components
      * (by position; with names, the index in the source's own order). Its
      * per-example shape must be [] (spec 172: the whole value is a scalar,
-     * or a vector with enqueue_many). It is not part of the queue. */
+     * or a vector with enqueue_many). With enqueue_many a source may also
+     * yield it as a scalar, which keeps or drops the whole batch, as
+     * TensorFlow's scalar keep_input with enqueue_many=True does. It is not
+     * part of the queue. */
     size_t component;
 } qf_keep_input;
 

@@ -93,18 +93,24 @@ static qf_code check_arity(const bop *o, const qf_element *e)
                         qf_queue_name(o->bs->q), qf_element_size(e), want);
 }
 
-/* The keep component of `e` as a bool tensor of rank `rank` (checked). */
-static qf_code keep_tensor(const bop *o, const qf_element *e, int rank, const qf_tensor **ret)
+/* The keep component of `e` as a bool tensor: a scalar for one example;
+ * with enqueue_many (`many`) a vector of a flag per row, or a scalar for
+ * the whole batch (checked). */
+static qf_code keep_tensor(const bop *o, const qf_element *e, bool many, const qf_tensor **ret)
 {
     size_t k;
     qf_code rc = locate(o, e, o->bs->keep.component, &k);
     if (rc != QF_OK)
         return rc;
     const qf_tensor *t = qf_element_get(e, k);
-    if (!t || qf_tensor_dtype(t) != QF_BOOL || qf_tensor_shape(t)->rank != rank)
+    int rank = t ? qf_tensor_shape(t)->rank : -1;
+    if (!t || qf_tensor_dtype(t) != QF_BOOL || !(rank == 0 || (many && rank == 1)))
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "`keep_input` of queue '%s' must be a bool %s for every example",
-                            qf_queue_name(o->bs->q), rank ? "vector" : "scalar");
+                            many ? "`keep_input` of queue '%s' must be a bool scalar or vector "
+                                   "for every batch of examples"
+                                 : "`keep_input` of queue '%s' must be a bool scalar for every "
+                                   "example",
+                            qf_queue_name(o->bs->q));
     *ret = t;
     return QF_OK;
 }
@@ -137,7 +143,7 @@ static qf_code take_example(bop *o, qf_element *e)
             keep = bs->keep.fn(bs->keep.arg, e, 0, o->src);
         } else {
             const qf_tensor *t = NULL;
-            if ((rc = keep_tensor(o, e, 0, &t)) != QF_OK)
+            if ((rc = keep_tensor(o, e, false, &t)) != QF_OK)
                 goto out;
             keep = *(const bool *)qf_tensor_cdata(t);
         }
@@ -219,9 +225,17 @@ static qf_code decide_rows(bop *o, const qf_element *e, size_t n)
         return QF_OK;
     }
     const qf_tensor *t = NULL;
-    qf_code rc = keep_tensor(o, e, 1, &t);
+    qf_code rc = keep_tensor(o, e, true, &t);
     if (rc != QF_OK)
         return rc;
+    if (qf_tensor_shape(t)->rank == 0) {
+        /* One flag for the whole batch: TensorFlow enqueues the batch, or
+         * not, under a cond on it (spec 172). */
+        bool keep = *(const bool *)qf_tensor_cdata(t);
+        for (size_t r = 0; r < n; r++)
+            o->keep[r] = keep;
+        return QF_OK;
+    }
     if ((size_t)qf_tensor_shape(t)->dims[0] != n)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "`keep_input` of queue '%s' has %" PRId64 " rows, the examples %zu",

@@ -61,7 +61,9 @@ static int64_t dim(const qf_element *e, size_t comp, int d)
  * OUT_OF_RANGE). value >= 0 makes a constant instead of the counter; rows
  * > 0 yields `rows` examples per run (enqueue_many); pad makes component 1
  * the tag tiled `counter` times (dynamic_pad, spec 167); keep adds a bool
- * component "counter is even" (keep_input). Thread-safe (one fetch-add).
+ * component "counter is even" (keep_input); keep_whole makes that
+ * component of an enqueue_many run one scalar, "the run's index is even"
+ * (keep or drop the whole run). Thread-safe (one fetch-add).
  */
 typedef struct gen {
     atomic_long runs;
@@ -69,7 +71,7 @@ typedef struct gen {
     long value;
     const char *tag;
     int rows;
-    bool pad, keep;
+    bool pad, keep, keep_whole;
 } gen;
 
 static qf_tensor *str_tensor(int64_t n, bool vector, const char *s)
@@ -107,7 +109,9 @@ static qf_code gen_produce(void *arg, qf_element **ret)
         t[0] = qf_tensor_new_from(QF_INT64, &sh, v, (size_t)g->rows * sizeof(int64_t));
         t[1] = str_tensor(g->rows, true, tag);
         if (g->keep)
-            t[2] = qf_tensor_new_from(QF_BOOL, &sh, k, (size_t)g->rows * sizeof(bool));
+            t[2] = g->keep_whole
+                       ? qf_tensor_new_bool(r % 2 == 0)
+                       : qf_tensor_new_from(QF_BOOL, &sh, k, (size_t)g->rows * sizeof(bool));
     }
     *ret = qf_element_of(n, t);
     return QF_OK;
@@ -568,6 +572,46 @@ Test(batch, spec_172_maybe_batch_vector_keep_filters_rows)
      * even counters: every batch is all even) */
     keep_evens(qf_maybe_batch, true, false);
     keep_evens(qf_maybe_batch, true, true);
+}
+
+/* 20 runs of 2 rows, counters 0..39; each run's keep_input one scalar
+ * (even runs): rows 0, 1, 4, 5, 8, 9, ... in 4 batches of 5, then the end. */
+static void keep_whole_runs(maybe_fn fn)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_scope *s = mkscope();
+    gen g = {.limit = 20, .value = -1, .rows = 2, .keep = true, .keep_whole = true};
+    qf_keep_input k = {.kind = QF_KEEP_COMPONENT, .component = 2};
+    qf_batch_options o = {.enqueue_many = true};
+    qf_batcher *b = NULL;
+    cr_assert_eq(fn(s, gen_source(&g), &k, 5, &o, &b), QF_OK, "%s", qf_last_message());
+    started st = start(rt, NULL, s);
+    int64_t all[20];
+    for (int kb = 0; kb < 4; kb++) {
+        qf_element *e = next_ok(b);
+        for (int i = 0; i < 5; i++) {
+            int64_t v = i64_at(e, 0, i);
+            cr_expect_eq(v / 2 % 2, 0, "row %lld came from a dropped run", (long long)v);
+            all[kb * 5 + i] = v / 4 * 2 + v % 2; /* 0,1,4,5,8,9.. -> 0,1,2,3,4,5.. */
+        }
+        qf_element_free(e);
+    }
+    expect_end(b);
+    expect_exactly_range(all, 20, 0);
+    join_all(&st);
+    qf_batcher_free(b);
+    qf_runtime_free(rt);
+    qf_scope_free(s);
+}
+
+Test(batch, spec_172_a_scalar_keep_with_enqueue_many_keeps_or_drops_the_whole_batch)
+{
+    /* spec 172: TensorFlow's KeepInputEnqueueMany tests squeeze the keep
+     * flag of a batch to a scalar, which keeps or drops that batch whole */
+    keep_whole_runs(qf_maybe_batch);
+    keep_whole_runs(maybe_join);
+    keep_whole_runs(maybe_shuffle);
+    keep_whole_runs(maybe_shuffle_join);
 }
 
 Test(batch, spec_172_maybe_batch_join_filters_the_same_way)
