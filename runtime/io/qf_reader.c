@@ -401,13 +401,15 @@ qf_code qf_compression_parse(const char *s, qf_compression *ret)
         c = QF_COMPRESSION_ZLIB;
     else if (!strcmp(s, "GZIP"))
         c = QF_COMPRESSION_GZIP;
+    else if (!strcmp(s, "ZSTD"))
+        c = QF_COMPRESSION_ZSTD;
     else
         /* TensorFlow's TFRecordOptions raises ValueError for anything else
-         * ("ZSTD", "SNAPPY", lower case): no record reader of its takes
-         * another compression_type from Python. */
+         * ("SNAPPY", lower case): no record reader of its takes another
+         * compression_type from Python. */
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "unknown compression type '%s' (TFRecord compression types are "
-                            "\"\" for none, \"ZLIB\" and \"GZIP\")",
+                            "\"\" for none, \"ZLIB\", \"GZIP\" and \"ZSTD\")",
                             s);
     *ret = c;
     return QF_OK;

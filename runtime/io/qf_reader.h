@@ -176,12 +176,13 @@ typedef enum qf_reader_kind {
 } qf_reader_kind;
 
 /* Compression of a record file: TensorFlow's compression_type ""/"ZLIB"/
- * "GZIP" (TFRecordReader, the TFRecord writer and iterator) and
+ * "GZIP"/"ZSTD" (TFRecordReader, the TFRecord writer and iterator) and
  * FixedLengthRecordReader's encoding. */
 typedef enum qf_compression {
     QF_COMPRESSION_NONE = 0,
     QF_COMPRESSION_ZLIB = 1, /* RFC 1950 streams */
     QF_COMPRESSION_GZIP = 2, /* RFC 1952 members */
+    QF_COMPRESSION_ZSTD = 3, /* RFC 8878 frames (libzstd) */
 } qf_compression;
 
 /* zlib level "0" (stored, no compression), since 0 means "default" here. */
@@ -190,7 +191,11 @@ typedef enum qf_compression {
 #define QF_ZLIB_DEFAULT_BUFFER ((size_t)256 * 1024)
 
 /* TensorFlow's ZlibCompressionOptions. Zero-initialise for TensorFlow's
- * defaults; a field left 0 takes its default. */
+ * defaults; a field left 0 takes its default. With QF_COMPRESSION_ZSTD only
+ * the buffer sizes, compression_level (1..22 as libzstd's, 0: its default,
+ * 3) and flush_mode (0, or 2 / 3: each record ends a block a reader of the
+ * file as it stands can decode) apply; window_bits, mem_level and strategy
+ * must be 0 (QF_INVALID_ARGUMENT naming the field otherwise). */
 typedef struct qf_zlib_options {
     /* Compressed bytes read (or written) per file system call; 0: 256 KiB. */
     size_t input_buffer_size;
@@ -352,7 +357,7 @@ QF_API qf_code qf_identity_reader_new(qf_reader **ret_reader);
 QF_API qf_code qf_tfrecord_reader_new(qf_reader **ret_reader);
 
 /** qf_tfrecord_reader_new_compressed() - TFRecordReader(compression_type,
- *  options): `compression` QF_COMPRESSION_NONE / _ZLIB / _GZIP with the zlib
+ *  options): `compression` QF_COMPRESSION_NONE / _ZLIB / _GZIP / _ZSTD with the zlib
  *  buffer options (NULL: defaults). Returns as qf_reader_new(), and
  *  QF_INVALID_ARGUMENT for a bad compression or zlib option. */
 QF_API qf_code qf_tfrecord_reader_new_compressed(qf_compression compression,
@@ -380,12 +385,10 @@ QF_API qf_code qf_lmdb_reader_new(qf_reader **ret_reader);
 QF_API bool qf_reader_have_lmdb(void);
 
 /** qf_compression_parse() - TensorFlow's compression_type strings: "" (or
- *  NULL) -> QF_COMPRESSION_NONE, "ZLIB", "GZIP", exactly these (upper
- *  case), as TFRecordOptions takes them. "ZSTD" is not a TFRecord
- *  compression type (TensorFlow's TFRecordOptions refuses it, as it refuses
- *  any other string). Returns QF_OK, or QF_INVALID_ARGUMENT "unknown
- *  compression type 'X' (TFRecord compression types are "" for none,
- *  "ZLIB" and "GZIP")" (*ret untouched). */
+ *  NULL) -> QF_COMPRESSION_NONE, "ZLIB", "GZIP", "ZSTD", exactly these
+ *  (upper case), as TFRecordOptions takes them. Returns QF_OK, or
+ *  QF_INVALID_ARGUMENT "unknown compression type 'X' (TFRecord compression
+ *  types are "" for none, "ZLIB", "GZIP" and "ZSTD")" (*ret untouched). */
 QF_API qf_code qf_compression_parse(const char *s, qf_compression *ret);
 
 /** qf_reader_free() - close the current file and free the reader. Needs

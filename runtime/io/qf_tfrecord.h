@@ -11,12 +11,14 @@
  *     uint32  masked CRC-32C of data
  *
  * with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, optionally inside a
- * ZLIB or GZIP stream (qf_compression, qf_zlib_options: TensorFlow's
- * TFRecordOptions). A file written here reads back byte-identical through
- * the reader and the iterator, and through TensorFlow, for every option
- * value (window_bits 8 included, see qf_zlib_options). There is no ZSTD
- * (or SNAPPY) TFRecord: TensorFlow's TFRecordOptions takes "", "ZLIB" and
- * "GZIP" only, and so does qf_compression_parse().
+ * ZLIB or GZIP stream or ZSTD frames (qf_compression, qf_zlib_options:
+ * TensorFlow's TFRecordOptions). A file written here reads back
+ * byte-identical through the reader and the iterator, and through
+ * TensorFlow, for every option value (window_bits 8 included, see
+ * qf_zlib_options); a ZSTD file is one frame, and a reader takes any number
+ * of frames one after another (zstd(1)'s output, or files concatenated).
+ * There is no SNAPPY TFRecord: TensorFlow's TFRecordOptions takes "",
+ * "ZLIB", "GZIP" and "ZSTD" only, and so does qf_compression_parse().
  *
  * Synchronization table
  *   writer calls          one thread at a time per writer (no internal lock)
@@ -62,8 +64,8 @@ typedef struct qf_tfrecord_options {
  * Blocking:    opens the file (file system latency).
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL path / ret_writer or a
  *              bad option (naming it: "zlib compression_level must be ...",
- *              "unknown compression 7 (QF_COMPRESSION_NONE, _ZLIB or
- *              _GZIP)"),
+ *              "unknown compression 7 (QF_COMPRESSION_NONE, _ZLIB,
+ *              _GZIP or _ZSTD)"),
  *              NULL opts meaning an uncompressed file; the open's error
  *              mapped like a reader's ("<path>; <strerror>");
  *              QF_RESOURCE_EXHAUSTED. *ret_writer untouched on failure and
@@ -169,8 +171,8 @@ QF_API qf_code qf_tfrecord_iterator_open(const char *path, const qf_tfrecord_opt
  * call (nothing is skipped: a caller that wants to go past damage must
  * stop). A tail shorter than a record's 12-byte header is also DATA_LOSS
  * "truncated record" (TensorFlow: OUT_OF_RANGE). The uncompressed file is simply read again from
- * that offset. A ZLIB / GZIP file goes on inflating where it stopped when it stopped at a record
- * boundary for want of input, which is the state of a file whose writer has flushed but not
+ * that offset. A ZLIB / GZIP / ZSTD file goes on inflating where it stopped when it stopped at a
+ * record boundary for want of input, which is the state of a file whose writer has flushed but not
  * finished it: qflow reports that state as DATA_LOSS "truncated ZLIB stream" (TensorFlow:
  * OUT_OF_RANGE), and records the writer flushes later come out on the next calls. After any other
  * stop in a compressed file the next call inflates the file again from its
@@ -214,15 +216,15 @@ QF_API void qf_tfrecord_iterator_free(qf_tfrecord_iterator *it);
  * io::RecordReader::ReadRecord(offset)).
  *
  * opts: NULL or compression QF_COMPRESSION_NONE (and max_record_bytes, 0:
- * QF_READER_DEFAULT_MAX_RECORD); the zlib fields are ignored. A ZLIB or
- * GZIP stream has no offsets to jump to (TensorFlow's random reader takes
+ * QF_READER_DEFAULT_MAX_RECORD); the zlib fields are ignored. A ZLIB,
+ * GZIP or ZSTD stream has no offsets to jump to (TensorFlow's random reader takes
  * uncompressed files only): use the iterator.
  *
  * Ownership:   path and opts are read during the call only; the caller owns
  *              *ret_rr (qf_tfrecord_random_reader_free()).
  * Blocking:    opens the file.
  * Returns:     QF_OK; QF_INVALID_ARGUMENT for NULL path / ret_rr, an
- *              unknown compression, or ZLIB / GZIP ("random access needs an
+ *              unknown compression, or ZLIB / GZIP / ZSTD ("random access needs an
  *              uncompressed file ..."); QF_FAILED_PRECONDITION "'<path>' is
  *              not a regular file ..." for a pipe, device or directory; the
  *              open's error (QF_NOT_FOUND "<path>; No such file or

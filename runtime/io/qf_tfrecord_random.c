@@ -40,14 +40,17 @@ qf_code qf_tfrecord_random_reader_open(const char *path, const qf_tfrecord_optio
     qf_tfrecord_options o = {0};
     if (opts)
         o = *opts;
-    if (o.compression == QF_COMPRESSION_ZLIB || o.compression == QF_COMPRESSION_GZIP)
+    if (o.compression == QF_COMPRESSION_ZLIB || o.compression == QF_COMPRESSION_GZIP ||
+        o.compression == QF_COMPRESSION_ZSTD)
         return qf_set_error(QF_INVALID_ARGUMENT,
                             "random access needs an uncompressed file: a %s stream can only be "
                             "read from its start (qf_tfrecord_iterator)",
-                            o.compression == QF_COMPRESSION_ZLIB ? "ZLIB" : "GZIP");
+                            o.compression == QF_COMPRESSION_ZLIB   ? "ZLIB"
+                            : o.compression == QF_COMPRESSION_GZIP ? "GZIP"
+                                                                   : "ZSTD");
     if (o.compression != QF_COMPRESSION_NONE)
         return qf_set_error(QF_INVALID_ARGUMENT,
-                            "unknown compression %d (QF_COMPRESSION_NONE, _ZLIB or _GZIP)",
+                            "unknown compression %d (QF_COMPRESSION_NONE, _ZLIB, _GZIP or _ZSTD)",
                             (int)o.compression);
     qf_tfrecord_random_reader *rr = calloc(1, sizeof(*rr));
     if (!rr)

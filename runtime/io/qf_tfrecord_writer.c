@@ -1,5 +1,5 @@
 /* qf_tfrecord_writer.c - TensorFlow's RecordWriter: framing, masked
- * CRC-32C, optional ZLIB / GZIP stream.
+ * CRC-32C, optional ZLIB / GZIP stream or ZSTD frame.
  *
  * Uncompressed records go through one output buffer (output_buffer_size,
  * 256 KiB by default) and a record larger than it is written straight from
@@ -8,6 +8,9 @@
  * buffer, with Z_NO_FLUSH unless options.zlib.flush_mode asks for a flush
  * after every record; flush() adds a Z_SYNC_FLUSH so that what was written
  * can be inflated by a reader of the file as it stands, close() Z_FINISH.
+ * A ZSTD file is one frame, made the same way with libzstd's streaming
+ * compressor: ZSTD_e_continue for the pieces, ZSTD_e_flush where zlib
+ * would flush, ZSTD_e_end at close (TensorFlow's ZstdOutputBuffer).
  *
  * A write error is sticky: the writer refuses further records (the stream
  * would have a hole) and finish() / close() report it. finish() ends the
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "qf_reader-impl.h"
 #include "qf_status-impl.h"
@@ -33,6 +37,7 @@ struct qf_tfrecord_writer {
     int flush_mode;
     bool zinit;
     z_stream zs;
+    ZSTD_CCtx *zc; /* QF_COMPRESSION_ZSTD */
     unsigned char *out;
     size_t out_cap;
     size_t out_len;
@@ -129,9 +134,57 @@ static qf_code put_z(qf_tfrecord_writer *w, const void *data, size_t n, int flus
     return QF_OK;
 }
 
+/* ZSTD: compress `n` bytes (maybe 0) ending with zlib's `flush` as its
+ * zstd directive, writing the output buffer whenever it fills. */
+static qf_code put_zstd(qf_tfrecord_writer *w, const void *data, size_t n, int flush)
+{
+    ZSTD_EndDirective how = flush == Z_FINISH     ? ZSTD_e_end
+                            : flush == Z_NO_FLUSH ? ZSTD_e_continue
+                                                  : ZSTD_e_flush;
+    ZSTD_inBuffer in = {data, n, 0};
+    for (;;) {
+        if (w->out_len == w->out_cap) {
+            qf_code rc = drain(w);
+            if (rc != QF_OK)
+                return rc;
+        }
+        ZSTD_outBuffer out = {w->out, w->out_cap, w->out_len};
+        size_t left = ZSTD_compressStream2(w->zc, &out, &in, how);
+        w->out_len = out.pos;
+        if (ZSTD_isError(left))
+            return fail(w, qf_set_error(QF_INTERNAL, "ZSTD compression failed on '%s': %s", w->path,
+                                        ZSTD_getErrorName(left)));
+        /* continue: done when the input is taken; flush and end: when
+         * nothing is left in the compressor either. */
+        if (in.pos == in.size && (how == ZSTD_e_continue || left == 0))
+            return QF_OK;
+    }
+}
+
 static qf_code put(qf_tfrecord_writer *w, const void *data, size_t n, int flush)
 {
-    return w->c == QF_COMPRESSION_NONE ? put_plain(w, data, n) : put_z(w, data, n, flush);
+    switch (w->c) {
+    case QF_COMPRESSION_NONE:
+        return put_plain(w, data, n);
+    case QF_COMPRESSION_ZSTD:
+        return put_zstd(w, data, n, flush);
+    default:
+        return put_z(w, data, n, flush);
+    }
+}
+
+/* The compressor of a ZSTD writer at `level` (0: libzstd's default). */
+static qf_code zstd_start(qf_tfrecord_writer *w, int level)
+{
+    w->zc = ZSTD_createCCtx();
+    if (!w->zc)
+        return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory for a ZSTD stream");
+    size_t r =
+        ZSTD_CCtx_setParameter(w->zc, ZSTD_c_compressionLevel, level ? level : ZSTD_CLEVEL_DEFAULT);
+    if (ZSTD_isError(r))
+        return qf_set_error(QF_INVALID_ARGUMENT, "libzstd refuses compression_level %d: %s", level,
+                            ZSTD_getErrorName(r));
+    return QF_OK;
 }
 
 static void store_le32(unsigned char *p, uint32_t v)
@@ -165,7 +218,9 @@ qf_code qf_tfrecord_writer_open(const char *path, const qf_tfrecord_options *opt
         qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory for a TFRecord writer");
         goto fail;
     }
-    if (w->c != QF_COMPRESSION_NONE) {
+    if (w->c == QF_COMPRESSION_ZSTD && zstd_start(w, o.zlib.compression_level) != QF_OK)
+        goto fail;
+    if (w->c == QF_COMPRESSION_ZLIB || w->c == QF_COMPRESSION_GZIP) {
         int level = o.zlib.compression_level == 0                      ? Z_DEFAULT_COMPRESSION
                     : o.zlib.compression_level == QF_ZLIB_LEVEL_STORED ? 0
                                                                        : o.zlib.compression_level;
@@ -195,6 +250,7 @@ fail:;
     qf_code code = qf_last_code();
     if (w->zinit)
         deflateEnd(&w->zs);
+    ZSTD_freeCCtx(w->zc);
     free(w->out);
     free(w->path);
     free(w);
@@ -235,7 +291,7 @@ qf_code qf_tfrecord_writer_flush(qf_tfrecord_writer *w)
                             w->path, qf_status_message(w->err));
     qf_code rc = QF_OK;
     if (w->c != QF_COMPRESSION_NONE)
-        rc = put_z(w, NULL, 0, Z_SYNC_FLUSH);
+        rc = put(w, NULL, 0, Z_SYNC_FLUSH);
     if (rc == QF_OK)
         rc = drain(w);
     return rc;
@@ -250,7 +306,7 @@ qf_code qf_tfrecord_writer_finish(qf_tfrecord_writer *w)
         qf_code rc = QF_OK;
         if (!w->err) {
             if (w->c != QF_COMPRESSION_NONE)
-                rc = put_z(w, NULL, 0, Z_FINISH);
+                rc = put(w, NULL, 0, Z_FINISH);
             if (rc == QF_OK)
                 rc = drain(w);
         }
@@ -260,6 +316,8 @@ qf_code qf_tfrecord_writer_finish(qf_tfrecord_writer *w)
         if (w->zinit)
             deflateEnd(&w->zs);
         w->zinit = false;
+        ZSTD_freeCCtx(w->zc);
+        w->zc = NULL;
         free(w->out);
         w->out = NULL;
         w->out_cap = w->out_len = 0;

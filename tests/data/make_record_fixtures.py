@@ -6,6 +6,12 @@ CRC-32C and Python's zlib/gzip modules, so that tests/io/test_tfrecord.c checks
 qflow's reader, iterator and writer against files qflow did not make.
 Deterministic (gzip mtime 0): re-running it reproduces the same bytes.
 
+Python has no zstd module (before 3.14), so the ZSTD fixtures are made from
+this script's output by zstd(1) (1.5.4), the independent compressor:
+
+    zstd -19 --check -q -c py_plain.tfrecord > py_zstd.tfrecord
+    zcat py_fixed.bin.gz | zstd -19 -q -c > py_fixed.bin.zst
+
     python3 tests/data/make_record_fixtures.py tests/data
 """
 import gzip

@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    qf_tfrecord_options o = {.compression = (qf_compression)(data[0] % 3),
+    qf_tfrecord_options o = {.compression = (qf_compression)(data[0] % 4),
                              .zlib = {.input_buffer_size = 1 + (data[0] >> 2) % 16,
                                       .output_buffer_size = 1 + (data[0] >> 4)}};
     const char *path = fuzz_file(data + 1, size - 1);

@@ -12,12 +12,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 4)
         return 0;
     static const int levels[] = {0, 1, 6, 9, QF_ZLIB_LEVEL_STORED};
-    qf_tfrecord_options o = {.compression = (qf_compression)(data[0] % 3)};
+    qf_tfrecord_options o = {.compression = (qf_compression)(data[0] % 4)};
     o.zlib.compression_level = levels[(data[0] >> 2) % 5];
     o.zlib.flush_mode = data[1] % 4;
     o.zlib.output_buffer_size = 1 + data[2] % 64;
     o.zlib.input_buffer_size = 1 + data[3] % 64;
     o.zlib.window_bits = data[1] & 0x80 ? 8 + (data[1] >> 4) % 8 : 0; /* 8 too: issue 24 */
+    if (o.compression == QF_COMPRESSION_ZSTD) {        /* the options a ZSTD stream takes */
+        static const int zstd_levels[] = {0, 1, 2, 3}; /* 19 would make each run slow */
+        static const int zstd_flush[] = {0, 2, 3, 0};
+        o.zlib.compression_level = zstd_levels[(data[0] >> 2) % 4];
+        o.zlib.flush_mode = zstd_flush[data[1] % 4];
+        o.zlib.window_bits = 0;
+    }
     /* Records: a length byte then that many bytes, until the input ends. */
     const uint8_t *rec[MAXREC];
     size_t len[MAXREC];

@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${QF_FUZZ_SECONDS:-20}
-all=(text fixed_plain fixed_zlib fixed_gzip tfrecord_plain tfrecord_zlib tfrecord_gzip
+all=(text fixed_plain fixed_zlib fixed_gzip tfrecord_plain tfrecord_zlib tfrecord_gzip tfrecord_zstd
      whole_file iterator writer random state queue tensor nats_codec)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")

@@ -1,17 +1,20 @@
 /* test_tfrecord.c - TFRecord writer and iterator (qf_tfrecord.h), and the
  * compressed record formats of qf_reader.h: TFRecordReader with
- * compression_type ""/"ZLIB"/"GZIP" and FixedLengthRecordReader with
- * encoding "ZLIB"/"GZIP" (spec 197-200 applied to the decompressed stream).
+ * compression_type ""/"ZLIB"/"GZIP"/"ZSTD" and FixedLengthRecordReader with
+ * encoding "ZLIB"/"GZIP"/"ZSTD" (spec 197-200 applied to the decompressed
+ * stream).
  *
  * Independent files: tests/data/py_*.{tfrecord,gz,zz} were made by
  * tests/data/make_record_fixtures.py from the documented format, with its
- * own bitwise CRC-32C and Python's zlib/gzip; expected_records() below
- * makes the same record list. Round trips: writer -> reader and writer ->
+ * own bitwise CRC-32C and Python's zlib/gzip; the .zst ones and
+ * py_zstd.tfrecord by zstd(1) from them (see that script);
+ * expected_records() below makes the same record list. Round trips: writer -> reader and writer ->
  * iterator must give back every record byte for byte, for every
  * compression and a spread of zlib options.
  */
 #include <fcntl.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "qf_reader-impl.h" /* white-box: qf__crc32c */
 #include "qf_test_io.h"
@@ -127,6 +130,7 @@ Test(tfrecord, independent_plain_zlib_and_gzip_files_iterate_record_for_record)
     expect_iterated(fixture("py_plain.tfrecord"), QF_COMPRESSION_NONE, &want);
     expect_iterated(fixture("py_zlib.tfrecord"), QF_COMPRESSION_ZLIB, &want);
     expect_iterated(fixture("py_gzip.tfrecord"), QF_COMPRESSION_GZIP, &want);
+    expect_iterated(fixture("py_zstd.tfrecord"), QF_COMPRESSION_ZSTD, &want);
     recs_free(&want);
 }
 
@@ -136,11 +140,13 @@ Test(tfrecord, independent_files_read_through_the_reader_with_offsets_as_keys)
     expect_read(fixture("py_plain.tfrecord"), QF_COMPRESSION_NONE, NULL, 0, &want);
     expect_read(fixture("py_zlib.tfrecord"), QF_COMPRESSION_ZLIB, NULL, 0, &want);
     expect_read(fixture("py_gzip.tfrecord"), QF_COMPRESSION_GZIP, NULL, 0, &want);
+    expect_read(fixture("py_zstd.tfrecord"), QF_COMPRESSION_ZSTD, NULL, 0, &want);
     /* Tiny buffers: every record and header crosses buffer and inflate
      * boundaries. */
     qf_zlib_options small = {.input_buffer_size = 7, .output_buffer_size = 5};
     expect_read(fixture("py_gzip.tfrecord"), QF_COMPRESSION_GZIP, &small, 16, &want);
     expect_read(fixture("py_zlib.tfrecord"), QF_COMPRESSION_ZLIB, &small, 16, &want);
+    expect_read(fixture("py_zstd.tfrecord"), QF_COMPRESSION_ZSTD, &small, 16, &want);
     expect_read(fixture("py_plain.tfrecord"), QF_COMPRESSION_NONE, NULL, 16, &want);
     recs_free(&want);
 }
@@ -152,6 +158,8 @@ Test(tfrecord, compression_type_strings_are_tensorflows)
     cr_expect_eq(c, QF_COMPRESSION_NONE);
     OK(qf_compression_parse("ZLIB", &c));
     cr_expect_eq(c, QF_COMPRESSION_ZLIB);
+    OK(qf_compression_parse("ZSTD", &c));
+    cr_expect_eq(c, QF_COMPRESSION_ZSTD);
     OK(qf_compression_parse("GZIP", &c));
     cr_expect_eq(c, QF_COMPRESSION_GZIP);
     REFUSED(qf_compression_parse("gzip", &c), QF_INVALID_ARGUMENT,
@@ -208,6 +216,10 @@ Test(tfrecord, writer_reader_iterator_round_trip_for_every_compression_and_optio
         {QF_COMPRESSION_GZIP, {.input_buffer_size = 3, .output_buffer_size = 11, .flush_mode = 3}},
         {QF_COMPRESSION_ZLIB, {.strategy = 2 /* Z_HUFFMAN_ONLY */, .flush_mode = 2}},
         {QF_COMPRESSION_NONE, {.output_buffer_size = 10}},
+        {QF_COMPRESSION_ZSTD, {0}},
+        {QF_COMPRESSION_ZSTD, {.compression_level = 19}},
+        {QF_COMPRESSION_ZSTD, {.input_buffer_size = 3, .output_buffer_size = 11, .flush_mode = 3}},
+        {QF_COMPRESSION_ZSTD, {.compression_level = 1, .flush_mode = 2}},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char name[32];
@@ -231,10 +243,11 @@ Test(tfrecord, a_flushed_compressed_file_can_be_read_before_close_and_followed)
 {
     tdir d;
     tdir_make(&d);
-    qf_compression cs[] = {QF_COMPRESSION_GZIP, QF_COMPRESSION_ZLIB};
-    const char *names[] = {"GZIP", "ZLIB"};
-    for (int k = 0; k < 2; k++) {
-        const char *p = tpath(&d, k ? "open.tfrecord.z" : "open.tfrecord.gz");
+    qf_compression cs[] = {QF_COMPRESSION_GZIP, QF_COMPRESSION_ZLIB, QF_COMPRESSION_ZSTD};
+    const char *names[] = {"GZIP", "ZLIB", "ZSTD"};
+    const char *files[] = {"open.tfrecord.gz", "open.tfrecord.z", "open.tfrecord.zst"};
+    for (int k = 0; k < 3; k++) {
+        const char *p = tpath(&d, files[k]);
         qf_tfrecord_options o = {.compression = cs[k]};
         qf_tfrecord_writer *w = NULL;
         OK(qf_tfrecord_writer_open(p, &o, &w));
@@ -291,6 +304,22 @@ Test(tfrecord, writer_refuses_bad_options_and_creates_no_file)
     REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "strategy");
     o = (qf_tfrecord_options){.compression = (qf_compression)7};
     REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "unknown compression 7");
+    /* ZSTD: libzstd's levels, no zlib-only option */
+    o = (qf_tfrecord_options){.compression = QF_COMPRESSION_ZSTD,
+                              .zlib = {.compression_level = 23}};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT,
+            "ZSTD compression_level must be 1..22");
+    o.zlib = (qf_zlib_options){.compression_level = QF_ZLIB_LEVEL_STORED};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "compression_level");
+    o.zlib = (qf_zlib_options){.window_bits = 15};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT,
+            "zlib option window_bits does not apply to a ZSTD stream");
+    o.zlib = (qf_zlib_options){.mem_level = 8};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "mem_level");
+    o.zlib = (qf_zlib_options){.strategy = 1};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "strategy");
+    o.zlib = (qf_zlib_options){.flush_mode = 1};
+    REFUSED(qf_tfrecord_writer_open(p, &o, &w), QF_INVALID_ARGUMENT, "ZSTD flush_mode");
     cr_expect_null(w);
     cr_expect_neq(access(p, F_OK), 0, "a refused open created the file");
     REFUSED(qf_tfrecord_writer_open(NULL, NULL, &w), QF_INVALID_ARGUMENT, "NULL path");
@@ -565,11 +594,12 @@ Test(tfrecord, max_record_bytes_is_configurable)
 
 /* ================================================ fixed-length, compressed */
 
-Test(tfrecord, fixed_length_reader_reads_zlib_and_gzip_encodings) /* spec 197, 198 */
+Test(tfrecord, fixed_length_reader_reads_zlib_gzip_and_zstd_encodings) /* spec 197, 198 */
 {
-    qf_compression enc[] = {QF_COMPRESSION_ZLIB, QF_COMPRESSION_GZIP};
-    const char *files[] = {fixture("py_fixed.bin.zz"), fixture("py_fixed.bin.gz")};
-    for (int e = 0; e < 2; e++) {
+    qf_compression enc[] = {QF_COMPRESSION_ZLIB, QF_COMPRESSION_GZIP, QF_COMPRESSION_ZSTD};
+    const char *files[] = {fixture("py_fixed.bin.zz"), fixture("py_fixed.bin.gz"),
+                           fixture("py_fixed.bin.zst")};
+    for (int e = 0; e < 3; e++) {
         qf_reader_options ro = {.kind = QF_READER_FIXED_LENGTH_RECORD,
                                 .record_bytes = 3,
                                 .header_bytes = 5,
@@ -629,8 +659,12 @@ Test(tfrecord, compression_is_refused_for_readers_without_an_encoding)
     REFUSED(qf_reader_new(&ro, &r), QF_INVALID_ARGUMENT,
             "compression is only for TFRecordReader and FixedLengthRecordReader, not "
             "TextLineReader");
-    ro = (qf_reader_options){.kind = QF_READER_TFRECORD, .compression = (qf_compression)3};
-    REFUSED(qf_reader_new(&ro, &r), QF_INVALID_ARGUMENT, "unknown compression 3");
+    ro = (qf_reader_options){.kind = QF_READER_TFRECORD, .compression = (qf_compression)7};
+    REFUSED(qf_reader_new(&ro, &r), QF_INVALID_ARGUMENT, "unknown compression 7");
+    ro = (qf_reader_options){.kind = QF_READER_TFRECORD,
+                             .compression = QF_COMPRESSION_ZSTD,
+                             .zlib = {.window_bits = 12}};
+    REFUSED(qf_reader_new(&ro, &r), QF_INVALID_ARGUMENT, "does not apply to a ZSTD stream");
     ro = (qf_reader_options){.kind = QF_READER_TFRECORD,
                              .compression = QF_COMPRESSION_ZLIB,
                              .zlib = {.input_buffer_size = (size_t)2 << 30}};
@@ -1263,6 +1297,9 @@ Test(tfrecord, random_reader_refuses_compressed_files_pipes_and_directories)
     o.compression = QF_COMPRESSION_ZLIB;
     REFUSED(qf_tfrecord_random_reader_open(fixture("py_zlib.tfrecord"), &o, &rr),
             QF_INVALID_ARGUMENT, "a ZLIB stream");
+    o.compression = QF_COMPRESSION_ZSTD;
+    REFUSED(qf_tfrecord_random_reader_open(fixture("py_zstd.tfrecord"), &o, &rr),
+            QF_INVALID_ARGUMENT, "a ZSTD stream");
     o.compression = (qf_compression)5;
     REFUSED(qf_tfrecord_random_reader_open(fixture("py_plain.tfrecord"), &o, &rr),
             QF_INVALID_ARGUMENT, "unknown compression 5");
@@ -1278,17 +1315,185 @@ Test(tfrecord, random_reader_refuses_compressed_files_pipes_and_directories)
     tdir_remove(&d);
 }
 
-/* Item 11 (c): ZSTD is no TFRecord compression type in TensorFlow (its
- * TFRecordOptions raises ValueError for it); the refusal names the types. */
-Test(tfrecord, zstd_is_refused_naming_the_tfrecord_compression_types)
+/* Item 11 (c): TensorFlow's TFRecordOptions takes "", "ZLIB", "GZIP" and
+ * "ZSTD" (testReadZstdFiles); anything else is refused, naming the types. */
+Test(tfrecord, other_compression_types_are_refused_naming_the_tfrecord_compression_types)
 {
     qf_compression c = QF_COMPRESSION_NONE;
-    const char *bad[] = {"ZSTD", "zstd", "SNAPPY", "LZ4", "gzip", " GZIP"};
+    const char *bad[] = {"zstd", "SNAPPY", "LZ4", "gzip", " GZIP", "ZSTD "};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char want[32];
         snprintf(want, sizeof(want), "unknown compression type '%s'", bad[i]);
         REFUSED(qf_compression_parse(bad[i], &c), QF_INVALID_ARGUMENT, want);
-        EXPECT_MSG("\"ZLIB\" and \"GZIP\"");
+        EXPECT_MSG("\"ZLIB\", \"GZIP\" and \"ZSTD\"");
         cr_expect_eq(c, QF_COMPRESSION_NONE);
     }
+}
+
+/* ========================================================== ZSTD frames */
+
+/* Damage inside a zstd(1) file: DATA_LOSS naming the file (zstd's own
+ * check, or a record's CRC), then the reader goes on with the next file. */
+Test(tfrecord, corrupt_zstd_frame_is_data_loss_with_file_then_next_file)
+{
+    tdir d;
+    tdir_make(&d);
+    size_t n;
+    char *b = copy_fixture(&d, "py_zstd.tfrecord", "bad.zst", &n);
+    for (size_t at = n / 3; at < n / 3 + 8; at++)
+        b[at] ^= 0x5a;
+    const char *bad = write_bytes(&d, "bad.zst", b, n);
+    const char *good = tpath(&d, "good.zst");
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_ZSTD};
+    qf_tfrecord_writer *w = NULL;
+    OK(qf_tfrecord_writer_open(good, &o, &w));
+    OK(qf_tfrecord_writer_write(w, "after", 5));
+    OK(qf_tfrecord_writer_close(w));
+    qf_reader *r = NULL;
+    OK(qf_tfrecord_reader_new_compressed(QF_COMPRESSION_ZSTD, NULL, &r));
+    qf_queue *q = work_queue();
+    put_all(q, bad, good, NULL);
+    close_q(q);
+    qf_record rec = QF_RECORD_INIT;
+    qf_code rc;
+    int records = 0;
+    while ((rc = qf_reader_read(r, q, &rec)) == QF_OK && strcmp(rec.value, "after") != 0)
+        records++;
+    cr_assert_eq(rc, QF_DATA_LOSS, "%s: %s", qf_code_name(rc), qf_last_message());
+    cr_expect(has(qf_last_message(), bad), "%s", qf_last_message());
+    cr_expect(has(qf_last_message(), "corrupt"), "%s", qf_last_message());
+    cr_expect_lt(records, NREC);
+    OK(qf_reader_read(r, q, &rec));
+    cr_expect_str_eq(rec.value, "after");
+    REFUSED(qf_reader_read(r, q, &rec), QF_OUT_OF_RANGE, "is closed");
+    qf_record_clear(&rec);
+    qf_reader_free(r);
+    qf_queue_unref(q);
+    free(b);
+    tdir_remove(&d);
+}
+
+Test(tfrecord, not_zstd_at_all_is_corrupt_at_compressed_offset_0)
+{
+    tdir d;
+    tdir_make(&d);
+    const char *p = write_str(&d, "notzst", "this is not a zstd frame");
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_ZSTD};
+    qf_tfrecord_iterator *it = NULL;
+    OK(qf_tfrecord_iterator_open(p, &o, &it));
+    const char *data;
+    size_t n;
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "corrupt ZSTD stream in '");
+    EXPECT_MSG("at compressed offset 0");
+    EXPECT_MSG("notzst");
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_DATA_LOSS, "corrupt ZSTD stream in '");
+    qf_tfrecord_iterator_free(it);
+    tdir_remove(&d);
+}
+
+Test(tfrecord, every_truncation_of_a_zstd_file_is_data_loss_or_a_clean_prefix)
+{
+    tdir d;
+    tdir_make(&d);
+    size_t n;
+    char *b = slurp_file(fixture("py_zstd.tfrecord"), &n);
+    recs want = expected_records();
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_ZSTD};
+    for (size_t cut = 0; cut < n; cut++) {
+        const char *p = write_bytes(&d, "cut.zst", b, cut);
+        qf_tfrecord_iterator *it = NULL;
+        OK(qf_tfrecord_iterator_open(p, &o, &it));
+        const char *data;
+        size_t len;
+        qf_code rc;
+        int i = 0;
+        while ((rc = qf_tfrecord_iterator_next(it, &data, &len)) == QF_OK) {
+            cr_assert_lt(i, NREC);
+            cr_assert(len == want.len[i] && memcmp(data, want.data[i], len) == 0);
+            i++;
+        }
+        if (cut == 0)
+            cr_expect_eq(rc, QF_OUT_OF_RANGE, "an empty file has no records");
+        else
+            cr_expect_eq(rc, QF_DATA_LOSS, "cut at %zu: %s %s", cut, qf_code_name(rc),
+                         qf_last_message());
+        qf_tfrecord_iterator_free(it);
+    }
+    free(b);
+    recs_free(&want);
+    tdir_remove(&d);
+}
+
+/* Frames one after another read as one stream, as zstd(1) reads them: a
+ * frame of qflow's writer, one of libzstd's one-shot compressor, and a
+ * skippable frame between them. */
+Test(tfrecord, concatenated_zstd_frames_read_as_one_stream)
+{
+    tdir d;
+    tdir_make(&d);
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_ZSTD};
+    const char *a = tpath(&d, "a.zst"), *plain = tpath(&d, "b.tfrecord");
+    qf_tfrecord_writer *w = NULL;
+    OK(qf_tfrecord_writer_open(a, &o, &w));
+    OK(qf_tfrecord_writer_write(w, "one", 3));
+    OK(qf_tfrecord_writer_close(w));
+    OK(qf_tfrecord_writer_open(plain, NULL, &w));
+    OK(qf_tfrecord_writer_write(w, "two", 3));
+    OK(qf_tfrecord_writer_write(w, "three", 5));
+    OK(qf_tfrecord_writer_close(w));
+    size_t an, pn;
+    char *ab = slurp_file(a, &an);
+    char *pb = slurp_file(plain, &pn);
+    /* A skippable frame: magic 0x184D2A50, a 4-byte size, that many bytes. */
+    const unsigned char skip[] = {0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 'x', 'y', 'z'};
+    size_t bound = ZSTD_compressBound(pn);
+    char *all = malloc(an + sizeof(skip) + bound);
+    memcpy(all, ab, an);
+    memcpy(all + an, skip, sizeof(skip));
+    size_t bn = ZSTD_compress(all + an + sizeof(skip), bound, pb, pn, 3);
+    cr_assert(!ZSTD_isError(bn), "%s", ZSTD_getErrorName(bn));
+    const char *cat = write_bytes(&d, "cat.zst", all, an + sizeof(skip) + bn);
+    qf_tfrecord_iterator *it = NULL;
+    OK(qf_tfrecord_iterator_open(cat, &o, &it));
+    const char *data;
+    size_t n;
+    OK(qf_tfrecord_iterator_next(it, &data, &n));
+    cr_expect_str_eq(data, "one");
+    OK(qf_tfrecord_iterator_next(it, &data, &n));
+    cr_expect_str_eq(data, "two");
+    OK(qf_tfrecord_iterator_next(it, &data, &n));
+    cr_expect_str_eq(data, "three");
+    cr_expect_eq(qf_tfrecord_iterator_offset(it), 3 * 16 + 11);
+    REFUSED(qf_tfrecord_iterator_next(it, &data, &n), QF_OUT_OF_RANGE, "end of");
+    qf_tfrecord_iterator_free(it);
+    free(all);
+    free(ab);
+    free(pb);
+    tdir_remove(&d);
+}
+
+/* The writer's file is a zstd frame any zstd decoder takes: libzstd's
+ * one-shot decompressor gives back the plain writer's bytes. */
+Test(tfrecord, zstd_writer_output_decompresses_to_the_plain_file)
+{
+    tdir d;
+    tdir_make(&d);
+    recs want = expected_records();
+    const char *z = tpath(&d, "w.zst");
+    qf_tfrecord_options o = {.compression = QF_COMPRESSION_ZSTD};
+    write_all_recs(z, &o, &want);
+    size_t zn, pn;
+    char *zb = slurp_file(z, &zn);
+    char *pb = slurp_file(fixture("py_plain.tfrecord"), &pn);
+    char *out = malloc(pn + 1);
+    size_t got = ZSTD_decompress(out, pn + 1, zb, zn);
+    cr_assert(!ZSTD_isError(got), "%s", ZSTD_getErrorName(got));
+    cr_assert_eq(got, pn);
+    cr_expect(memcmp(out, pb, pn) == 0, "the decompressed file differs from the plain one");
+    cr_expect_lt(zn, pn / 4, "ZSTD compressed %zu bytes to %zu", pn, zn);
+    free(out);
+    free(zb);
+    free(pb);
+    recs_free(&want);
+    tdir_remove(&d);
 }
