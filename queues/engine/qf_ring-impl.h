@@ -641,6 +641,25 @@ static inline unsigned qf__ring_run_end(qf__ring *r, unsigned from, unsigned end
     return qf__ring_run_end_at(r, from, end, r->shift);
 }
 
+/* The end of a publish of [start, start + k), its marks stored: the fence
+ * that pairs with the other side's waiters (note 3; none when `fenced`,
+ * the one mark's store being seq_cst itself), then the count to wake for:
+ * k, and with other producers the published run after them (note 4). */
+static inline unsigned qf__ring_publish_end(qf__ring *r, unsigned start, unsigned k,
+                                            bool single_producer, bool fenced)
+{
+    if (single_producer) {
+        qf__ring_fence_light(r);
+        return k; /* in order: nothing waits behind it */
+    }
+    if (!fenced)
+        qf__fence_full();
+    QF_WIDEN();
+    unsigned end = start + k;
+    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
+    return k + (qf__ring_run_end(r, end, head) - end);
+}
+
 /* Publish [start, start + k) (note 4). Returns how many slots this call may
  * have made takeable, the count to wake for: its own, and with other
  * producers the published run after them. Never waits. */
@@ -657,19 +676,11 @@ static inline unsigned qf__ring_publish(qf__ring *r, unsigned start, unsigned k,
     }
     if (k == 1 && !single_producer) {
         atomic_store_explicit(qf__ring_mark(r, start), start + 1, memory_order_seq_cst);
-    } else {
-        for (unsigned i = 0; i < k; i++)
-            atomic_store_explicit(qf__ring_mark(r, start + i), start + i + 1, memory_order_release);
-        if (single_producer) {
-            qf__ring_fence_light(r);
-            return k; /* in order: nothing waits behind it */
-        }
-        qf__fence_full();
+        return qf__ring_publish_end(r, start, 1, false, true);
     }
-    QF_WIDEN();
-    unsigned end = start + k;
-    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
-    return k + (qf__ring_run_end(r, end, head) - end);
+    for (unsigned i = 0; i < k; i++)
+        atomic_store_explicit(qf__ring_mark(r, start + i), start + i + 1, memory_order_release);
+    return qf__ring_publish_end(r, start, k, single_producer, false);
 }
 
 /* qf__ring_prefetch_ahead(), qf__ring_write() of each value and
@@ -703,15 +714,7 @@ static inline unsigned qf__ring_put_run(qf__ring *r, unsigned start, void *const
         atomic_store_explicit(marks + (pos << QF__RING_PTR_SHIFT), start + i + 1,
                               memory_order_release);
     }
-    if (single_producer) {
-        qf__ring_fence_light(r);
-        return k; /* in order: nothing waits behind it */
-    }
-    qf__fence_full();
-    QF_WIDEN();
-    unsigned end = start + k;
-    unsigned head = QF__LD(&r->ring.p_head, SEQ_CST);
-    return k + (qf__ring_run_end_at(r, end, head, QF__RING_PTR_SHIFT) - end);
+    return qf__ring_publish_end(r, start, k, single_producer, false);
 }
 
 /* qf__ring_prefetch_ahead(), qf__ring_write() and qf__ring_publish() for
