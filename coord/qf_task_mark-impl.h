@@ -25,6 +25,16 @@ bool qf__in_task(void);
 typedef bool (*qf__task_spin_check_fn)(void);
 void qf__set_task_spin_check(qf__task_spin_check_fn check);
 bool qf__task_may_spin(void);
+/* Internal: whether the task running on this thread has been cancelled
+ * (its runtime is shutting down). A queue's poll that would park answers
+ * QF_CANCELLED instead, in TensorFlow's words for the ops a session close
+ * cancels (queues/qf_queue_ops-impl.h, poll_cancelled()). Installed by a
+ * scheduler as the spin check is (qf__set_task_cancel_check()); false
+ * outside a task or with no check installed. The check runs on the task's
+ * thread and must not block. */
+typedef bool (*qf__task_cancel_check_fn)(void);
+void qf__set_task_cancel_check(qf__task_cancel_check_fn check);
+bool qf__task_cancelled(void);
 /* Internal: the error a blocking call returns inside a task, for a call
  * that has a poll form. */
 int qf__blocking_in_task_error(const char *what);

@@ -585,6 +585,22 @@ bool qf__task_may_spin(void)
     return check && check();
 }
 
+/* Relaxed, as task_spin_check. */
+static _Atomic(qf__task_cancel_check_fn) task_cancel_check;
+
+void qf__set_task_cancel_check(qf__task_cancel_check_fn check)
+{
+    atomic_store_explicit(&task_cancel_check, check, memory_order_relaxed);
+}
+
+bool qf__task_cancelled(void)
+{
+    if (!in_task)
+        return false;
+    qf__task_cancel_check_fn check = atomic_load_explicit(&task_cancel_check, memory_order_relaxed);
+    return check && check();
+}
+
 bool qf_thread_set_task_runner(bool runs_tasks)
 {
     bool was = in_task;

@@ -675,6 +675,12 @@ QF_API qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max,
  * polling again then returns QF_PENDING and re-registers. A poll that
  * finishes does not leave `w` registered. To abandon a pending poll, call
  * qf_queue_cancel_poll() (returns true when `w` had not been woken).
+ * In a task of qflow's runtime that the runtime has cancelled (a shutdown:
+ * TensorFlow's session close), a poll that would return QF_PENDING
+ * withdraws `w` and returns QF_CANCELLED "Dequeue operation was cancelled"
+ * (or "Enqueue operation was cancelled") instead, TensorFlow's words for
+ * the ops a session close cancels (spec 37); nothing was taken or put, and
+ * an element stays the caller's. A poll that can finish at once still does.
  */
 QF_API qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *w);
 QF_API qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *w, qf_element **ret_elem);

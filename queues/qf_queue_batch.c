@@ -387,9 +387,12 @@ qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_wak
                             : !wk ? "waker"
                                   : "ret_batch");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    bool was_registered = poll_begins(wk);
-    qf_code rc = bulk_batch(q, min, max, &w, ret_batch);
-    if (rc != QF_PENDING)
-        poll_ended(wk, was_registered);
+    qf_code rc;
+    do {
+        bool was_registered = poll_begins(wk);
+        rc = bulk_batch(q, min, max, &w, ret_batch);
+        if (rc != QF_PENDING)
+            poll_ended(wk, was_registered);
+    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
     return rc;
 }

@@ -155,10 +155,13 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
                             : !elem ? "element"
                                     : "waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    bool was_registered = poll_begins(wk);
-    qf_code rc = enqueue_one(q, elem, &w);
-    if (rc != QF_PENDING)
-        poll_ended(wk, was_registered);
+    qf_code rc;
+    do {
+        bool was_registered = poll_begins(wk);
+        rc = enqueue_one(q, elem, &w);
+        if (rc != QF_PENDING)
+            poll_ended(wk, was_registered);
+    } while (poll_cancelled(q, wk, &rc, "Enqueue"));
     return rc;
 }
 
@@ -487,9 +490,12 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
                             : !wk ? "waker"
                                   : "ret_elem");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
-    bool was_registered = poll_begins(wk);
-    qf_code rc = dequeue_one(q, &w, ret_elem);
-    if (rc != QF_PENDING)
-        poll_ended(wk, was_registered);
+    qf_code rc;
+    do {
+        bool was_registered = poll_begins(wk);
+        rc = dequeue_one(q, &w, ret_elem);
+        if (rc != QF_PENDING)
+            poll_ended(wk, was_registered);
+    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "qf_queue-impl.h"
 #include "qf_status-impl.h"
 #include "qf_status.h"
+#include "qf_task_mark-impl.h"
 #include "qf_tensor.h"
 #include "qf_waitlist-impl.h"
 #include "qf_waker.h"
@@ -105,6 +106,24 @@ static inline void poll_ended(qf_waker *wk, bool was_registered)
 static inline bool poll_begins(const qf_waker *wk)
 {
     return qf__waker_state_fast(wk) == QF_WAKER_REGISTERED;
+}
+
+/* After a poll form's op gave *rc: true when it must run again. A poll
+ * that would park (QF_PENDING) in a task its runtime has cancelled (a
+ * shutdown, TensorFlow's session close) withdraws its waker and answers
+ * QF_CANCELLED "<op> operation was cancelled", TensorFlow's words (spec
+ * 37), so the task ends with them; if a wake came meanwhile the op may now
+ * go through, so it runs again (a wake is passed on by the withdrawal,
+ * never lost). Only on the parking path: one call of the scheduler's
+ * check. */
+static inline bool poll_cancelled(qf_queue *q, qf_waker *wk, qf_code *rc, const char *op)
+{
+    if (*rc != QF_PENDING || !qf__task_cancelled())
+        return false;
+    if (!qf_queue_cancel_poll(q, wk))
+        return true;
+    *rc = qf_set_error(QF_CANCELLED, "%s operation was cancelled", op);
+    return false;
 }
 
 /* A call of the pointer API on q: refused (error set) unless q is a

@@ -494,6 +494,11 @@ static qf_code fail(qf__rtask *s, qf_task *t, qf_code rc)
                           "Enqueue op '%s' of QueueRunner '%s' returned %d, which is not a "
                           "qf_code",
                           s->op->op.name, qf_queue_name(r->queue), (int)rc);
+    if (rc == QF_CANCELLED && qf_task_is_cancelled(t))
+        /* A queue's poll that a shutdown cancelled (qf_queue.h, poll forms):
+         * the shutdown, not an error of the op's; its input has not ended,
+         * as when the poll parks (runner_task()). */
+        return leave(s, t, QF_CANCELLED, false, true);
     if (is_closed_code(r, rc))
         return leave(s, t, QF_OK, true, false); /* its input ended: a clean exit */
     if (s->coord) {

@@ -209,6 +209,13 @@ static bool worker_may_spin(void)
     return w && w->rt->nworkers > 1 && !atomic_load_explicit(&w->next_slot, memory_order_relaxed);
 }
 
+/* The scheduler's answer to qf__task_cancelled() (coord/qf_task_mark-impl.h):
+ * the task running on this thread was cancelled by its runtime's shutdown. */
+static bool current_task_cancelled(void)
+{
+    return tls_task && qf_task_is_cancelled(tls_task);
+}
+
 void qf__set_current_task(qf_task *t)
 {
     tls_task = t;
@@ -1147,6 +1154,7 @@ qf_code qf_runtime_new(const qf_runtime_options *o, qf_runtime **ret_rt)
     memset(rt->workers, 0, (size_t)slots * sizeof(qf__worker));
     qf__gq_init(&rt->global);
     qf__set_task_spin_check(worker_may_spin);
+    qf__set_task_cancel_check(current_task_cancelled);
     atomic_init(&rt->searching, 0);
     atomic_init(&rt->waking, 0);
     qf_eventcount_init(&rt->idle);

@@ -2260,3 +2260,37 @@ Test(queue_runner, shutdown_while_an_op_ends_leaves_the_queue_open_for_a_restart
     qf_queue_runner_free(r);
     qf_queue_unref(s.q);
 }
+
+/* spec 37, 139: a shutdown while a runner's op waits on an empty input
+ * ends the task as cancelled. The input's poll answers QF_CANCELLED "Dequeue
+ * operation was cancelled" to a cancelled task (qf_queue.h, poll forms);
+ * that is the shutdown, not a failure of the op: nothing is reported to
+ * the Coordinator or recorded, and neither queue is closed. */
+Test(queue_runner, a_shutdown_while_waiting_on_the_input_is_no_error_of_the_op)
+{
+    qf_runtime *rt = mkrt(2);
+    qf_coord *coord = NULL;
+    cr_assert_eq(qf_coord_new(NULL, 0, &coord), QF_OK);
+    qf_queue *in = mkq("in", 4, QF_INT64), *out = mkq("out", 4, QF_INT64);
+    qf_enqueue_op op = transform_op("pass", in, NULL, NULL);
+    qf_queue_runner *r = mkrunner(out, &op, 1, NULL);
+    qf_task **ts = NULL;
+    size_t n = 0;
+    cr_assert_eq(qf_queue_runner_start(r, rt, coord, QF_RUNNER_START, &ts, &n), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(in, elem_i64(5)), QF_OK);
+    int64_t v = 0;
+    cr_assert_eq(deq_i64(out, &v), QF_OK); /* the op ran; now it waits on `in` */
+    cr_expect_eq(v, 5);
+    cr_expect_eq(qf_runtime_shutdown(rt, qf_deadline_in_s(10)), QF_OK);
+    cr_expect_eq(join_task(ts[0]), QF_CANCELLED);
+    cr_expect_not(qf_coord_should_stop(coord), "the shutdown was reported as the op's error");
+    cr_expect_eq(qf_queue_runner_num_exceptions(r), 0);
+    cr_expect_not(qf_queue_is_closed(out));
+    cr_expect_not(qf_queue_is_closed(in));
+    qf_tasks_free(ts, n);
+    cr_expect_eq(qf_queue_runner_free(r), QF_OK);
+    qf_runtime_free(rt);
+    qf_coord_free(coord);
+    qf_queue_unref(in);
+    qf_queue_unref(out);
+}

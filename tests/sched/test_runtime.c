@@ -212,6 +212,131 @@ Test(runtime, shutdown_cancels_parked_tasks_and_refuses_new_ones)
     qf_queue_unref(q);
 }
 
+/* A task that forwards whatever its one poll answers, as a port of a
+ * TensorFlow test writes it (no look at qf_task_is_cancelled()). */
+typedef struct forwarder {
+    qf_queue *q;
+    int kind;
+    atomic_int *pended; /* counts first QF_PENDINGs: the task is parked */
+    bool counted;
+    qf_element *elem; /* the enqueue's element, the task's own until it goes in */
+} forwarder;
+
+static qf_code forward_one_poll(qf_task *t, void *arg)
+{
+    forwarder *f = arg;
+    qf_waker *w = qf_task_waker(t);
+    void *p = NULL, *ps[4];
+    size_t n = 0;
+    int64_t v = 7, v2 = 8;
+    qf_element *e = NULL;
+    qf_code rc = QF_INTERNAL;
+    switch (f->kind) {
+    case 0:
+        rc = qf_queue_poll_dequeue(f->q, w, &e);
+        break;
+    case 1:
+        rc = qf_queue_poll_dequeue_ptr(f->q, w, &p);
+        break;
+    case 2:
+        rc = qf_queue_poll_dequeue_bulk_ptr(f->q, 2, 4, w, ps, &n);
+        break;
+    case 3:
+        rc = qf_queue_poll_dequeue_values(f->q, w, (void *const[]){&v, &v2});
+        break;
+    case 4:
+        rc = qf_queue_poll_dequeue_bulk(f->q, 2, 4, w, &e);
+        break;
+    case 5:
+        rc = qf_queue_poll_enqueue_ptr(f->q, f, w);
+        break;
+    case 6:
+        rc = qf_queue_poll_enqueue(f->q, f->elem, w);
+        break;
+    case 7:
+        rc = qf_queue_poll_enqueue_values(f->q, (const void *const[]){&v, &v2}, w);
+        break;
+    }
+    if (rc == QF_OK && f->kind == 6)
+        f->elem = NULL;
+    if (rc == QF_PENDING && !f->counted) {
+        f->counted = true;
+        atomic_fetch_add(f->pended, 1);
+    }
+    qf_element_free(e);
+    return rc;
+}
+
+/* spec 37: TensorFlow's session close fails every blocked queue op with
+ * Cancelled "Dequeue operation was cancelled" / "Enqueue operation was
+ * cancelled" (its tests match "was cancelled"). A shutdown does that to
+ * tasks parked in any poll form: their next poll answers so, and nothing
+ * was taken from or put into the queues. */
+Test(runtime, shutdown_fails_parked_polls_with_tensorflows_cancelled_words)
+{
+    qf_runtime *rt = mkrt(2);
+    /* (int64, int64): the _values calls take it (one int64 would be inline) */
+    qf_dtype i64[2] = {QF_INT64, QF_INT64};
+    qf_shape scalar[2] = {qf_shape_scalar(), qf_shape_scalar()};
+    qf_queue_options eo = {.capacity = 1, .num_components = 2, .dtypes = i64, .shapes = scalar};
+    qf_queue *empty_ptr, *empty_elem, *full_ptr, *full_elem;
+    cr_assert_eq(qf_ptr_queue_new(4, "empty_ptr", 0, NULL, &empty_ptr), QF_OK);
+    cr_assert_eq(qf_ptr_queue_new(1, "full_ptr", 0, NULL, &full_ptr), QF_OK);
+    cr_assert_eq(qf_fifo_queue_new(&eo, &full_elem), QF_OK);
+    eo.capacity = 4; /* a bulk dequeue of 2 must fit */
+    cr_assert_eq(qf_fifo_queue_new(&eo, &empty_elem), QF_OK);
+    cr_assert(qf_queue_takes_values(empty_elem));
+    cr_assert_eq(qf_queue_enqueue_ptr(full_ptr, NULL), QF_OK);
+    cr_assert_eq(qf_queue_enqueue(
+                     full_elem,
+                     qf_element_of(2, (qf_tensor *[]){qf_tensor_new_i64(1), qf_tensor_new_i64(1)})),
+                 QF_OK);
+    atomic_int pended = 0;
+    forwarder f[8];
+    qf_task *t[8];
+    for (int k = 0; k < 8; k++) {
+        f[k] = (forwarder){.kind = k, .pended = &pended};
+        f[k].q = k == 1 || k == 2 ? empty_ptr : k == 5 ? full_ptr : k < 5 ? empty_elem : full_elem;
+        if (k == 6)
+            f[k].elem =
+                qf_element_of(2, (qf_tensor *[]){qf_tensor_new_i64(2), qf_tensor_new_i64(2)});
+        cr_assert_eq(qf_task_spawn(rt, forward_one_poll, &f[k], NULL, &t[k]), QF_OK);
+    }
+    /* Every task parked (it said QF_PENDING); one that ended fails the
+     * test rather than hang it, and so does a minute without progress. */
+    int64_t give_up = qf_now_ns() + (int64_t)60e9;
+    while (atomic_load(&pended) < 8) {
+        for (int k = 0; k < 8; k++)
+            cr_assert(!qf_task_is_done(t[k]), "poll form %d ended before it parked", k);
+        cr_assert_lt(qf_now_ns(), give_up, "only %d of 8 tasks parked", atomic_load(&pended));
+        sched_yield();
+    }
+    cr_assert_eq(qf_runtime_shutdown(rt, QF_FOREVER), QF_OK);
+    for (int k = 0; k < 8; k++) {
+        qf_status *st = NULL;
+        cr_expect_eq(qf_task_join(t[k], QF_FOREVER, &st), QF_CANCELLED, "poll form %d", k);
+        cr_expect_str_eq(qf_status_message(st),
+                         k < 5 ? "Dequeue operation was cancelled"
+                               : "Enqueue operation was cancelled",
+                         "poll form %d", k);
+        qf_status_free(st);
+        qf_task_unref(t[k]);
+    }
+    cr_expect_not_null(f[6].elem, "a cancelled enqueue leaves the element with its caller");
+    qf_element_free(f[6].elem);
+    cr_expect_eq(qf_queue_size(empty_ptr), 0);
+    cr_expect_eq(qf_queue_size(empty_elem), 0);
+    cr_expect_eq(qf_queue_size(full_ptr), 1);
+    cr_expect_eq(qf_queue_size(full_elem), 1);
+    /* The queues work on; they were not closed. */
+    cr_expect_eq(qf_queue_try_enqueue_ptr(empty_ptr, NULL), QF_OK);
+    qf_runtime_free(rt);
+    qf_queue_unref(empty_ptr);
+    qf_queue_unref(empty_elem);
+    qf_queue_unref(full_ptr);
+    qf_queue_unref(full_elem);
+}
+
 static qf_code ignores_cancel(qf_task *t, void *arg)
 {
     void *p;
