@@ -61,6 +61,8 @@
  *                  AArch64); fewer than `min`: empty (a
  *                  multi-consumer re-reads c_head first: it may be stale);
  *                  read the values, then claim with the c_head CAS (store).
+ *                  A pointer take with min 1 reads each value right after
+ *                  its mark in the same pass (qf__ring_run_read_ptrs()).
  *     A consumer sees only the published run from c_head, so a slot
  *     published out of turn becomes takeable when the slots before it are.
  *     Waking: whoever makes slots takeable must count them in its wake
@@ -884,13 +886,17 @@ qf__ring_take_turns_at(qf__ring *r, void **out, unsigned c, size_t min, size_t m
                        bool single_consumer, size_t *ret_slots, unsigned cell_words, unsigned shift)
 {
     size_t lim = max < (size_t)r->mask + 1 ? max : (size_t)r->mask + 1;
+    /* A pointer ring reads values as it counts marks, into out[]: only
+     * when min is 1, where a take that finds nothing has written nothing;
+     * an all-or-nothing take that fails leaves the caller's array as it
+     * was (qf_queue.h: "untouched on failure"). */
+    bool fused = !cell_words && shift == QF__RING_PTR_SHIFT && min == 1;
     for (;;) {
         /* The marks' loads issued four at a time: in a spread ring (note
          * 8) each is a line of its own, and one by one a batch waited a
          * miss per mark. */
-        unsigned k = !cell_words && shift == QF__RING_PTR_SHIFT
-                         ? qf__ring_run_read_ptrs(r, c, (unsigned)lim, out)
-                         : qf__ring_run_end_at(r, c, c + (unsigned)lim, shift) - c;
+        unsigned k = fused ? qf__ring_run_read_ptrs(r, c, (unsigned)lim, out)
+                           : qf__ring_run_end_at(r, c, c + (unsigned)lim, shift) - c;
         if (k < min) {
             unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
             if (now == c)
@@ -898,7 +904,7 @@ qf__ring_take_turns_at(qf__ring *r, void **out, unsigned c, size_t min, size_t m
             c = now; /* stale: other consumers took these */
             continue;
         }
-        if (cell_words || shift != QF__RING_PTR_SHIFT)
+        if (!fused)
             for (unsigned i = 0; i < k; i++)
                 qf__ring_read_at(r, c + i, &out[i], cell_words, shift);
         unsigned real = qf__ring_drop_tombs(r, out, c, k);

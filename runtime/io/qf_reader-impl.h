@@ -103,9 +103,9 @@ qf_code qf__fd_wait_readable(int fd, qf_deadline deadline);
 
 /* ------------------------------------------------------ compressed input */
 
-/* An inflating source between the file and the read buffer
- * (qf_zstream.c): ZLIB or GZIP streams, several concatenated streams read
- * as one (as gzip(1) does). */
+/* A decompressing source between the file and the read buffer
+ * (qf_zstream.c): ZLIB or GZIP streams or ZSTD frames, several concatenated
+ * streams read as one (as gzip(1) and zstd(1) do). */
 typedef struct qf__zin qf__zin;
 struct qf__rbuf;
 

@@ -14,14 +14,14 @@
  *                                  in key order (optional: built when liblmdb is found)
  *
  * TFRecordReader (compression_type) and FixedLengthRecordReader (encoding)
- * read ZLIB and GZIP streams (options.compression, options.zlib): the
- * stream is inflated as it is read and everything else (headers, footers,
+ * read ZLIB and GZIP streams and ZSTD frames (options.compression,
+ * options.zlib): the stream is decompressed as it is read and everything else (headers, footers,
  * hops, TFRecord framing, offsets in keys and messages) applies to the
  * decompressed bytes, as in TensorFlow. A damaged or truncated compressed
  * stream is QF_DATA_LOSS "corrupt GZIP stream in '<file>' at compressed
  * offset N (<zlib's reason>)" / "truncated GZIP stream ...", handled like
  * any error inside a file (below). Several concatenated members read as
- * one stream, as gzip(1) reads them.
+ * one stream, as gzip(1) reads them (zstd frames likewise, as zstd(1)).
  *
  * A read that needs a new work item dequeues one (spec 183); a read that
  * reaches the end of a file moves straight on to the next file name, so one
@@ -445,7 +445,7 @@ QF_API const char *qf_reader_kind_name(const qf_reader *r);
  *              QF_DATA_LOSS (TFRecord): "corrupted record at <offset> in
  *                '<file>' ..." (a checksum, or a length over
  *                max_record_bytes) or "truncated record at <offset> in
- *                '<file>'"; (ZLIB / GZIP) "corrupt GZIP stream in '<file>'
+ *                '<file>'"; (ZLIB / GZIP / ZSTD) "corrupt GZIP stream in '<file>'
  *                at compressed offset N (...)" or "truncated ..."; the file
  *                is abandoned;
  *              QF_RESOURCE_EXHAUSTED (WholeFileReader) for a file over
@@ -454,7 +454,9 @@ QF_API const char *qf_reader_kind_name(const qf_reader *r);
  *                work item came, or when a non-regular file (a pipe) has no
  *                bytes yet ("<reader>: nothing to read from '<file>' yet":
  *                the reader keeps its place, call again); QF_PENDING (poll
- *                only, not a status) for either wait;
+ *                only, not a status) for either wait; QF_CANCELLED
+ *                "Dequeue operation was cancelled" (poll, in a task its
+ *                runtime has cancelled, for a wait on the work queue);
  *              QF_FAILED_PRECONDITION from read / _until called inside a
  *                task when they would wait (a queue, or a pipe).
  *              A failure leaves the counters as they were, except that work

@@ -18,7 +18,8 @@
  * qf_zlib_options); a ZSTD file is one frame, and a reader takes any number
  * of frames one after another (zstd(1)'s output, or files concatenated).
  * There is no SNAPPY TFRecord: TensorFlow's TFRecordOptions takes "",
- * "ZLIB", "GZIP" and "ZSTD" only, and so does qf_compression_parse().
+ * "ZLIB", "GZIP" and (since after 1.x) "ZSTD" only, and so does
+ * qf_compression_parse().
  *
  * Synchronization table
  *   writer calls          one thread at a time per writer (no internal lock)

@@ -228,7 +228,10 @@ static int zstd_step(qf__zin *z, char *dst, size_t n, size_t *ret_made, const ch
     z->zs.avail_in -= (uInt)in.pos;
     *ret_made = out.pos;
     if (ZSTD_isError(r)) {
-        *ret_msg = ZSTD_getErrorName(r);
+        *ret_msg = ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge
+                       ? "its window is larger than the 128 MiB a reader takes, as zstd(1) "
+                         "without --long=N refuses it"
+                       : ZSTD_getErrorName(r);
         return ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? Z_MEM_ERROR : Z_DATA_ERROR;
     }
     return r == 0 ? Z_STREAM_END : Z_OK;

@@ -476,6 +476,8 @@ QF_API qf_code qf_batcher_poller_new(qf_batcher *b, qf_batcher_poller **ret);
  *              qf_batcher_next* call) runs next, so no example is stranded
  *              with a poller that stopped polling.
  * Returns:     QF_OK and *ret_batch (as qf_batcher_next()); QF_PENDING;
+ *              QF_CANCELLED "Dequeue operation was cancelled" in a task
+ *              its runtime has cancelled (qf_queue.h, poll forms);
  *              QF_OUT_OF_RANGE at the end: without allow_smaller_final_batch
  *              the batch in progress (fewer than batch_size examples for the
  *              whole batcher) is never returned (spec 163), with it the

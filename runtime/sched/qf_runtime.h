@@ -103,7 +103,12 @@ QF_API qf_runtime *qf_runtime_default(void);
  * qf_runtime_shutdown() - stop accepting tasks (qf_task_spawn then fails
  * with QF_CANCELLED), cancel every live task (qf_task_is_cancelled()
  * becomes true, parked tasks are woken so they can finish), and wait until
- * all have finished or the deadline passes.
+ * all have finished or the deadline passes. A queue's poll (qf_queue.h) in
+ * a cancelled task that would park returns QF_CANCELLED "Dequeue operation
+ * was cancelled" / "Enqueue operation was cancelled" instead (TensorFlow's
+ * words at a session close), so a task that passes on what its polls say
+ * ends with them, and one that reports errors to a Coordinator reports
+ * that one too.
  *
  * Blocking:    until every task finished or the deadline; with 0 workers
  *              the calling thread runs the cancelled tasks itself.
@@ -294,7 +299,9 @@ QF_API void qf_task_waker_init(qf_task *t, qf_waker *w);
 QF_API void qf_task_sleep_until(qf_task *t, qf_deadline deadline);
 
 /** True once the runtime cancelled the task (shutdown). The task should
- *  withdraw its wakers and return QF_CANCELLED. Wait-free; acquire. */
+ *  withdraw its wakers and return QF_CANCELLED (a queue's poll already
+ *  answers QF_CANCELLED in such a task where it would park: qf_queue.h).
+ *  Wait-free; acquire. */
 QF_API bool qf_task_is_cancelled(const qf_task *t);
 
 /**

@@ -832,3 +832,28 @@ Test(queue_ptr, taking_a_given_back_element_wakes_a_blocked_producer, .timeout =
     }
     qf_queue_unref(q);
 }
+
+/* qf_queue.h: a take that fails leaves the caller's array untouched. A
+ * batch take that reads values as it counts marks once wrote the two
+ * there before it found too few (found by review). */
+Test(queue_ptr, a_failed_batch_take_leaves_the_callers_array_untouched)
+{
+    qf_queue *q = mkq(100, 0);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(1)), QF_OK);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(2)), QF_OK);
+    void *ps[4] = {P(91), P(92), P(93), P(94)};
+    cr_expect_eq(qf_queue_try_dequeue_many_ptrs(q, 4, ps), QF_UNAVAILABLE);
+    size_t n = 42;
+    cr_expect_eq(qf_queue_try_dequeue_bulk_ptr(q, 3, 4, ps, &n), QF_UNAVAILABLE);
+    cr_expect_eq(qf_queue_dequeue_many_ptrs_until(q, 3, qf_deadline_in_s(0.001), ps),
+                 QF_DEADLINE_EXCEEDED);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(U(ps[i]), 91 + i, "ps[%d] was written by a failed take", i);
+    cr_expect_eq(n, 42);
+    cr_expect_eq(qf_queue_size(q), 2);
+    cr_assert_eq(qf_queue_try_dequeue_bulk_ptr(q, 1, 4, ps, &n), QF_OK);
+    cr_expect_eq(n, 2);
+    cr_expect_eq(U(ps[0]), 1);
+    cr_expect_eq(U(ps[1]), 2);
+    qf_queue_unref(q);
+}
