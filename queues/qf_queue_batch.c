@@ -388,11 +388,10 @@ qf_code qf_queue_poll_dequeue_bulk(qf_queue *q, int64_t min, int64_t max, qf_wak
                                   : "ret_batch");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = bulk_batch(q, min, max, &w, ret_batch);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Dequeue"));
     return rc;
 }

@@ -156,12 +156,11 @@ qf_code qf_queue_poll_enqueue(qf_queue *q, qf_element *elem, qf_waker *wk)
                                     : "waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = enqueue_one(q, elem, &w);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Enqueue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Enqueue"));
     return rc;
 }
 
@@ -491,11 +490,10 @@ qf_code qf_queue_poll_dequeue(qf_queue *q, qf_waker *wk, qf_element **ret_elem)
                                   : "ret_elem");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = dequeue_one(q, &w, ret_elem);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Dequeue"));
     return rc;
 }

@@ -108,17 +108,23 @@ static inline bool poll_begins(const qf_waker *wk)
     return qf__waker_state_fast(wk) == QF_WAKER_REGISTERED;
 }
 
-/* After a poll form's op gave *rc: true when it must run again. A poll
- * that would park (QF_PENDING) in a task its runtime has cancelled (a
- * shutdown, TensorFlow's session close) withdraws its waker and answers
- * QF_CANCELLED "<op> operation was cancelled", TensorFlow's words (spec
- * 37), so the task ends with them; if a wake came meanwhile the op may now
- * go through, so it runs again (a wake is passed on by the withdrawal,
- * never lost). Only on the parking path: one call of the scheduler's
- * check. */
-static inline bool poll_cancelled(qf_queue *q, qf_waker *wk, qf_code *rc, const char *op)
+/* After a poll form's op gave *rc (`was_registered` from poll_begins()):
+ * true when it must run again. An op that ended is finished off
+ * (poll_ended()). A poll that would park (QF_PENDING) in a task its
+ * runtime has cancelled (a shutdown, TensorFlow's session close) withdraws
+ * its waker and answers QF_CANCELLED "<op> operation was cancelled",
+ * TensorFlow's words (spec 37), so the task ends with them; if a wake came
+ * meanwhile the op may now go through, so it runs again (a wake is passed
+ * on by the withdrawal, never lost). Only on the parking path: one call of
+ * the scheduler's check. */
+static inline bool poll_again(qf_queue *q, qf_waker *wk, bool was_registered, qf_code *rc,
+                              const char *op)
 {
-    if (*rc != QF_PENDING || !qf__task_cancelled())
+    if (*rc != QF_PENDING) {
+        poll_ended(wk, was_registered);
+        return false;
+    }
+    if (!qf__task_cancelled())
         return false;
     if (!qf_queue_cancel_poll(q, wk))
         return true;

@@ -51,12 +51,11 @@ qf_code qf_queue_poll_enqueue_ptr(qf_queue *q, void *p, qf_waker *wk)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL waker");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = put_ptrs(q, &p, 1, &w, NULL);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Enqueue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Enqueue"));
     return rc;
 }
 
@@ -139,12 +138,11 @@ qf_code qf_queue_poll_dequeue_ptr(qf_queue *q, qf_waker *wk, void **ret_p)
         return qf_set_error(QF_INVALID_ARGUMENT, "NULL %s", !wk ? "waker" : "ret_p");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = take_ptrs(q, 1, false, &w, ret_p, NULL);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Dequeue"));
     return rc;
 }
 
@@ -261,11 +259,10 @@ qf_code qf_queue_poll_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, qf_w
                                       : "ret_n");
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
     qf_code rc;
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = bulk_ptrs(q, min, max, &w, ret_ps, ret_n);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Dequeue"));
     return rc;
 }

@@ -81,12 +81,11 @@ qf_code qf_queue_poll_enqueue_values(qf_queue *q, const void *const *vals, qf_wa
     if (rc != QF_OK)
         return rc;
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = put_values(q, vals, &w);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Enqueue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Enqueue"));
     return rc;
 }
 
@@ -133,12 +132,11 @@ qf_code qf_queue_poll_dequeue_values(qf_queue *q, qf_waker *wk, void *const *out
     if (rc != QF_OK)
         return rc;
     qf__wait w = {QF__WAIT_POLL, QF_NO_WAIT, wk};
+    bool was_registered;
     do {
-        bool was_registered = poll_begins(wk);
+        was_registered = poll_begins(wk);
         rc = take_values(q, &w, outs);
-        if (rc != QF_PENDING)
-            poll_ended(wk, was_registered);
-    } while (poll_cancelled(q, wk, &rc, "Dequeue"));
+    } while (poll_again(q, wk, was_registered, &rc, "Dequeue"));
     return rc;
 }
 
