@@ -39,6 +39,7 @@
 
 #include "qf_coord_state-impl.h"
 #include "qf_lock-impl.h"
+#include "qf_member_mem-impl.h"
 #include "qf_status-impl.h"
 
 /* A frame per stop action running on this thread (innermost first). */
@@ -135,7 +136,7 @@ void qf__coord_run_stop_work(qf_coord *c, uint32_t key)
         qf_coord_action *next = a->next;
         if (a->busy == 0 && a->orphan) {
             action_unlink_locked(c, a);
-            free(a);
+            qf__action_free(a);
         }
         a = next;
     }
@@ -164,7 +165,7 @@ qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
         return null_coord("qf_coord_add_stop_action: coordinator (c) is NULL");
     if (!fn)
         return qf__set_error_static(QF_INVALID_ARGUMENT, "qf_coord_add_stop_action: fn is NULL");
-    qf_coord_action *a = calloc(1, sizeof(*a));
+    qf_coord_action *a = qf__action_alloc();
     if (!a)
         return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
                                     "qf_coord_add_stop_action: out of memory");
@@ -186,7 +187,7 @@ qf_code qf_coord_add_stop_action(qf_coord *c, qf_coord_action_fn fn, void *arg,
         run_claimed_locked(c, a);
         if (a->busy == 0 && a->orphan) {
             action_unlink_locked(c, a);
-            free(a);
+            qf__action_free(a);
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -199,7 +200,7 @@ static void free_chain(qf_coord_action *a)
 {
     while (a) {
         qf_coord_action *next = a->next;
-        free(a);
+        qf__action_free(a);
         a = next;
     }
 }
@@ -210,7 +211,7 @@ qf_code qf__coord_add_stop_actions(qf_coord *c, size_t n, qf_coord_action_fn fn,
     /* Made first, chained through next (nobody else sees them yet). */
     qf_coord_action *first = NULL, *last = NULL;
     for (size_t i = 0; i < n; i++) {
-        qf_coord_action *a = calloc(1, sizeof(*a));
+        qf_coord_action *a = qf__action_alloc();
         if (!a) {
             free_chain(first);
             return qf__set_error_static(QF_RESOURCE_EXHAUSTED,
@@ -275,7 +276,7 @@ void qf_coord_remove_stop_action(qf_coord *c, qf_coord_action *a)
     }
     action_unlink_locked(c, a);
     pthread_mutex_unlock(&c->lock);
-    free(a);
+    qf__action_free(a);
 }
 
 bool qf_coord_register_waker(qf_coord *c, qf_waker *w)

@@ -17,6 +17,7 @@
 
 #include "qf_coordinator-impl.h"
 #include "qf_coordinator.h"
+#include "qf_member_mem-impl.h"
 #include "qf_status-impl.h"
 #include "qf_waker.h"
 
@@ -69,9 +70,30 @@ struct qf_coord_action {
     uint16_t busy; /* runs in progress (pins the list node); at most one per
                     * thread running stop work, so 16 bits are plenty */
     bool removed;
-    bool orphan; /* removed from inside itself: freed when busy drops to 0 */
-    /* 40 bytes: one runner's action fits glibc's 48-byte chunk. */
+    bool orphan;       /* removed from inside itself: freed when busy drops to 0 */
+    uint8_t mem_class; /* qf__member_mem_alloc()'s class of the record */
+    /* 48 bytes: one block of the member memory's smallest class (64). */
 };
+
+/* A stop action's record, zeroed, and its end. From the member memory
+ * (qf_member_mem-impl.h), not malloc(): a start of 10,000 QueueRunners
+ * makes 10,000 of them, and from malloc()'s heap, trimmed when the runners
+ * before had ended, they faulted in again at each start (README, Measured,
+ * "Which thread decides"). NULL when memory is refused. */
+static inline qf_coord_action *qf__action_alloc(void)
+{
+    uint8_t cls;
+    qf_coord_action *a = qf__member_mem_alloc(sizeof(*a), &cls);
+    if (a)
+        a->mem_class = cls;
+    return a;
+}
+
+static inline void qf__action_free(qf_coord_action *a)
+{
+    if (a)
+        qf__member_mem_free(a, a->mem_class);
+}
 
 struct qf_coord {
     /* Read by every should_stop: its own cache line, with the key of the

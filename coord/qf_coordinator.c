@@ -78,7 +78,7 @@ void qf_coord_free(qf_coord *c)
     }
     for (qf_coord_action *a = c->actions_head, *n; a; a = n) {
         n = a->next;
-        free(a);
+        qf__action_free(a);
     }
     qf_status_free(c->recorded);
     int fd = atomic_load_explicit(&c->stop_fd, memory_order_relaxed);

@@ -55,6 +55,8 @@
 #define QF_PAGEMEM_IMPL_H
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A chunk: one huge page of x86-64 (and of arm64 with 4 KiB pages). */
 #define QF__PAGEMEM_CHUNK ((size_t)2 << 20)
@@ -65,6 +67,37 @@
 
 void *qf__pagemem_alloc(size_t bytes, size_t align);
 void qf__pagemem_free(void *p, size_t bytes, size_t align);
+
+/* An array a call needs only while it runs (a start's plan of 10,000
+ * runners: a few arrays of 80-160 KiB), zeroed: from the buffers above when
+ * it is QF__PAGEMEM_MIN bytes or more, so the same call made again finds
+ * it backed; from calloc() below that. NULL when n * size overflows or
+ * memory is refused. Why: glibc gives blocks that large back to the system
+ * when they are freed (or trims the heap under them), and the next start
+ * faulted them in again, 47-219 faults of about 19 us each on the project's
+ * VMs (README, Measured, "Which thread decides"). qf__scratch_free() takes
+ * the same n and size. */
+static inline void *qf__scratch_alloc(size_t n, size_t size)
+{
+    if (size && n > (size_t)-1 / size)
+        return NULL;
+    size_t bytes = n * size;
+    if (bytes < QF__PAGEMEM_MIN)
+        return calloc(n ? n : 1, size ? size : 1);
+    void *p = qf__pagemem_alloc(bytes, 64);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+static inline void qf__scratch_free(void *p, size_t n, size_t size)
+{
+    size_t bytes = n * size;
+    if (bytes < QF__PAGEMEM_MIN)
+        free(p);
+    else
+        qf__pagemem_free(p, bytes, 64);
+}
 
 /* For tests: bytes of free buffers still backed (warm), of free buffers
  * whose pages went back (cold), and of chunks mapped so far. */

@@ -17,6 +17,7 @@
 
 #include "qf_coordinator-impl.h"
 #include "qf_lock-impl.h"
+#include "qf_pagemem-impl.h"
 #include "qf_queue-impl.h"
 #include "qf_queue_runner-impl.h"
 #include "qf_runtime-impl.h"
@@ -792,8 +793,8 @@ static void add_cancel_actions(qf_queue_runner *const *go, size_t n, const qf_ru
     void *small_args[SMALL_START];
     qf_coord_action *small_actions[SMALL_START];
     bool small = n <= SMALL_START;
-    void **args = small ? small_args : calloc(n, sizeof(*args));
-    qf_coord_action **actions = small ? small_actions : calloc(n, sizeof(*actions));
+    void **args = small ? small_args : qf__scratch_alloc(n, sizeof(*args));
+    qf_coord_action **actions = small ? small_actions : qf__scratch_alloc(n, sizeof(*actions));
     if (args && actions) {
         for (size_t i = 0; i < n; i++)
             args[i] = go[i];
@@ -808,8 +809,8 @@ static void add_cancel_actions(qf_queue_runner *const *go, size_t n, const qf_ru
         }
     }
     if (!small) {
-        free(args);
-        free(actions);
+        qf__scratch_free(args, n, sizeof(*args));
+        qf__scratch_free(actions, n, sizeof(*actions));
     }
 }
 
@@ -872,7 +873,7 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
     /* Plan: claim the runners (one already running is skipped), then one
      * task per op of those claimed. */
     qf_queue_runner *go_small[SMALL_START];
-    qf_queue_runner **go = n <= SMALL_START ? go_small : malloc(n * sizeof(*go));
+    qf_queue_runner **go = n <= SMALL_START ? go_small : qf__scratch_alloc(n, sizeof(*go));
     if (!go)
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory starting queue runners");
     size_t n_go = 0, n_tasks = 0;
@@ -888,8 +889,9 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
         }
     }
     plan_task plan_small[SMALL_START];
-    start_plan plan = {.tasks = n_tasks <= SMALL_START ? plan_small
-                                                       : malloc(n_tasks * sizeof(*plan.tasks)),
+    start_plan plan = {.tasks = n_tasks <= SMALL_START
+                                    ? plan_small
+                                    : qf__scratch_alloc(n_tasks, sizeof(*plan.tasks)),
                        .coord = coord};
     qf_task **tasks = ret_tasks && n_tasks ? calloc(n_tasks, sizeof(*tasks)) : NULL;
     qf_code brc = QF_OK;
@@ -930,9 +932,9 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
             rc = brc;
     }
     if (plan.tasks != plan_small)
-        free(plan.tasks);
+        qf__scratch_free(plan.tasks, n_tasks, sizeof(*plan.tasks));
     if (go != go_small)
-        free(go);
+        qf__scratch_free(go, n, sizeof(*go));
     if (ret_tasks)
         *ret_tasks = tasks;
     if (ret_n)

@@ -8,6 +8,7 @@
 #include "qf_fence-impl.h"
 #include "qf_futex.h"
 #include "qf_lock-impl.h"
+#include "qf_pagemem-impl.h"
 #include "qf_runtime-impl.h"
 #include "qf_task_mark-impl.h"
 #include "qf_tsan-impl.h"
@@ -207,10 +208,10 @@ qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch
     qf_task *ts_small[SMALL_BATCH];
     qf_coord_member *ms_small[SMALL_BATCH];
     bool small = n <= SMALL_BATCH;
-    qf_task **ts = small ? ts_small : malloc(n * sizeof(*ts));
-    qf_coord_member **ms = !coord ? NULL : small ? ms_small : malloc(n * sizeof(*ms));
+    qf_task **ts = small ? ts_small : qf__scratch_alloc(n, sizeof(*ts));
+    qf_coord_member **ms = !coord ? NULL : small ? ms_small : qf__scratch_alloc(n, sizeof(*ms));
     bool ok = ts && (!coord || ms);
-    if (ts)
+    if (small)
         memset(ts, 0, n * sizeof(*ts));
     for (size_t i = 0; ok && i < n; i++) {
         ts[i] = task_alloc(coord, b->name(b->ctx, i), TASK_ARG_OFF + b->arg_size);
@@ -220,8 +221,8 @@ qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch
         for (size_t i = 0; ts && i < n && ts[i]; i++)
             task_discard(ts[i]);
         if (!small) {
-            free(ts);
-            free(ms);
+            qf__scratch_free(ts, n, sizeof(*ts));
+            qf__scratch_free(ms, n, sizeof(*ms));
         }
         return qf_set_error(QF_RESOURCE_EXHAUSTED, "out of memory spawning %zu tasks", n);
     }
@@ -235,7 +236,7 @@ qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch
     if (coord)
         qf__coord_members_link(coord, ms, n);
     if (!small)
-        free(ms);
+        qf__scratch_free(ms, n, sizeof(*ms));
     qf_code rc = QF_OK;
     if (!live_link(rt, ts, n)) {
         refuse(ts, n);
@@ -247,7 +248,7 @@ qf_code qf__task_spawn_batch(qf_runtime *rt, qf_task_fn fn, const qf__task_batch
             qf__schedule_chain(rt, ts, n);
     }
     if (!small)
-        free(ts);
+        qf__scratch_free(ts, n, sizeof(*ts));
     return rc;
 }
 

@@ -294,3 +294,36 @@ Test(pagemem, a_fork_while_another_thread_allocates_leaves_the_child_a_free_lock
 #endif
     qft_forks_while_churning(1, churn_until_told, 50, child_allocates);
 }
+
+/* Scratch arrays: zeroed whatever they held before, from the buffers above
+ * at QF__PAGEMEM_MIN bytes and more (so a second call of the same size
+ * gets the same warm buffer back), from calloc() below; an n * size that
+ * overflows is refused. */
+Test(pagemem, scratch_arrays_are_zeroed_and_the_large_ones_come_back_warm)
+{
+    size_t big = QF__PAGEMEM_MIN / sizeof(void *) + 3, small = 100;
+    void **a = qf__scratch_alloc(big, sizeof(void *));
+    cr_assert_not_null(a);
+    for (size_t i = 0; i < big; i++)
+        cr_assert_null(a[i], "element %zu not zeroed", i);
+    memset(a, 0xab, big * sizeof(void *));
+    qf__scratch_free(a, big, sizeof(void *));
+    void **b = qf__scratch_alloc(big, sizeof(void *));
+    cr_assert_not_null(b);
+    for (size_t i = 0; i < big; i++)
+        cr_assert_null(b[i], "element %zu of a reused buffer not zeroed", i);
+#ifndef PLAIN /* AddressSanitizer builds: aligned_alloc(), no reuse promised */
+    cr_expect_eq(b, a, "the same size came back as the same warm buffer");
+#endif
+    qf__scratch_free(b, big, sizeof(void *));
+
+    char *s = qf__scratch_alloc(small, 3);
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < small * 3; i++)
+        cr_assert_eq(s[i], 0);
+    qf__scratch_free(s, small, 3);
+
+    cr_expect_null(qf__scratch_alloc(SIZE_MAX / 2, 4), "an overflowing size is refused");
+    qf__scratch_free(NULL, big, sizeof(void *)); /* nothing */
+    qf__scratch_free(NULL, 1, 1);
+}
