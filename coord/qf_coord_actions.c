@@ -39,7 +39,6 @@
 
 #include "qf_coord_state-impl.h"
 #include "qf_lock-impl.h"
-#include "qf_member_mem-impl.h"
 #include "qf_status-impl.h"
 
 /* A frame per stop action running on this thread (innermost first). */

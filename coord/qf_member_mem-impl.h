@@ -1,6 +1,7 @@
 /* qf_member_mem-impl.h - internal: the memory of the Coordinator's member
- * records, kept for the next members when theirs end (qf_member_mem.c).
- * Never installed; used by coord/qf_coord_members.c and the tests.
+ * records and stop-action records, kept for the next ones when theirs end
+ * (qf_member_mem.c). Never installed; used by coord/qf_coord_members.c,
+ * coord/qf_coord_state-impl.h (qf__action_alloc()) and the tests.
  *
  * qf__member_mem_alloc(): `bytes` zeroed bytes (64-byte aligned up to
  * 2 KiB, malloc's alignment above), NULL when out of memory; *ret_class is

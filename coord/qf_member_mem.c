@@ -107,8 +107,9 @@ static void fork_release(void)
 }
 
 /* At load, not at the first allocation: no call after that pays for it, and
- * a release racing the first fork is covered too. */
-__attribute__((constructor)) static void fork_register(void)
+ * a release racing the first fork is covered too. Priority 103: after
+ * qf_pagemem.c's (102), whose lock nests inside ours (see there). */
+__attribute__((constructor(103))) static void fork_register(void)
 {
     (void)pthread_atfork(fork_prepare, fork_release, fork_release);
 }

@@ -74,7 +74,7 @@ void qf__pagemem_free(void *p, size_t bytes, size_t align);
  * it backed; from calloc() below that. NULL when n * size overflows or
  * memory is refused. Why: glibc gives blocks that large back to the system
  * when they are freed (or trims the heap under them), and the next start
- * faulted them in again, 47-219 faults of about 19 us each on the project's
+ * faulted them in again, dozens to hundreds of faults of about 19 us each on the project's
  * VMs (README, Measured, "Which thread decides"). qf__scratch_free() takes
  * the same n and size. */
 static inline void *qf__scratch_alloc(size_t n, size_t size)

@@ -118,12 +118,17 @@ static void fork_after(void)
     qf__unlock(&pm.lock);
 }
 
-static void register_fork_handlers(void)
+/* At load, before qf_member_mem.c's handlers (priority 102): prepare
+ * handlers run in the reverse order of registration, so the member
+ * memory's class locks are taken before this lock, the order its
+ * allocations nest them in (a class lock held while a slab comes from
+ * here). Registered at the first allocation instead, this one came
+ * after the member memory's and took this lock first: a fork while
+ * another thread held a class lock and waited for this one deadlocked. */
+__attribute__((constructor(102))) static void register_fork_handlers(void)
 {
     (void)pthread_atfork(fork_prepare, fork_after, fork_after);
 }
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* A fresh mapping of `bytes`, aligned to a chunk and advised as huge
  * pages; NULL when the system refuses it. Over-map by a chunk, then unmap
@@ -222,7 +227,6 @@ void *qf__pagemem_alloc(size_t bytes, size_t align)
     bool own = n > QF__PAGEMEM_CHUNK / 2;
     if (own && n > SIZE_MAX - QF__PAGEMEM_CHUNK)
         return NULL;
-    pthread_once(&fork_once, register_fork_handlers);
     qf__lock(&pm.lock);
     void *p = NULL;
     bin *b = find_bin(n, align, false);

@@ -889,9 +889,10 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
         }
     }
     plan_task plan_small[SMALL_START];
-    start_plan plan = {.tasks = n_tasks <= SMALL_START
+    size_t planned = n_tasks; /* n_tasks is 0 after a failure: this frees the plan */
+    start_plan plan = {.tasks = planned <= SMALL_START
                                     ? plan_small
-                                    : qf__scratch_alloc(n_tasks, sizeof(*plan.tasks)),
+                                    : qf__scratch_alloc(planned, sizeof(*plan.tasks)),
                        .coord = coord};
     qf_task **tasks = ret_tasks && n_tasks ? calloc(n_tasks, sizeof(*tasks)) : NULL;
     qf_code brc = QF_OK;
@@ -932,7 +933,7 @@ qf_code qf_queue_runners_start(qf_queue_runner *const *runners, size_t n, qf_run
             rc = brc;
     }
     if (plan.tasks != plan_small)
-        qf__scratch_free(plan.tasks, n_tasks, sizeof(*plan.tasks));
+        qf__scratch_free(plan.tasks, planned, sizeof(*plan.tasks));
     if (go != go_small)
         qf__scratch_free(go, n, sizeof(*go));
     if (ret_tasks)

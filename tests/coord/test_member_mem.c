@@ -215,3 +215,32 @@ Test(member_mem, a_child_forked_meanwhile_can_allocate, .timeout = 60)
 #endif
     qft_forks_while_churning(4, churn_until_stopped, 50, child_allocates);
 }
+
+/* The same while the churning threads make slabs come from the page memory
+ * and go back to it (a class lock held while qf_pagemem.c's lock is taken):
+ * the fork handlers must take the locks in that order too, or a fork
+ * that took the page memory's lock first waits for a class lock whose
+ * holder waits for it. */
+static void *churn_slabs_until_stopped(void *arg)
+{
+    (void)arg;
+    enum { N = 900 }; /* 640-byte blocks: three slabs */
+    void *p[N];
+    uint8_t c[N];
+    while (atomic_load(&qft_churning)) {
+        for (int i = 0; i < N; i++)
+            p[i] = qf__member_mem_alloc(600, &c[i]);
+        for (int i = 0; i < N; i++)
+            qf__member_mem_free(p[i], c[i]);
+        qf__member_mem_release();
+    }
+    return NULL;
+}
+
+Test(member_mem, a_child_forked_while_slabs_come_and_go_can_allocate, .timeout = 120)
+{
+#ifdef CACHE_OFF
+    cr_skip_test("AddressSanitizer build: the slabs are off");
+#endif
+    qft_forks_while_churning(3, churn_slabs_until_stopped, 100, child_allocates);
+}

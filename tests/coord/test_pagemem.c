@@ -313,7 +313,8 @@ Test(pagemem, scratch_arrays_are_zeroed_and_the_large_ones_come_back_warm)
     for (size_t i = 0; i < big; i++)
         cr_assert_null(b[i], "element %zu of a reused buffer not zeroed", i);
 #ifndef PLAIN /* AddressSanitizer builds: aligned_alloc(), no reuse promised */
-    cr_expect_eq(b, a, "the same size came back as the same warm buffer");
+    if (sysconf(_SC_PAGESIZE) == 4096) /* else malloc()'s too */
+        cr_expect_eq(b, a, "the same size came back as the same buffer");
 #endif
     qf__scratch_free(b, big, sizeof(void *));
 
