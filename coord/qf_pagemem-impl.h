@@ -71,12 +71,13 @@ void qf__pagemem_free(void *p, size_t bytes, size_t align);
 /* An array a call needs only while it runs (a start's plan of 10,000
  * runners: a few arrays of 80-160 KiB), zeroed: from the buffers above when
  * it is QF__PAGEMEM_MIN bytes or more, so the same call made again finds
- * it backed; from calloc() below that. NULL when n * size overflows or
- * memory is refused. Why: glibc gives blocks that large back to the system
- * when they are freed (or trims the heap under them), and the next start
- * faulted them in again, dozens to hundreds of faults of about 19 us each on the project's
- * VMs (README, Measured, "Which thread decides"). qf__scratch_free() takes
- * the same n and size. */
+ * it backed (while the warm bound above allows); from calloc() below that.
+ * NULL when n * size overflows or memory is refused. Why: glibc gives
+ * blocks that large back to the system when they are freed (or trims the
+ * heap under them), and the next start faulted them in again, dozens to
+ * hundreds of faults of about 19 us each on the project's VMs (README,
+ * Measured, "Which thread decides"). qf__scratch_free() takes the same n
+ * and size. */
 static inline void *qf__scratch_alloc(size_t n, size_t size)
 {
     if (size && n > (size_t)-1 / size)
