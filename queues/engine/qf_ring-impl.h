@@ -62,7 +62,10 @@
  *                  multi-consumer re-reads c_head first: it may be stale);
  *                  read the values, then claim with the c_head CAS (store).
  *                  A pointer take with min 1 reads each value right after
- *                  its mark in the same pass (qf__ring_run_read_ptrs()).
+ *                  its mark in the same pass (qf__ring_run_read_ptrs());
+ *                  a take of at least min > 1 first loads the mark of
+ *                  the last index it needs and, unpublished, is empty
+ *                  without the scan (qf__ring_min_unpublished()).
  *     A consumer sees only the published run from c_head, so a slot
  *     published out of turn becomes takeable when the slots before it are.
  *     Waking: whoever makes slots takeable must count them in its wake
@@ -878,6 +881,23 @@ qf__ring_run_read_ptrs(qf__ring *r, unsigned from, unsigned lim, void **out)
     return n;
 }
 
+/* A take of at least min (> 1) from c cannot succeed: index c + min - 1,
+ * the last it needs, is not published (one seq_cst load, as the scan's).
+ * Why look there first: a consumer waiting for a batch to fill (a
+ * dequeue_many of 1024 in a spin) scanned every mark from c_head on each
+ * look, hundreds of lines the producer had just written, ending on the
+ * line it was writing: in qflow-lines the batch's consumer spent most of
+ * its time there, and the reader's stores waited for those lines to come
+ * back. */
+static inline __attribute__((always_inline)) bool
+qf__ring_min_unpublished(qf__ring *r, unsigned c, size_t min, unsigned shift)
+{
+    if (min <= 1)
+        return false;
+    unsigned last = c + (unsigned)min - 1;
+    return atomic_load_explicit(qf__ring_mark_at(r, last, shift), memory_order_seq_cst) != last + 1;
+}
+
 /* qf__ring_take_turns() for a ring of r->cell_words and r->shift, given
  * as arguments: constants in the pointer ring's copy (0 and
  * QF__RING_PTR_SHIFT). */
@@ -896,7 +916,9 @@ qf__ring_take_turns_at(qf__ring *r, void **out, unsigned c, size_t min, size_t m
          * 8) each is a line of its own, and one by one a batch waited a
          * miss per mark. */
         unsigned k = fused ? qf__ring_run_read_ptrs(r, c, (unsigned)lim, out)
-                           : qf__ring_run_end_at(r, c, c + (unsigned)lim, shift) - c;
+                     : qf__ring_min_unpublished(r, c, min, shift)
+                         ? 0
+                         : qf__ring_run_end_at(r, c, c + (unsigned)lim, shift) - c;
         if (k < min) {
             unsigned now = single_consumer ? c : QF__LD(&r->ring.c_head, RELAXED);
             if (now == c)

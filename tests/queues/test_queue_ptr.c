@@ -857,3 +857,47 @@ Test(queue_ptr, a_failed_batch_take_leaves_the_callers_array_untouched)
     cr_expect_eq(U(ps[1]), 2);
     qf_queue_unref(q);
 }
+
+/* Publish index t + i of a ring alone (a producer of one slot among
+ * several, finishing out of turn). */
+static void publish_one(qf__ring *r, unsigned t, unsigned i)
+{
+    qf__ring_write(r, t + i, P(0x100 + i));
+    qf__ring_publish(r, t + i, 1, false);
+}
+
+/* A take of at least min first looks at the last index it needs
+ * (qf__ring_min_unpublished()), then scans: with slots published out of
+ * turn it takes exactly the run from c_head, never past a gap, whichever
+ * of the two finds the gap, in a spread ring and in one laid out in order. */
+Test(queue_ptr, a_take_of_at_least_min_stops_at_the_first_gap)
+{
+    for (int in_order = 0; in_order < 2; in_order++) {
+        qf__ring r;
+        ck_ring_buffer_t *buf = queue_ring(&r, 64);
+        if (in_order)
+            qf__ring_lay_in_order(&r);
+        unsigned t = 0;
+        cr_assert_eq(qf__ring_reserve(&r, 8, false, true, r.cap, &t), 8);
+        void *out[8] = {0};
+        size_t slots = 0;
+        publish_one(&r, t, 7); /* the last a take of 8 needs, alone */
+        cr_expect_eq(qf__ring_take(&r, out, 8, 8, false, &slots), 0);
+        cr_expect_eq(qf__ring_take(&r, out, 1, 8, false, &slots), 0);
+        for (unsigned i = 0; i < 7; i++)
+            if (i != 3)
+                publish_one(&r, t, i); /* all but 3: the scan finds the gap */
+        cr_expect_eq(qf__ring_take(&r, out, 8, 8, false, &slots), 0, "in order %d", in_order);
+        cr_expect_eq(qf__ring_take(&r, out, 4, 8, false, &slots), 0, "in order %d", in_order);
+        cr_assert_eq(qf__ring_take(&r, out, 2, 8, false, &slots), 3, "in order %d", in_order);
+        for (unsigned i = 0; i < 3; i++)
+            cr_expect_eq(U(out[i]), 0x100 + i);
+        publish_one(&r, t, 3);
+        cr_expect_eq(qf__ring_take(&r, out, 6, 8, false, &slots), 0); /* 5 left */
+        cr_assert_eq(qf__ring_take(&r, out, 5, 8, false, &slots), 5);
+        for (unsigned i = 0; i < 5; i++)
+            cr_expect_eq(U(out[i]), 0x103 + i);
+        cr_expect_eq(qf__ring_reserved(&r), 0);
+        free(buf);
+    }
+}
