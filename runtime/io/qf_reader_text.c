@@ -336,13 +336,6 @@ static qf_code text_next_rows(qf_reader *r, void **out, size_t max, size_t *made
         uint64_t index = r->index;
         qf__row_writer w = qf__row_writer_begin(rb->blk, !r->rows_bare);
         uint32_t nls[QF__ROWS_MAX + NL_SLACK];
-        /* The table lines this round's rows may fill, asked for in the
-         * owned state before the search, which then hides their fetch:
-         * the table of a reused block was read last by the consumer's
-         * core, and each row's store waited for that copy to be
-         * invalidated. Asked for a row at a time 16 rows ahead, they
-         * still came late (qflow-lines: 57.3-58.9 ms against 51.8-52.7). */
-        qf__prefetch_lines_for_write(&w.rows[w.n], ((max - n) * sizeof(qf__block_row) + 63) / 64);
         size_t found = nl_gather_best(buf, pos, rb->lim, nls, max - n);
         for (size_t k = 0; k < found; k++) {
             size_t at = nls[k], l = at - pos;
