@@ -210,11 +210,12 @@ static qf_code tfrecord_next_rows(qf_reader *r, void **out, size_t max, size_t *
         size_t pos = rb->pos;
         const unsigned char *b = (const unsigned char *)rb->buf;
         uint64_t len;
+        qf__row_writer w = qf__row_writer_begin(rb->blk, true);
         while (n < lim && whole_record(r, b + pos, rb->lim - pos, &len)) {
-            out[n++] =
-                qf__strblock_add_row(rb->blk, pos + HEADER_BYTES, (size_t)len, rb->base + pos);
+            out[n++] = qf__row_writer_add(&w, pos + HEADER_BYTES, (size_t)len, rb->base + pos);
             pos += HEADER_BYTES + (size_t)len + FOOTER_BYTES;
         }
+        qf__row_writer_end(&w);
         rb->pos = pos;
         if (n > 0 || !r->rows_may_wait || rb->eof)
             break;
