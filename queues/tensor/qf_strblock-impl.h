@@ -40,8 +40,15 @@
 #include "qf_tsan-impl.h"
 
 /* A row writer's table stores are streaming stores (qf__row_writer_add())
- * on x86-64, except under the sanitizers, which do not see them. */
-#if defined(__x86_64__) && defined(__SSE2__) && !defined(QF_TSAN) && !defined(__SANITIZE_ADDRESS__)
+ * on x86-64, except under the sanitizers, which do not see GCC's. */
+#if defined(__SANITIZE_ADDRESS__)
+#define QF__ROWS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QF__ROWS_ASAN 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(QF_TSAN) && !defined(QF__ROWS_ASAN)
 #define QF__ROWS_STREAM 1
 #include <emmintrin.h>
 #endif
@@ -84,8 +91,15 @@ struct qf__strblock {
      * store before it ahead of a consumer's look, and a consumer that
      * sees it cleared early only writes ends that are already there. */
     _Atomic bool bare_ends;
-    qf__block_row rows[];
+    /* On lines of their own, four rows a line: a row writer's streaming
+     * stores then fill whole lines, none shared with the header that
+     * consumers read (bare_ends) and write (live). */
+    _Alignas(64) qf__block_row rows[];
 };
+/* qf__row_writer_add() writes a row as two words: off | len << 32, line. */
+_Static_assert(offsetof(qf__block_row, off) == 0 && offsetof(qf__block_row, len) == 4 &&
+                   offsetof(qf__block_row, line) == 8 && sizeof(qf__block_row) == 16,
+               "a row is the two words qf__row_writer_add() stores");
 
 /* A filler's pool of blocks (one owner thread at a time): blocks it gets from
  * the pool go back to it when retired, so a filler reuses a few warm

@@ -858,46 +858,89 @@ Test(queue_ptr, a_failed_batch_take_leaves_the_callers_array_untouched)
     qf_queue_unref(q);
 }
 
-/* Publish index t + i of a ring alone (a producer of one slot among
- * several, finishing out of turn). */
-static void publish_one(qf__ring *r, unsigned t, unsigned i)
+/* The ring under a_take_of_at_least_min_stops_at_the_first_gap: a pointer
+ * ring (layout 0 spread, 1 in order) or a ring of cells (2: 8-byte values,
+ * spread cells of 16 bytes; 3: 72-byte values, cells of 128 bytes in
+ * order). Index i's value is 0x100 + i, in its first word for cells. */
+typedef struct gap_ring {
+    qf__ring r;
+    void *storage;
+    size_t value_bytes;  /* 0: pointers */
+    uint64_t bufs[8][9]; /* a take's buffers, for cells */
+    void *out[8];
+} gap_ring;
+
+static void gap_ring_init(gap_ring *g, int layout)
 {
-    qf__ring_write(r, t + i, P(0x100 + i));
-    qf__ring_publish(r, t + i, 1, false);
+    static const size_t vb[] = {0, 0, 8, 72};
+    const unsigned slots = 64;
+    memset(g, 0, sizeof(*g));
+    g->value_bytes = vb[layout];
+    if (!g->value_bytes) {
+        g->storage = queue_ring(&g->r, slots);
+        if (layout == 1)
+            qf__ring_lay_in_order(&g->r);
+        return;
+    }
+    size_t cell = qf__ring_cell_bytes(g->value_bytes);
+    g->storage = aligned_alloc(128, slots * cell);
+    cr_assert_not_null(g->storage);
+    memset(g->storage, 0, slots * cell);
+    qf__ring_init_cells(&g->r, g->storage, slots, slots - 1, g->value_bytes);
+}
+
+/* Publish index t + i alone (a producer of one slot among several,
+ * finishing out of turn). */
+static void gap_publish(gap_ring *g, unsigned t, unsigned i)
+{
+    uint64_t words[9] = {0x100 + i, 7, 7, 7, 7, 7, 7, 7, 7};
+    qf__ring_write(&g->r, t + i, g->value_bytes ? (void *)words : P(0x100 + i));
+    qf__ring_publish(&g->r, t + i, 1, false);
+}
+
+static size_t gap_take(gap_ring *g, size_t min)
+{
+    for (unsigned i = 0; i < 8; i++)
+        g->out[i] = g->value_bytes ? (void *)g->bufs[i] : NULL;
+    size_t slots = 0;
+    return qf__ring_take(&g->r, g->out, min, 8, false, &slots);
+}
+
+static uintptr_t gap_value(const gap_ring *g, unsigned k)
+{
+    return g->value_bytes ? (uintptr_t)((const uint64_t *)g->out[k])[0] : U(g->out[k]);
 }
 
 /* A take of at least min first looks at the last index it needs
  * (qf__ring_min_unpublished()), then scans: with slots published out of
  * turn it takes exactly the run from c_head, never past a gap, whichever
- * of the two finds the gap, in a spread ring and in one laid out in order. */
+ * of the two finds the gap, in pointer rings spread and in order and in
+ * rings of cells of both kinds; a min larger than the ring finds nothing. */
 Test(queue_ptr, a_take_of_at_least_min_stops_at_the_first_gap)
 {
-    for (int in_order = 0; in_order < 2; in_order++) {
-        qf__ring r;
-        ck_ring_buffer_t *buf = queue_ring(&r, 64);
-        if (in_order)
-            qf__ring_lay_in_order(&r);
+    for (int layout = 0; layout < 4; layout++) {
+        gap_ring g;
+        gap_ring_init(&g, layout);
         unsigned t = 0;
-        cr_assert_eq(qf__ring_reserve(&r, 8, false, true, r.cap, &t), 8);
-        void *out[8] = {0};
-        size_t slots = 0;
-        publish_one(&r, t, 7); /* the last a take of 8 needs, alone */
-        cr_expect_eq(qf__ring_take(&r, out, 8, 8, false, &slots), 0);
-        cr_expect_eq(qf__ring_take(&r, out, 1, 8, false, &slots), 0);
+        cr_assert_eq(qf__ring_reserve(&g.r, 8, false, true, g.r.cap, &t), 8);
+        gap_publish(&g, t, 7); /* the last a take of 8 needs, alone */
+        cr_expect_eq(gap_take(&g, 8), 0, "layout %d", layout);
+        cr_expect_eq(gap_take(&g, 1), 0, "layout %d", layout);
         for (unsigned i = 0; i < 7; i++)
             if (i != 3)
-                publish_one(&r, t, i); /* all but 3: the scan finds the gap */
-        cr_expect_eq(qf__ring_take(&r, out, 8, 8, false, &slots), 0, "in order %d", in_order);
-        cr_expect_eq(qf__ring_take(&r, out, 4, 8, false, &slots), 0, "in order %d", in_order);
-        cr_assert_eq(qf__ring_take(&r, out, 2, 8, false, &slots), 3, "in order %d", in_order);
+                gap_publish(&g, t, i); /* all but 3: the scan finds the gap */
+        cr_expect_eq(gap_take(&g, 8), 0, "layout %d", layout);
+        cr_expect_eq(gap_take(&g, 4), 0, "layout %d", layout);
+        cr_expect_eq(gap_take(&g, 1000), 0, "layout %d", layout);
+        cr_assert_eq(gap_take(&g, 2), 3, "layout %d", layout);
         for (unsigned i = 0; i < 3; i++)
-            cr_expect_eq(U(out[i]), 0x100 + i);
-        publish_one(&r, t, 3);
-        cr_expect_eq(qf__ring_take(&r, out, 6, 8, false, &slots), 0); /* 5 left */
-        cr_assert_eq(qf__ring_take(&r, out, 5, 8, false, &slots), 5);
+            cr_expect_eq(gap_value(&g, i), 0x100 + i, "layout %d", layout);
+        gap_publish(&g, t, 3);
+        cr_expect_eq(gap_take(&g, 6), 0, "layout %d", layout); /* 5 left */
+        cr_assert_eq(gap_take(&g, 5), 5, "layout %d", layout);
         for (unsigned i = 0; i < 5; i++)
-            cr_expect_eq(U(out[i]), 0x103 + i);
-        cr_expect_eq(qf__ring_reserved(&r), 0);
-        free(buf);
+            cr_expect_eq(gap_value(&g, i), 0x103 + i, "layout %d", layout);
+        cr_expect_eq(qf__ring_reserved(&g.r), 0);
+        free(g.storage);
     }
 }
