@@ -33,7 +33,6 @@
 #include <immintrin.h>
 #endif
 
-#include "qf_prefetch-impl.h"
 #include "qf_reader-impl.h"
 
 /* The '\n's of buf[from..lim), in order, for text_next_rows(): their
