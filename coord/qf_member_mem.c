@@ -44,16 +44,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_asan-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_member_mem-impl.h"
 #include "qf_pagemem-impl.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef QF_ASAN
 #define MEMBER_MEM_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMBER_MEM_OFF 1
-#endif
 #endif
 
 #define CLASS_GRAIN 64

@@ -21,16 +21,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "qf_asan-impl.h"
 #include "qf_lock-impl.h"
 
 #define PAGE ((size_t)4096)
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef QF_ASAN
 #define PAGEMEM_PLAIN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PAGEMEM_PLAIN 1
-#endif
 #endif
 
 /* bytes rounded up to whole pages (0 for a size that cannot be). */

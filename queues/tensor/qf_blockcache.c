@@ -44,16 +44,13 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "qf_asan-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_prefetch-impl.h"
 #include "qf_tsan-impl.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef QF_ASAN
 #define QF_BLOCKCACHE_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QF_BLOCKCACHE_OFF 1
-#endif
 #endif
 
 #define BATCH 32

@@ -36,19 +36,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qf_asan-impl.h"
 #include "qf_tensor.h"
 #include "qf_tsan-impl.h"
 
 /* A row writer's table stores are streaming stores (qf__row_writer_add())
  * on x86-64, except under the sanitizers, which do not see GCC's. */
-#if defined(__SANITIZE_ADDRESS__)
-#define QF__ROWS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QF__ROWS_ASAN 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__SSE2__) && !defined(QF_TSAN) && !defined(QF__ROWS_ASAN)
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(QF_TSAN) && !defined(QF_ASAN)
 #define QF__ROWS_STREAM 1
 #include <emmintrin.h>
 #endif

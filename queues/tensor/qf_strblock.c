@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_asan-impl.h"
 #include "qf_lock-impl.h"
 #include "qf_pagemem-impl.h"
 #include "qf_tensor-impl.h"
@@ -103,12 +104,8 @@ static void block_destroy(qf__strblock *r)
 #define IDLE_MAX_BYTES ((size_t)32 << 20)
 #define IDLE_MAX_BLOCKS 256
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef QF_ASAN
 #define IDLE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define IDLE_ASAN 1
-#endif
 #endif
 #ifdef IDLE_ASAN
 #include <sanitizer/asan_interface.h>
