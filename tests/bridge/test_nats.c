@@ -868,7 +868,7 @@ Test(nats, server_crash_redelivers_only_unpersisted_acks, .fini = down)
                  * it while messages stay in flight. The bound below is
                  * checked against what the store holds at the kill, so go
                  * on with that. */
-                cr_log_warn("the server's store kept its ack floor at %" PRId64 " behind %" PRId64
+                cr_log_info("the server's store kept its ack floor at %" PRId64 " behind %" PRId64
                             " acked in its memory; checking against it",
                             floor_at_pause, prefix);
                 prefix = floor_at_pause;
@@ -896,7 +896,7 @@ Test(nats, server_crash_redelivers_only_unpersisted_acks, .fini = down)
             floor_at_kill = persisted_ack_floor("CR", "d", &write_age_s);
             cr_assert_neq(floor_at_kill, -2, "o.dat has a format this test does not know");
             if (floor_at_kill == -3) { /* torn: what the server makes of it is its business */
-                cr_log_warn("the kill tore the consumer's state file; its ack floor is unknown");
+                cr_log_info("the kill tore the consumer's state file; its ack floor is unknown");
                 floor_at_kill = 0;
                 floor_at_pause = 0;
             }
