@@ -944,3 +944,60 @@ Test(queue_ptr, a_take_of_at_least_min_stops_at_the_first_gap)
         free(g.storage);
     }
 }
+
+/* Bulk puts and batch takes walk a pointer ring a stretch at a time
+ * (qf__ring_stretch(): consecutive indices a step apart until the spread
+ * bits wrap). In rings of 16 to 1024 slots, spread (1 to 4 bits) and in
+ * order, from every offset of a lap and across its wrap: runs of 1 to 70
+ * published with one index left out (a producer finishing out of turn),
+ * then taken. A take of at least 1 gets exactly the run before the gap,
+ * in order; one of at least the whole run finds nothing and leaves the
+ * caller's array as it was; once the gap is published, the rest comes in
+ * order. */
+Test(queue_ptr, bulk_puts_and_takes_walk_every_stretch_of_the_ring)
+{
+    static const unsigned sizes[] = {16, 64, 256, 1024};
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    void *in[80], *out[80];
+    for (int order = 0; order < 2; order++) {
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            unsigned slots = sizes[s];
+            qf__ring r;
+            ck_ring_buffer_t *buf = queue_ring(&r, slots);
+            if (order)
+                qf__ring_lay_in_order(&r);
+            uintptr_t next_in = 1, next_out = 1;
+            for (unsigned round = 0; round < 3 * slots; round++) {
+                rng = rng * 6364136223846793005u + 1442695040888963407u;
+                unsigned k = 1 + (unsigned)(rng >> 33) % (slots - 1 < 70 ? slots - 1 : 70);
+                unsigned gap = (unsigned)(rng >> 13) % k, t = 0;
+                cr_assert_eq(qf__ring_reserve(&r, k, false, true, r.cap, &t), k);
+                for (unsigned i = 0; i < k; i++)
+                    in[i] = P(next_in + i);
+                next_in += k;
+                if (gap > 0)
+                    qf__ring_put_run(&r, t, in, gap, false);
+                if (gap + 1 < k)
+                    qf__ring_put_run(&r, t + gap + 1, in + gap + 1, k - gap - 1, false);
+                for (unsigned i = 0; i < k; i++)
+                    out[i] = P(0xdead);
+                cr_expect_eq(qf__ring_take(&r, out, k, k, false, NULL), 0,
+                             "slots %u, from %u, run %u, gap at %u", slots, t, k, gap);
+                for (unsigned i = 0; i < k; i++)
+                    cr_assert_eq(U(out[i]), 0xdead, "a failed take wrote out[%u]", i);
+                cr_assert_eq(qf__ring_take(&r, out, 1, k, false, NULL), gap,
+                             "slots %u, from %u, run %u, gap at %u", slots, t, k, gap);
+                for (unsigned i = 0; i < gap; i++)
+                    cr_assert_eq(U(out[i]), next_out++, "slots %u, from %u", slots, t);
+                qf__ring_put_run(&r, t + gap, in + gap, 1, false);
+                size_t rest = k - gap, min = 1 + (unsigned)(rng >> 40) % rest;
+                cr_assert_eq(qf__ring_take(&r, out, min, rest, false, NULL), rest,
+                             "slots %u, from %u, run %u, gap at %u", slots, t, k, gap);
+                for (unsigned i = 0; i < rest; i++)
+                    cr_assert_eq(U(out[i]), next_out++, "slots %u, from %u", slots, t);
+                cr_assert_eq(qf__ring_reserved(&r), 0);
+            }
+            free(buf);
+        }
+    }
+}
