@@ -244,14 +244,13 @@ void qf__row_string(const void *slot, size_t c, char digits[QF__ROW_DIGITS], con
 /* Row values are NUL-terminated in place, but in blocks with bare_ends. qf__row_value(): the value
  * of a row slot (NULL for any other slot). qf__rows_all(): whether every one of slots[0..n) is a
  * row. qf__rows_values(): dst[i] = slot i's value, not copied: valid while the row is not consumed
- * ({0, NULL} when empty). */
+ * ({0, NULL} when empty), all of them rows; returns whether every one is of a block with bare_ends
+ * (each non-empty value's next byte is its source's end, not a NUL), found in the same pass with
+ * one look per stretch of rows of the same block: a pass of its own over a batch of 1024 lines
+ * was 5% of qflow-lines' instructions. */
 const char *qf__row_value(const void *slot);
 bool qf__rows_all(void *const *slots, size_t n);
-/* Whether every one of slots[0..n) is a row of a block with bare_ends:
- * each non-empty value's next byte is its source's end, not a NUL. One
- * look per stretch of rows of the same block (a batch has a few). */
-bool qf__rows_bare(void *const *slots, size_t n);
-void qf__rows_values(void *const *slots, size_t n, qf_string *dst);
+bool qf__rows_values(void *const *slots, size_t n, qf_string *dst);
 
 /* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when
  * every slot is a row, true with the bytes component c of them takes in a

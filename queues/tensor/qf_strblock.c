@@ -476,28 +476,20 @@ bool qf__rows_all(void *const *slots, size_t n)
     return (all & 1) != 0;
 }
 
-bool qf__rows_bare(void *const *slots, size_t n)
+bool qf__rows_values(void *const *slots, size_t n, qf_string *dst)
 {
-    if (!qf__rows_all(slots, n))
-        return false;
     const qf__strblock *last = NULL;
-    for (size_t i = 0; i < n; i++) {
-        const block_row *row; /* not read: the block is the slot's base */
-        const qf__strblock *r = block_of(slots[i], &row);
-        if (r != last && !atomic_load_explicit(&r->bare_ends, memory_order_relaxed))
-            return false;
-        last = r;
-    }
-    return true;
-}
-
-void qf__rows_values(void *const *slots, size_t n, qf_string *dst)
-{
+    bool bare = true;
     for (size_t i = 0; i < n; i++) {
         const block_row *row;
         const qf__strblock *r = block_of(slots[i], &row);
         dst[i] = row->len ? (qf_string){row->len, r->buf + row->off} : (qf_string){0, NULL};
+        if (r != last) {
+            bare = bare && atomic_load_explicit(&r->bare_ends, memory_order_relaxed);
+            last = r;
+        }
     }
+    return bare;
 }
 
 void qf__rows_release(void *const *slots, size_t n)

@@ -53,6 +53,10 @@ struct qf_tensor {
     /* qf__block_alloc()'s class of this tensor's own allocation (0: plain
      * malloc()). */
     uint8_t block_class;
+    /* With held: every held row is of a block with bare_ends (found as the
+     * values were filled in, qf__rows_values()). Read only when held is
+     * set, which only qf__stack_rows_borrowed() does. */
+    bool held_bare;
     /* QF_STRING: string storage at buf + nbytes: arena_cap bytes, of which
      * arena_used are handed out. Both 0 for other dtypes. */
     size_t arena_cap;

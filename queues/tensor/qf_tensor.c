@@ -1179,7 +1179,7 @@ qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
     out->held = (void **)(out->buf + out->nbytes);
     out->arena_cap = 0;
     memcpy(out->held, slots, n * sizeof(void *));
-    qf__rows_values(slots, n, (qf_string *)out->buf);
+    out->held_bare = qf__rows_values(slots, n, (qf_string *)out->buf);
     out->all_borrowed = true;
     *ret_batch = out;
     return QF_OK;
@@ -1187,8 +1187,7 @@ qf_code qf__stack_rows_borrowed(void **slots, size_t n, qf_tensor **ret_batch)
 
 bool qf__strings_keep_ends(const qf_tensor *t)
 {
-    return t && t->dtype == QF_STRING && t->held && t->all_borrowed && t->n > 0 &&
-           qf__rows_bare(t->held, (size_t)t->n);
+    return t && t->dtype == QF_STRING && t->held && t->all_borrowed && t->n > 0 && t->held_bare;
 }
 
 qf_code qf__stack_scalars(void *const *slots, size_t n, size_t c, qf_dtype dt,
