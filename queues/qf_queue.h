@@ -571,7 +571,11 @@ QF_API qf_code qf_queue_try_enqueue_many_ptrs(qf_queue *q, void *const *ps, size
  * qf_queue_dequeue_many_ptrs() / _until() / qf_queue_try_dequeue_many_ptrs()
  * - take exactly n pointers into ret_ps[0..n), oldest first (the rules of
  * qf_queue_dequeue_many(); no shapes needed). n == 0 succeeds at once.
- * ret_ps is untouched on failure (taken pointers go back to the front).
+ * On failure nothing is taken and ret_ps is untouched (taken pointers go
+ * back to the front), but for one case: with other consumers taking at the
+ * same moment, a call that lost the race for the slots it had counted may
+ * have copied their pointers (which it did not take, and which are not
+ * yours) into ret_ps before it failed; so read ret_ps only after QF_OK.
  * Returns:     as qf_queue_dequeue_many(); QF_INVALID_ARGUMENT for a queue
  *              that is not a pointer queue or a NULL ret_ps; QF_UNAVAILABLE
  *              (try form: fewer than n there now).
@@ -585,8 +589,9 @@ QF_API qf_code qf_queue_try_dequeue_many_ptrs(qf_queue *q, size_t n, void **ret_
  * qf_queue_dequeue_up_to_ptrs() / _until() / qf_queue_try_dequeue_up_to_ptrs()
  * - take between 1 and n pointers (the rules of qf_queue_dequeue_up_to()),
  * *ret_n gets the count. The try form takes what is there now (at least
- * one). n == 0 succeeds at once with *ret_n = 0. ret_ps and *ret_n
- * untouched on failure.
+ * one). n == 0 succeeds at once with *ret_n = 0. *ret_n untouched on
+ * failure, ret_ps too but for the race of qf_queue_dequeue_many_ptrs()
+ * (read it only after QF_OK).
  */
 QF_API qf_code qf_queue_dequeue_up_to_ptrs(qf_queue *q, size_t n, void **ret_ps, size_t *ret_n);
 QF_API qf_code qf_queue_dequeue_up_to_ptrs_until(qf_queue *q, size_t n, qf_deadline deadline,
@@ -638,8 +643,9 @@ QF_API qf_code qf_queue_dequeue_up_to_ptr(qf_queue *q, size_t n, qf_deadline dea
  *              min > max, min > capacity, NULL arrays); QF_DEADLINE_EXCEEDED;
  *              QF_UNAVAILABLE (try: fewer than min there); QF_PENDING (poll);
  *              QF_OUT_OF_RANGE (closed and empty); QF_FAILED_PRECONDITION
- *              (a blocking form called inside a task). ret_ps and *ret_n
- *              untouched on failure.
+ *              (a blocking form called inside a task). *ret_n untouched
+ *              on failure, ret_ps too but for the race of
+ *              qf_queue_dequeue_many_ptrs() (read it only after QF_OK).
  */
 QF_API qf_code qf_queue_dequeue_bulk_ptr(qf_queue *q, size_t min, size_t max, void **ret_ps,
                                          size_t *ret_n);

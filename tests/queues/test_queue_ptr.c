@@ -947,8 +947,8 @@ Test(queue_ptr, a_take_of_at_least_min_stops_at_the_first_gap)
 
 /* Bulk puts and batch takes walk a pointer ring a stretch at a time
  * (qf__ring_stretch(): consecutive indices a step apart until the spread
- * bits wrap). In rings of 16 to 1024 slots, spread (1 to 4 bits) and in
- * order, from every offset of a lap and across its wrap: runs of 1 to 70
+ * bits wrap). In rings of 8 to 1024 slots, spread (1 to 4 bits) and in
+ * order, from offsets all over a lap and across its wrap: runs of 1 to 70
  * published with one index left out (a producer finishing out of turn),
  * then taken. A take of at least 1 gets exactly the run before the gap,
  * in order; one of at least the whole run finds nothing and leaves the
@@ -956,7 +956,7 @@ Test(queue_ptr, a_take_of_at_least_min_stops_at_the_first_gap)
  * order. */
 Test(queue_ptr, bulk_puts_and_takes_walk_every_stretch_of_the_ring)
 {
-    static const unsigned sizes[] = {16, 64, 256, 1024};
+    static const unsigned sizes[] = {8, 16, 64, 256, 1024};
     uint64_t rng = 0x9e3779b97f4a7c15u;
     void *in[80], *out[80];
     for (int order = 0; order < 2; order++) {
