@@ -262,12 +262,19 @@ typedef struct qf__ring {
 
 /* Where index i lives among the positions (cells, slots) (note 8): the
  * low `spread` bits of i & mask trade places with the `spread` above
- * them. Its own inverse; identity when spread is 0. */
+ * them. Its own inverse; identity when spread is 0. qf__ring_pos_of()
+ * takes the ring's fields as arguments, for a caller that loads them once
+ * for many indices. */
+static inline unsigned qf__ring_pos_of(unsigned i, unsigned mask, unsigned spread, unsigned low)
+{
+    unsigned x = i & mask;
+    unsigned mix = (x ^ (x >> spread)) & low;
+    return x ^ mix ^ (mix << spread);
+}
+
 static inline unsigned qf__ring_pos(const qf__ring *r, unsigned i)
 {
-    unsigned x = i & r->mask;
-    unsigned mix = (x ^ (x >> r->spread)) & r->spread_low;
-    return x ^ mix ^ (mix << r->spread);
+    return qf__ring_pos_of(i, r->mask, r->spread, r->spread_low);
 }
 
 /* Index i + 1 lies 2^spread positions after index i until the low
@@ -282,8 +289,7 @@ qf__ring_stretch(unsigned i, unsigned left, unsigned mask, unsigned spread, unsi
                  size_t *ret_pos)
 {
     unsigned field = spread ? low : mask, run = field - (i & field) + 1;
-    unsigned x = i & mask, mix = (x ^ (x >> spread)) & low;
-    *ret_pos = x ^ mix ^ (mix << spread);
+    *ret_pos = qf__ring_pos_of(i, mask, spread, low);
     return run < left ? run : left;
 }
 
