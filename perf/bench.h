@@ -104,6 +104,12 @@ typedef struct bench_case {
     const char *note;                       /* optional, printed with the table */
     bench_run_fn run;
     void *arg; /* must outlive the program run */
+    /* Run the case once, untimed and unrecorded, before its first
+     * repetition: for a case whose first pass in a process pays a one-time
+     * cost as large as its work (the pipelines' buffers faulted in: see
+     * bench_pipeline.h), so that each repetition measures the same thing.
+     * Say so in the case's params ("warmup") so the table shows it. */
+    bool warm_up;
 } bench_case;
 
 /**

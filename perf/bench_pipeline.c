@@ -177,8 +177,10 @@ void bench_register_pipeline(void)
             .params = {{.key = "files", .num = BP_FILES},
                        {.key = "readers", .num = BP_READERS},
                        {.key = "batch", .num = BP_BATCH},
-                       {.key = "capacity", .num = BP_CAPACITY}},
+                       {.key = "capacity", .num = BP_CAPACITY},
+                       {.key = "warmup", .num = 1}},
             .note = notes[i],
             .run = runs[i],
+            .warm_up = true, /* see bench_pipeline.h */
         });
 }

@@ -445,7 +445,8 @@ void bench_register_pipeline_tfrecord(void)
     const bench_param params[] = {{.key = "files", .num = BP_FILES},
                                   {.key = "record", .num = BPT_RECORD},
                                   {.key = "readers", .num = BPT_READERS},
-                                  {.key = "batch", .num = BPT_BATCH}};
+                                  {.key = "batch", .num = BPT_BATCH},
+                                  {.key = "warmup", .num = 1}};
     struct {
         const char *name, *impl, *note;
         bench_run_fn run;
@@ -468,7 +469,8 @@ void bench_register_pipeline_tfrecord(void)
                         .impl = cases[i].impl,
                         .unit = BENCH_MB_PER_S,
                         .note = cases[i].note,
-                        .run = cases[i].run};
+                        .run = cases[i].run,
+                        .warm_up = true}; /* see bench_pipeline.h */
         memcpy(c.params, params, sizeof(params));
         bench_register(&c);
     }

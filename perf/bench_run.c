@@ -240,6 +240,18 @@ static void run_rep(const bench_options *o, running *x, unsigned rep, size_t tot
         x->vals[k * o->reps + rep] = r.values[k];
 }
 
+/* bench_case.warm_up: one run whose figures are dropped. */
+static void warm_up(const bench_options *o, const bench_case *c)
+{
+    bench_rep r = {.quick = o->quick,
+                   .rep = 0,
+                   .reps = o->reps,
+                   .arg = c->arg,
+                   .bc = c,
+                   .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
+    c->run(&r);
+}
+
 static void finish_case(const bench_options *o, running *x, size_t total, bool tty,
                         bench_results *ret)
 {
@@ -320,6 +332,9 @@ size_t bench_run_all(const bench_options *o, bench_results *ret)
             x->util = bench_xcalloc(o->reps, sizeof(double));
             x->c2c = bench_xcalloc(o->reps, sizeof(double));
         }
+        for (size_t k = 0; k < g; k++)
+            if (group[k].c->warm_up)
+                warm_up(o, group[k].c);
         for (unsigned rep = 0; rep < o->reps; rep++) {
             /* The machine's core-to-core latency moves (machine_c2c.c):
              * each round says which one it ran on. */
