@@ -20,7 +20,7 @@
  * faults in the buffers its queues hold: for pipeline.tfrecord 16 K
  * records in 256 KiB blocks, 32-35 blocks of 400 KiB, on huge pages that
  * the kernel zeroes on first touch. In this project's VM, fresh memory can
- * cost as much again at the host, and those first passes ran 1.0-2.3 GB/s
+ * cost as much again at the host, and those first passes ran 1.0-2.0 GB/s
  * against 4-6 GB/s after, in --quick mode's 16 MiB of data: the median of
  * five repetitions then told which passes had been first, not how fast the
  * pipeline runs. The first pass is measured on its own in the README
