@@ -203,18 +203,24 @@ static void run_timed(const bench_case *c, bench_rep *r, double *util)
     *util = wall_ns > 0 && isfinite(cpu) ? cpu / ((double)wall_ns / 1e9) : NAN;
 }
 
+/* Repetition `rep` of case c as the options set it up. */
+static bench_rep rep_of(const bench_options *o, const bench_case *c, unsigned rep)
+{
+    return (bench_rep){.quick = o->quick,
+                       .rep = rep,
+                       .reps = o->reps,
+                       .arg = c->arg,
+                       .bc = c,
+                       .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
+}
+
 static void run_rep(const bench_options *o, running *x, unsigned rep, size_t total, bool tty)
 {
     const bench_case *c = x->c;
     if (tty)
         fprintf(stderr, "\r[%zu/%zu] %s/%s rep %u/%u ", x->idx + 1, total, c->name, c->impl,
                 rep + 1, o->reps);
-    bench_rep r = {.quick = o->quick,
-                   .rep = rep,
-                   .reps = o->reps,
-                   .arg = c->arg,
-                   .bc = c,
-                   .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
+    bench_rep r = rep_of(o, c, rep);
     uint64_t t0 = bench_now_ns();
     run_timed(c, &r, &x->util[rep]);
     /* A repetition cut by its budget measured an unknown part of the work
@@ -243,12 +249,7 @@ static void run_rep(const bench_options *o, running *x, unsigned rep, size_t tot
 /* bench_case.warm_up: one run whose figures are dropped. */
 static void warm_up(const bench_options *o, const bench_case *c)
 {
-    bench_rep r = {.quick = o->quick,
-                   .rep = 0,
-                   .reps = o->reps,
-                   .arg = c->arg,
-                   .bc = c,
-                   .budget_scale = o->budget_scale > 0 ? o->budget_scale : 1};
+    bench_rep r = rep_of(o, c, 0);
     c->run(&r);
 }
 
