@@ -330,8 +330,9 @@ QF_API qf_code qf_reader_new(const qf_reader_options *opts, qf_reader **ret_read
 /** qf_text_line_reader_new() - TextLineReader(skip_header_lines) (spec
  *  190-196). Returns as qf_reader_new().
  *
- *  Environment: on x86-64 the reader finds line ends with AVX2 where the
- *  CPU has it (looked up once per process); QF_TEXT_SPLIT=baseline keeps
+ *  Environment: on x86-64 the reader finds line ends with AVX-512 (BW and
+ *  VBMI2) or else AVX2 where the CPU has them (looked up once per process);
+ *  QF_TEXT_SPLIT=avx2 goes no wider than AVX2, QF_TEXT_SPLIT=baseline keeps
  *  the SSE2 search every x86-64 has. The records are the same either way. */
 QF_API qf_code qf_text_line_reader_new(int64_t skip_header_lines, qf_reader **ret_reader);
 

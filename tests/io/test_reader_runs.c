@@ -903,6 +903,41 @@ Test(reader_runs, spec_190_193_a_line_ends_at_every_offset_of_a_read_block)
     }
 }
 
+/* Dense line ends: runs of empty, one-byte and two-byte lines put 17 to 64
+ * '\n's in one 64-byte block (the splitter's wide forms write 16 positions
+ * a block unconditionally and go on past that only for denser blocks),
+ * each run shifted by a lead line of 0..63 bytes so the dense stretches
+ * start at every alignment; CRLF ends among them. */
+Test(reader_runs, spec_190_191_up_to_64_line_ends_in_one_block)
+{
+    static const size_t bufs[] = {4096, 0};
+    for (size_t b = 0; b < sizeof(bufs) / sizeof(bufs[0]); b++) {
+        tdir d;
+        tdir_make(&d);
+        model m = {0};
+        tfile *f = tf_new(&d, "dense.txt");
+        char v[64];
+        memset(v, 'x', sizeof(v));
+        for (size_t lead = 0; lead < 64; lead++) {
+            tf_add(f, v, lead, "\n");
+            size_t width = lead % 3; /* 0, 1 or 2 bytes a line */
+            for (size_t i = 0; i < 700; i++)
+                tf_add(f, v, width, (i + lead) % 23 == 0 ? "\r\n" : "\n");
+        }
+        model_add(&m, f);
+        run_text_pipeline(&m, &(popts){.threads = 0, .buffer = bufs[b], .batch = 64});
+        /* A queue with room for whole rounds of rows (QF__ROWS_MAX a
+         * call), so the positions past the 32nd of a block are used. */
+        run_text_pipeline(
+            &m, &(popts){.threads = 1, .buffer = bufs[b], .batch = 1000, .capacity = 20000});
+        run_text_pipeline(
+            &m, &(popts){
+                    .threads = 1, .buffer = bufs[b], .batch = 64, .capacity = 20000, .bare = true});
+        model_free(&m);
+        tdir_remove(&d);
+    }
+}
+
 /* =========================================== 2. long lines, buffer refills */
 
 Test(reader_runs, spec_190_lines_over_64k_and_over_the_read_buffer_exactly)
