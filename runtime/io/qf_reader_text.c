@@ -229,8 +229,9 @@ static nl_gather_fn nl_pick(void)
     if (force && strcmp(force, "baseline") == 0)
         return nl_gather;
     __builtin_cpu_init();
-    if (!(force && strcmp(force, "avx2") == 0) && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("popcnt"))
+    if (!(force && strcmp(force, "avx2") == 0) && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi2") &&
+        __builtin_cpu_supports("popcnt"))
         return nl_gather_avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") &&
         __builtin_cpu_supports("bmi"))
