@@ -140,44 +140,58 @@ static qf_code stack_elements(qf_queue *q, void **slots, size_t n, qf_element *b
     return rc;
 }
 
+/* The batch of n taken slots of an inline queue of numbers: one [n]
+ * tensor and its element in one home block (qf__element_of_one_dense()). */
+static qf_element *number_batch(qf_queue *q, void *const *slots, size_t n)
+{
+    size_t sz = qf_dtype_size(q->dtypes[0]);
+    qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
+    qf_element *b = qf__element_of_one_dense(q->dtypes[0], &sh, (int64_t)n, n * sz);
+    if (b)
+        slot_numbers(b->comps[0]->buf, slots, n, sz);
+    return b;
+}
+
+/* The components of batch b (q->ncomp empty ones) from n taken slots of
+ * any queue but an inline queue of numbers: pointers, packed values,
+ * scalar components or whole elements. Consumes the slots on QF_OK; on
+ * failure they stay the caller's, unless *ret_lost (stack_elements()). */
+static qf_code fill_batch(qf_queue *q, void **slots, size_t n, qf_element *b, bool *ret_lost)
+{
+    bool took;
+    if (q->inline_mode) {
+        qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
+        qf_tensor *t = qf_tensor_new_ptr(&sh, q->ptr_dtor);
+        if (!t)
+            return QF_RESOURCE_EXHAUSTED;
+        for (size_t i = 0; i < n; i++)
+            qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
+        qf_element_set(b, 0, t);
+    } else if (q->packed) {
+        return qf__packed_batch(q, slots, n, b);
+    } else if (!q->padded && stack_scalars(q, slots, n, b, &took)) {
+        if (!took)
+            qf__slots_free(slots, n);
+    } else {
+        return stack_elements(q, slots, n, b, ret_lost);
+    }
+    return QF_OK;
+}
+
 /* Stack n taken slots into one batch element. Consumes the slots; on
  * failure they stay the caller's, unless *ret_lost (stack_elements()). */
 static qf_code build_batch(qf_queue *q, void **slots, size_t n, qf_element **ret_batch,
                            bool *ret_lost)
 {
     *ret_lost = false;
-    qf_element *b = qf_element_new(q->ncomp);
-    if (!b)
-        return QF_RESOURCE_EXHAUSTED;
-    bool took;
-    if (q->inline_mode) {
-        qf_shape sh = qf_shape_prepend((int64_t)n, &q->shapes[0]);
-        qf_tensor *t;
-        if (q->dtypes[0] == QF_PTR) {
-            t = qf_tensor_new_ptr(&sh, q->ptr_dtor);
-            for (size_t i = 0; t && i < n; i++)
-                qf_tensor_set_ptr(t, (int64_t)i, slots[i]);
-        } else {
-            size_t sz = qf_dtype_size(q->dtypes[0]);
-            t = qf__tensor_new_dense(q->dtypes[0], &sh, (int64_t)n, n * sz, NULL);
-            if (t)
-                slot_numbers(t->buf, slots, n, sz);
-        }
-        if (!t) {
-            qf_element_free(b);
+    qf_element *b;
+    if (q->inline_mode && q->dtypes[0] != QF_PTR) {
+        if (!(b = number_batch(q, slots, n)))
             return QF_RESOURCE_EXHAUSTED;
-        }
-        qf_element_set(b, 0, t);
-    } else if (q->packed) {
-        if (qf__packed_batch(q, slots, n, b) != QF_OK) {
-            qf_element_free(b);
-            return QF_RESOURCE_EXHAUSTED;
-        }
-    } else if (!q->padded && stack_scalars(q, slots, n, b, &took)) {
-        if (!took)
-            qf__slots_free(slots, n);
     } else {
-        qf_code rc = stack_elements(q, slots, n, b, ret_lost);
+        if (!(b = qf_element_new(q->ncomp)))
+            return QF_RESOURCE_EXHAUSTED;
+        qf_code rc = fill_batch(q, slots, n, b, ret_lost);
         if (rc != QF_OK) {
             qf_element_free(b);
             return rc;

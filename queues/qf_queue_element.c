@@ -23,12 +23,22 @@
 
 /* ----------------------------------------------------- inline conversions */
 
+/* sz <= 8 bytes of a number from src to dst: the usual 8 as one move,
+ * not a call into memcpy with a size it must look at. */
+static inline void copy_number(void *dst, const void *src, size_t sz)
+{
+    if (sz == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, sz);
+}
+
 /* A number of sz <= 8 bytes as a slot value: its bytes first, so memcpy
  * back out of the slot works. */
-static void *number_slot(const void *src, size_t sz)
+static inline void *number_slot(const void *src, size_t sz)
 {
     uintptr_t u = 0;
-    memcpy(&u, src, sz);
+    copy_number(&u, src, sz);
     return (void *)u;
 }
 
@@ -50,7 +60,7 @@ static void *inline_bits(const qf_queue *q, const qf_tensor *t)
 {
     if (q->dtypes[0] == QF_PTR)
         return qf_tensor_ptr(t, 0);
-    return number_slot(qf_tensor_cdata(t), qf_dtype_size(q->dtypes[0]));
+    return number_slot(t->buf, qf_dtype_size(q->dtypes[0]));
 }
 
 /* The queue now owns the value: make sure the tensor will not free it. */
@@ -62,17 +72,24 @@ static void disown_inline_ptr(const qf_queue *q, qf_tensor *t, int64_t i)
     }
 }
 
+/* The element of a taken slot: a number's tensor and the element in one
+ * home block (qf__element_of_one_dense()); a pointer's tensor, which may
+ * own its object, stands alone. */
 static qf_element *inline_element(const qf_queue *q, void *v)
 {
-    qf_tensor *t;
+    qf_element *e;
     if (q->dtypes[0] == QF_PTR) {
-        t = qf_tensor_new_scalar_ptr(v, q->ptr_dtor);
+        qf_tensor *t = qf_tensor_new_scalar_ptr(v, q->ptr_dtor);
+        if (!t)
+            return NULL;
+        e = qf_element_of(1, &t);
     } else {
-        t = qf__tensor_new_scalar(q->dtypes[0], &v);
+        size_t sz = qf_dtype_size(q->dtypes[0]);
+        e = qf__element_of_one_dense(q->dtypes[0], &q->shapes[0], 1, sz);
+        if (!e)
+            return NULL;
+        copy_number(e->comps[0]->buf, &v, sz); /* the low bytes: little-endian (inline_dtype()) */
     }
-    if (!t)
-        return NULL;
-    qf_element *e = qf_element_of(1, &t);
     if (e && q->names && qf_element_set_names(e, (const char *const *)q->names) != QF_OK) {
         qf_element_free(e);
         return NULL;
@@ -118,13 +135,18 @@ static qf_code enqueue_one(qf_queue *q, qf_element *elem, const qf__wait *w)
     }
     if (!q->inline_mode)
         return engine_put(q, (void *const *)&elem, 1, w, NULL);
-    void *v = inline_bits(q, qf_element_get(elem, 0));
+    qf_tensor *t = elem->comps[0]; /* validated: there, of the queue's dtype */
+    void *v = inline_bits(q, t);
     rc = engine_put(q, &v, 1, w, NULL);
-    if (rc == QF_OK) {
-        disown_inline_ptr(q, qf_element_get(elem, 0), 0);
+    if (rc != QF_OK)
+        return rc;
+    if (q->dtypes[0] == QF_PTR) {
+        disown_inline_ptr(q, t, 0);
         qf_element_free(elem);
+    } else {
+        qf__element_free_plain(elem); /* a number's tensor owns only its block */
     }
-    return rc;
+    return QF_OK;
 }
 
 qf_code qf_queue_enqueue(qf_queue *q, qf_element *elem)

@@ -197,10 +197,17 @@ qf_element *qf__element_of_dense(size_t n, const qf__dense_comp *comps, size_t h
         t->arena_cap = 0;
         t->arena_used = 0;
         t->shape = dc->shape;
-        memcpy(t->buf, (const char *)values + dc->off, dc->nbytes);
+        if (values)
+            memcpy(t->buf, (const char *)values + dc->off, dc->nbytes);
         e->comps[c] = t;
     }
     return e;
+}
+
+qf_element *qf__element_of_one_dense(qf_dtype dt, const qf_shape *sh, int64_t n, size_t nbytes)
+{
+    qf__dense_comp dc = {.dtype = dt, .n = n, .nbytes = nbytes, .off = 0, .shape = *sh};
+    return qf__element_of_dense(1, &dc, qf__dense_layout(1, &dc), NULL);
 }
 
 /* The accessors' answer to a NULL element (static message: cheap). */

@@ -138,12 +138,22 @@ typedef struct qf__dense_comp {
 size_t qf__dense_layout(size_t n, qf__dense_comp *comps);
 
 /* An element of n dense tensors holding copies of their values from
- * `values` (at each comp's off), the element and its tensors in one home
+ * `values` (at each comp's off; NULL: left unwritten, for a caller that
+ * writes every value itself), the element and its tensors in one home
  * block of home_bytes (qf__dense_layout()) from the calling thread's block
  * cache: one allocation and, when the element is freed with its tensors,
  * one release. NULL with RESOURCE_EXHAUSTED recorded when out of memory. */
 qf_element *qf__element_of_dense(size_t n, const qf__dense_comp *comps, size_t home_bytes,
                                  const void *values);
+
+/* An element of one dense tensor of dtype dt (numeric or bool) and shape
+ * sh (fully defined, its dims past its rank 0) of n values in nbytes, the
+ * element and the tensor in one home block (qf__element_of_dense()); the
+ * caller writes the values. What a dequeue of an inline queue of numbers
+ * returns: one block from the consumer's cache and, when the element is
+ * freed, one release, where a tensor and an element were two of each.
+ * NULL with RESOURCE_EXHAUSTED recorded when out of memory. */
+qf_element *qf__element_of_one_dense(qf_dtype dt, const qf_shape *sh, int64_t n, size_t nbytes);
 
 /* A two-component element of scalar strings (a record's key and value) in
  * one home block. NULL with RESOURCE_EXHAUSTED recorded on failure. */

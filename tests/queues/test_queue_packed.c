@@ -643,3 +643,102 @@ Test(queue_packed, cancel_under_load_loses_and_duplicates_nothing, .timeout = 30
     cr_assert_eq(atomic_load(&c.got), atomic_load(&c.ok));
     qf_queue_unref(c.q);
 }
+
+/* ------------------------------------------- inline queues of numbers */
+
+/* An inline queue (one scalar number of at most 8 bytes) carries the value
+ * in its slot; what a dequeue gives is an element whose tensor shares one
+ * block with it (as a packed queue's), and a dequeue_many's batch the same.
+ * For every such dtype: the value arrives whole, the tensor taken out of the
+ * element outlives it and is the caller's to write, and the element passes
+ * on through a second queue. */
+Test(queue_packed, an_inline_queues_element_and_tensor_share_a_block)
+{
+    for (size_t k = 0; k < sizeof(numeric) / sizeof(numeric[0]); k++) {
+        qf_dtype dt = numeric[k];
+        if (qf_dtype_size(dt) > 8)
+            continue; /* complex128: not inline */
+        qf_shape sc = qf_shape_scalar();
+        qf_queue *a = fifo(8, 1, &dt, &sc, NULL), *b = fifo(8, 1, &dt, &sc, NULL);
+        cr_assert(qf_queue_is_inline(a), "%s", qf_dtype_name(dt));
+        for (unsigned seed = 1; seed <= 3; seed++) {
+            qf_tensor *t = patterned(dt, &sc, seed);
+            cr_assert_eq(qf_queue_enqueue(a, qf_element_of(1, &t)), QF_OK, "%s", qf_last_message());
+        }
+        qf_element *e = NULL;
+        /* The first: its tensor taken out, kept past the element, written. */
+        cr_assert_eq(qf_queue_dequeue(a, &e), QF_OK);
+        qf_tensor *got = qf_element_take(e, 0);
+        qf_element_free(e);
+        qf_tensor *want = patterned(dt, &sc, 1);
+        expect_same_values(got, want);
+        memset(qf_tensor_data(got), 0, qf_dtype_size(dt));
+        qf_tensor_unref(got);
+        qf_tensor_unref(want);
+        /* The second: passed on whole to another queue; its tensor still
+         * held here too. */
+        cr_assert_eq(qf_queue_dequeue(a, &e), QF_OK);
+        qf_tensor *held = qf_tensor_ref(qf_element_get(e, 0));
+        cr_assert_eq(qf_queue_enqueue(b, e), QF_OK, "%s", qf_last_message());
+        want = patterned(dt, &sc, 2);
+        expect_same_values(held, want);
+        cr_assert_eq(qf_queue_dequeue(b, &e), QF_OK);
+        expect_same_values(qf_element_get(e, 0), want);
+        qf_element_free(e);
+        qf_tensor_unref(held);
+        qf_tensor_unref(want);
+        /* The third, as a batch of one, whose tensor outlives the batch. */
+        cr_assert_eq(qf_queue_dequeue_many(a, 1, &e), QF_OK);
+        got = qf_element_take(e, 0);
+        qf_element_free(e);
+        qf_shape one = QF_SHAPE(1);
+        cr_assert(qf_shape_equal(qf_tensor_shape(got), &one));
+        want = patterned(dt, &sc, 3);
+        cr_assert_eq(memcmp(qf_tensor_cdata(got), qf_tensor_cdata(want), qf_dtype_size(dt)), 0,
+                     "%s", qf_dtype_name(dt));
+        qf_tensor_unref(got);
+        qf_tensor_unref(want);
+        qf_queue_unref(a);
+        qf_queue_unref(b);
+    }
+}
+
+/* A batch of an inline queue of int64 taken whole and in pieces: the values
+ * in order, its shape [n], and the batch handed on through enqueue_many
+ * into a second queue with its tensor still held by the caller. */
+Test(queue_packed, an_inline_queues_batch_passes_on_and_outlives_its_element)
+{
+    qf_dtype dt = QF_INT64;
+    qf_shape sc = qf_shape_scalar();
+    qf_queue *a = fifo(64, 1, &dt, &sc, NULL), *b = fifo(64, 1, &dt, &sc, NULL);
+    for (int64_t i = 0; i < 40; i++) {
+        qf_tensor *t = qf_tensor_new_i64(i * 7 - 3);
+        cr_assert_eq(qf_queue_enqueue(a, qf_element_of(1, &t)), QF_OK);
+    }
+    qf_element *batch = NULL;
+    cr_assert_eq(qf_queue_dequeue_many(a, 32, &batch), QF_OK, "%s", qf_last_message());
+    qf_tensor *held = qf_tensor_ref(qf_element_get(batch, 0));
+    qf_shape want_sh = QF_SHAPE(32);
+    cr_assert(qf_shape_equal(qf_tensor_shape(held), &want_sh));
+    cr_assert_eq(qf_queue_enqueue_many(b, batch, NULL), QF_OK, "%s", qf_last_message());
+    const int64_t *v = qf_tensor_cdata(held);
+    for (int64_t i = 0; i < 32; i++)
+        cr_assert_eq(v[i], i * 7 - 3);
+    qf_tensor_unref(held);
+    cr_assert_eq(qf_queue_close(a, false), QF_OK); /* up_to gives fewer once closed */
+    cr_assert_eq(qf_queue_dequeue_up_to(a, 32, &batch), QF_OK, "%s", qf_last_message());
+    qf_tensor *rest = qf_element_take(batch, 0);
+    qf_element_free(batch);
+    cr_assert_eq(qf_tensor_num_elements(rest), 8);
+    for (int64_t i = 0; i < 8; i++)
+        cr_assert_eq(((const int64_t *)qf_tensor_cdata(rest))[i], (32 + i) * 7 - 3);
+    qf_tensor_unref(rest);
+    for (int64_t i = 0; i < 32; i++) {
+        qf_element *e = NULL;
+        cr_assert_eq(qf_queue_dequeue(b, &e), QF_OK);
+        cr_assert_eq(*(const int64_t *)qf_tensor_cdata(qf_element_get(e, 0)), i * 7 - 3);
+        qf_element_free(e);
+    }
+    qf_queue_unref(a);
+    qf_queue_unref(b);
+}
