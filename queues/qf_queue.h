@@ -300,8 +300,11 @@ QF_API const char *qf_queue_component_name(const qf_queue *q, size_t i);
  *  one scalar component of QF_PTR or of a number or bool type of at most 8
  *  bytes (int64, float64, complex64 and the smaller ones; on 64-bit
  *  little-endian targets). An element enqueued there is freed by the
- *  enqueue and a dequeue makes a new one, on the calling thread's caches. The _ptr calls apply to
- * QF_PTR inline queues. Either way the element API behaves the same. */
+ *  enqueue and a dequeue makes a new one from the calling thread's caches
+ *  (for a number, the element and its tensor in one block, which lives
+ *  until both are freed: a tensor taken out of it outlives the element).
+ *  The _ptr calls apply to QF_PTR inline queues. Either way the element
+ *  API behaves the same. */
 QF_API bool qf_queue_is_inline(const qf_queue *q);
 /** The destructor the queue runs on QF_PTR objects it still holds when
  *  freed (qf_queue_options.ptr_dtor), or NULL. */
