@@ -255,7 +255,7 @@ bool qf__rows_values(void *const *slots, size_t n, qf_string *dst);
 /* Batches of rows, for qf__stack_scalars(). qf__rows_string_bytes(): when
  * every slot is a row, true with the bytes component c of them takes in a
  * string arena (each non-empty string and its NUL; for keys an upper bound,
- * counting 20 digits each, and 16 bytes of slack); false otherwise.
+ * counting 20 digits each, and the copy's slack); false otherwise.
  * qf__rows_string_copy(): write them: dst[i] for slot i, bytes from `arena`
  * on; returns the end of what it wrote. */
 bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes);

@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -330,4 +331,105 @@ Test(strblock, rows_out_keep_their_block_until_consumed, .timeout = 120)
     /* The blocks went through the idle set: some wait there now. */
     cr_expect_gt(qf__strblock_idle_bytes(NULL), 0);
     qf__strblock_idle_release();
+}
+
+/* The keys of a batch of rows (qf__rows_string_copy()) are each row's
+ * prefix and number, however the numbers move from one row to the next:
+ * by one (text lines), by a record's length (TFRecord offsets, carrying
+ * into a new digit), not at all, backwards, by jumps near 2^64; across
+ * blocks with prefixes on both sides of what the key buffer holds whole
+ * (a prefix of 488 bytes plus 24 digits fills it). The arena is exactly
+ * what qf__rows_string_bytes() asks for, so a copy that writes past it
+ * fails under AddressSanitizer. */
+static void check_keys(const char *const *prefixes, size_t nblocks, const uint64_t *lines,
+                       size_t nlines)
+{
+    qf__strblock_pool *p = qf__strblock_pool_new(64 * 1024);
+    cr_assert_not_null(p);
+    size_t n = nblocks * nlines;
+    void **slots = calloc(n, sizeof(void *));
+    char **want = calloc(n, sizeof(char *));
+    cr_assert(slots && want);
+    for (size_t b = 0; b < nblocks; b++) {
+        qf__strblock *r = qf__strblock_pool_get(p);
+        cr_assert_not_null(r);
+        cr_assert_eq(qf__strblock_set_prefix(r, prefixes[b], strlen(prefixes[b]), ':'), QF_OK);
+        for (size_t i = 0; i < nlines; i++) {
+            qf__strblock_data(r)[2 * i] = 'v';
+            slots[b * nlines + i] = qf__strblock_add_row(r, 2 * i, 1, lines[i]);
+            size_t len = strlen(prefixes[b]) + 1 + 20 + 1;
+            want[b * nlines + i] = malloc(len);
+            cr_assert_not_null(want[b * nlines + i]);
+            snprintf(want[b * nlines + i], len, "%s:%llu", prefixes[b],
+                     (unsigned long long)lines[i]);
+        }
+        qf__strblock_drop(r);
+    }
+    size_t bytes = 0;
+    cr_assert(qf__rows_string_bytes(slots, n, 0, &bytes));
+    char *arena = malloc(bytes);
+    qf_string *keys = calloc(n, sizeof(qf_string));
+    cr_assert(arena && keys);
+    char *end = qf__rows_string_copy(slots, n, 0, keys, arena);
+    cr_expect_leq(end, arena + bytes);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(keys[i].len, strlen(want[i]), "key %zu: length %zu, want %zu (%s)", i,
+                     keys[i].len, strlen(want[i]), want[i]);
+        cr_expect(keys[i].data && memcmp(keys[i].data, want[i], strlen(want[i]) + 1) == 0,
+                  "key %zu: got %.*s, want %s", i, (int)keys[i].len,
+                  keys[i].data ? keys[i].data : "", want[i]);
+        free(want[i]);
+    }
+    qf__rows_release(slots, n);
+    qf__strblock_pool_close(p);
+    free(keys);
+    free(arena);
+    free(want);
+    free(slots);
+}
+
+Test(strblock, a_batchs_keys_are_its_rows_prefixes_and_numbers)
+{
+    start_empty();
+    static const uint64_t lines[] = {0,
+                                     1,
+                                     2,
+                                     9,
+                                     10,
+                                     11,
+                                     99,
+                                     100,
+                                     728,
+                                     1000,
+                                     1272,
+                                     9999728,
+                                     10000000,
+                                     10000272,
+                                     10000272,
+                                     10000271,
+                                     5,
+                                     272,
+                                     544,
+                                     99999999999,
+                                     100000000271,
+                                     1000000000000000000ull,
+                                     UINT64_MAX - 272,
+                                     UINT64_MAX - 1,
+                                     UINT64_MAX,
+                                     3,
+                                     4};
+    char mid[489], longer[600];
+    memset(mid, 'm', sizeof(mid) - 1);
+    mid[sizeof(mid) - 1] = '\0';
+    memset(longer, 'l', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    const char *prefixes[] = {"/data/part-00001.tfrecord", "x", mid, longer, "/data/b"};
+    check_keys(prefixes, sizeof(prefixes) / sizeof(prefixes[0]), lines,
+               sizeof(lines) / sizeof(lines[0]));
+    /* Every number of 20 digits leaves no room in the arena but the copy's
+     * slack; keys of 33 bytes are copied as 48. */
+    static const uint64_t wide[] = {10000000000000000000ull, 10000000000000000272ull,
+                                    UINT64_MAX - 1, UINT64_MAX};
+    const char *twelve[] = {"/data/b.tfrc"};
+    check_keys(twelve, 1, wide, sizeof(wide) / sizeof(wide[0]));
 }
