@@ -10,8 +10,8 @@
  *   plain  the physical limit of this machine for the same work, one
  *          thread: read(2) into a 256 KiB buffer (zlib's inflate() into it
  *          for the _gzip row), cut the records out of it and check both
- *          checksums of each (SSE4.2 crc32 when the CPU has it, as qflow);
- *          nothing is handed to anyone
+ *          checksums of each (with qflow's own CRC-32C routine, public
+ *          as qf_crc32c_extend()); nothing is handed to anyone
  *   zcat   (_gzip only) the zcat program decompressing the same files to
  *          /dev/null, one after the other: what a user would compare
  *          against. It writes the framing too, so it moves 6% more bytes
@@ -248,47 +248,12 @@ static void run_qflow_gzip(bench_rep *r)
 
 /* ------------------------------------------------------------------ plain */
 
-/* CRC-32C, TFRecord's checksum, written for this baseline: the crc32
- * instruction where the CPU has it (as qflow uses it), else bit by bit. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(const unsigned char *p, size_t n)
-{
-    uint64_t c = 0xffffffffu;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = __builtin_ia32_crc32di(c, v);
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n--)
-        c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return ~c32;
-}
-#endif
-
-static uint32_t crc_sw(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    while (n--) {
-        c ^= *p++;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
-
+/* CRC-32C, TFRecord's checksum: the library's public routine
+ * (qf_crc32c_extend(), the readers' own code), so that both sides pay the
+ * same for the checksums and the figure compares everything else. */
 static uint32_t crc32c(const unsigned char *p, size_t n)
 {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    static int hw = -1;
-    if (hw < 0) {
-        __builtin_cpu_init();
-        hw = __builtin_cpu_supports("sse4.2");
-    }
-    if (hw)
-        return crc_hw(p, n);
-#endif
-    return crc_sw(p, n);
+    return qf_crc32c_extend(0, p, n);
 }
 
 static uint32_t le32(const unsigned char *p)

@@ -146,6 +146,25 @@ QF_API qf_code qf_tfrecord_writer_close(qf_tfrecord_writer *w);
 QF_API uint64_t qf_tfrecord_writer_bytes(const qf_tfrecord_writer *w);
 
 /**
+ * qf_crc32c_extend() - the CRC-32C (Castagnoli) of n more bytes at data,
+ * continuing from crc, the value of the bytes before them (0 to start):
+ * qf_crc32c_extend(qf_crc32c_extend(0, "1234", 4), "56789", 5) ==
+ * qf_crc32c_extend(0, "123456789", 9) == 0xE3069283. The checksum a
+ * record's framing carries (masked, see above), computed as the readers
+ * compute it: the CPU's crc32 instruction where it has one (three chains
+ * at once over 192 bytes and more), tables otherwise; for callers that
+ * frame or check records themselves.
+ *
+ * Blocking:    never; the first call in the process builds its tables
+ *              (a few KiB, once).
+ * Concurrency: any thread, any number at once; wait-free after the first
+ *              call. No allocation.
+ * Returns:     the CRC. data may be NULL only with n 0; NULL with n > 0
+ *              returns crc and records QF_INVALID_ARGUMENT.
+ */
+QF_API uint32_t qf_crc32c_extend(uint32_t crc, const void *data, size_t n);
+
+/**
  * qf_tfrecord_iterator_open() - read the records of one file in order, no
  * queue or pipeline involved (tf_record_iterator(path, options)).
  *

@@ -1294,6 +1294,36 @@ Test(reader, crc32c_fast_paths_match_the_bitwise_definition)
     }
 }
 
+/* TFRecord: the instruction path runs buffers of 192 bytes and more in three
+ * chains (lanes of 64 bytes; of 512 from 1,536 bytes on) and joins them
+ * with tables: every length across both thresholds and their multiples, at
+ * every alignment, from a running value, agrees with the table path (itself
+ * checked against the definition above), and so does the value of a buffer
+ * taken in two pieces cut anywhere */
+Test(reader, crc32c_three_chains_match_one_at_every_length)
+{
+    enum { MAX = 3 * 3 * 512 + 200 };
+    unsigned char *buf = malloc(MAX + 8);
+    cr_assert_not_null(buf);
+    uint32_t s = 7;
+    for (size_t i = 0; i < MAX + 8; i++) {
+        s = s * 1664525u + 1013904223u;
+        buf[i] = (unsigned char)(s >> 24);
+    }
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n <= MAX; n += (n < 1700 ? 1 : 7)) {
+            uint32_t seed = (uint32_t)(n * 2654435761u);
+            uint32_t want = qf__crc32c_extend_portable(seed, buf + off, n);
+            uint32_t got = qf__crc32c_extend(seed, buf + off, n);
+            if (got != want)
+                cr_assert_fail("off %zu len %zu: %08x, want %08x", off, n, got, want);
+        }
+    for (size_t cut = 0; cut <= 2000; cut += 13)
+        cr_expect_eq(qf__crc32c_extend(qf__crc32c(buf, cut), buf + cut, 2000 - cut),
+                     qf__crc32c_extend_portable(0, buf, 2000), "cut at %zu", cut);
+    free(buf);
+}
+
 /* TFRecord: records built from the format's definition */
 Test(reader, tfrecord_reads_records_with_byte_offset_keys)
 {

@@ -124,6 +124,40 @@ static void expect_read(const char *path, qf_compression c, const qf_zlib_option
 
 /* ====================================================== independent files */
 
+/* The public checksum (qf_crc32c_extend()) is the readers' own: the standard
+ * vector, extended in pieces, and the framing of a record of the independent
+ * files, whose stored CRCs Python computed bit by bit. */
+Test(tfrecord, the_public_crc32c_is_the_framings)
+{
+    cr_expect_eq(qf_crc32c_extend(0, "123456789", 9), 0xE3069283u);
+    cr_expect_eq(qf_crc32c_extend(qf_crc32c_extend(0, "1234", 4), "56789", 5), 0xE3069283u);
+    unsigned char big[3000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (unsigned char)(i * 131 + 7);
+    for (size_t n = 0; n <= sizeof(big); n += 97)
+        cr_expect_eq(qf_crc32c_extend(0, big, n), qf__crc32c(big, n), "length %zu", n);
+    const char *path = fixture("py_plain.tfrecord");
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    unsigned char head[12];
+    cr_assert_eq(fread(head, 1, 12, f), 12u);
+    uint64_t len = 0;
+    for (int i = 0; i < 8; i++)
+        len |= (uint64_t)head[i] << (8 * i);
+    uint32_t stored = (uint32_t)head[8] | (uint32_t)head[9] << 8 | (uint32_t)head[10] << 16 |
+                      (uint32_t)head[11] << 24;
+    cr_expect_eq(qf__crc32c_mask(qf_crc32c_extend(0, head, 8)), stored);
+    cr_assert_lt(len, 1u << 20);
+    unsigned char *data = malloc(len + 4);
+    cr_assert_not_null(data);
+    cr_assert_eq(fread(data, 1, len + 4, f), len + 4);
+    stored = (uint32_t)data[len] | (uint32_t)data[len + 1] << 8 | (uint32_t)data[len + 2] << 16 |
+             (uint32_t)data[len + 3] << 24;
+    cr_expect_eq(qf__crc32c_mask(qf_crc32c_extend(0, data, len)), stored);
+    free(data);
+    fclose(f);
+}
+
 Test(tfrecord, independent_plain_zlib_and_gzip_files_iterate_record_for_record)
 {
     recs want = expected_records();

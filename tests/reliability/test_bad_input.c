@@ -2981,6 +2981,15 @@ CASE(qf_tfrecord_writer_bytes)
     NEUTRAL(qf_tfrecord_writer_bytes(NULL), 0, "writer");
 }
 
+CASE(qf_crc32c_extend)
+{
+    NEUTRAL(qf_crc32c_extend(0x1234u, NULL, 5), 0x1234u, "data");
+    /* NULL with nothing to read is the empty buffer: nothing recorded. */
+    clear_last();
+    cr_expect_eq(qf_crc32c_extend(0x1234u, NULL, 0), 0x1234u);
+    cr_expect_eq(qf_last_code(), QF_OK);
+}
+
 CASE(qf_tfrecord_iterator_open)
 {
     char path[256];
