@@ -7,11 +7,13 @@
  *          string_input_producer(files) -> BPT_READERS TFRecordReaders
  *          (GZIP for the _gzip row) -> batch(BPT_BATCH) -> the calling
  *          thread, which touches every record of every batch
- *   plain  the physical limit of this machine for the same work, one
- *          thread: read(2) into a 256 KiB buffer (zlib's inflate() into it
- *          for the _gzip row), cut the records out of it and check both
- *          checksums of each (with qflow's own CRC-32C routine, public
- *          as qf_crc32c_extend()); nothing is handed to anyone
+ *   plain  the limit of this machine for the same work, one thread:
+ *          read(2) into a 256 KiB buffer (zlib's inflate() into it for the
+ *          _gzip row), cut the records out of it and check both checksums
+ *          of each with the same CRC-32C routine as the readers (public as
+ *          qf_crc32c_extend(); since 6a3bef3, before which it had a
+ *          single-chain loop of its own: figures from before are not
+ *          comparable one for one); nothing is handed to anyone
  *   zcat   (_gzip only) the zcat program decompressing the same files to
  *          /dev/null, one after the other: what a user would compare
  *          against. It writes the framing too, so it moves 6% more bytes

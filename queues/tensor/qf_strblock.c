@@ -553,11 +553,14 @@ void qf__slots_free(void *const *slots, size_t n)
     }
 }
 
-/* Keys lying whole in kb are copied KEY_MOVE bytes at a time, reading up
- * to KEY_MOVE - 1 bytes past the key in kb (zeroed, with that room after
- * its 512) and writing as far past it in the arena (qf__rows_string_bytes()
- * counts the slack): a 40-byte key is three moves, not a memcpy call. */
+/* Keys lying whole in kb are copied KEY_MOVE bytes at a time: a whole key
+ * ends by byte 508 of kb (a prefix of at most 512 - QF__ROW_DIGITS bytes and
+ * 20 digits), so the moves read no further than its 512; they write up to
+ * KEY_MOVE - 1 bytes past the key in the arena, which
+ * qf__rows_string_bytes() counts. A 40-byte key is three moves, not a
+ * memcpy call. */
 #define KEY_MOVE 16
+_Static_assert(512 % KEY_MOVE == 0, "moves of a whole key stay inside kb");
 
 bool qf__rows_string_bytes(void *const *slots, size_t n, size_t c, size_t *ret_bytes)
 {
@@ -657,7 +660,7 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
      * is kept whole in kb (the block's prefix, then the number) and its
      * number moved on from the last one's (add_up()) rather than formatted
      * each time: one copy per key. A prefix too long for kb takes two. */
-    char kb[512 + KEY_MOVE] = {0};
+    char kb[512] = {0};
     const qf__strblock *kr = NULL; /* whose prefix is in kb */
     char *digits = kb;
     size_t nd = 0;
@@ -679,10 +682,9 @@ char *qf__rows_string_copy(void *const *slots, size_t n, size_t c, qf_string *ds
                     digits = kb;
                 }
             }
-            if (nd && row->line == last + 1)
-                nd = carry_in(digits, nd, nd);
-            else if (nd && row->line > last)
-                nd = add_up(digits, nd, row->line - last, &step);
+            if (nd && row->line > last) /* not last + 1: it wraps after UINT64_MAX */
+                nd = row->line - last == 1 ? carry_in(digits, nd, nd)
+                                           : add_up(digits, nd, row->line - last, &step);
             else if (!nd || row->line != last)
                 nd = qf__format_u64(digits, row->line);
             last = row->line;

@@ -25,6 +25,7 @@
  *   writer calls          one thread at a time per writer (no internal lock)
  *   iterator calls        one thread at a time per iterator
  *   random reader calls   one thread at a time per reader
+ *   qf_crc32c_extend      any thread, any number at once
  *   several of any        independent
  */
 #ifndef QF_TFRECORD_H
@@ -151,14 +152,16 @@ QF_API uint64_t qf_tfrecord_writer_bytes(const qf_tfrecord_writer *w);
  * qf_crc32c_extend(qf_crc32c_extend(0, "1234", 4), "56789", 5) ==
  * qf_crc32c_extend(0, "123456789", 9) == 0xE3069283. The checksum a
  * record's framing carries (masked, see above), computed as the readers
- * compute it: the CPU's crc32 instruction where it has one (three chains
- * at once over 192 bytes and more), tables otherwise; for callers that
- * frame or check records themselves.
+ * compute it: on x86-64 with SSE4.2 (built with GCC or Clang) the crc32
+ * instruction, three chains at once over 192 bytes and more; elsewhere
+ * tables; for callers that frame or check records themselves.
  *
- * Blocking:    never; the first call in the process builds its tables
- *              (a few KiB, once).
- * Concurrency: any thread, any number at once; wait-free after the first
- *              call. No allocation.
+ * Ownership:   data is only read, during the call.
+ * Blocking:    never, but for calls that race the process's first one:
+ *              they wait while it builds the tables (about 8 KiB, tens of
+ *              microseconds, once).
+ * Concurrency: any thread, any number at once. No allocation.
+ * Progress:    wait-free once the first call has returned.
  * Returns:     the CRC. data may be NULL only with n 0; NULL with n > 0
  *              returns crc and records QF_INVALID_ARGUMENT.
  */

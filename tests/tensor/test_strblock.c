@@ -336,9 +336,10 @@ Test(strblock, rows_out_keep_their_block_until_consumed, .timeout = 120)
 /* The keys of a batch of rows (qf__rows_string_copy()) are each row's
  * prefix and number, however the numbers move from one row to the next:
  * by one (text lines), by a record's length (TFRecord offsets, carrying
- * into a new digit), not at all, backwards, by jumps near 2^64; across
- * blocks with prefixes on both sides of what the key buffer holds whole
- * (a prefix of 488 bytes plus 24 digits fills it). The arena is exactly
+ * into a new digit), not at all, backwards, by jumps near 2^64, from
+ * UINT64_MAX to 0; across blocks with prefixes on both sides of what the
+ * key buffer holds whole (a prefix of 488 bytes plus 24 digits fills it,
+ * and its keys are copied up to the buffer's end). The arena is exactly
  * what qf__rows_string_bytes() asks for, so a copy that writes past it
  * fails under AddressSanitizer. */
 static void check_keys(const char *const *prefixes, size_t nblocks, const uint64_t *lines,
@@ -416,14 +417,21 @@ Test(strblock, a_batchs_keys_are_its_rows_prefixes_and_numbers)
                                      UINT64_MAX - 272,
                                      UINT64_MAX - 1,
                                      UINT64_MAX,
+                                     0,
+                                     1,
                                      3,
                                      4};
-    char mid[489], longer[600];
-    memset(mid, 'm', sizeof(mid) - 1);
-    mid[sizeof(mid) - 1] = '\0';
+    /* The separator makes a prefix one byte longer: 487 characters give a
+     * prefix of 488, the longest kept whole (488 + 24 = 512), 488 the
+     * shortest that is not. */
+    char whole[488], split[489], longer[600];
+    memset(whole, 'w', sizeof(whole) - 1);
+    whole[sizeof(whole) - 1] = '\0';
+    memset(split, 's', sizeof(split) - 1);
+    split[sizeof(split) - 1] = '\0';
     memset(longer, 'l', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
-    const char *prefixes[] = {"/data/part-00001.tfrecord", "x", mid, longer, "/data/b"};
+    const char *prefixes[] = {"/data/part-00001.tfrecord", "x", whole, split, longer, "/data/b"};
     check_keys(prefixes, sizeof(prefixes) / sizeof(prefixes[0]), lines,
                sizeof(lines) / sizeof(lines[0]));
     /* Every number of 20 digits leaves no room in the arena but the copy's
