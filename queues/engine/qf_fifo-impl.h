@@ -89,6 +89,14 @@ typedef struct qf__fifo {
     _Alignas(64) _Atomic int32_t spin_dyn;
     _Atomic int32_t yield_dyn;
     _Atomic int32_t look_dyn;
+    /* A consumer thread's wait for a stretch before it takes (qf_fifo.c,
+     * "Slip"): empty waits left before the next try, and tries in a row
+     * that timed out. Hints, relaxed; written by consumers only. */
+    _Alignas(64) _Atomic int32_t slip_skip;
+    _Atomic int32_t slip_fails;
+    /* The same for a producer thread's wait for room (qf_fifo.c, "Slip"). */
+    _Atomic int32_t room_skip;
+    _Atomic int32_t room_fails;
 
     /* Side storage: put-backs (front) and unbounded overflow (back). */
     _Alignas(64) _Atomic uint32_t stash_n;

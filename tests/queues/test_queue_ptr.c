@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qf_queue-impl.h"
 #include "qf_ring-impl.h"
@@ -1000,4 +1001,188 @@ Test(queue_ptr, bulk_puts_and_takes_walk_every_stretch_of_the_ring)
             free(buf);
         }
     }
+}
+
+/* Slip (queues/engine/qf_fifo.c): a consumer thread's first wait on an
+ * empty ring of 256 slots or more watches for a stretch of 64 elements
+ * for a few microseconds. A try that sees no stream skips the next 64,
+ * 128, ... (up to 4,096) empty waits that could have tried; one that sees
+ * the stretch resets the back-off. The spin budget is set high before
+ * each wait, so the machine's load cannot turn spinning (and the slip) off
+ * under the test. */
+static void slip_spin_allowed(qf__fifo *f)
+{
+    atomic_store(&f->spin_dyn, (int32_t)f->spin_ns);
+}
+
+Test(queue_ptr, an_empty_wait_without_a_stream_backs_the_slip_off)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    qf_queue *q = mkq(1024, 0);
+    qf__fifo *f = &q->fifo;
+    void *p;
+    for (int32_t round = 0; round < 3; round++) {
+        cr_assert_eq(atomic_load(&f->slip_skip), 0);
+        slip_spin_allowed(f);
+        cr_assert_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.002), &p),
+                     QF_DEADLINE_EXCEEDED);
+        cr_assert_eq(atomic_load(&f->slip_fails), round + 1);
+        cr_assert_eq(atomic_load(&f->slip_skip), 64 << round);
+        /* Each empty wait skips a try (one that a spurious wake sends
+         * round again, another); a wait whose deadline passed before it
+         * could spin skips none. */
+        int32_t left = 64 << round;
+        for (int waits = 0; left > 0; waits++) {
+            cr_assert_lt(waits, 100 * (64 << round), "the back-off never ran out");
+            slip_spin_allowed(f);
+            cr_assert_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.002), &p),
+                         QF_DEADLINE_EXCEEDED);
+            int32_t now = atomic_load(&f->slip_skip);
+            cr_assert(now <= left && now >= 0, "skip %d after %d", now, left);
+            left = now;
+        }
+    }
+    /* An element that is there is taken with no wait, so no try. */
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(5)), QF_OK);
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(U(p), 5);
+    cr_expect_eq(atomic_load(&f->slip_fails), 3);
+    /* Spinning off for the queue: no slip either. */
+    qf_queue *quiet = NULL;
+    qf_queue_options o = {.capacity = 1024, .spin_ns = -1};
+    qf_dtype d = QF_PTR;
+    qf_shape scalar = qf_shape_scalar();
+    o.num_components = 1;
+    o.dtypes = &d;
+    o.shapes = &scalar;
+    cr_assert_eq(qf_fifo_queue_new(&o, &quiet), QF_OK);
+    cr_assert(qf_queue_is_inline(quiet));
+    cr_assert_eq(qf_queue_dequeue_ptr_until(quiet, qf_deadline_in_s(0.002), &p),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(atomic_load(&quiet->fifo.slip_fails), 0);
+    cr_expect_eq(atomic_load(&quiet->fifo.slip_skip), 0);
+    qf_queue_unref(quiet);
+    qf_queue_unref(q);
+}
+
+/* A pointer ring's slot written as a put writes it (qf__ring_write()). */
+static void slip_write(qf__ring *r, unsigned idx, void *v)
+{
+    __atomic_store_n(&qf__ring_slot(r, qf__ring_pos(r, idx))->value, v, __ATOMIC_RELAXED);
+}
+
+typedef struct slip_taker {
+    qf_queue *q;
+    void *got;
+    qf_code rc;
+} slip_taker;
+
+static void *slip_take(void *a)
+{
+    slip_taker *t = a;
+    t->rc = qf_queue_dequeue_ptr(t->q, &t->got);
+    return NULL;
+}
+
+/* The stretch there but its first element not yet published (a producer
+ * between its reservation and its publish): the waiting consumer's try
+ * sees the stretch, which resets the back-off, and then takes the first
+ * element once it comes, and the rest in order. */
+Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 60)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    qf_queue *q = mkq(1024, 0);
+    qf__fifo *f = &q->fifo;
+    qf__ring *r = &f->ring;
+    atomic_store(&f->slip_fails, 3);
+    slip_spin_allowed(f);
+    unsigned t;
+    cr_assert_eq(qf__ring_reserve(r, 64, false, true, r->cap, &t), 64);
+    for (unsigned i = 1; i < 64; i++) {
+        slip_write(r, t + i, P(100 + i));
+        qf__ring_publish(r, t + i, 1, false);
+    }
+    slip_taker tk = {.q = q};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, slip_take, &tk), 0);
+    /* The consumer's try resets the count: observed, bounded. */
+    qf_deadline give_up = qf_deadline_in_s(20);
+    while (atomic_load(&f->slip_fails) != 0 && !qf_deadline_passed(give_up))
+        sched_yield();
+    cr_expect_eq(atomic_load(&f->slip_fails), 0, "the waiting consumer never saw the stretch");
+    slip_write(r, t, P(100));
+    qf__fifo_wake_consumers(f, qf__ring_publish(r, t, 1, false));
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_eq(tk.rc, QF_OK);
+    cr_expect_eq(U(tk.got), 100);
+    for (uintptr_t i = 1; i < 64; i++) {
+        void *p;
+        cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK);
+        cr_expect_eq(U(p), 100 + i);
+    }
+    cr_expect_eq(qf_queue_size(q), 0);
+    qf_queue_unref(q);
+}
+
+/* The producer's side of the slip: a blocking enqueue whose cached view of
+ * the consumers' index says full waits for room for a stretch of 64 (it
+ * looks at c_head five times over 4 us), and backs off as the consumer's
+ * does when that room never comes. The try form never waits for it. */
+static qf_queue *full_queue(void)
+{
+    qf_queue *q = mkq(1024, 0);
+    for (uintptr_t i = 1; i <= 1024; i++)
+        cr_assert_eq(qf_queue_enqueue_ptr(q, P(i)), QF_OK);
+    return q;
+}
+
+Test(queue_ptr, a_full_wait_without_room_backs_the_room_slip_off)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    qf_queue *q = full_queue();
+    qf__fifo *f = &q->fifo;
+    cr_expect_eq(qf_queue_try_enqueue_ptr(q, P(9999)), QF_UNAVAILABLE);
+    cr_expect_eq(atomic_load(&f->room_fails), 0, "a try waited for room");
+    cr_expect_eq(atomic_load(&f->room_skip), 0);
+    slip_spin_allowed(f);
+    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.002)),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(atomic_load(&f->room_fails), 1);
+    cr_expect_eq(atomic_load(&f->room_skip), 64);
+    slip_spin_allowed(f);
+    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.002)),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(atomic_load(&f->room_skip), 63, "a wait that may spin skips one try");
+    cr_expect_eq(qf_queue_size(q), 1024);
+    qf_queue_unref(q);
+}
+
+/* Room for the stretch already there when the producer looks: its cached
+ * view still says full (it was never refreshed while the queue filled), so
+ * it looks at c_head, sees 64 free, resets the back-off and puts. */
+Test(queue_ptr, room_for_a_stretch_resets_the_room_slip)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    qf_queue *q = full_queue();
+    qf__fifo *f = &q->fifo;
+    void *p;
+    for (uintptr_t i = 1; i <= 64; i++) {
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+        cr_assert_eq(U(p), i);
+    }
+    atomic_store(&f->room_fails, 3);
+    slip_spin_allowed(f);
+    for (uintptr_t i = 1025; i <= 1088; i++)
+        cr_assert_eq(qf_queue_enqueue_ptr(q, P(i)), QF_OK);
+    cr_expect_eq(atomic_load(&f->room_fails), 0);
+    cr_expect_eq(atomic_load(&f->room_skip), 0);
+    for (uintptr_t i = 65; i <= 1088; i++) {
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+        cr_assert_eq(U(p), i);
+    }
+    qf_queue_unref(q);
 }

@@ -143,6 +143,19 @@ Test(queue_stress, oversubscribed_8x8_capacity_4, .timeout = 300)
     run(4, 0, 8, 8, 400000, 1);
 }
 
+/* Rings of 256 slots or more, where a consumer thread that finds the ring
+ * empty waits for a stretch of 64 before it takes (qf_fifo.c, "Slip"):
+ * one stream, several consumers moving c_head under each other's waits,
+ * more threads than CPUs, and up-to takes (min 1) that slip too. */
+Test(queue_stress, streams_through_rings_that_slip, .timeout = 300)
+{
+    run(1024, 0, 1, 1, 1000000, 1);
+    run(1024, 0, 4, 4, 800000, 1);
+    run(300, 0, MAXT, MAXT, 400000, 1);
+    run(1024, 0, 2, 3, 600000, 5);
+    run(1024, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER, 1, 1, 600000, 1);
+}
+
 /* A batching queue's ring, laid out in index order (qf_ring-impl.h note
  * 8): runs and batches of sizes that do not divide the ring, so they
  * straddle its wrap and its lines, and single elements oversubscribed. */
