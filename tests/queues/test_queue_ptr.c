@@ -1098,7 +1098,7 @@ Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 60)
     qf__ring *r = &f->ring;
     atomic_store(&f->slip_fails, 3);
     slip_spin_allowed(f);
-    unsigned t;
+    unsigned t = 0;
     cr_assert_eq(qf__ring_reserve(r, 64, false, true, r->cap, &t), 64);
     for (unsigned i = 1; i < 64; i++) {
         slip_write(r, t + i, P(100 + i));
