@@ -94,8 +94,9 @@ typedef struct qf__fifo {
      * that timed out. Hints, relaxed; written by consumers only. */
     _Alignas(64) _Atomic int32_t slip_skip;
     _Atomic int32_t slip_fails;
-    /* The same for a producer thread's wait for room (qf_fifo.c, "Slip"). */
-    _Atomic int32_t room_skip;
+    /* The same for a producer thread's wait for room (qf_fifo.c, "Slip"),
+     * on a line of its own: producers write it. */
+    _Alignas(64) _Atomic int32_t room_skip;
     _Atomic int32_t room_fails;
 
     /* Side storage: put-backs (front) and unbounded overflow (back). */

@@ -297,11 +297,15 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * of its own lines) first waits for room for a stretch (slip_room()),
  * looking at c_head only a few times, far apart: each look takes the line
  * from the consumer, and a consumer slowed that way never frees the
- * stretch in time.
+ * stretch in time. Room for SLIP_SOME at its last look counts as a stretch
+ * seen: a consumer still slowed by the full end it is leaving frees the
+ * stretch late, and a back-off then would keep the pair at that end.
  *
  * Both waits are only ever spins, before the call's own spin and sleep,
- * for at most SLIP_NS and never past the caller's deadline; each ends
- * early when another thread on its own side moves the index it watches.
+ * for at most SLIP_NS (or the queue's spin_ns, when smaller) and not past
+ * the caller's deadline (the consumer's reads the clock about half a
+ * microsecond apart); each ends early when another thread on its own side
+ * moves the index it watches, and the producer's when the queue closes.
  * The call then goes on as before: the take finds what was published
  * meanwhile, or waits as it would have; the put reserves what room there
  * is, or waits as it would have. So no wake can be missed: the wait/wake
@@ -314,10 +318,13 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * pays SLIP_NS once in 4,096 rounds. Not for tasks (a poll never spins
  * that long), the try forms, enqueues of more than SLIP_AHEAD rows (a
  * multi-row enqueue's own refill protocol serves those), queues that may
- * not spin
- * (spin_ns < 0, one CPU, a spin budget cut to nothing on a busy machine),
- * rings smaller than 4 * (SLIP_AHEAD + 1) slots or without marks, nor the
- * full end of a queue that spills to its overflow list.
+ * not spin (spin_ns < 0, one CPU, a spin budget cut to nothing on a busy
+ * machine), queues of capacity under 4 * (SLIP_AHEAD + 1) or rings without
+ * marks, nor the full end of a queue that spills to its overflow list
+ * (capacity over 2^20 - 1, or unbounded). A slip that keeps succeeding is
+ * never backed off: a stream that fills the stretch in just under SLIP_NS
+ * delays the first element of each stretch by up to that much; that is
+ * the trade.
  *
  * Measured (README, Measured, "Threads that wait for a stretch"): a pair
  * of threads through a pointer queue of 1,024, core-to-core ~220 ns,
@@ -328,6 +335,13 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
 #define SLIP_SKIP_MIN 64
 #define SLIP_FAILS_MAX 6 /* 64 << 6 = 4,096 waits skipped */
 #define SLIP_ROOM_FIRST_NS 250
+#define SLIP_SOME 8 /* room at the last look that still counts as progress */
+
+/* How long a slip may spin: SLIP_NS, or less when the queue's spin_ns is. */
+static int64_t slip_ns(const qf__fifo *f)
+{
+    return f->spin_ns < SLIP_NS ? f->spin_ns : SLIP_NS;
+}
 
 static bool slip_may_spin(qf__fifo *f)
 {
@@ -370,61 +384,86 @@ static bool at_full_end(qf__fifo *f, size_t n)
     return !f->spill && n <= SLIP_AHEAD && p - c + n > r->cap;
 }
 
-/* A producer thread's wait at the full end (see "Slip" above). */
+/* A producer thread's wait at the full end (see "Slip" above). A closed
+ * queue is not waited for; a wait cut short by the deadline or by another
+ * producer's put counts neither way. Room seen goes into the producers'
+ * cached c_head, as the reserve's own look would (else a multi-row put,
+ * whose reserve looks only when its cache says full, could take part of
+ * its rows against the stale copy and go into line beside the room). */
 static void slip_room(qf__fifo *f, qf_deadline deadline)
 {
+    if (atomic_load_explicit(&f->state, memory_order_relaxed) & (QF__CLOSED | QF__CANCELLED))
+        return;
     if (!slip_may_spin(f) || !slip_turn(&f->room_skip))
         return;
     qf__ring *r = &f->ring;
     unsigned p = QF__LD(&r->ring.p_head, RELAXED);
-    int64_t start = qf_now_ns();
-    bool seen = false;
+    int64_t start = qf_now_ns(), limit = slip_ns(f);
     /* c_head is read at 250 ns, 500 ns, 1 us, 2 us and 4 us, not in a
      * loop: each read takes the line from the consumer, whose next claim
      * must fetch it back, and a consumer slowed that way would never free
      * the stretch in time. */
-    for (int64_t wait = SLIP_ROOM_FIRST_NS; wait <= SLIP_NS; wait *= 2) {
+    for (int64_t wait = SLIP_ROOM_FIRST_NS; wait <= limit; wait *= 2) {
         int64_t look = start + wait, now;
         while ((now = qf_now_ns()) < look && !qf_deadline_passed(deadline))
             for (int i = 0; i < SPIN_PAUSES * 2; i++)
                 qf__cpu_relax();
         if (now < look)
-            break; /* the deadline */
+            return; /* the deadline */
         unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
         if (p - c + SLIP_AHEAD < r->cap) {
-            seen = true;
-            break;
+            QF__ST(&r->prod_cached_c, c, RELEASE);
+            slip_result(&f->room_skip, &f->room_fails, true);
+            return;
         }
-        if (QF__LD(&r->ring.p_head, RELAXED) != p)
-            return; /* another producer put: not ours to wait for */
+        if (QF__LD(&r->ring.p_head, RELAXED) != p ||
+            (atomic_load_explicit(&f->state, memory_order_relaxed) & (QF__CLOSED | QF__CANCELLED)))
+            return; /* another producer put, or a close: not ours to wait for */
+        if (wait * 2 > limit) {
+            /* The last look. Some room is progress all the same: a
+             * consumer slowed by the full end itself frees the stretch
+             * late, and backing off would leave the pair there. */
+            bool some = p - c + SLIP_SOME < r->cap;
+            if (some)
+                QF__ST(&r->prod_cached_c, c, RELEASE);
+            slip_result(&f->room_skip, &f->room_fails, some);
+            return;
+        }
     }
-    slip_result(&f->room_skip, &f->room_fails, seen);
+    slip_result(&f->room_skip, &f->room_fails, false);
 }
 
-/* A consumer thread's wait (see above). */
+/* A consumer thread's wait (see above). The clock is read every
+ * SLIP_CLOCK_EVERY rounds (about half a microsecond apart), so the wait
+ * ends that much after its time or the deadline at most; one that the
+ * deadline or another consumer's take cuts short counts neither way. */
+#define SLIP_CLOCK_EVERY 4
 static void slip_wait(qf__fifo *f, qf_deadline deadline)
 {
     if (!slip_may_spin(f) || !slip_turn(&f->slip_skip))
         return;
     qf__ring *r = &f->ring;
     unsigned c = QF__LD(&r->ring.c_head, RELAXED);
-    int64_t end = qf_now_ns() + SLIP_NS;
-    bool seen = false;
+    int64_t end = qf_now_ns() + slip_ns(f);
     for (unsigned n = 1;; n++) {
         /* Acquire is enough: the take that follows loads the marks again
          * with its own ordering; this load only decides when to look. */
         if (qf__ring_is_published(r, c + SLIP_AHEAD, memory_order_acquire)) {
-            seen = true;
-            break;
+            slip_result(&f->slip_skip, &f->slip_fails, true);
+            return;
         }
         if (QF__LD(&r->ring.c_head, RELAXED) != c)
             return; /* another consumer took: not ours to wait for */
-        if (n % SPIN_CLOCK_EVERY == 0 && (qf_now_ns() >= end || qf_deadline_passed(deadline)))
-            break;
+        if (n % SLIP_CLOCK_EVERY == 0) {
+            if (qf_deadline_passed(deadline))
+                return;
+            if (qf_now_ns() >= end)
+                break;
+        }
         for (int i = 0; i < SPIN_PAUSES; i++)
             qf__cpu_relax();
     }
-    slip_result(&f->slip_skip, &f->slip_fails, seen);
+    slip_result(&f->slip_skip, &f->slip_fails, false);
 }
 
 static void oom_abort(const char *what)

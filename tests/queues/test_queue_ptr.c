@@ -1025,7 +1025,8 @@ Test(queue_ptr, an_empty_wait_without_a_stream_backs_the_slip_off)
     for (int32_t round = 0; round < 3; round++) {
         cr_assert_eq(atomic_load(&f->slip_skip), 0);
         slip_spin_allowed(f);
-        cr_assert_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.002), &p),
+        /* 50 ms: the call must reach its wait before the deadline. */
+        cr_assert_eq(qf_queue_dequeue_ptr_until(q, qf_deadline_in_s(0.05), &p),
                      QF_DEADLINE_EXCEEDED);
         cr_assert_eq(atomic_load(&f->slip_fails), round + 1);
         cr_assert_eq(atomic_load(&f->slip_skip), 64 << round);
@@ -1043,6 +1044,11 @@ Test(queue_ptr, an_empty_wait_without_a_stream_backs_the_slip_off)
             left = now;
         }
     }
+    /* The try form never waits for a stretch. */
+    slip_spin_allowed(f);
+    cr_expect_eq(qf_queue_try_dequeue_ptr(q, &p), QF_UNAVAILABLE);
+    cr_expect_eq(atomic_load(&f->slip_skip), 0);
+    cr_expect_eq(atomic_load(&f->slip_fails), 3);
     /* An element that is there is taken with no wait, so no try. */
     cr_assert_eq(qf_queue_enqueue_ptr(q, P(5)), QF_OK);
     cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
@@ -1148,12 +1154,12 @@ Test(queue_ptr, a_full_wait_without_room_backs_the_room_slip_off)
     cr_expect_eq(atomic_load(&f->room_fails), 0, "a try waited for room");
     cr_expect_eq(atomic_load(&f->room_skip), 0);
     slip_spin_allowed(f);
-    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.002)),
+    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.05)),
                  QF_DEADLINE_EXCEEDED);
     cr_expect_eq(atomic_load(&f->room_fails), 1);
     cr_expect_eq(atomic_load(&f->room_skip), 64);
     slip_spin_allowed(f);
-    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.002)),
+    cr_assert_eq(qf_queue_enqueue_ptr_until(q, P(9999), qf_deadline_in_s(0.05)),
                  QF_DEADLINE_EXCEEDED);
     cr_expect_eq(atomic_load(&f->room_skip), 63, "a wait that may spin skips one try");
     cr_expect_eq(qf_queue_size(q), 1024);
@@ -1185,4 +1191,87 @@ Test(queue_ptr, room_for_a_stretch_resets_the_room_slip)
         cr_assert_eq(U(p), i);
     }
     qf_queue_unref(q);
+}
+
+/* A ring of cells (a packed queue: an int64 label and a float32 [16]
+ * row) slips at both ends too, and what it holds comes out whole. */
+Test(queue_ptr, a_ring_of_cells_slips_at_both_ends)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    qf_dtype dt[2] = {QF_INT64, QF_FLOAT32};
+    qf_shape sh[2] = {qf_shape_scalar(), QF_SHAPE(16)};
+    qf_queue_options o = {.capacity = 1024, .num_components = 2, .dtypes = dt, .shapes = sh};
+    qf_queue *q = NULL;
+    cr_assert_eq(qf_fifo_queue_new(&o, &q), QF_OK);
+    qf__fifo *f = &q->fifo;
+    cr_assert(qf__fifo_cells(f), "an (int64, float32 [16]) queue keeps its values in cells");
+    int64_t label;
+    float row[16];
+    void *outs[2] = {&label, row};
+    const void *ins[2] = {&label, row};
+    slip_spin_allowed(f);
+    cr_assert_eq(qf_queue_dequeue_values_until(q, qf_deadline_in_s(0.05), outs),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(atomic_load(&f->slip_fails), 1);
+    for (int64_t i = 0; i < 1024; i++) {
+        label = i;
+        for (int k = 0; k < 16; k++)
+            row[k] = (float)(i + k);
+        cr_assert_eq(qf_queue_try_enqueue_values(q, ins), QF_OK);
+    }
+    slip_spin_allowed(f);
+    cr_assert_eq(qf_queue_enqueue_values_until(q, ins, qf_deadline_in_s(0.05)),
+                 QF_DEADLINE_EXCEEDED);
+    cr_expect_eq(atomic_load(&f->room_fails), 1);
+    for (int64_t i = 0; i < 1024; i++) {
+        cr_assert_eq(qf_queue_dequeue_values(q, outs), QF_OK);
+        cr_assert_eq(label, i);
+        for (int k = 0; k < 16; k++)
+            cr_assert_eq(row[k], (float)(i + k));
+    }
+    qf_queue_unref(q);
+}
+
+typedef struct slip_putter {
+    qf_queue *q;
+    qf_code rc;
+} slip_putter;
+
+static void *slip_put(void *a)
+{
+    slip_putter *t = a;
+    t->rc = qf_queue_enqueue_ptr(t->q, P(4242));
+    return NULL;
+}
+
+/* A close ends a thread waiting at either end of a ring that slips,
+ * whatever part of its wait (the slip, the spin, the sleep) it is in. */
+Test(queue_ptr, a_close_ends_waits_at_either_end_of_a_ring_that_slips, .timeout = 60)
+{
+    for (int round = 0; round < 20; round++) {
+        qf_queue *q = mkq(1024, 0);
+        slip_spin_allowed(&q->fifo);
+        slip_taker tk = {.q = q};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, slip_take, &tk), 0);
+        for (int i = 0; i < round; i++)
+            sched_yield();
+        cr_assert_eq(qf_queue_close(q, false), QF_OK);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+        cr_expect_eq(tk.rc, QF_OUT_OF_RANGE);
+        qf_queue_unref(q);
+
+        q = full_queue();
+        slip_spin_allowed(&q->fifo);
+        slip_putter pt = {.q = q};
+        cr_assert_eq(pthread_create(&th, NULL, slip_put, &pt), 0);
+        for (int i = 0; i < round; i++)
+            sched_yield();
+        cr_assert_eq(qf_queue_close(q, true), QF_OK);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+        cr_expect_eq(pt.rc, QF_CANCELLED);
+        cr_expect_eq(qf_queue_size(q), 1024);
+        qf_queue_unref(q);
+    }
 }

@@ -149,11 +149,11 @@ Test(queue_stress, oversubscribed_8x8_capacity_4, .timeout = 300)
  * more threads than CPUs, and up-to takes (min 1) that slip too. */
 Test(queue_stress, streams_through_rings_that_slip, .timeout = 300)
 {
-    run(1024, 0, 1, 1, 1000000, 1);
-    run(1024, 0, 4, 4, 800000, 1);
-    run(300, 0, MAXT, MAXT, 400000, 1);
-    run(1024, 0, 2, 3, 600000, 5);
-    run(1024, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER, 1, 1, 600000, 1);
+    run(1024, 0, 1, 1, 400000, 1);
+    run(1024, 0, 4, 4, 400000, 1);
+    run(300, 0, MAXT, MAXT, 200000, 1);
+    run(1024, 0, 2, 3, 300000, 5);
+    run(1024, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER, 1, 1, 300000, 1);
 }
 
 /* A batching queue's ring, laid out in index order (qf_ring-impl.h note
