@@ -401,6 +401,34 @@ static void run_kind(kind k, int np, int nc)
     }
 }
 
+/* Rings of capacity 256 or more, where threads that meet at either end
+ * wait for a stretch before they take or put (queues/engine/qf_fifo.c,
+ * "Slip"): the same rounds, with enough elements per producer to reach
+ * both ends, and the close and cancel landing inside those waits too. */
+static void run_kind_slipping(kind k, int np, int nc)
+{
+    long rounds = qft_stress_scale(24, 1);
+    for (long i = 0; i < rounds; i++) {
+        int64_t cap = (int64_t[]){256, 300, 1024}[i % 3];
+        run_round(k, cap, np, nc, 3000, (uint64_t)i + 1);
+    }
+}
+
+Test(slowpath_stress, ptr_rings_that_slip_8x8, .timeout = 600)
+{
+    run_kind_slipping(K_PTR, 8, 8);
+}
+
+Test(slowpath_stress, fifo_rings_that_slip_2x16, .timeout = 600)
+{
+    run_kind_slipping(K_FIFO, 2, 16);
+}
+
+Test(slowpath_stress, scalar_rings_that_slip_16x2, .timeout = 600)
+{
+    run_kind_slipping(K_SCALAR, 16, 2);
+}
+
 Test(slowpath_stress, ptr_queue_8x8, .timeout = 600)
 {
     run_kind(K_PTR, 8, 8);
