@@ -171,18 +171,22 @@ typedef struct qf_queue_options {
      * another worker may be producing; looks that keep finding nothing are
      * cut back for the queue, one that pays restores them. On a FIFO
      * queue of capacity 256 or more, a thread's blocking dequeue of one
-     * element (or up to n) that finds it empty first waits, for at most
-     * 4 us (or spin_ns, when smaller) and not past its deadline, until the
-     * element 63 places on is published, and a thread's blocking enqueue
-     * of up to 63 rows that finds no room for them first waits, as long,
-     * for room for 64: the two threads then cross the cores a stretch of
+     * element (or up to n) that finds it empty first waits until a
+     * stretch of elements is published, and a thread's blocking enqueue
+     * of up to 63 rows that finds no room for them first waits for room
+     * for a stretch: the two threads then cross the cores a stretch of
      * the ring at a time instead of one element at a time (a pair of
-     * threads 1.1x as fast near empty, 5-9x when the queue stays full).
-     * A wait that sees no stretch backs off for the next 64 to 4,096
-     * waits of its side, so a ping-pong pays it once in 4,096 rounds; one
-     * that sees it may delay the first element of each stretch by up to
-     * 4 us. 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative: never
-     * spin, wait for a stretch, yield or look again. */
+     * threads 1.2-1.4x as fast near empty, 5-9x when the queue stays
+     * full). The stretch is a quarter of the capacity in whole steps of
+     * 64, at most 256; a wait lasts at most 4 us a step of 64 (16 us
+     * from a capacity of 1,024), or spin_ns when smaller, and not past the
+     * call's deadline, and ends after 4 us when its partner has not done
+     * a step of 64 in that time (and so on for each step). A wait that
+     * sees no step backs off for the next 64 to 4,096 waits of its side,
+     * so a ping-pong pays 4 us once in 4,096 rounds; one that sees a
+     * stream may delay the first element of each stretch by up to 16 us.
+     * 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative: never spin, wait for
+     * a stretch, yield or look again. */
     int64_t spin_ns;
     /* Shared queues (spec 9-11): non-NULL makes creation return the queue
      * already registered under this name in `registry` (after checking

@@ -164,6 +164,10 @@ qf_code qf__fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *
 qf_code qf__fifo_take(qf__fifo *f, size_t min, size_t max, bool up_to, const qf__wait *w,
                       void **ret_slots, size_t *ret_n);
 int64_t qf__fifo_size(const qf__fifo *f);
+/* The stretch a thread's wait at either end of f's ring waits for
+ * (qf_fifo.c, "Slip"): a quarter of its capacity in whole steps of 64,
+ * at most 256; 0 under a capacity of 256 (no such wait). */
+unsigned qf__fifo_slip_stretch(const qf__fifo *f);
 void qf__fifo_give_back(qf__fifo *f, void *const *slots, size_t n);
 qf_code qf__fifo_close(qf__fifo *f, bool cancel);
 bool qf__fifo_cancel_poll(qf__fifo *f, qf_waker *w);

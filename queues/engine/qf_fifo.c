@@ -284,8 +284,21 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * of its own, so each element costs the producer a line fetched back from
  * the consumer's cache (its publishing RMW waits for it) and the consumer
  * a miss. So a consumer thread's first wait on an empty ring first
- * watches the mark of c + SLIP_AHEAD (slip_wait()), letting the producer
- * get a stretch ahead (FastForward's "temporal slipping").
+ * watches the mark of the last index of a stretch (c + stretch - 1,
+ * slip_wait()), letting the producer get a stretch ahead (FastForward's
+ * "temporal slipping").
+ *
+ * The stretch (slip_stretch()) is a quarter of the ring, 64 to 256
+ * elements. The longer it is, the longer the two threads work apart: with
+ * 64, a pair of threads near empty still met every 64 elements, and the
+ * consumer's look at the mark took the line the producer was about to
+ * write; 256 ran 1.1-1.2x as fast (README, Measured, "A stretch of a
+ * quarter of the ring"). The time allowed grows with it (SLIP_STEP_NS a
+ * SLIP_STEP: 4 to 16 us), and the pace is checked once a step's time: a
+ * step more must be there by then, or the wait ends. So the partner is
+ * asked for the same rate (16 M elements/s) whatever the ring, and a wait
+ * with no partner costs SLIP_STEP_NS, as with stretches of 64 (a fixed
+ * 16 us raised serve.latency.1k.p99 by about 15 us).
  *
  * The full end. There each take frees one slot, which the producer fills
  * at once: its cached c_head (qf_ring-impl.h, note 2) says full at every
@@ -302,7 +315,7 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * stretch late, and a back-off then would keep the pair at that end.
  *
  * Both waits are only ever spins, before the call's own spin and sleep,
- * for at most SLIP_NS (or the queue's spin_ns, when smaller) and not past
+ * for at most slip_ns() (or the queue's spin_ns, when smaller) and not past
  * the caller's deadline (the consumer's reads the clock about half a
  * microsecond apart); each ends early when another thread on its own side
  * moves the index it watches, and the producer's when the queue closes.
@@ -312,41 +325,61 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * protocol is not entered. A close during a slip is seen when it ends.
  *
  * A try that times out (no stream: a ping-pong, a burst shorter than the
- * stretch, a partner slower than SLIP_AHEAD elements per SLIP_NS) skips
+ * stretch, a partner slower than SLIP_STEP elements per SLIP_STEP_NS) skips
  * the next 64, 128, ... up to 4,096 waits of its side before it tries
  * again; one that succeeds resets that. A ping-pong's round therefore
- * pays SLIP_NS once in 4,096 rounds. Not for tasks (a poll never spins
- * that long), the try forms, enqueues of more than SLIP_AHEAD rows (a
+ * pays SLIP_STEP_NS once in 4,096 rounds. Not for tasks (a poll never spins
+ * that long), the try forms, enqueues of more than SLIP_ROWS_MAX rows (a
  * multi-row enqueue's own refill protocol serves those), queues that may
  * not spin (spin_ns < 0, one CPU, a spin budget cut to nothing on a busy
- * machine), queues of capacity under 4 * (SLIP_AHEAD + 1) or rings without
+ * machine), queues of capacity under 4 * SLIP_STEP or rings without
  * marks, nor the full end of a queue that spills to its overflow list
  * (capacity over 2^20 - 1, or unbounded). A slip that keeps succeeding is
- * never backed off: a stream that fills the stretch in just under SLIP_NS
+ * never backed off: a stream that fills the stretch in just under slip_ns()
  * delays the first element of each stretch by up to that much; that is
  * the trade.
  *
  * Measured (README, Measured, "Threads that wait for a stretch"): a pair
  * of threads through a pointer queue of 1,024, core-to-core ~220 ns,
  * near empty 15.5-16.2 -> 17.1-18.4 M items/s; with a consumer slow enough
- * to keep the ring full, 3.3-5.1 -> 28.8-31.8 M. */
-#define SLIP_AHEAD 63u
-#define SLIP_NS 4000
+ * to keep the ring full, 3.3-5.1 -> 28.8-31.8 M (both with stretches of
+ * 64). */
+#define SLIP_STEP 64u /* a stretch is a multiple of this */
+#define SLIP_STRETCH_MAX 256u
+#define SLIP_STEP_NS 4000 /* the time a stretch may take, per SLIP_STEP */
+#define SLIP_ROWS_MAX 63u /* the most rows an enqueue that slips may put */
 #define SLIP_SKIP_MIN 64
 #define SLIP_FAILS_MAX 6 /* 64 << 6 = 4,096 waits skipped */
 #define SLIP_ROOM_FIRST_NS 250
 #define SLIP_SOME 8 /* room at the last look that still counts as progress */
 
-/* How long a slip may spin: SLIP_NS, or less when the queue's spin_ns is. */
-static int64_t slip_ns(const qf__fifo *f)
+/* The stretch a slip waits for in ring r: a quarter of its capacity in
+ * whole SLIP_STEPs, at most SLIP_STRETCH_MAX (64 from a capacity of 256,
+ * 128 from 512, 192 from 768, 256 from 1,024 on). */
+static unsigned slip_stretch(const qf__ring *r)
 {
-    return f->spin_ns < SLIP_NS ? f->spin_ns : SLIP_NS;
+    unsigned s = r->cap / 4 / SLIP_STEP * SLIP_STEP;
+    return s > SLIP_STRETCH_MAX ? SLIP_STRETCH_MAX : s;
+}
+
+unsigned qf__fifo_slip_stretch(const qf__fifo *f)
+{
+    return f->ring.marks ? slip_stretch(&f->ring) : 0;
+}
+
+/* How long a slip for a stretch of `stretch` may spin: SLIP_STEP_NS a
+ * SLIP_STEP (the same rate asked of the partner whatever the stretch), or
+ * less when the queue's spin_ns is. */
+static int64_t slip_ns(const qf__fifo *f, unsigned stretch)
+{
+    int64_t ns = (int64_t)SLIP_STEP_NS * (stretch / SLIP_STEP);
+    return f->spin_ns < ns ? f->spin_ns : ns;
 }
 
 static bool slip_may_spin(qf__fifo *f)
 {
     qf__ring *r = &f->ring;
-    return f->spin_ns > 0 && r->marks && r->cap >= 4 * (SLIP_AHEAD + 1) && ncpus() >= 2 &&
+    return f->spin_ns > 0 && r->marks && r->cap >= 4 * SLIP_STEP && ncpus() >= 2 &&
            !qf__in_task() && atomic_load_explicit(&f->spin_dyn, memory_order_relaxed) > 0;
 }
 
@@ -381,7 +414,7 @@ static bool at_full_end(qf__fifo *f, size_t n)
     qf__ring *r = &f->ring;
     unsigned p = QF__LD(&r->ring.p_head, RELAXED);
     unsigned c = QF__LD(&r->prod_cached_c, RELAXED);
-    return !f->spill && n <= SLIP_AHEAD && p - c + n > r->cap;
+    return !f->spill && n <= SLIP_ROWS_MAX && p - c + n > r->cap;
 }
 
 /* A producer thread's wait at the full end (see "Slip" above). A closed
@@ -398,11 +431,13 @@ static void slip_room(qf__fifo *f, qf_deadline deadline)
         return;
     qf__ring *r = &f->ring;
     unsigned p = QF__LD(&r->ring.p_head, RELAXED);
-    int64_t start = qf_now_ns(), limit = slip_ns(f);
-    /* c_head is read at 250 ns, 500 ns, 1 us, 2 us and 4 us, not in a
-     * loop: each read takes the line from the consumer, whose next claim
-     * must fetch it back, and a consumer slowed that way would never free
-     * the stretch in time. */
+    unsigned stretch = slip_stretch(r);
+    int64_t start = qf_now_ns(), limit = slip_ns(f, stretch);
+    /* c_head is read at 250 ns, 500 ns, 1 us, ... (each twice as late,
+     * up to 16 us for a stretch of 256), not in a loop: each read takes
+     * the line from the consumer, whose next claim must fetch it back,
+     * and a consumer slowed that way would never free the stretch in
+     * time. */
     for (int64_t wait = SLIP_ROOM_FIRST_NS; wait <= limit; wait *= 2) {
         int64_t look = start + wait, now;
         while ((now = qf_now_ns()) < look && !qf_deadline_passed(deadline))
@@ -411,7 +446,7 @@ static void slip_room(qf__fifo *f, qf_deadline deadline)
         if (now < look)
             return; /* the deadline */
         unsigned c = QF__LD(&r->ring.c_head, ACQUIRE);
-        if (p - c + SLIP_AHEAD < r->cap) {
+        if (p - c + stretch <= r->cap) {
             QF__ST(&r->prod_cached_c, c, RELEASE);
             slip_result(&f->room_skip, &f->room_fails, true);
             return;
@@ -419,7 +454,11 @@ static void slip_room(qf__fifo *f, qf_deadline deadline)
         if (QF__LD(&r->ring.p_head, RELAXED) != p ||
             (atomic_load_explicit(&f->state, memory_order_relaxed) & (QF__CLOSED | QF__CANCELLED)))
             return; /* another producer put, or a close: not ours to wait for */
-        if (wait * 2 > limit) {
+        /* The pace: by each step's time a step more of room, else the
+         * stretch is not coming (so a wait with no consumer costs 4 us,
+         * whatever the stretch). */
+        unsigned due = wait < SLIP_STEP_NS ? 0 : SLIP_STEP * (unsigned)(wait / SLIP_STEP_NS);
+        if (wait * 2 > limit || p - c + due > r->cap) {
             /* The last look. Some room is progress all the same: a
              * consumer slowed by the full end itself frees the stretch
              * late, and backing off would leave the pair there. */
@@ -443,12 +482,18 @@ static void slip_wait(qf__fifo *f, qf_deadline deadline)
     if (!slip_may_spin(f) || !slip_turn(&f->slip_skip))
         return;
     qf__ring *r = &f->ring;
-    unsigned c = QF__LD(&r->ring.c_head, RELAXED);
-    int64_t end = qf_now_ns() + slip_ns(f);
+    unsigned c = QF__LD(&r->ring.c_head, RELAXED), stretch = slip_stretch(r);
+    int64_t start = qf_now_ns(), end = start + slip_ns(f, stretch);
+    /* The pace: by each step's time (`pace`) a step more (`due`) must be
+     * there, else the stretch is not coming; the mark of the step's end
+     * is loaded then only, not watched (its line is the producer's). A
+     * wait with no producer costs a step's time, whatever the stretch. */
+    int64_t pace = start + SLIP_STEP_NS;
+    unsigned due = SLIP_STEP;
     for (unsigned n = 1;; n++) {
         /* Acquire is enough: the take that follows loads the marks again
          * with its own ordering; this load only decides when to look. */
-        if (qf__ring_is_published(r, c + SLIP_AHEAD, memory_order_acquire)) {
+        if (qf__ring_is_published(r, c + stretch - 1, memory_order_acquire)) {
             slip_result(&f->slip_skip, &f->slip_fails, true);
             return;
         }
@@ -457,13 +502,21 @@ static void slip_wait(qf__fifo *f, qf_deadline deadline)
         if (n % SLIP_CLOCK_EVERY == 0) {
             if (qf_deadline_passed(deadline))
                 return;
-            if (qf_now_ns() >= end)
+            int64_t now = qf_now_ns();
+            if (now >= end)
                 break;
+            if (now >= pace) {
+                if (!qf__ring_is_published(r, c + due - 1, memory_order_acquire))
+                    break;
+                pace += SLIP_STEP_NS;
+                due += SLIP_STEP;
+            }
         }
         for (int i = 0; i < SPIN_PAUSES; i++)
             qf__cpu_relax();
     }
-    slip_result(&f->slip_skip, &f->slip_fails, false);
+    /* Steps that kept the pace are progress: no back-off for them. */
+    slip_result(&f->slip_skip, &f->slip_fails, due > SLIP_STEP);
 }
 
 static void oom_abort(const char *what)

@@ -1004,12 +1004,11 @@ Test(queue_ptr, bulk_puts_and_takes_walk_every_stretch_of_the_ring)
 }
 
 /* Slip (queues/engine/qf_fifo.c): a consumer thread's first wait on an
- * empty ring of 256 slots or more watches for a stretch of 64 elements
- * for a few microseconds. A try that sees no stream skips the next 64,
- * 128, ... (up to 4,096) empty waits that could have tried; one that sees
- * the stretch resets the back-off. The spin budget is set high before
- * each wait, so the machine's load cannot turn spinning (and the slip) off
- * under the test. */
+ * empty ring of 256 slots or more watches for a stretch of a quarter of
+ * the ring (64 to 256 elements) for a few microseconds. A try that sees no stream skips the next
+ * 64, 128, ... (up to 4,096) empty waits that could have tried; one that sees the stretch resets
+ * the back-off. The spin budget is set high before each wait, so the machine's load cannot turn
+ * spinning (and the slip) off under the test. */
 static void slip_spin_allowed(qf__fifo *f)
 {
     atomic_store(&f->spin_dyn, (int32_t)f->spin_ns);
@@ -1091,22 +1090,41 @@ static void *slip_take(void *a)
     return NULL;
 }
 
+/* The stretch a ring's waits wait for: a quarter of its capacity in whole
+ * steps of 64, at most 256, none under 256 (the capacity, not the ring's
+ * slots, which are a power of two). */
+Test(queue_ptr, the_stretch_is_a_quarter_of_the_ring_up_to_256)
+{
+    static const struct {
+        int64_t capacity;
+        unsigned stretch;
+    } want[] = {{64, 0},    {255, 0},   {256, 64},   {300, 64},   {511, 64},   {512, 128},
+                {767, 128}, {768, 192}, {1000, 192}, {1024, 256}, {4096, 256}, {100000, 256}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        qf_queue *q = mkq(want[i].capacity, 0);
+        cr_expect_eq(qf__fifo_slip_stretch(&q->fifo), want[i].stretch,
+                     "capacity %lld: stretch %u, want %u", (long long)want[i].capacity,
+                     qf__fifo_slip_stretch(&q->fifo), want[i].stretch);
+        qf_queue_unref(q);
+    }
+}
+
 /* The stretch there but its first element not yet published (a producer
  * between its reservation and its publish): the waiting consumer's try
  * sees the stretch, which resets the back-off, and then takes the first
- * element once it comes, and the rest in order. */
-Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 60)
+ * element once it comes, and the rest in order. Rings of each stretch. */
+static void stretch_seen_resets_the_slip(int64_t capacity)
 {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-        cr_skip_test("one CPU: blocking calls never spin, so never slip");
-    qf_queue *q = mkq(1024, 0);
+    qf_queue *q = mkq(capacity, 0);
     qf__fifo *f = &q->fifo;
     qf__ring *r = &f->ring;
+    unsigned n = qf__fifo_slip_stretch(f);
+    cr_assert_gt(n, 0);
     atomic_store(&f->slip_fails, 3);
     slip_spin_allowed(f);
     unsigned t = 0;
-    cr_assert_eq(qf__ring_reserve(r, 64, false, true, r->cap, &t), 64);
-    for (unsigned i = 1; i < 64; i++) {
+    cr_assert_eq(qf__ring_reserve(r, n, false, true, r->cap, &t), n);
+    for (unsigned i = 1; i < n; i++) {
         slip_write(r, t + i, P(100 + i));
         qf__ring_publish(r, t + i, 1, false);
     }
@@ -1123,7 +1141,7 @@ Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 60)
     cr_assert_eq(pthread_join(th, NULL), 0);
     cr_assert_eq(tk.rc, QF_OK);
     cr_expect_eq(U(tk.got), 100);
-    for (uintptr_t i = 1; i < 64; i++) {
+    for (uintptr_t i = 1; i < n; i++) {
         void *p;
         cr_assert_eq(qf_queue_try_dequeue_ptr(q, &p), QF_OK);
         cr_expect_eq(U(p), 100 + i);
@@ -1132,10 +1150,21 @@ Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 60)
     qf_queue_unref(q);
 }
 
+Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 120)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    stretch_seen_resets_the_slip(256);
+    stretch_seen_resets_the_slip(600);
+    stretch_seen_resets_the_slip(1024);
+}
+
 /* The producer's side of the slip: a blocking enqueue whose cached view of
- * the consumers' index says full waits for room for a stretch of 64 (it
- * looks at c_head five times over 4 us), and backs off as the consumer's
- * does when that room never comes. The try form never waits for it. */
+ * the consumers' index says full waits for room for a stretch (256 in a
+ * queue of 1,024; it looks at c_head at 250 ns, 500 ns, 1, 2 and 4 us,
+ * and gives up there without room for a step of 64), and backs off as the
+ * consumer's does when that room never comes. The try form never waits
+ * for it. */
 static qf_queue *full_queue(void)
 {
     qf_queue *q = mkq(1024, 0);
@@ -1168,25 +1197,27 @@ Test(queue_ptr, a_full_wait_without_room_backs_the_room_slip_off)
 
 /* Room for the stretch already there when the producer looks: its cached
  * view still says full (it was never refreshed while the queue filled), so
- * it looks at c_head, sees 64 free, resets the back-off and puts. */
+ * it looks at c_head, sees the stretch free, resets the back-off and puts. */
 Test(queue_ptr, room_for_a_stretch_resets_the_room_slip)
 {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
         cr_skip_test("one CPU: blocking calls never spin, so never slip");
     qf_queue *q = full_queue();
     qf__fifo *f = &q->fifo;
+    uintptr_t n = qf__fifo_slip_stretch(f);
+    cr_assert_eq(n, 256);
     void *p;
-    for (uintptr_t i = 1; i <= 64; i++) {
+    for (uintptr_t i = 1; i <= n; i++) {
         cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
         cr_assert_eq(U(p), i);
     }
     atomic_store(&f->room_fails, 3);
     slip_spin_allowed(f);
-    for (uintptr_t i = 1025; i <= 1088; i++)
+    for (uintptr_t i = 1025; i <= 1024 + n; i++)
         cr_assert_eq(qf_queue_enqueue_ptr(q, P(i)), QF_OK);
     cr_expect_eq(atomic_load(&f->room_fails), 0);
     cr_expect_eq(atomic_load(&f->room_skip), 0);
-    for (uintptr_t i = 65; i <= 1088; i++) {
+    for (uintptr_t i = n + 1; i <= 1024 + n; i++) {
         cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
         cr_assert_eq(U(p), i);
     }

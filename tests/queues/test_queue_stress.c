@@ -144,14 +144,16 @@ Test(queue_stress, oversubscribed_8x8_capacity_4, .timeout = 300)
 }
 
 /* Rings of 256 slots or more, where a consumer thread that finds the ring
- * empty waits for a stretch of 64 before it takes (qf_fifo.c, "Slip"):
- * one stream, several consumers moving c_head under each other's waits,
- * more threads than CPUs, and up-to takes (min 1) that slip too. */
+ * empty waits for a stretch (64 to 256, a quarter of the capacity) before
+ * it takes (qf_fifo.c, "Slip"): one stream, several consumers moving
+ * c_head under each other's waits, more threads than CPUs, and up-to
+ * takes (min 1) that slip too. */
 Test(queue_stress, streams_through_rings_that_slip, .timeout = 300)
 {
     run(1024, 0, 1, 1, 400000, 1);
     run(1024, 0, 4, 4, 400000, 1);
     run(300, 0, MAXT, MAXT, 200000, 1);
+    run(600, 0, 3, 2, 200000, 1);
     run(1024, 0, 2, 3, 300000, 5);
     run(1024, QF_QUEUE_SINGLE_PRODUCER | QF_QUEUE_SINGLE_CONSUMER, 1, 1, 300000, 1);
 }

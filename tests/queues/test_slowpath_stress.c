@@ -409,7 +409,8 @@ static void run_kind_slipping(kind k, int np, int nc)
 {
     long rounds = qft_stress_scale(24, 1);
     for (long i = 0; i < rounds; i++) {
-        int64_t cap = (int64_t[]){256, 300, 1024}[i % 3];
+        /* Stretches of 64, 64, 192 and 256 (qf__fifo_slip_stretch()). */
+        int64_t cap = (int64_t[]){256, 300, 800, 1024}[i % 4];
         run_round(k, cap, np, nc, 3000, (uint64_t)i + 1);
     }
 }
