@@ -176,15 +176,18 @@ typedef struct qf_queue_options {
      * of up to 63 rows that finds no room for them first waits for room
      * for a stretch: the two threads then cross the cores a stretch of
      * the ring at a time instead of one element at a time (a pair of
-     * threads 1.2-1.4x as fast near empty, 5-9x when the queue stays
-     * full). The stretch is a quarter of the capacity in whole steps of
-     * 64, at most 256; a wait lasts at most 4 us a step of 64 (16 us
-     * from a capacity of 1,024), or spin_ns when smaller, and not past the
-     * call's deadline, and ends after 4 us when its partner has not done
-     * a step of 64 in that time (and so on for each step). A wait that
-     * sees no step backs off for the next 64 to 4,096 waits of its side,
-     * so a ping-pong pays 4 us once in 4,096 rounds; one that sees a
-     * stream may delay the first element of each stretch by up to 16 us.
+     * threads near empty 1.1x as fast with stretches of 64 as without,
+     * 1.1-1.25x again with 256; 5-9x when the queue stays full). The
+     * stretch is a quarter of the capacity in whole steps of 64, at most
+     * 256; a wait lasts at most 4 us a step of 64 (16 us from a capacity
+     * of 1,024), or spin_ns when smaller, and not past the call's
+     * deadline, and ends after 4 us when its partner has not done a step
+     * of 64 in that time (and so on for each step). A wait that sees no
+     * step (a producer's: fewer than 9 slots free at its last look)
+     * backs off for the next 64 to 4,096 waits of its side, so a
+     * ping-pong pays 4 us once in 4,096 rounds; one that sees a stream,
+     * or a burst of 64 or more, may delay its first element by up to
+     * 16 us (4 us past the burst's end).
      * 0 selects QF_QUEUE_DEFAULT_SPIN_NS; negative: never spin, wait for
      * a stretch, yield or look again. */
     int64_t spin_ns;

@@ -292,13 +292,14 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * elements. The longer it is, the longer the two threads work apart: with
  * 64, a pair of threads near empty still met every 64 elements, and the
  * consumer's look at the mark took the line the producer was about to
- * write; 256 ran 1.1-1.2x as fast (README, Measured, "A stretch of a
+ * write; 256 ran 1.1-1.25x as fast (README, Measured, "A stretch of a
  * quarter of the ring"). The time allowed grows with it (SLIP_STEP_NS a
  * SLIP_STEP: 4 to 16 us), and the pace is checked once a step's time: a
  * step more must be there by then, or the wait ends. So the partner is
  * asked for the same rate (16 M elements/s) whatever the ring, and a wait
- * with no partner costs SLIP_STEP_NS, as with stretches of 64 (a fixed
- * 16 us raised serve.latency.1k.p99 by about 15 us).
+ * with no partner costs SLIP_STEP_NS, as with stretches of 64. A burst of
+ * a step or more that then stops keeps the wait until the next check (up
+ * to SLIP_STEP_NS after the burst), and counts as a stream seen.
  *
  * The full end. There each take frees one slot, which the producer fills
  * at once: its cached c_head (qf_ring-impl.h, note 2) says full at every
@@ -324,8 +325,8 @@ static void poll_looks_paid(qf__fifo *f, unsigned looks)
  * is, or waits as it would have. So no wake can be missed: the wait/wake
  * protocol is not entered. A close during a slip is seen when it ends.
  *
- * A try that times out (no stream: a ping-pong, a burst shorter than the
- * stretch, a partner slower than SLIP_STEP elements per SLIP_STEP_NS) skips
+ * A try that times out (no stream: a ping-pong, a burst shorter than a
+ * step, a partner slower than SLIP_STEP elements per SLIP_STEP_NS) skips
  * the next 64, 128, ... up to 4,096 waits of its side before it tries
  * again; one that succeeds resets that. A ping-pong's round therefore
  * pays SLIP_STEP_NS once in 4,096 rounds. Not for tasks (a poll never spins
@@ -417,6 +418,13 @@ static bool at_full_end(qf__fifo *f, size_t n)
     return !f->spill && n <= SLIP_ROWS_MAX && p - c + n > r->cap;
 }
 
+/* When the producer's wait looks at c_head after its look at `wait` ns:
+ * twice as late up to a step's time, then a step's time later. */
+static int64_t slip_next_look(int64_t wait)
+{
+    return wait < SLIP_STEP_NS ? wait * 2 : wait + SLIP_STEP_NS;
+}
+
 /* A producer thread's wait at the full end (see "Slip" above). A closed
  * queue is not waited for; a wait cut short by the deadline or by another
  * producer's put counts neither way. Room seen goes into the producers'
@@ -433,12 +441,12 @@ static void slip_room(qf__fifo *f, qf_deadline deadline)
     unsigned p = QF__LD(&r->ring.p_head, RELAXED);
     unsigned stretch = slip_stretch(r);
     int64_t start = qf_now_ns(), limit = slip_ns(f, stretch);
-    /* c_head is read at 250 ns, 500 ns, 1 us, ... (each twice as late,
-     * up to 16 us for a stretch of 256), not in a loop: each read takes
-     * the line from the consumer, whose next claim must fetch it back,
-     * and a consumer slowed that way would never free the stretch in
-     * time. */
-    for (int64_t wait = SLIP_ROOM_FIRST_NS; wait <= limit; wait *= 2) {
+    /* c_head is read at 250 ns, 500 ns, 1 us, 2 us and 4 us (each twice
+     * as late), then once a step's time up to the limit (8, 12 and 16 us
+     * for a stretch of 256), not in a loop: each read takes the line from
+     * the consumer, whose next claim must fetch it back, and a consumer
+     * slowed that way would never free the stretch in time. */
+    for (int64_t wait = SLIP_ROOM_FIRST_NS; wait <= limit; wait = slip_next_look(wait)) {
         int64_t look = start + wait, now;
         while ((now = qf_now_ns()) < look && !qf_deadline_passed(deadline))
             for (int i = 0; i < SPIN_PAUSES * 2; i++)
@@ -458,7 +466,7 @@ static void slip_room(qf__fifo *f, qf_deadline deadline)
          * stretch is not coming (so a wait with no consumer costs 4 us,
          * whatever the stretch). */
         unsigned due = wait < SLIP_STEP_NS ? 0 : SLIP_STEP * (unsigned)(wait / SLIP_STEP_NS);
-        if (wait * 2 > limit || p - c + due > r->cap) {
+        if (slip_next_look(wait) > limit || p - c + due > r->cap) {
             /* The last look. Some room is progress all the same: a
              * consumer slowed by the full end itself frees the stretch
              * late, and backing off would leave the pair there. */

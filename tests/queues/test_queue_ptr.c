@@ -1109,11 +1109,21 @@ Test(queue_ptr, the_stretch_is_a_quarter_of_the_ring_up_to_256)
     }
 }
 
-/* The stretch there but its first element not yet published (a producer
- * between its reservation and its publish): the waiting consumer's try
- * sees the stretch, which resets the back-off, and then takes the first
- * element once it comes, and the rest in order. Rings of each stretch. */
-static void stretch_seen_resets_the_slip(int64_t capacity)
+/* Index i of a reserved stretch written and published, as its producer
+ * would. */
+static void slip_publish(qf__ring *r, unsigned t, unsigned i)
+{
+    slip_write(r, t + i, P(100 + i));
+    qf__ring_publish(r, t + i, 1, false);
+}
+
+/* The stretch's end there (`shown`: the indices past t published) but its
+ * first element not yet (producers between their reservation and their
+ * publish): the waiting consumer's try sees what it sees, which resets the
+ * back-off (`seen`) or counts a failure, and then takes the first element
+ * once it comes, and the rest in order. The count is observed, bounded;
+ * no sleeps. */
+static void slip_try_with(int64_t capacity, const unsigned *shown, size_t n_shown, bool seen)
 {
     qf_queue *q = mkq(capacity, 0);
     qf__fifo *f = &q->fifo;
@@ -1124,18 +1134,25 @@ static void stretch_seen_resets_the_slip(int64_t capacity)
     slip_spin_allowed(f);
     unsigned t = 0;
     cr_assert_eq(qf__ring_reserve(r, n, false, true, r->cap, &t), n);
-    for (unsigned i = 1; i < n; i++) {
-        slip_write(r, t + i, P(100 + i));
-        qf__ring_publish(r, t + i, 1, false);
+    bool published[256] = {false};
+    for (size_t k = 0; k < n_shown; k++) {
+        slip_publish(r, t, shown[k]);
+        published[shown[k]] = true;
     }
     slip_taker tk = {.q = q};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, slip_take, &tk), 0);
-    /* The consumer's try resets the count: observed, bounded. */
+    int32_t want = seen ? 0 : 4;
     qf_deadline give_up = qf_deadline_in_s(20);
-    while (atomic_load(&f->slip_fails) != 0 && !qf_deadline_passed(give_up))
+    while (atomic_load(&f->slip_fails) != want && !qf_deadline_passed(give_up))
         sched_yield();
-    cr_expect_eq(atomic_load(&f->slip_fails), 0, "the waiting consumer never saw the stretch");
+    cr_expect_eq(atomic_load(&f->slip_fails), want, "capacity %lld, stretch %u: %s",
+                 (long long)capacity, n, seen ? "the stretch was not seen" : "no failure counted");
+    if (!seen)
+        cr_expect_eq(atomic_load(&f->slip_skip), 64 << 3);
+    for (unsigned i = 1; i < n; i++)
+        if (!published[i])
+            slip_publish(r, t, i);
     slip_write(r, t, P(100));
     qf__fifo_wake_consumers(f, qf__ring_publish(r, t, 1, false));
     cr_assert_eq(pthread_join(th, NULL), 0);
@@ -1150,13 +1167,26 @@ static void stretch_seen_resets_the_slip(int64_t capacity)
     qf_queue_unref(q);
 }
 
+/* The stretch's last index alone is what the wait watches for. */
 Test(queue_ptr, a_stretch_seen_by_an_empty_wait_resets_the_slip, .timeout = 120)
 {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
         cr_skip_test("one CPU: blocking calls never spin, so never slip");
-    stretch_seen_resets_the_slip(256);
-    stretch_seen_resets_the_slip(600);
-    stretch_seen_resets_the_slip(1024);
+    slip_try_with(256, (unsigned[]){63}, 1, true);
+    slip_try_with(600, (unsigned[]){127}, 1, true);
+    slip_try_with(1024, (unsigned[]){255}, 1, true);
+}
+
+/* The pace: in a ring whose stretch is 256, the first step of 64 there
+ * by its check (4 us) is progress, counted as seen though the stretch
+ * never comes; one element short of it is a failure, backed off. */
+Test(queue_ptr, an_empty_wait_keeps_a_pace_of_a_step_each_4_us, .timeout = 120)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    slip_try_with(1024, (unsigned[]){63}, 1, true);
+    slip_try_with(1024, (unsigned[]){62}, 1, false);
+    slip_try_with(1024, (unsigned[]){1, 2, 62, 100, 254}, 5, false);
 }
 
 /* The producer's side of the slip: a blocking enqueue whose cached view of
@@ -1222,6 +1252,41 @@ Test(queue_ptr, room_for_a_stretch_resets_the_room_slip)
         cr_assert_eq(U(p), i);
     }
     qf_queue_unref(q);
+}
+
+/* The producer's pace: with `free` slots free of a full queue of 1,024,
+ * fewer than a step (64) by its 4 us look ends the wait there, counted as
+ * progress when more than 8 are free (SLIP_SOME) and as a failure, backed
+ * off, when fewer are; the put then takes a free slot. One thread, no
+ * sleeps: the wait runs in the call. */
+static void room_try_with(uintptr_t free, bool seen)
+{
+    qf_queue *q = full_queue();
+    qf__fifo *f = &q->fifo;
+    void *p;
+    for (uintptr_t i = 1; i <= free; i++)
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    atomic_store(&f->room_fails, 3);
+    slip_spin_allowed(f);
+    cr_assert_eq(qf_queue_enqueue_ptr(q, P(5000)), QF_OK);
+    cr_expect_eq(atomic_load(&f->room_fails), seen ? 0 : 4, "%zu free", (size_t)free);
+    cr_expect_eq(atomic_load(&f->room_skip), seen ? 0 : 64 << 3, "%zu free", (size_t)free);
+    for (uintptr_t i = free + 1; i <= 1024; i++) {
+        cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+        cr_assert_eq(U(p), i);
+    }
+    cr_assert_eq(qf_queue_dequeue_ptr(q, &p), QF_OK);
+    cr_expect_eq(U(p), 5000);
+    qf_queue_unref(q);
+}
+
+Test(queue_ptr, a_full_wait_keeps_a_pace_of_a_step_each_4_us)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("one CPU: blocking calls never spin, so never slip");
+    room_try_with(10, true);
+    room_try_with(63, true);
+    room_try_with(5, false);
 }
 
 /* A ring of cells (a packed queue: an int64 label and a float32 [16]
