@@ -574,6 +574,42 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
     qf__prefetch_for_write(&r->buf[(idx + 7) & r->mask]);
 }
 
+/* After a bulk put of k values into a ring laid out in order (note 8: a
+ * batching queue's, whose producers put runs of rows): ask for the lines
+ * of the next k cells in the owned state, for this producer's next put.
+ * The consumer read those lines a lap ago, so without this each of the
+ * next put's stores waited for its line to come from the consumer's core,
+ * 64 lines for a run of 256 rows, more than the store buffer keeps in
+ * flight, and the fence at that put's end waited for all of them
+ * (qflow-lines FILE: the put was a quarter of the reader thread's
+ * samples). Asked for here, the transfers overlap the producer's next
+ * pull (the reader's newline search and rows) instead of its stores.
+ * Earlier tries asked for the lines of the run about to be put, before
+ * its pull or its search, and moved the samples but not the wall time
+ * (README, Measured); this asks a whole pull earlier. The cells start at
+ * p_head, not after our run: a run reserved after ours is another
+ * producer's, which is writing it now. Only cells whose previous lap the
+ * consumers have taken, as far as the producers' cached c_head knows (a
+ * stale one knows fewer), so no line a consumer has yet to read is taken
+ * from it; fewer than 8 are not worth a look. */
+static inline void qf__ring_prefetch_next_run(qf__ring *r, unsigned k)
+{
+    if (r->cell_words || !r->marks)
+        return;
+    unsigned idx = QF__LD(&r->ring.p_head, RELAXED);
+    unsigned c = QF__LD(&r->prod_cached_c, RELAXED);
+    int room = (int)(c + r->mask + 1 - idx);
+    unsigned n = room <= 0 ? 0 : (unsigned)room < k ? (unsigned)room : k;
+    if (n < 8)
+        return;
+    unsigned pos = idx & r->mask, cells = n + 3; /* every line n cells touch */
+    unsigned first = cells < r->mask + 1 - pos ? cells : r->mask + 1 - pos; /* to the end */
+    const _Atomic uint32_t *m = r->marks;
+    qf__prefetch_lines_for_write(m + ((size_t)pos << QF__RING_PTR_SHIFT), (first + 3) / 4);
+    if (first < cells)
+        qf__prefetch_lines_for_write(m, (cells - first + 3) / 4);
+}
+
 /* A cell's value words from src, and back out to dst: relaxed atomic
  * accesses (a consumer whose claim fails may read words a later lap is
  * writing, note 9), two words a round. GCC keeps the one-word loop rolled,
@@ -749,7 +785,10 @@ static inline unsigned qf__ring_put_run(qf__ring *r, unsigned start, void *const
         }
         n += run;
     }
-    return qf__ring_publish_end(r, start, k, single_producer, false);
+    unsigned woke = qf__ring_publish_end(r, start, k, single_producer, false);
+    if (!spread)
+        qf__ring_prefetch_next_run(r, k);
+    return woke;
 }
 
 /* qf__ring_prefetch_ahead(), qf__ring_write() and qf__ring_publish() for
