@@ -165,7 +165,9 @@
  *     in an order the hardware prefetcher does not follow. The cost that
  *     the spread avoids (neighbouring indices put by different producers
  *     at once) is paid once per run there, not once per value. Measured
- *     in README, Measured, "A batching queue's cells in order".
+ *     in README, Measured, "A batching queue's cells in order". A bulk
+ *     put there asks for the next run's lines when it is done
+ *     (qf__ring_prefetch_next_run()).
  *  9. Values in cells. A queue of small dense values (a packed queue,
  *     queues/qf_queue_packed-impl.h) can keep them in the ring itself:
  *     qf__ring_init_cells() lays the ring out as one array of cells, a
@@ -547,7 +549,11 @@ static inline size_t qf__ring_reserve(qf__ring *r, size_t n, bool single_produce
  * to gain: 12.7-13.2 -> 14.5-15.3 M items/s at p4c4, the same elsewhere).
  * Those lines also hold indices 16 apart, which a consumer of a nearly
  * empty queue may be reading: the prefetch then takes a line it will ask
- * for again, which is what the store would have done anyway. Unspread (a
+ * for again, which is what the store would have done anyway. A batching
+ * ring's cells, in order (note 8), get idx + 1's cell too: given the rule
+ * below, its buf[idx + 7] was a word of the cell array near cell idx / 2, a
+ * line a consumer may have been reading (and a bulk put's next run is
+ * asked for after it, qf__ring_prefetch_next_run()). Unspread (a
  * ring without marks), the line holding idx + 7 (before the cells, also
  * the marks' at idx + 15): this line's rest, else the next line;
  * measured before the spread, in builds
@@ -567,7 +573,7 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
             qf__prefetch_for_write((const char *)qf__ring_mark(r, idx + 1) + 64);
         return;
     }
-    if (r->spread) { /* every queue's ring this large: cells of 16 bytes */
+    if (r->marks) { /* cells of 16 bytes, spread or (a batching ring) in order */
         qf__prefetch_for_write(qf__ring_slot_at(r, qf__ring_pos(r, idx + 1), QF__RING_PTR_SHIFT));
         return;
     }
@@ -588,26 +594,32 @@ static inline void qf__ring_prefetch_ahead(qf__ring *r, unsigned idx)
  * its pull or its search, and moved the samples but not the wall time
  * (README, Measured); this asks a whole pull earlier. The cells start at
  * p_head, not after our run: a run reserved after ours is another
- * producer's, which is writing it now. Only cells whose previous lap the
- * consumers have taken, as far as the producers' cached c_head knows (a
- * stale one knows fewer), so no line a consumer has yet to read is taken
- * from it; fewer than 8 are not worth a look. */
+ * producer's, which is writing it now (the first line may still hold the
+ * end of such a run). Only cells whose previous lap the consumers have
+ * taken, as far as the producers' cached c_head knows (a stale one knows
+ * fewer), and not the line of the next cell a consumer reads, so no line a
+ * consumer has yet to read is taken from it (a consumer that claimed a
+ * cell may still reset its tombstone tag, note 7: a rare line taken back);
+ * fewer than 8 cells are not worth a look. Only pointer cells reach here
+ * (qf__ring_put_run()). */
 static inline void qf__ring_prefetch_next_run(qf__ring *r, unsigned k)
 {
-    if (r->cell_words || !r->marks)
-        return;
     unsigned idx = QF__LD(&r->ring.p_head, RELAXED);
     unsigned c = QF__LD(&r->prod_cached_c, RELAXED);
     int room = (int)(c + r->mask + 1 - idx);
     unsigned n = room <= 0 ? 0 : (unsigned)room < k ? (unsigned)room : k;
     if (n < 8)
         return;
-    unsigned pos = idx & r->mask, cells = n + 3; /* every line n cells touch */
-    unsigned first = cells < r->mask + 1 - pos ? cells : r->mask + 1 - pos; /* to the end */
+    /* Whole lines of four cells; when the consumers bound the window, not
+     * the line holding the next cell they read. */
+    unsigned pos = idx & r->mask, line0 = pos & ~3u;
+    unsigned lines = n == (unsigned)room ? (pos + n - line0) / 4 : (pos + n - line0 + 3) / 4;
+    unsigned to_end = (r->mask + 1 - line0) / 4;
     const _Atomic uint32_t *m = r->marks;
-    qf__prefetch_lines_for_write(m + ((size_t)pos << QF__RING_PTR_SHIFT), (first + 3) / 4);
-    if (first < cells)
-        qf__prefetch_lines_for_write(m, (cells - first + 3) / 4);
+    qf__prefetch_lines_for_write(m + ((size_t)line0 << QF__RING_PTR_SHIFT),
+                                 lines < to_end ? lines : to_end);
+    if (lines > to_end)
+        qf__prefetch_lines_for_write(m, lines - to_end);
 }
 
 /* A cell's value words from src, and back out to dst: relaxed atomic
