@@ -162,6 +162,14 @@ static inline void qf__lock(_Atomic uint32_t *l)
     qf__lock_acquired(l);
 }
 
+/* qf__lock() for a lock whose holders' critical sections are short and
+ * hot, taken by several cores at once (qf__lock_word_spin()'s backoff). */
+static inline void qf__lock_backoff(_Atomic uint32_t *l)
+{
+    qf__lock_word_spin(l, 128, true);
+    qf__lock_acquired(l);
+}
+
 /* qf__lock_word()'s release: no held-lock record either (a fork handler
  * that takes every lock of a module uses the pair). */
 static inline void qf__unlock_word(_Atomic uint32_t *l)
