@@ -152,9 +152,10 @@
  *   word; polled after every pause, the waiters kept pulling its line away
  *   from the holder, whose release then waited for it (in enlist(), 70% of
  *   the samples were the lock's CAS, poll and release). Backing off,
- *   runners.tput.10000 (thread consumer) ran 1.22x Go's median ratio
- *   against 0.89x, in 9 rounds of each build taken in turn, in both of
- *   the VM's regimes (README, Measured, "req_lock backs off").
+ *   runners.tput.10000 (thread consumer) ran 0.91x Go's rate against
+ *   0.48x (medians of 15 quiet rounds, the builds in turn), 0.49x
+ *   against 0.37-0.45x with busy loops beside it (README, Measured,
+ *   "req_lock backs off").
  *
  * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml,
  * fifo_holders.pml and fifo_held.pml
