@@ -816,13 +816,15 @@ static bool put_one_first(qf__fifo *f, void *v, size_t *ret_done, qf_code *ret_r
 static qf_code fifo_put_loop(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w,
                              size_t *ret_done);
 
-/* A put: its first round for one element inline here, the loop out of
- * line (fifo_put_loop()), so that a put that fits at once does not pay
- * for the loop's frame and set-up; put_one_now() and take_now() are
- * inlined for the same reason. Each frame on the way saved and restored
- * its registers, about 20 instructions: callgrind of one thread putting
- * and taking 100 at a time, a put and a take of a pointer 439 -> 335
- * instructions, of a packed (int64, int64) element 1,330 -> 1,240. */
+/* A put: its first round for one element here, the loop out of line
+ * (fifo_put_loop()), so that a put that fits at once does not pay for the
+ * loop's frame and set-up. The first round is still a call of
+ * put_one_first() (the compiler keeps it out of line: two callers), into
+ * which put_one_now() is inlined; take_now() is inlined into the take's
+ * first round. Each frame on the way saved and restored its registers,
+ * about 20 instructions: callgrind of one thread putting and taking 100
+ * at a time, a put and a take of a pointer 439 -> 335 instructions, of a
+ * packed (int64, int64) element 1,330 -> 1,240. */
 static inline __attribute__((always_inline)) qf_code
 fifo_put(qf__fifo *f, void *const *slots, size_t n, const qf__wait *w, size_t *ret_done)
 {

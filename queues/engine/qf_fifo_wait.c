@@ -148,14 +148,16 @@
  *
  * req_lock is taken with a backing-off poll (qf__lock_backoff()). With the
  *   line in use it is taken per element by the consumer (a pass) and by
- *   the workers (a runner enlisting), three cores' worth of threads on one
- *   word; polled after every pause, the waiters kept pulling its line away
+ *   the workers (a runner enlisting): with a consumer thread and two
+ *   workers (runners.tput, perf/runners-regime), three threads on one word
+ *   from two cores; polled after every pause, the waiters kept pulling its line away
  *   from the holder, whose release then waited for it (in enlist(), 70% of
  *   the samples were the lock's CAS, poll and release). Backing off,
  *   runners.tput.10000 (thread consumer) ran 0.91x Go's rate against
  *   0.48x (medians of 15 quiet rounds, the builds in turn), 0.49x
- *   against 0.37-0.45x with busy loops beside it (README, Measured,
- *   "req_lock backs off").
+ *   against 0.37-0.45x with busy loops beside it; one set of 4 rounds
+ *   beside the test suite's gate test lost (0.62x -> 0.31x) and did not
+ *   repeat (README, Measured, "req_lock backs off").
  *
  * tests/model/fifo_consumers.pml, fifo_requests.pml, fifo_refill.pml,
  * fifo_holders.pml and fifo_held.pml
