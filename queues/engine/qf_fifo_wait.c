@@ -150,8 +150,9 @@
  *   line in use it is taken per element by the consumer (a pass) and by
  *   the workers (a runner enlisting): with a consumer thread and two
  *   workers (runners.tput, perf/runners-regime), three threads on one word
- *   from two cores; polled after every pause, the waiters kept pulling its line away
- *   from the holder, whose release then waited for it (in enlist(), 70% of
+ *   from two cores; polled after every pause, the waiters kept pulling its
+ *   line away from the holder, whose release then waited for it (in
+ *   enlist(), 70% of
  *   the samples were the lock's CAS, poll and release). Backing off,
  *   runners.tput.10000 (thread consumer) ran 0.91x Go's rate against
  *   0.48x (medians of 15 quiet rounds, the builds in turn), 0.49x
