@@ -163,7 +163,8 @@ static inline void qf__lock(_Atomic uint32_t *l)
 }
 
 /* qf__lock() for a lock whose holders' critical sections are short and
- * hot, taken by several cores at once (qf__lock_word_spin()'s backoff). */
+ * hot, taken by several cores at once (qf__lock_word_spin()'s backoff):
+ * the locked engine's lock and the FIFO engine's req_lock. */
 static inline void qf__lock_backoff(_Atomic uint32_t *l)
 {
     qf__lock_word_spin(l, 128, true);
