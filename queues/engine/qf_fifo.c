@@ -1153,12 +1153,15 @@ static inline __attribute__((always_inline)) qf_code fifo_take(qf__fifo *f, size
             claimed == 0 && w->mode == QF__WAIT_POLL && qf__in_task() && !qf__task_may_spin();
         if (skip_try) {
             /* What the loop's first round would do here, without the loop:
-             * holding nothing and not looking again (qf__task_may_spin()
-             * said no, so poll_look_again() would too), it registers if the
-             * queue is not closed and quiet. A wait that parks returns here;
-             * one that finds elements (or a close) goes on in the loop, at
-             * its take. Two tasks trading one element on a worker: 2,444 ->
-             * 2,210 instructions a round trip (callgrind), 262 -> 256 ns. */
+             * holding nothing (min is 1) and not looking again
+             * (qf__task_may_spin() said no, and poll_look_again() would ask
+             * it again: only a rescue emptying the next slot in between
+             * could change the answer), it registers when the queue is not
+             * closed and quiet; a closed and quiet queue is the loop's to
+             * judge. A wait that parks returns here; one that finds
+             * elements (or a close) goes on in the loop, at its take. Two
+             * tasks trading one element on a worker: 2,444 -> 2,210
+             * instructions a round trip (callgrind), 262 -> 256 ns. */
             uint32_t holders;
             if (!qf__fifo_closed_quiet(f, &holders)) {
                 qf_code rc = qf__fifo_wait_elements(f, min, false, w);
