@@ -47,9 +47,11 @@
 
 /* ------------------------------------------------------------------ dtypes */
 
+static inline size_t dtype_bytes(qf_dtype dt);
+
 bool qf_dtype_is_valid(qf_dtype dt)
 {
-    return qf_dtype_size(dt) != 0;
+    return dtype_bytes(dt) != 0;
 }
 
 const char *qf_dtype_name(qf_dtype dt)
@@ -95,7 +97,9 @@ const char *qf_dtype_name(qf_dtype dt)
     return "invalid";
 }
 
-size_t qf_dtype_size(qf_dtype dt)
+/* qf_dtype_size(), which the library's own callers may inline: a table
+ * lookup inside qf_tensor_new() where an exported function is a call. */
+static inline size_t dtype_bytes(qf_dtype dt)
 {
     switch (dt) {
     case QF_FLOAT32:
@@ -135,6 +139,11 @@ size_t qf_dtype_size(qf_dtype dt)
         break;
     }
     return 0;
+}
+
+size_t qf_dtype_size(qf_dtype dt)
+{
+    return dtype_bytes(dt);
 }
 
 /* ------------------------------------------------------------------ shapes */
@@ -316,29 +325,34 @@ static bool plain_count(const qf_shape *shape, int64_t *ret_n)
     return true;
 }
 
-/* Whether dt and shape make a tensor, and its element count (-1 when the
- * count overflows: the caller's size check refuses it). False with the
- * error recorded when they do not. */
-static bool tensor_count(qf_dtype dt, const qf_shape *shape, int64_t *ret_n)
+/* Records why dt and shape (refused by tensor_alloc_buf()'s checks) make
+ * no tensor: an invalid dtype, a NULL or not fully defined shape, or a
+ * size that overflows. Always NULL. Out of line: the hot path's frame
+ * holds no text buffer. */
+__attribute__((noinline, cold)) static qf_tensor *refuse_tensor(qf_dtype dt, const qf_shape *shape)
 {
-    if (qf_dtype_is_valid(dt) && plain_count(shape, ret_n))
-        return true;
     char sh[SHAPE_TEXT];
-    if (!qf_dtype_is_valid(dt)) {
+    if (!qf_dtype_is_valid(dt))
         qf_set_error(QF_INVALID_ARGUMENT, "Invalid dtype %d", (int)dt);
-        return false;
-    }
-    if (!shape) {
+    else if (!shape)
         qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape is NULL");
-        return false;
-    }
-    if (!qf_shape_is_fully_defined(shape)) {
+    else if (!qf_shape_is_fully_defined(shape))
         qf_set_error(QF_INVALID_ARGUMENT, "Tensor shape %s is not fully defined",
                      qf_shape_format(shape, sh, sizeof(sh)));
-        return false;
-    }
-    *ret_n = -1;
-    return true;
+    else
+        qf_set_error(QF_RESOURCE_EXHAUSTED,
+                     "OOM when allocating tensor with shape%s and type %s: size overflows",
+                     qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
+    return NULL;
+}
+
+/* The out-of-memory error of a tensor of dt and shape. Always NULL. */
+__attribute__((noinline, cold)) static qf_tensor *tensor_oom(qf_dtype dt, const qf_shape *shape)
+{
+    char sh[SHAPE_TEXT];
+    qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating tensor with shape%s and type %s",
+                 qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
+    return NULL;
 }
 
 /* tensor_alloc(), and with zero_buf false the buffer left unwritten: for a
@@ -347,29 +361,19 @@ static bool tensor_count(qf_dtype dt, const qf_shape *shape, int64_t *ret_n)
 static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dtor dtor,
                                    size_t arena, bool zero_buf)
 {
-    char sh[SHAPE_TEXT];
+    /* Checks first, with the errors out of line (refuse_tensor()). */
+    size_t esz = dtype_bytes(dt), nbytes, total;
     int64_t n;
-    if (!tensor_count(dt, shape, &n))
-        return NULL;
-    size_t nbytes, total;
-    if (n < 0 || (uint64_t)n > SIZE_MAX ||
-        __builtin_mul_overflow((size_t)n, qf_dtype_size(dt), &nbytes) ||
+    if (esz == 0 || !plain_count(shape, &n) || __builtin_mul_overflow((size_t)n, esz, &nbytes) ||
         __builtin_add_overflow(nbytes, sizeof(qf_tensor), &total) ||
-        __builtin_add_overflow(total, dt == QF_STRING ? arena : 0, &total) || total > PTRDIFF_MAX) {
-        qf_set_error(QF_RESOURCE_EXHAUSTED,
-                     "OOM when allocating tensor with shape%s and type %s: size overflows",
-                     qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
-        return NULL;
-    }
+        __builtin_add_overflow(total, dt == QF_STRING ? arena : 0, &total) || total > PTRDIFF_MAX)
+        return refuse_tensor(dt, shape);
     /* Only the header and buffer need zeroing: the arena is written before
      * it is read. */
     uint8_t cls;
     qf_tensor *t = qf__block_alloc(total, &cls);
-    if (!t) {
-        qf_set_error(QF_RESOURCE_EXHAUSTED, "OOM when allocating tensor with shape%s and type %s",
-                     qf_shape_format(shape, sh, sizeof(sh)), qf_dtype_name(dt));
-        return NULL;
-    }
+    if (!t)
+        return tensor_oom(dt, shape);
     /* Field by field, and the buffer zeroed only when asked: the typed
      * element path makes one of these per item, and a batch's string table
      * is written before it is read. */
@@ -386,9 +390,13 @@ static qf_tensor *tensor_alloc_buf(qf_dtype dt, const qf_shape *shape, qf_ptr_dt
     t->all_borrowed = false;
     t->arena_used = 0;
     t->arena_cap = dt == QF_STRING ? arena : 0;
-    t->shape = *shape;
-    for (int i = shape->rank; i < QF_MAX_RANK; i++)
-        t->shape.dims[i] = 0;
+    /* Every dimension past the rank reads 0, whatever the caller's held.
+     * A fixed count of selects, where a copy and a tail loop called
+     * memset() for each tensor. */
+    int rank = shape->rank;
+    t->shape.rank = rank;
+    for (int i = 0; i < QF_MAX_RANK; i++)
+        t->shape.dims[i] = i < rank ? shape->dims[i] : 0;
     return t;
 }
 
