@@ -10,6 +10,14 @@
 // spin once threads outnumber cores (the scheduler's time slice, not the
 // other side, then decides when a waiting thread learns it may go on).
 //
+// Its slots are not FIFO across laps: a push is a compare-and-swap from
+// the empty value, so when the producer holding ticket t is preempted
+// before its store, the producer of ticket t + 1024 (same slot, next lap)
+// may store first, and the consumer of ticket t takes that element. With
+// more threads than cores (p8c8, p16c16 on 2 cores) the harness's order
+// check then counts some elements out of their producer's order and
+// prints a warning; every element still arrives exactly once.
+//
 // The slot count is a template argument: only the harness's capacity
 // (QB_CAPACITY, 1024) can be made; create() refuses any other. There is
 // no close: close() pushes one end marker per possible consumer, so that
@@ -81,7 +89,8 @@ extern "C" const bq_impl bq_atomic_queue = {
     "atomic_queue",
     "AtomicQueue<void *, 1024>: bounded; its threads SPIN (pause, never sleep) on a full or "
     "empty slot, so it wins while threads have cores and pays once they outnumber them; no "
-    "close: end markers",
+    "close: end markers; a slot goes to whichever lap's producer stores first, so with threads "
+    "preempted some elements arrive out of their producer's order (the harness warns)",
     aq_create,
     aq_destroy,
     aq_enqueue,
