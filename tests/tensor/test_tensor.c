@@ -240,6 +240,19 @@ Test(tensor, shape_constructors)
     cr_assert_eq(qf_shape_num_elements(&full), 16);
 }
 
+/* Every rank keeps its dims and reads 0 past them, whatever lies in the
+ * caller's array beyond the rank (qf_shape_make() names each dimension). */
+Test(tensor, shape_make_keeps_each_rank_and_zeroes_the_rest)
+{
+    int64_t dims[QF_MAX_RANK] = {7, 6, 5, 4, 3, 2, 1, QF_UNKNOWN_DIM};
+    for (int rank = 0; rank <= QF_MAX_RANK; rank++) {
+        qf_shape s = qf_shape_make(rank, dims);
+        cr_assert_eq(s.rank, rank);
+        for (int i = 0; i < QF_MAX_RANK; i++)
+            cr_assert_eq(s.dims[i], i < rank ? dims[i] : 0, "rank %d dim %d", rank, i);
+    }
+}
+
 Test(tensor, shape_make_rejects_bad_rank_and_dims)
 {
     int64_t dims[QF_MAX_RANK + 1] = {0};
