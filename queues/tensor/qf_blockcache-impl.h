@@ -28,6 +28,7 @@
 #ifndef QF_BLOCKCACHE_IMPL_H
 #define QF_BLOCKCACHE_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,5 +56,21 @@ uint8_t qf__block_class(size_t bytes);
 /* Give back a block from qf__block_alloc() with its class (NULL: nothing).
  * Any thread, not only the one that allocated it. */
 void qf__block_free(void *p, uint8_t cls);
+
+/* The stash: per thread, up to QF__STASH_KEEP small blocks kept with their
+ * contents as their last owner left them, for an owner that would write
+ * the same contents into its next block (a scalar tensor's header,
+ * qf_tensor.c: a slab allocator's constructed objects). One kind of
+ * object per program; blocks of any small class.
+ *
+ * qf__block_stash_push(): keep p (of small class cls) on this thread; false
+ * when the stash is full or this thread's cache is not live (its first
+ * free has not registered it, it is exiting, or caching is off), and the
+ * caller then frees p as usual. qf__block_stash_pop(): the block pushed
+ * last on this thread, or NULL. The stash goes back to the block lists at
+ * thread exit. This thread only; wait-free, no atomic instruction. */
+#define QF__STASH_KEEP 8
+bool qf__block_stash_push(void *p, uint8_t cls);
+void *qf__block_stash_pop(void);
 
 #endif

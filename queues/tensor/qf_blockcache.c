@@ -81,6 +81,9 @@ typedef struct large_stack {
 typedef struct thread_cache {
     block_list lists[QF__BLOCK_CLASSES];
     int state;
+    uint32_t stash_n;
+    void *stash[QF__STASH_KEEP];
+    uint8_t stash_cls[QF__STASH_KEEP];
     size_t large_bytes; /* in large[] */
     large_stack large[QF__LARGE_CLASSES];
 } thread_cache;
@@ -170,6 +173,15 @@ static bool take_chain(int k, block_list *l)
 static void cache_flush(void *arg)
 {
     thread_cache *c = arg;
+    /* The stash's blocks join their class lists, which go on below. */
+    while (c->stash_n > 0) {
+        c->stash_n--;
+        free_block *b = c->stash[c->stash_n];
+        block_list *l = &c->lists[c->stash_cls[c->stash_n] - 1];
+        b->next = l->head;
+        l->head = b;
+        l->n++;
+    }
     for (int j = 0; j < QF__LARGE_CLASSES; j++) {
         large_stack *st = &c->large[j];
         while (st->n > 0)
@@ -382,6 +394,32 @@ void qf__block_free(void *p, uint8_t cls)
         return;
     }
     block_free_slow(p, cls);
+}
+
+bool qf__block_stash_push(void *p, uint8_t cls)
+{
+#ifdef QF_BLOCKCACHE_OFF
+    (void)p;
+    (void)cls;
+    return false;
+#else
+    thread_cache *c = &tls_cache;
+    if (c->stash_n >= QF__STASH_KEEP || c->state != CACHE_LIVE ||
+        (unsigned)cls - 1u >= QF__BLOCK_CLASSES)
+        return false;
+    c->stash[c->stash_n] = p;
+    c->stash_cls[c->stash_n] = cls;
+    c->stash_n++;
+    return true;
+#endif
+}
+
+void *qf__block_stash_pop(void)
+{
+    thread_cache *c = &tls_cache;
+    if (c->stash_n == 0)
+        return NULL;
+    return c->stash[--c->stash_n];
 }
 
 /* A thread's list is full: the BATCH most recently freed go to the shared

@@ -107,7 +107,7 @@ void qf__element_free_plain(qf_element *e)
         /* A string, pointer or sparse tensor owns more than its block. */
         assert(!t || (t->dtype != QF_STRING && t->dtype != QF_PTR && t->dtype != QF_SPARSE));
         if (t && !t->home && atomic_load_explicit(&t->refs, memory_order_acquire) == 1)
-            qf__block_free(t, t->block_class);
+            qf__tensor_free_block(t);
         else
             qf_tensor_unref(t);
     }

@@ -93,6 +93,12 @@ qf_tensor *qf__tensor_new_scalar(qf_dtype dt, const void *v);
 qf_tensor *qf__tensor_new_dense(qf_dtype dt, const qf_shape *shape, int64_t n, size_t nbytes,
                                 const void *data);
 
+/* Frees the block of t, a tensor of its own block (no home) that nothing
+ * else owns and whose values own nothing (destroyed, or numeric or bool):
+ * a scalar goes to this thread's block stash, made, for the next scalar
+ * (qf_tensor.c's new_scalar()), anything else to qf__block_free(). */
+void qf__tensor_free_block(qf_tensor *t);
+
 /* One object (k objects) of the block is gone; the last frees the block.
  * Any thread. */
 void qf__home_release(qf__home *h);

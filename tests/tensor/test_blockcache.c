@@ -182,3 +182,50 @@ Test(blockcache, blocks_freed_on_another_thread_serve_that_thread)
     if (!CACHE_OFF) /* with the caches off, whatever malloc() does */
         cr_assert_eq((uintptr_t)ret, 1, "the freeing thread's next block is one it freed");
 }
+
+/* The stash, on a thread of its own (a new cache, registered by its first
+ * allocation or free): up to QF__STASH_KEEP blocks, handed back last in
+ * first out; what is left goes back to the block lists when the thread
+ * exits (the process's allocator sees every block again: a run under
+ * valgrind reports none lost). */
+static void *stash_on_this_thread(void *arg)
+{
+    (void)arg;
+    uint8_t cls;
+    void *first = qf__block_alloc(100, &cls);
+    qf__block_free(first, cls);
+    if (qf__block_stash_pop())
+        return (void *)(uintptr_t)1; /* a new thread's stash is empty */
+    void *kept[QF__STASH_KEEP + 1];
+    for (int i = 0; i <= QF__STASH_KEEP; i++)
+        kept[i] = qf__block_alloc(100, &cls);
+    for (int i = 0; i < QF__STASH_KEEP; i++)
+        if (!qf__block_stash_push(kept[i], cls))
+            return (void *)(uintptr_t)2;
+    if (qf__block_stash_push(kept[QF__STASH_KEEP], cls))
+        return (void *)(uintptr_t)3; /* full */
+    qf__block_free(kept[QF__STASH_KEEP], cls);
+    for (int i = QF__STASH_KEEP - 1; i >= QF__STASH_KEEP / 2; i--)
+        if (qf__block_stash_pop() != kept[i])
+            return (void *)(uintptr_t)4;
+    for (int i = QF__STASH_KEEP / 2; i < QF__STASH_KEEP; i++)
+        qf__block_free(kept[i], cls);
+    return NULL; /* half the stash is left for the thread's exit */
+}
+
+Test(blockcache, the_stash_keeps_a_bounded_number_last_in_first_out)
+{
+    if (CACHE_OFF) {
+        uint8_t cls;
+        void *p = qf__block_alloc(100, &cls);
+        cr_assert_not(qf__block_stash_push(p, cls), "no stash without the caches");
+        cr_assert_null(qf__block_stash_pop());
+        qf__block_free(p, cls);
+        return;
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stash_on_this_thread, NULL), 0);
+    void *ret;
+    cr_assert_eq(pthread_join(th, &ret), 0);
+    cr_assert_eq((uintptr_t)ret, 0, "step %u failed", (unsigned)(uintptr_t)ret);
+}

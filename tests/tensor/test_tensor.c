@@ -1223,3 +1223,43 @@ Test(tensor, stack_padded_of_scalars_is_a_plain_stack)
     assert_str_at(batch, 1, "q");
     qf_tensor_unref(batch);
 }
+
+/* A scalar that dies comes back made for the next scalar of any numeric
+ * dtype (the block stash): whatever it was, the new one has its own dtype,
+ * value, one element, rank 0 and one reference. Tensors that are not such
+ * scalars ([1], a string) never pass for one. */
+Test(tensor, a_reused_scalar_is_a_whole_new_scalar)
+{
+    qf_tensor *a = qf_tensor_new_i64(-5);
+    cr_assert_not_null(a);
+    qf_tensor_unref(a);
+    qf_tensor *b = qf_tensor_new_f32(2.5f);
+    cr_assert_not_null(b);
+    cr_assert_eq(qf_tensor_dtype(b), QF_FLOAT32);
+    cr_assert_eq(*(const float *)qf_tensor_cdata(b), 2.5f);
+    cr_assert_eq(qf_tensor_num_elements(b), 1);
+    cr_assert_eq(qf_tensor_shape(b)->rank, 0);
+    cr_assert_eq(qf_tensor_refcount(b), 1);
+    qf_tensor_ref(b);
+    qf_tensor_unref(b);
+    cr_assert_eq(qf_tensor_refcount(b), 1);
+    qf_tensor_unref(b);
+
+    qf_shape one = QF_SHAPE(1);
+    qf_tensor *v = qf_tensor_new(QF_INT64, &one);
+    qf_tensor *s = qf_tensor_new_string("xy", 2);
+    cr_assert(v && s);
+    qf_tensor_unref(v);
+    qf_tensor_unref(s);
+    for (int i = 0; i < 4; i++) {
+        qf_tensor *t = qf_tensor_new_bool(i & 1);
+        cr_assert_not_null(t);
+        cr_assert_eq(qf_tensor_dtype(t), QF_BOOL);
+        cr_assert_eq(*(const bool *)qf_tensor_cdata(t), (bool)(i & 1));
+        cr_assert_eq(qf_tensor_shape(t)->rank, 0);
+        for (int d = 0; d < QF_MAX_RANK; d++)
+            cr_assert_eq(qf_tensor_shape(t)->dims[d], 0);
+        cr_assert_eq(qf_tensor_num_elements(t), 1);
+        qf_tensor_unref(t);
+    }
+}
