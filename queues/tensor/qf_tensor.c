@@ -267,11 +267,14 @@ qf_shape qf_shape_prepend(int64_t d, const qf_shape *s)
     if (!qf_shape_is_valid(s) || s->rank == QF_UNKNOWN_RANK || s->rank >= QF_MAX_RANK ||
         d < QF_UNKNOWN_DIM)
         return shape_invalid();
-    qf_shape r = {s->rank + 1, {0}};
-    r.dims[0] = d;
-    for (int i = 0; i < s->rank; i++)
-        r.dims[i + 1] = s->dims[i];
-    return r;
+    /* Field by field from registers, as qf_shape_make() (a batch's shape
+     * is made and read at once). */
+    int r = s->rank;
+    const int64_t *x = s->dims;
+    return (qf_shape){r + 1,
+                      {d, dim_or_zero(r, x, 0), dim_or_zero(r, x, 1), dim_or_zero(r, x, 2),
+                       dim_or_zero(r, x, 3), dim_or_zero(r, x, 4), dim_or_zero(r, x, 5),
+                       dim_or_zero(r, x, 6)}};
 }
 
 char *qf_shape_format(const qf_shape *s, char *buf, size_t cap)

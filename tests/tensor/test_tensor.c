@@ -327,6 +327,17 @@ Test(tensor, shape_prepend_adds_a_batch_dimension)
     cr_assert_not(qf_shape_is_valid(&too_big));
     cr_assert_not(qf_shape_is_valid(&of_unknown));
     cr_assert_not(qf_shape_is_valid(&bad_dim));
+
+    /* Every rank below the most: the batch dim, then the row's, then 0s. */
+    int64_t dims[QF_MAX_RANK] = {7, 6, 5, 4, 3, 2, 1, 9};
+    for (int rank = 0; rank < QF_MAX_RANK; rank++) {
+        qf_shape row = qf_shape_make(rank, dims);
+        qf_shape p = qf_shape_prepend(11, &row);
+        cr_assert_eq(p.rank, rank + 1);
+        cr_assert_eq(p.dims[0], 11);
+        for (int i = 1; i < QF_MAX_RANK; i++)
+            cr_assert_eq(p.dims[i], i <= rank ? dims[i - 1] : 0, "rank %d dim %d", rank, i);
+    }
 }
 
 Test(tensor, shape_format_uses_tensorflow_text)
