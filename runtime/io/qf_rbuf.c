@@ -180,14 +180,18 @@ static void check_shrank(qf__rbuf *rb)
                         rb->path, rb->file_size, rb->raw_off);
 }
 
-qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
+static ssize_t read_fd(int fd, char *dst, size_t n)
 {
     ssize_t got;
-    for (;;) {
-        got = read(rb->fd, dst, n);
-        if (got >= 0 || errno != EINTR)
-            break;
-    }
+    do
+        got = read(fd, dst, n);
+    while (got < 0 && errno == EINTR);
+    return got;
+}
+
+qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
+{
+    ssize_t got = read_fd(rb->fd, dst, n);
     if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return QF_PENDING; /* a pipe or device with nothing yet */
@@ -208,6 +212,19 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
         if (pr > 0 && (p.revents & POLLIN))
             return QF_PENDING; /* a writer came, wrote (and maybe left) since
                                 * the read: the next read gets its bytes */
+        /* POLLHUP alone is not proof yet: pipe_poll() tests the writer
+         * count and the count of writers' opens without the pipe's lock,
+         * and a writer's open bumps the second before the first, so a poll
+         * in between tells a reader that has never seen a writer POLLHUP.
+         * read(2) takes the lock: once a POLLHUP was seen, a writer's open
+         * had begun (the count only grows) and is over when the read gets
+         * the lock, so a second 0 means that writer has come and gone. */
+        got = read_fd(rb->fd, dst, n);
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return QF_PENDING; /* the writer is there now */
+            return qf__io_error(rb->path, errno);
+        }
     }
     rb->raw_off += (size_t)got;
     if (got == 0)
