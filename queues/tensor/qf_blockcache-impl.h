@@ -67,10 +67,11 @@ void qf__block_free(void *p, uint8_t cls);
  * when the stash is full or this thread's cache is not live (its first
  * free has not registered it, it is exiting, or caching is off), and the
  * caller then frees p as usual. qf__block_stash_pop(): the block pushed
- * last on this thread, or NULL. The stash goes back to the block lists at
+ * last on this thread if it is of class cls, else NULL (a block of
+ * another class stays). The stash goes back to the block lists at
  * thread exit. This thread only; wait-free, no atomic instruction. */
 #define QF__STASH_KEEP 8
 bool qf__block_stash_push(void *p, uint8_t cls);
-void *qf__block_stash_pop(void);
+void *qf__block_stash_pop(uint8_t cls);
 
 #endif

@@ -34,7 +34,9 @@
  * dead, so that blocks freed later on that thread (by other keys'
  * destructors) go straight to free(). Key destructors run before a
  * thread's TLS is torn down. The main thread's lists are not flushed at
- * exit(): they stay reachable through its TLS. */
+ * exit(): they stay reachable through its TLS. The stash (blocks kept
+ * with their contents, qf__block_stash_push()) joins the class lists
+ * first, so it is handed on with them; a dead cache stashes nothing. */
 #include "qf_blockcache-impl.h"
 
 #include <ck_stack.h>
@@ -414,10 +416,10 @@ bool qf__block_stash_push(void *p, uint8_t cls)
 #endif
 }
 
-void *qf__block_stash_pop(void)
+void *qf__block_stash_pop(uint8_t cls)
 {
     thread_cache *c = &tls_cache;
-    if (c->stash_n == 0)
+    if (c->stash_n == 0 || c->stash_cls[c->stash_n - 1] != cls)
         return NULL;
     return c->stash[--c->stash_n];
 }

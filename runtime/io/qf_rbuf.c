@@ -218,7 +218,9 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
          * in between tells a reader that has never seen a writer POLLHUP.
          * read(2) takes the lock: once a POLLHUP was seen, a writer's open
          * had begun (the count only grows) and is over when the read gets
-         * the lock, so a second 0 means that writer has come and gone. */
+         * the lock, so a second 0 means that writer has come and gone. A real
+         * POLLHUP whose FIFO a new writer opens before this read is now
+         * pending too: that writer's lines are read, not cut off. */
         got = read_fd(rb->fd, dst, n);
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)

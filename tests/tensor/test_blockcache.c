@@ -185,16 +185,16 @@ Test(blockcache, blocks_freed_on_another_thread_serve_that_thread)
 
 /* The stash, on a thread of its own (a new cache, registered by its first
  * allocation or free): up to QF__STASH_KEEP blocks, handed back last in
- * first out; what is left goes back to the block lists when the thread
- * exits (the process's allocator sees every block again: a run under
- * valgrind reports none lost). */
+ * first out and only to a pop of their class; what is left goes back to the block lists when the
+ * thread exits (the process's allocator sees every block again: a run under valgrind reports none
+ * lost). */
 static void *stash_on_this_thread(void *arg)
 {
     (void)arg;
     uint8_t cls;
     void *first = qf__block_alloc(100, &cls);
     qf__block_free(first, cls);
-    if (qf__block_stash_pop())
+    if (qf__block_stash_pop(cls))
         return (void *)(uintptr_t)1; /* a new thread's stash is empty */
     void *kept[QF__STASH_KEEP + 1];
     for (int i = 0; i <= QF__STASH_KEEP; i++)
@@ -205,8 +205,10 @@ static void *stash_on_this_thread(void *arg)
     if (qf__block_stash_push(kept[QF__STASH_KEEP], cls))
         return (void *)(uintptr_t)3; /* full */
     qf__block_free(kept[QF__STASH_KEEP], cls);
+    if (qf__block_stash_pop((uint8_t)(cls + 1)))
+        return (void *)(uintptr_t)5; /* the top is of another class: it stays */
     for (int i = QF__STASH_KEEP - 1; i >= QF__STASH_KEEP / 2; i--)
-        if (qf__block_stash_pop() != kept[i])
+        if (qf__block_stash_pop(cls) != kept[i])
             return (void *)(uintptr_t)4;
     for (int i = QF__STASH_KEEP / 2; i < QF__STASH_KEEP; i++)
         qf__block_free(kept[i], cls);
@@ -219,7 +221,7 @@ Test(blockcache, the_stash_keeps_a_bounded_number_last_in_first_out)
         uint8_t cls;
         void *p = qf__block_alloc(100, &cls);
         cr_assert_not(qf__block_stash_push(p, cls), "no stash without the caches");
-        cr_assert_null(qf__block_stash_pop());
+        cr_assert_null(qf__block_stash_pop(cls));
         qf__block_free(p, cls);
         return;
     }

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qf_blockcache-impl.h"
 #include "qf_sparse.h"
+#include "qf_tensor-impl.h"
 #include "qf_tensor.h"
+#include "qf_test_asan.h"
 
 /* ------------------------------------------------------------ test helpers */
 
@@ -1238,14 +1241,20 @@ Test(tensor, stack_padded_of_scalars_is_a_plain_stack)
 /* A scalar that dies comes back made for the next scalar of any numeric
  * dtype (the block stash): whatever it was, the new one has its own dtype,
  * value, one element, rank 0 and one reference. Tensors that are not such
- * scalars ([1], a string) never pass for one. */
+ * scalars ([1], a string) are never kept. White-box (the stash and the
+ * tensor's block class); under AddressSanitizer there is no stash. */
 Test(tensor, a_reused_scalar_is_a_whole_new_scalar)
 {
+    qf_tensor *warm = qf_tensor_new_i64(0); /* this thread's cache is live after */
+    qf_tensor_unref(warm);
     qf_tensor *a = qf_tensor_new_i64(-5);
     cr_assert_not_null(a);
+    uint8_t cls = a->block_class;
     qf_tensor_unref(a);
     qf_tensor *b = qf_tensor_new_f32(2.5f);
     cr_assert_not_null(b);
+    if (!QFT_ASAN)
+        cr_assert_eq(b, a, "the int64 scalar's block, taken back from the stash");
     cr_assert_eq(qf_tensor_dtype(b), QF_FLOAT32);
     cr_assert_eq(*(const float *)qf_tensor_cdata(b), 2.5f);
     cr_assert_eq(qf_tensor_num_elements(b), 1);
@@ -1262,6 +1271,11 @@ Test(tensor, a_reused_scalar_is_a_whole_new_scalar)
     cr_assert(v && s);
     qf_tensor_unref(v);
     qf_tensor_unref(s);
+    if (!QFT_ASAN) {
+        cr_assert_eq(qf__block_stash_pop(cls), b, "only the scalar was kept");
+        cr_assert_null(qf__block_stash_pop(cls), "[1] and a string are not kept");
+        qf__block_free(b, cls);
+    }
     for (int i = 0; i < 4; i++) {
         qf_tensor *t = qf_tensor_new_bool(i & 1);
         cr_assert_not_null(t);
