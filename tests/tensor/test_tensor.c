@@ -1245,11 +1245,16 @@ Test(tensor, stack_padded_of_scalars_is_a_plain_stack)
  * tensor's block class); under AddressSanitizer there is no stash. */
 Test(tensor, a_reused_scalar_is_a_whole_new_scalar)
 {
-    qf_tensor *warm = qf_tensor_new_i64(0); /* this thread's cache is live after */
+    /* This thread's cache made live, and its stash emptied of what earlier
+     * tests in this process may have left (the stash holds scalars only). */
+    qf_tensor *warm = qf_tensor_new_i64(0);
+    cr_assert_not_null(warm);
+    uint8_t cls = warm->block_class;
     qf_tensor_unref(warm);
+    for (void *p; (p = qf__block_stash_pop(cls)) != NULL;)
+        qf__block_free(p, cls);
     qf_tensor *a = qf_tensor_new_i64(-5);
     cr_assert_not_null(a);
-    uint8_t cls = a->block_class;
     qf_tensor_unref(a);
     qf_tensor *b = qf_tensor_new_f32(2.5f);
     cr_assert_not_null(b);
