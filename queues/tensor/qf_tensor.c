@@ -463,7 +463,8 @@ void qf__tensor_free_block(qf_tensor *t)
      * so it may go too). Shapes are set once, with every dim past the
      * rank 0. */
     bool made_scalar = t->n == 1 && t->shape.rank == 0 && t->nbytes <= STASH_SCALAR_BYTES &&
-                       !t->home && !t->dtor && t->dtype != QF_STRING && t->dtype != QF_SPARSE;
+                       t->block_class == SCALAR_CLASS && !t->home && !t->dtor &&
+                       t->dtype != QF_STRING && t->dtype != QF_SPARSE;
     if (!made_scalar || !qf__block_stash_push(t, t->block_class))
         qf__block_free(t, t->block_class);
 }

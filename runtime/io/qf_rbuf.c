@@ -180,23 +180,27 @@ static void check_shrank(qf__rbuf *rb)
                         rb->path, rb->file_size, rb->raw_off);
 }
 
-static ssize_t read_fd(int fd, char *dst, size_t n)
+/* One read(2) of rb's file, again when interrupted: QF_OK with *ret_got
+ * (0 at the end, or from a FIFO before or after its writers),
+ * QF_PENDING when a pipe or device has nothing yet, else the error. */
+static qf_code read_fd(qf__rbuf *rb, char *dst, size_t n, ssize_t *ret_got)
 {
     ssize_t got;
     do
-        got = read(fd, dst, n);
+        got = read(rb->fd, dst, n);
     while (got < 0 && errno == EINTR);
-    return got;
+    if (got < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? QF_PENDING : qf__io_error(rb->path, errno);
+    *ret_got = got;
+    return QF_OK;
 }
 
 qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
 {
-    ssize_t got = read_fd(rb->fd, dst, n);
-    if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return QF_PENDING; /* a pipe or device with nothing yet */
-        return qf__io_error(rb->path, errno);
-    }
+    ssize_t got = 0;
+    qf_code rc = read_fd(rb, dst, n, &got);
+    if (rc != QF_OK)
+        return rc;
     if (got == 0 && rb->fifo) {
         /* A FIFO reads 0 both when its writers have left (the end) and
          * before any writer came (not the end: the writer may be starting).
@@ -221,12 +225,9 @@ qf_code qf__rbuf_file_read(qf__rbuf *rb, char *dst, size_t n, size_t *ret_got)
          * the lock, so a second 0 means that writer has come and gone. A real
          * POLLHUP whose FIFO a new writer opens before this read is now
          * pending too: that writer's lines are read, not cut off. */
-        got = read_fd(rb->fd, dst, n);
-        if (got < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return QF_PENDING; /* the writer is there now */
-            return qf__io_error(rb->path, errno);
-        }
+        rc = read_fd(rb, dst, n, &got); /* QF_PENDING: the writer is there now */
+        if (rc != QF_OK)
+            return rc;
     }
     rb->raw_off += (size_t)got;
     if (got == 0)
