@@ -13,12 +13,17 @@
  * size seen every 1024 takes in the steady state, which tells the regime:
  * near the capacity, runners wait in line and each take hands a slot to a
  * parked runner and wakes it; near zero, runners put a turn's worth and
- * yield, and the taker waits for them. The program checks nothing and judges nothing. */
+ * yield, and the taker waits for them. With a thread consumer it also
+ * prints that thread's CPU time per element in the steady state and its
+ * share of the wall time (getrusage(RUSAGE_THREAD)): what a take costs the
+ * consumer, apart from the time it waited for a CPU. The program checks
+ * nothing and judges nothing. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "qf_coordinator.h"
@@ -46,6 +51,13 @@ static void die(const char *what)
 {
     fprintf(stderr, "runners-regime: %s: %s\n", what, qf_last_message());
     exit(1);
+}
+
+/* User and system time of a getrusage() reading, in ns. */
+static int64_t cpu_ns(const struct rusage *u)
+{
+    return ((int64_t)u->ru_utime.tv_sec + u->ru_stime.tv_sec) * 1000000000 +
+           ((int64_t)u->ru_utime.tv_usec + u->ru_stime.tv_usec) * 1000;
 }
 
 static void *take(qf_queue *q)
@@ -140,6 +152,7 @@ static void round_once(unsigned n, int workers, unsigned long items, bool task)
         }
     }
     int64_t t2, t3;
+    struct rusage cpu0 = {0}, cpu1 = {0};
     double fill = 0;
     unsigned long samples = 0;
     if (task) {
@@ -156,6 +169,7 @@ static void round_once(unsigned n, int workers, unsigned long items, bool task)
         fill = s.fill;
         samples = s.samples;
     } else {
+        getrusage(RUSAGE_THREAD, &cpu0);
         t2 = qf_now_ns();
         for (unsigned long k = 0; k < items; k++) {
             (void)take(q);
@@ -165,6 +179,7 @@ static void round_once(unsigned n, int workers, unsigned long items, bool task)
             }
         }
         t3 = qf_now_ns();
+        getrusage(RUSAGE_THREAD, &cpu1);
     }
     printf("runners %u workers %d %s consumer: start %.0f ns/runner, first %.2f ms (%lu takes), "
            "steady %.0f "
@@ -172,6 +187,11 @@ static void round_once(unsigned n, int workers, unsigned long items, bool task)
            n, workers, task ? "task" : "thread", (double)(t1 - t0) / n, (double)(t2 - t1) / 1e6,
            first_items, (double)(t3 - t2) / (double)items, samples ? fill / (double)samples : 0.0,
            CAPACITY);
+    if (!task) {
+        double ns = (double)(cpu_ns(&cpu1) - cpu_ns(&cpu0));
+        printf("  consumer thread: CPU %.0f ns/item, %.0f%% of the wall time\n", ns / (double)items,
+               100.0 * ns / (double)(t3 - t2));
+    }
 
     qf_coord_request_stop(coord, NULL);
     if (qf_coord_join(coord, NULL, 0, 30.0, false, NULL) != QF_OK)

@@ -44,6 +44,7 @@ static qf_code poll_put_slot(qf_queue *q, void *slot, qf_waker *wk, qf__put_tick
             return QF_PENDING; /* still in line: a wake for something else */
         put_ticket_settle(tk);
         tk->active = false;
+        qf__fifo_task_returned(&q->fifo);
         if (sp)
             qf__fifo_sp_release(&q->fifo);
         return st == QF__REQ_DONE ? QF_OK : qf__fifo_err_enqueue_cancelled();
@@ -125,8 +126,10 @@ bool qf__queue_put_abandon(qf_queue *q, qf__put_ticket *tk)
             break;
         qf__spin_then_yield(i); /* it may be releasing held wakes: many calls */
     }
-    if (!mine)
+    if (!mine) {
         put_ticket_settle(tk);
+        qf__fifo_task_returned(&q->fifo); /* a final state, seen */
+    }
     if (q->single_producer)
         qf__fifo_sp_release(&q->fifo);
     return mine || st != QF__REQ_DONE;

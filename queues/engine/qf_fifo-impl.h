@@ -78,6 +78,9 @@ typedef struct qf__fifo {
     bool single_producer, single_consumer;
     bool put_one; /* a one-element put may take put_one_now() (qf_fifo.c) */
     int64_t spin_ns;
+    /* Room a consumer thread may leave to a returning runner (qf_fifo_wait.c,
+     * "Room left for a returning task"): less than this, 1 when none. */
+    uint32_t owed_max;
 
     qf__ring ring;
     size_t ring_bytes; /* the ring's allocation (ring_alloc() in qf_fifo.c) */
@@ -120,6 +123,16 @@ typedef struct qf__fifo {
      * in reqs_n until their wakes go out. */
     struct qf__put_req *held_head, **held_last;
     uint32_t held_n, held_passes;
+
+    /* Slots consumer threads freed and left unfilled while the line waits
+     * for a returning task, and the tasks told a final state that have not
+     * seen it yet (qf_fifo_wait.c, "Room left for a returning task"). On a
+     * line of their own: a consumer adds to the first at every take that
+     * leaves room, the workers' tasks count down the second. */
+    _Alignas(64) _Atomic uint32_t room_owed;
+    _Atomic uint32_t returning;
+    /* Thread requests in line: changed under req_lock, read without it. */
+    _Atomic uint32_t thread_reqs;
 
     /* QF_QUEUE_SINGLE_PRODUCER / _CONSUMER: set while a producer (consumer)
      * call runs, claimed with an exchange, so that a second one at the same
@@ -295,5 +308,11 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r);
 /* Send the held wakes of finished task requests (qf_fifo_wait.c, "Held
  * wakes"): their final states and wakes. A close does this. */
 void qf__fifo_release_held(qf__fifo *f);
+/* The owner of a task request has seen its final state (DONE or
+ * CANCELLED, stored by finish_request()): it is back, and may owe the line
+ * the room a consumer thread left for it (qf_fifo_wait.c, "Room left for a
+ * returning task"). Call once per final state seen, before the request is
+ * used again. */
+void qf__fifo_task_returned(qf__fifo *f);
 
 #endif

@@ -1341,6 +1341,20 @@ static void *ring_alloc(qf__fifo *f, size_t bytes)
     return aligned_alloc(128, bytes);
 }
 
+/* Room a consumer thread may leave unfilled (qf_fifo_wait.c, "Room left
+ * for a returning task"): a pass serves OWED_MAX slots at once, but never
+ * more than a quarter of the capacity waits, so that consumers of a small
+ * queue do not find it empty for want of a refill. */
+#define OWED_MAX 32
+
+static uint32_t owed_max(const qf__fifo *f)
+{
+    if (f->unbounded_cap)
+        return 1;
+    int64_t quarter = f->capacity / 4;
+    return quarter < 1 ? 1 : quarter > OWED_MAX ? OWED_MAX : (uint32_t)quarter;
+}
+
 bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
 {
     f->kind_name = c->kind_name;
@@ -1389,6 +1403,10 @@ bool qf__fifo_init(qf__fifo *f, const qf__fifo_config *c)
     atomic_init(&f->req_lock, 0);
     atomic_init(&f->reqs_n, 0);
     atomic_init(&f->arriving, 0);
+    atomic_init(&f->room_owed, 0);
+    atomic_init(&f->returning, 0);
+    atomic_init(&f->thread_reqs, 0);
+    f->owed_max = owed_max(f);
     atomic_init(&f->sp_busy, 0);
     atomic_init(&f->sc_busy, 0);
     qf_waitlist_init(&f->enq_waiters);

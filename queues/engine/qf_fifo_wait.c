@@ -129,7 +129,10 @@
  *   fewer than HOLD_LINE there.
  *
  *   Never held: a thread's request (it sleeps on the state, with a deadline
- *   perhaps), the caller's own, requests finished on a task thread
+ *   perhaps), the caller's own, those of a pass that served room left for
+ *   returning tasks (see "Room left for a returning task": told at once,
+ *   they count as returning, and the consumer's next takes may leave their
+ *   room to them), requests finished on a task thread
  *   (qf__in_task(): a consumer task's wakes of tasks on its own runtime go
  *   to its worker's slots, and holding them measured slower), and any once
  *   the queue is closed: a pass reads CLOSED under req_lock, so either it
@@ -145,6 +148,52 @@
  *   line do with theirs not yet delivered) until a take, a close or their
  *   cancellation. A consumer that stops taking to wait for a runner's next
  *   step, with hundreds of others in line, would wait for it.
+ *
+ * Room left for a returning task (issue 26, runners.tput with a thread
+ *   consumer). With the line HOLD_LINE long, a consumer thread's every take
+ *   was a pass of its own: req_lock, the ring's producer head, one request,
+ *   the request count, each a line the workers' tasks had just written, so
+ *   on a VM whose cores pass a line in 200-250 ns the consumer spent
+ *   140-470 ns of CPU on an element (perf/runners_regime.c). So a consumer
+ *   thread may leave the slots it frees unfilled and let a later pass fill
+ *   them together, while someone is bound to make that pass:
+ *     consumer  after its take, adds the k slots it freed to room_owed
+ *               (seq_cst RMW), then loads `returning` and `arriving`
+ *               (seq_cst) and thread_reqs; it leaves the room only when the
+ *               sum is below owed_max (at most a quarter of the capacity,
+ *               OWED_MAX), `returning` is not 0, and no thread arrives or
+ *               waits in line; else it passes as before. It is a thread:
+ *               a consumer task's passes are cheap already (its wakes stay
+ *               on its worker) and it never leaves room.
+ *     finish    finish_request() counts a task request in `returning`
+ *               before its final store: its task will see the final
+ *               state (a poll, or an abandon waiting for it) and report.
+ *     return    the task, having seen DONE or CANCELLED, decrements
+ *               `returning` (seq_cst RMW), then loads room_owed (seq_cst):
+ *               owed room and it was the last one back (0), or the owed
+ *               room reached owed_max: it passes (qf__fifo_task_returned()).
+ *     pass      every pass, under req_lock, clears room_owed before it
+ *               looks at the room (an exchange: it reads every add that
+ *               came before, and serves the room those takes made).
+ *   Why nothing waits forever: a consumer that left room read returning =
+ *   r > 0 after its add; the decrement that brings `returning` to 0 next
+ *   is later in the seq_cst order than that read, so its load of room_owed
+ *   sees the add, or a clear by a pass that came after the add and served
+ *   that room. `returning` grows only by finishes, which come from passes
+ *   (which serve the owed room first), from a close's cancel (the line is
+ *   failed, room no longer matters) and from held wakes going out (each
+ *   of them reports back too); every count has its report, so it reaches 0
+ *   again. Room stays unfilled for at most a returning task's next poll,
+ *   and never more than owed_max - 1 slots. Unlike TensorFlow's dequeue,
+ *   which runs the waiting enqueues before it returns, a consumer thread's
+ *   dequeue may so return with room unfilled while producer tasks wait in
+ *   line and others are on their way back; never while a producer thread
+ *   waits (spec 29: its rows go in before the dequeue returns). The load
+ *   of thread_reqs needs no order of its own: the consumer read ENQ_WAIT
+ *   in the state word after its take (qf__fifo_wake_producers()); a thread
+ *   whose fetch_or that load read had counted itself under req_lock before
+ *   (the state word's RMWs carry that), and one whose fetch_or came later
+ *   re-checks room after it and takes its request back to put itself.
  *
  * req_lock is taken with a backing-off poll (qf__lock_backoff()). With the
  *   line in use it is taken per element by the consumer (a pass) and by
@@ -303,6 +352,9 @@ static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
     bool pending = r->owns_pending;
     bool held = false;
     if (wk) {
+        /* Before the final state: the task's report comes after it (see
+         * "Room left for a returning task"). */
+        atomic_fetch_add_explicit(&f->returning, 1, memory_order_seq_cst);
         uint32_t ws = atomic_load_explicit(&wk->qf__state, memory_order_relaxed);
         held = (ws == QF_WAKER_IDLE || ws == QF_WAKER_DONE) &&
                atomic_compare_exchange_strong_explicit(&wk->qf__state, &ws, QF_WAKER_CLAIMED,
@@ -349,6 +401,17 @@ void qf__fifo_arrive_undo(qf__fifo *f)
  * and 1024/512 (runners-regime, 10,000 runners, thread consumer). */
 #define HOLD_LINE 256
 #define HOLD_MAX 128
+
+/* Under req_lock: r joins (+1) or leaves (-1) the line; a thread's
+ * request counts in thread_reqs. */
+static void count_thread_req(qf__fifo *f, const qf__put_req *r, int d)
+{
+    if (!r->waker)
+        atomic_store_explicit(&f->thread_reqs,
+                              atomic_load_explicit(&f->thread_reqs, memory_order_relaxed) +
+                                  (uint32_t)d,
+                              memory_order_relaxed);
+}
 
 /* Requests in line (linked or arriving), not counting the held: under
  * req_lock. */
@@ -433,6 +496,10 @@ static bool serve_requests(qf__fifo *f, qf__put_req *self)
     size_t published = 0;
     bool room_left = false;
     qf__lock_backoff(&f->req_lock);
+    /* This pass serves the room left so far (see "Room left for a
+     * returning task"). */
+    bool owed = atomic_load_explicit(&f->room_owed, memory_order_relaxed) &&
+                atomic_exchange_explicit(&f->room_owed, 0, memory_order_seq_cst) != 0;
     for (;;) {
         qf__put_req *r = f->req_head;
         if (!r) {
@@ -453,8 +520,9 @@ static bool serve_requests(qf__fifo *f, qf__put_req *self)
         else
             f->req_tail = NULL;
         r->linked = false;
+        count_thread_req(f, r, -1);
         r->finished_next = NULL;
-        if (may_hold(f, r, self)) {
+        if (!owed && may_hold(f, r, self)) {
             hold(f, r);
             continue;
         }
@@ -495,6 +563,27 @@ static void complete_requests(qf__fifo *f, qf__put_req *self)
     }
 }
 
+/* A consumer that freed k slots with requests in line: whether it may
+ * leave them to a returning task (see "Room left for a returning task"). */
+static bool leave_room(qf__fifo *f, size_t k)
+{
+    if (f->owed_max <= 1 || k >= f->owed_max || qf__in_task())
+        return false;
+    uint32_t owed =
+        atomic_fetch_add_explicit(&f->room_owed, (uint32_t)k, memory_order_seq_cst) + (uint32_t)k;
+    return owed < f->owed_max && atomic_load_explicit(&f->returning, memory_order_seq_cst) != 0 &&
+           atomic_load_explicit(&f->arriving, memory_order_seq_cst) == 0 &&
+           atomic_load_explicit(&f->thread_reqs, memory_order_relaxed) == 0;
+}
+
+void qf__fifo_task_returned(qf__fifo *f)
+{
+    uint32_t left = atomic_fetch_sub_explicit(&f->returning, 1, memory_order_seq_cst) - 1;
+    uint32_t owed = atomic_load_explicit(&f->room_owed, memory_order_seq_cst);
+    if (owed != 0 && (left == 0 || owed >= f->owed_max))
+        complete_requests(f, NULL);
+}
+
 void qf__fifo_wake_producers(qf__fifo *f, size_t k)
 {
     if (k == 0)
@@ -502,7 +591,7 @@ void qf__fifo_wake_producers(qf__fifo *f, size_t k)
     uint64_t s = state_sc(f);
     if (!(s & QF__ENQ_WAIT))
         return;
-    if (atomic_load_explicit(&f->reqs_n, memory_order_relaxed))
+    if (atomic_load_explicit(&f->reqs_n, memory_order_relaxed) && !leave_room(f, k))
         complete_requests(f, NULL);
     if (qf__waitlist_count_fast(&f->enq_waiters) && ((s & QF__CLOSED) || qf__fifo_room(f)))
         qf_waitlist_wake(&f->enq_waiters, clamp_n(k));
@@ -513,8 +602,10 @@ void qf__fifo_cancel_requests(qf__fifo *f)
     qf__lock_backoff(&f->req_lock);
     qf__put_req *r = f->req_head;
     uint32_t unlinked = 0;
-    for (qf__put_req *x = r; x; x = x->next, unlinked++)
+    for (qf__put_req *x = r; x; x = x->next, unlinked++) {
         x->linked = false;
+        count_thread_req(f, x, -1);
+    }
     f->req_head = f->req_tail = NULL;
     /* Not a store of 0: producers arriving are counted too. */
     atomic_fetch_sub_explicit(&f->reqs_n, unlinked, memory_order_relaxed);
@@ -575,6 +666,7 @@ bool qf__fifo_withdraw(qf__fifo *f, qf__put_req *r)
         else
             f->req_tail = r->prev;
         r->linked = false;
+        count_thread_req(f, r, -1);
         atomic_fetch_sub_explicit(&f->reqs_n, 1, memory_order_relaxed);
     }
     /* Taking a request back may leave the line short: the held go out, as
@@ -614,6 +706,7 @@ static void link_request(qf__fifo *f, qf__put_req *r, bool count)
     else
         f->req_head = r;
     f->req_tail = r;
+    count_thread_req(f, r, 1);
     if (count)
         atomic_fetch_add_explicit(&f->reqs_n, 1, memory_order_relaxed);
     qf__unlock(&f->req_lock);

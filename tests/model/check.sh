@@ -1,6 +1,7 @@
 #!/bin/sh
 # Model-check the wait/wake protocols (the FIFO engine and its ring's turns,
-# the engine's held wakes, the worker pool with its timers and quiet pushes,
+# the engine's held wakes and the room a consumer thread leaves to a
+# returning task, the worker pool with its timers and quiet pushes,
 # a task's join, the wait list's cancel, the serving batcher's timer) with
 # spin: every model, at the bounds below, must have no invalid end state
 # (nobody asleep for good) and no assertion violation. Exhaustive search
@@ -86,6 +87,13 @@ seeded fifo_held -DUNCOUNTED=1 -DCLOSE=0 -DNWD=1 -DSTRICT=0 -DWDFIX=0
 seeded fifo_held -DNOAGE=1 -DNP=4 -DCLOSE=0 -DWD=0
 seeded fifo_held -DNOFINREL=1 -DNP=4 -DNC=2 -DCTASK=1 -DWD=0 -DCLOSE=0 -DHOLD_MAX=3
 seeded fifo_held -DWDFIX=0 -DCLOSE=0 -DNWD=1
+run fifo_held -DLEAVE=1 -DCAP=2 -DNP=2 -DNE=2 -DNWD=1
+run fifo_held -DLEAVE=1 -DCAP=2 -DNP=2 -DNE=3 -DNWD=1 -DCLOSE=0
+run fifo_held -DLEAVE=1 -DCAP=2 -DNP=2 -DNE=2 -DNC=2 -DCTASK=1 -DNWD=1 -DCLOSE=0
+BITSTATE=1 run fifo_held -DLEAVE=1 -DCAP=2 -DNP=3 -DNE=2 -DNWD=1
+BITSTATE=1 run fifo_held -DLEAVE=1 -DCAP=3 -DOWED_MAX=3 -DNP=3 -DNE=2 -DNWD=1 -DCLOSE=0
+seeded fifo_held -DLEAVE=1 -DCAP=2 -DNP=2 -DNE=2 -DNWD=1 -DNOREPORTPASS=1
+seeded fifo_held -DLEAVE=1 -DCAP=2 -DNP=2 -DNE=2 -DNWD=1 -DREADFIRST=1
 run sched_idle -DNW=2 -DNP=2
 BITSTATE=1 run sched_idle -DNW=2 -DNP=3
 BITSTATE=1 run sched_idle -DNW=3 -DNP=2 -DNLONG=2

@@ -117,6 +117,26 @@
  *   WDFIX=0       a withdraw of a request in line that leaves the line
  *                 short releases nothing (the code before this model)
  *
+ * Room left for a returning task (LEAVE=1; qf_fifo_wait.c, "Room left for
+ * a returning task"). A thread consumer's take with requests in line adds
+ * its slot to room_owed and then reads `returning`; it leaves the room
+ * (runs no pass) when room_owed is below OWED_MAX and `returning` is not 0.
+ * Every final store (DONE by finish_all(), CANCELLED by the cancelling
+ * close) first counts its task in `returning`; the task, once it has seen
+ * the final state (its wait, or an abandon's wait for a request someone
+ * else had), decrements `returning`, then reads room_owed, and runs a pass
+ * (as a task: it never holds) when room is owed and it was the last one
+ * back, or room_owed reached OWED_MAX. A pass clears room_owed as it
+ * starts, and holds nothing when it cleared some. Checked besides: when
+ * nothing can move, no request waits in line beside room (unless the line
+ * was cancelled), and every task told a final state has reported.
+ * Seeded bugs:
+ *   NOREPORTPASS=1  the report never runs the pass: room a consumer left
+ *                   stays unfilled with requests in line
+ *   READFIRST=1     the consumer reads `returning` before it adds its room:
+ *                   the last task back can read room_owed before the add,
+ *                   and the consumer then leaves room nobody fills
+ *
  * The model follows qf_fifo_wait.c: release_now(), the held ahead of the
  * pass's own, a withdraw releasing for a task request (which every request
  * here is) that is off the list, or when it leaves the line short.
@@ -175,6 +195,18 @@
 #ifndef CTASK
 #define CTASK 0
 #endif
+#ifndef LEAVE
+#define LEAVE 0
+#endif
+#ifndef OWED_MAX
+#define OWED_MAX 2
+#endif
+#ifndef NOREPORTPASS
+#define NOREPORTPASS 0
+#endif
+#ifndef READFIRST
+#define READFIRST 0
+#endif
 
 #define WAITING 0
 #define DONE 1
@@ -199,6 +231,8 @@ byte held_passes = 0;   /* pass ends since the first was held */
 bool short_take = 0;    /* a take came while held and the line short */
 byte age = 0;           /* pass ends the oldest held has seen */
 bool owed[NP];          /* withdrew and found the request not linked */
+byte room_owed = 0;     /* LEAVE: slots consumers left unfilled */
+byte returning = 0;     /* LEAVE: tasks told a final state, not reported */
 
 /* unhold(): the held go in front of the finished list fin[0..fin_n)
  * (they are older), and the age count restarts. */
@@ -242,6 +276,9 @@ inline finish_all()
                 :: else -> break
                 od;
                 j = 0;
+#if LEAVE
+                returning++;                    /* before the final store */
+#endif
                 rstate[x] = DONE;
                 pending--;
                 fin[k] = 0;
@@ -265,6 +302,10 @@ inline release_held()
 inline serve_pass()
 {
     d_step {
+        if                                      /* the owed room, cleared */
+        :: room_owed > 0 -> room_owed = 0; owedpass = 1
+        :: else -> owedpass = 0
+        fi;
         do
         :: line_n > 0 && used < CAP && !cancelled ->
             x = line[0];
@@ -280,11 +321,11 @@ inline serve_pass()
             used++; slot_in[x]++; nin++; inseq[x] = nin;
             if                                  /* may_hold() */
 #if UNCOUNTED
-            :: !in_task && reqs_n - 1 >= HOLD_LINE &&
+            :: !in_task && !owedpass && reqs_n - 1 >= HOLD_LINE &&
                (HOLDCLOSED || !closed) ->
                 reqs_n--;
 #else
-            :: !in_task && reqs_n - held_n - 1 >= HOLD_LINE &&
+            :: !in_task && !owedpass && reqs_n - held_n - 1 >= HOLD_LINE &&
                (HOLDCLOSED || !closed) ->
 #endif
                 held[held_n] = x; held_n++
@@ -372,8 +413,8 @@ inline withdraw(me)
 
 proctype Task(byte me)
 {
-    byte fin[NP], fin_n = 0, j = 0, k = 0, x = 0;
-    bool mine = 0, will_wd = 0, gone = 0;
+    byte fin[NP], fin_n = 0, j = 0, k = 0, x = 0, left = 0, o = 0;
+    bool mine = 0, will_wd = 0, gone = 0, in_task = 1, owedpass = 0;
     if
     :: WD && me < NWD -> will_wd = 1
     :: true
@@ -417,6 +458,16 @@ end_wait:
     fi;
     rstate[me] != WAITING;                      /* owed: no end label */
 final:
+#if LEAVE
+    skip;
+    d_step { returning--; left = returning };   /* qf__fifo_task_returned() */
+    o = room_owed;
+    if
+    :: !NOREPORTPASS && o != 0 && (left == 0 || o >= OWED_MAX) -> serve_pass()
+    :: else
+    fi;
+    left = 0; o = 0;
+#endif
     if
     :: rstate[me] == DONE -> goto put_ok
     :: else -> assert(rstate[me] == CANCELLED); goto refused
@@ -442,7 +493,8 @@ out:
 
 proctype Consumer(bool in_task)
 {
-    byte fin[NP], fin_n = 0, j = 0, k = 0, x = 0;
+    byte fin[NP], fin_n = 0, j = 0, k = 0, x = 0, o = 0, r = 0;
+    bool owedpass = 0;
 loop:
     if
     :: atomic {
@@ -454,7 +506,24 @@ loop:
            fi
        };
        if                                       /* qf__fifo_wake_producers() */
+#if LEAVE
+       :: reqs_n != 0 && !in_task ->            /* leave_room() */
+#if READFIRST
+           r = returning;
+           d_step { room_owed++; o = room_owed };
+#else
+           d_step { room_owed++; o = room_owed };
+           r = returning;
+#endif
+           if
+           :: o < OWED_MAX && r > 0             /* left to a returning task */
+           :: else -> serve_pass()
+           fi;
+           o = 0; r = 0
+       :: reqs_n != 0 && in_task -> serve_pass()
+#else
        :: reqs_n != 0 -> serve_pass()
+#endif
        :: else
        fi;
        goto loop
@@ -497,6 +566,9 @@ proctype Closer()
             :: k < fin_n ->
                 x = fin[k];
                 assert(slot_in[x] == ok_n[x]);
+#if LEAVE
+                returning++;
+#endif
                 rstate[x] = CANCELLED;
                 pending--;
                 fin[k] = 0;
@@ -536,6 +608,10 @@ init
     assert(held_n == 0 || line_n >= HOLD_LINE);
 #else
     assert(held_n == 0 || line_n >= HOLD_LINE || !short_take);
+#endif
+#if LEAVE
+    assert(cancelled || line_n == 0 || used == CAP);    /* no room left */
+    assert(returning == 0);                             /* all reported */
 #endif
     i = 0;
     do

@@ -43,13 +43,18 @@
 typedef struct producer {
     uint64_t id;
     uint32_t seq;
+    uint32_t limit; /* elements it makes before its input ends; 0: no end */
 } producer;
 
-static atomic_uint started; /* runners that made their first element */
+static atomic_uint started;   /* runners that made their first element */
+static atomic_ulong made_all; /* elements made by all runners */
 
 static qf_code produce(void *arg, void **ret_p)
 {
     producer *p = arg;
+    if (p->limit && p->seq == p->limit)
+        return QF_OUT_OF_RANGE; /* its input ended: the runner leaves */
+    atomic_fetch_add(&made_all, 1);
     if (++p->seq == 1)
         atomic_fetch_add(&started, 1);
     *ret_p = (void *)(uintptr_t)((p->id + 1) << 32 | p->seq);
@@ -92,12 +97,16 @@ typedef struct line {
     unsigned n;
     producer *prod;
     qf_queue_runner **runners;
+    unsigned nrunners;
     uint32_t *last; /* per runner: the last number taken */
 } line;
 
-static void line_start(line *l, unsigned n, int64_t capacity)
+/* limit_max 0: n runners of one op each, with no end. Else one runner of
+ * n ops, op i making 1 + i % limit_max elements: the last of its tasks to
+ * end closes the queue. */
+static void line_start_limited(line *l, unsigned n, int64_t capacity, unsigned limit_max)
 {
-    *l = (line){.n = n};
+    *l = (line){.n = n, .nrunners = limit_max ? 1 : n};
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = WORKERS, .name = "held"}, &l->rt),
                  QF_OK);
     cr_assert_eq(qf_coord_new(NULL, 0, &l->coord), QF_OK);
@@ -105,25 +114,38 @@ static void line_start(line *l, unsigned n, int64_t capacity)
     l->prod = calloc(n, sizeof(*l->prod));
     l->runners = calloc(n, sizeof(*l->runners));
     l->last = calloc(RUNNERS, sizeof(*l->last)); /* check_order() bounds ids by RUNNERS */
-    cr_assert(l->prod && l->runners && l->last);
+    qf_enqueue_op *ops = calloc(n, sizeof(*ops));
+    cr_assert(l->prod && l->runners && l->last && ops);
     for (unsigned i = 0; i < n; i++) {
         l->prod[i].id = i;
-        qf_enqueue_op op = {.name = "produce",
-                            .kind = QF_OP_PRODUCE_PTR,
-                            .produce_ptr = produce,
-                            .arg = &l->prod[i]};
-        cr_assert_eq(qf_queue_runner_new(l->q, &op, 1, NULL, &l->runners[i]), QF_OK);
+        l->prod[i].limit = limit_max ? 1 + i % limit_max : 0;
+        ops[i] = (qf_enqueue_op){.name = "produce",
+                                 .kind = QF_OP_PRODUCE_PTR,
+                                 .produce_ptr = produce,
+                                 .arg = &l->prod[i]};
     }
+    for (unsigned i = 0; i < l->nrunners; i++)
+        cr_assert_eq(
+            qf_queue_runner_new(l->q, &ops[i], l->nrunners == 1 ? n : 1, NULL, &l->runners[i]),
+            QF_OK);
+    free(ops);
     atomic_store(&started, 0);
-    cr_assert_eq(
-        qf_queue_runners_start(l->runners, n, l->rt, l->coord, QF_RUNNER_START, NULL, NULL), QF_OK);
+    atomic_store(&made_all, 0);
+    cr_assert_eq(qf_queue_runners_start(l->runners, l->nrunners, l->rt, l->coord, QF_RUNNER_START,
+                                        NULL, NULL),
+                 QF_OK);
+}
+
+static void line_start(line *l, unsigned n, int64_t capacity)
+{
+    line_start_limited(l, n, capacity, 0);
 }
 
 /* After the runtime's shutdown. */
 static void line_free(line *l)
 {
     qf_runtime_free(l->rt);
-    for (unsigned i = 0; i < l->n; i++)
+    for (unsigned i = 0; i < l->nrunners; i++)
         qf_queue_runner_free(l->runners[i]);
     qf_coord_free(l->coord);
     qf_queue_unref(l->q);
@@ -294,6 +316,69 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
     cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
     qf_runtime_free(other);
     line_free(&l);
+}
+
+/* Room a consumer thread leaves to a returning runner (qf_fifo_wait.c,
+ * "Room left for a returning task"): with the line long, a thread's take
+ * may leave the slot it freed to a runner woken before, to fill together
+ * with others. Whatever the consumer then does, the room must be filled
+ * without it. The runners here make one element each (every other round:
+ * one or two) and then leave, their input ended, so a runner that returns
+ * often does not put again: the room is filled only if its return serves
+ * the line. After each burst of takes (1 to half the capacity, so some
+ * bursts stay below the most a consumer may leave, 16 here, and some pass
+ * it) the consumer stops until the queue holds every element made and not
+ * taken, up to its capacity. A slot left with nobody bound to fill it
+ * shows as the watchdog failing that wait (every round fails so with the
+ * return's pass left out). Every element arrives once and in its runner's
+ * order, through to the end-of-data that the last runner's close makes. */
+#define REFILL_ROUNDS 6
+
+static void refill_round(unsigned limit_max)
+{
+    line l;
+    line_start_limited(&l, RUNNERS, CAPACITY, limit_max);
+    unsigned long taken = 0;
+    for (unsigned b = 0;; b++) {
+        qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
+        for (;;) {
+            size_t size = qf_queue_size(l.q);
+            unsigned long waiting = atomic_load(&made_all) - taken;
+            if (size >= CAPACITY || size >= waiting || qf_queue_is_closed(l.q))
+                break;
+            cr_assert(!qf_deadline_passed(d),
+                      "burst %u: the queue stays at %zu of %d with %lu elements made and not "
+                      "taken, and nobody taking",
+                      b, size, CAPACITY, waiting);
+            sched_yield();
+        }
+        unsigned takes = 1 + (unsigned)rand() % (CAPACITY / 2);
+        qf_code rc = QF_OK;
+        for (unsigned k = 0; k < takes && rc == QF_OK; k++) {
+            void *v;
+            rc = qf_queue_dequeue_ptr_until(l.q, qf_deadline_in_s(WATCHDOG_S), &v);
+            if (rc == QF_OK) {
+                check_order(l.last, v);
+                taken++;
+            }
+        }
+        if (rc == QF_OUT_OF_RANGE)
+            break;
+        cr_assert_eq(rc, QF_OK, "burst %u: %s", b, qf_last_message());
+    }
+    for (unsigned i = 0; i < RUNNERS; i++)
+        cr_assert_eq(l.last[i], l.prod[i].limit, "runner %u delivered %u of its %u elements", i,
+                     l.last[i], l.prod[i].limit);
+    join_runners(l.coord);
+    cr_assert_eq(qf_runtime_shutdown(l.rt, qf_deadline_in_s(WATCHDOG_S)), QF_OK);
+    line_free(&l);
+}
+
+Test(held_wakes, room_left_by_a_consumer_thread_is_filled_without_it, .timeout = 600)
+{
+    srand(11);
+    for (unsigned r = 0; r < REFILL_ROUNDS; r++)
+        refill_round(1 + r % 2);
 }
 
 /* Many consumer threads at once (CONSUMERS, eight times the CPUs): each
