@@ -124,11 +124,11 @@ typedef struct qf__fifo {
     struct qf__put_req *held_head, **held_last;
     uint32_t held_n, held_passes;
 
-    /* Slots consumer threads freed and left unfilled while the line waits
-     * for a returning task, and the tasks told a final state that have not
-     * seen it yet (qf_fifo_wait.c, "Room left for a returning task"). On a
-     * line of their own: a consumer adds to the first at every take that
-     * leaves room, the workers' tasks count down the second. */
+    /* Slots consumer threads freed and have not seen filled, and the tasks
+     * told a final state that have not seen it yet (qf_fifo_wait.c, "Room
+     * left for a returning task"). Apart from req_lock's line: a consumer
+     * thread adds to the first at every take with requests in line, the
+     * workers' tasks count the second down and read the first. */
     _Alignas(64) _Atomic uint32_t room_owed;
     _Atomic uint32_t returning;
     /* Thread requests in line: changed under req_lock, read without it. */

@@ -98,6 +98,9 @@
  *   are completed like thread requests.
  *
  * Held wakes (task requests; issue 26, runners.tput with a thread consumer)
+ *   Since "Room left for a returning task" (below), only on queues of
+ *   capacity below 8: on larger ones a consumer thread's passes hold
+ *   nothing, as leaving room to the tasks it told does better there.
  *   A producer task whose request a consumer finishes while HOLD_LINE or
  *   more requests still wait in line can do nothing useful yet: the line
  *   refills every slot a take frees, so its next put finds the queue full
@@ -154,17 +157,18 @@
  *   was a pass of its own: req_lock, the ring's producer head, one request,
  *   the request count, each a line the workers' tasks had just written, so
  *   on a VM whose cores pass a line in 200-250 ns the consumer spent
- *   140-470 ns of CPU on an element (perf/runners_regime.c). So a consumer
- *   thread may leave the slots it frees unfilled and let a later pass fill
- *   them together, while someone is bound to make that pass:
- *     consumer  after its take, adds the k slots it freed to room_owed
- *               (seq_cst RMW), then loads `returning` and `arriving`
- *               (seq_cst) and thread_reqs; it leaves the room only when the
- *               sum is below owed_max (at most a quarter of the capacity,
- *               OWED_MAX), `returning` is not 0, and no thread arrives or
- *               waits in line; else it passes as before. It is a thread:
- *               a consumer task's passes are cheap already (its wakes stay
- *               on its worker) and it never leaves room.
+ *   140-470 ns of CPU on an element (perf/runners_regime.c). So on a queue
+ *   of capacity 8 or more (owed_max > 1) a consumer thread may leave the
+ *   slots it frees unfilled for a later pass, while someone is bound to
+ *   make that pass:
+ *     consumer  after its take with requests in line, adds the k slots it
+ *               freed to room_owed (seq_cst RMW), then loads `returning`
+ *               and `arriving` (seq_cst) and thread_reqs; it leaves the
+ *               room only when the sum is below owed_max (a quarter of the
+ *               capacity, at most OWED_MAX), `returning` is not 0, and no
+ *               thread arrives or waits in line; else it passes. It is a
+ *               thread: a consumer task's passes are cheap already (its
+ *               wakes stay on its worker) and it never leaves room.
  *     finish    finish_request() counts a task request in `returning`
  *               before its final store: its task will see the final
  *               state (a poll, or an abandon waiting for it) and report.
@@ -172,28 +176,49 @@
  *               `returning` (seq_cst RMW), then loads room_owed (seq_cst):
  *               owed room and it was the last one back (0), or the owed
  *               room reached owed_max: it passes (qf__fifo_task_returned()).
+ *               A single producer reports before it lets go of the
+ *               producer side: its pass writes the ring as that producer.
  *     pass      every pass, under req_lock, clears room_owed before it
  *               looks at the room (an exchange: it reads every add that
- *               came before, and serves the room those takes made).
+ *               came before, and serves the room those takes made), and
+ *               holds no wakes when it cleared some. A consumer thread's
+ *               own pass clears at least its own add, so on such a queue
+ *               leaving room takes the place of holding wakes: the tasks a
+ *               pass finishes are told at once, count as returning, and
+ *               the next takes leave their room to them. Holds remain for
+ *               queues below capacity 8.
  *   Why nothing waits forever: a consumer that left room read returning =
  *   r > 0 after its add; the decrement that brings `returning` to 0 next
  *   is later in the seq_cst order than that read, so its load of room_owed
- *   sees the add, or a clear by a pass that came after the add and served
- *   that room. `returning` grows only by finishes, which come from passes
- *   (which serve the owed room first), from a close's cancel (the line is
- *   failed, room no longer matters) and from held wakes going out (each
- *   of them reports back too); every count has its report, so it reaches 0
- *   again. Room stays unfilled for at most a returning task's next poll,
- *   and never more than owed_max - 1 slots. Unlike TensorFlow's dequeue,
- *   which runs the waiting enqueues before it returns, a consumer thread's
- *   dequeue may so return with room unfilled while producer tasks wait in
- *   line and others are on their way back; never while a producer thread
- *   waits (spec 29: its rows go in before the dequeue returns). The load
- *   of thread_reqs needs no order of its own: the consumer read ENQ_WAIT
- *   in the state word after its take (qf__fifo_wake_producers()); a thread
+ *   sees the add, or the clear of a pass whose exchange read the add (the
+ *   take then happened before that pass, which served its room).
+ *   `returning` grows only by finishes, which come from passes, from a
+ *   close's cancel (the line is failed, room no longer matters) and from
+ *   held wakes going out (each of them reports back too); every count has
+ *   its report, so it reaches 0 again. Room stays unfilled until the tasks
+ *   counted at the consumer's look (and those counted since) have all
+ *   reported, or owed_max is reached; never more than owed_max - 1 slots.
+ *   So the line's progress now waits for those tasks' next polls: a
+ *   runtime of 0 workers whose host thread stops driving its tasks holds
+ *   up room that a consumer thread elsewhere left.
+ *   The room left is anyone's: a producer that comes meanwhile (a
+ *   returning runner's next put, a producer thread, a poll-form task woken
+ *   for room) may take it ahead of the requests in line, which TensorFlow's
+ *   strict arrival order (spec 28) would not allow; by at most owed_max - 1
+ *   slots a cycle, and the line still moves at every pass. Unlike
+ *   TensorFlow's dequeue, which runs the waiting enqueues before it
+ *   returns, a consumer thread's dequeue may so return with room unfilled
+ *   while producer tasks wait in line; never while a producer thread waits
+ *   (spec 29: its rows go in before the dequeue returns). The load of
+ *   thread_reqs needs no order of its own: the consumer read ENQ_WAIT in
+ *   the state word after its take (qf__fifo_wake_producers()); a thread
  *   whose fetch_or that load read had counted itself under req_lock before
  *   (the state word's RMWs carry that), and one whose fetch_or came later
- *   re-checks room after it and takes its request back to put itself.
+ *   re-checks room after it and takes its request back to put itself. A
+ *   thread arriving with an enqueue_many (see "Refill") set ENQ_WAIT before
+ *   it linked; for it the `arriving` load does the work: reading 0 from its
+ *   decrement after the link orders the link before that load, and not 0
+ *   makes the consumer pass.
  *
  * req_lock is taken with a backing-off poll (qf__lock_backoff()). With the
  *   line in use it is taken per element by the consumer (a pass) and by
@@ -354,7 +379,8 @@ static void finish_request(qf__fifo *f, qf__put_req *r, uint32_t final)
     if (wk) {
         /* Before the final state: the task's report comes after it (see
          * "Room left for a returning task"). */
-        atomic_fetch_add_explicit(&f->returning, 1, memory_order_seq_cst);
+        if (f->owed_max > 1)
+            atomic_fetch_add_explicit(&f->returning, 1, memory_order_seq_cst);
         uint32_t ws = atomic_load_explicit(&wk->qf__state, memory_order_relaxed);
         held = (ws == QF_WAKER_IDLE || ws == QF_WAKER_DONE) &&
                atomic_compare_exchange_strong_explicit(&wk->qf__state, &ws, QF_WAKER_CLAIMED,
@@ -398,7 +424,8 @@ void qf__fifo_arrive_undo(qf__fifo *f)
 /* Held wakes (see "Held wakes" at the top): a request is held when at
  * least HOLD_LINE others wait in line behind the one finished; the held go
  * out together at HOLD_MAX. 256 and 128 measured best of 64/32, 256/128
- * and 1024/512 (runners-regime, 10,000 runners, thread consumer). */
+ * and 1024/512 (runners-regime, 10,000 runners, thread consumer, at
+ * capacity 1024 before room was left to returning tasks). */
 #define HOLD_LINE 256
 #define HOLD_MAX 128
 
@@ -578,6 +605,8 @@ static bool leave_room(qf__fifo *f, size_t k)
 
 void qf__fifo_task_returned(qf__fifo *f)
 {
+    if (f->owed_max <= 1)
+        return; /* nobody leaves room here, and finish_request() counted nothing */
     uint32_t left = atomic_fetch_sub_explicit(&f->returning, 1, memory_order_seq_cst) - 1;
     uint32_t owed = atomic_load_explicit(&f->room_owed, memory_order_seq_cst);
     if (owed != 0 && (left == 0 || owed >= f->owed_max))

@@ -1,12 +1,16 @@
 /* test_held_wakes.c - a consumer thread that finishes the put requests of
- * producer tasks far back in a long line holds their wakes and sends them
- * in batches (queues/engine/qf_fifo_wait.c, "Held wakes"). What must not
- * change: every element arrives once and in each producer's order, a close
- * (plain or cancelling) still reaches end-of-data, and a shutdown or a
- * stop still ends every runner, at whatever moment they come.
+ * producer tasks far back in a long line: on a queue of capacity below 8
+ * it holds their wakes and sends them in batches (queues/engine/
+ * qf_fifo_wait.c, "Held wakes"); on a larger one its takes leave the room
+ * they free to the tasks it told, and the last of those to come back
+ * fills it ("Room left for a returning task"). What must not change:
+ * every element arrives once and in each producer's order, a close (plain
+ * or cancelling) still reaches end-of-data, and a shutdown or a stop still
+ * ends every runner, at whatever moment they come.
  *
  * Many QueueRunners (RUNNERS, far more than HOLD_LINE = 256) feed a small
- * queue, so hundreds wait in line and the consumer's takes hold wakes.
+ * queue (CAPACITY, or SMALL_CAPACITY for the holds), so hundreds wait in
+ * line.
  * Each element is its runner's id and sequence number; the consumer checks
  * that a runner's numbers arrive one after another, with no gap and none
  * twice, through to end-of-data. Each round takes a random number of
@@ -31,7 +35,8 @@
 #include "qflow.h"
 
 #define RUNNERS 1500
-#define CAPACITY 64
+#define CAPACITY 64      /* a consumer thread leaves room to returning tasks */
+#define SMALL_CAPACITY 4 /* below 8: a consumer thread's passes hold wakes */
 #define ROUNDS 12
 #define TAKES_MAX 40000
 #define WATCHDOG_S 60.0
@@ -193,10 +198,10 @@ static void expect_all_delivered_but_the_refused(const line *l, bool reported)
                       none);
 }
 
-static void one_round(ending how, unsigned takes)
+static void one_round(ending how, unsigned takes, int64_t capacity)
 {
     line l;
-    line_start(&l, RUNNERS, CAPACITY);
+    line_start(&l, RUNNERS, capacity);
     qf_runtime *rt = l.rt;
     qf_coord *coord = l.coord;
     qf_queue *q = l.q;
@@ -243,12 +248,14 @@ static void one_round(ending how, unsigned takes)
 Test(held_wakes, every_element_once_in_order_through_closes_cancels_and_shutdowns, .timeout = 600)
 {
     srand(7);
+    /* Every ending at both capacities, twice. */
     for (int r = 0; r < ROUNDS; r++)
-        one_round((ending)(r % 3), (unsigned)rand() % TAKES_MAX);
+        one_round((ending)(r % 3), (unsigned)rand() % TAKES_MAX, r % 2 ? SMALL_CAPACITY : CAPACITY);
 }
 
 /* A consumer that never holds takes over from one that did: a thread takes
- * a few elements (holding the wakes of the runners it finishes), then a
+ * a few elements (holding the wakes of the runners it finishes: the queue
+ * is below capacity 8), then a
  * task on another runtime takes the rest. Its passes finish requests
  * without holding them, which releases the held (found by review: before,
  * 56 of 1,000 runners in a program like this one stayed parked with their
@@ -284,7 +291,7 @@ static qf_code take_task(qf_task *t, void *arg)
 Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600)
 {
     line l;
-    line_start(&l, 1000, 16);
+    line_start(&l, 1000, SMALL_CAPACITY);
     qf_runtime *other;
     cr_assert_eq(qf_runtime_new(&(qf_runtime_options){.workers = 1, .name = "taker"}, &other),
                  QF_OK);
@@ -292,7 +299,7 @@ Test(held_wakes, a_consumer_that_holds_nothing_releases_the_held, .timeout = 600
     uint32_t *last = l.last;
     unsigned n = l.n;
     /* The line formed: every runner made its first element (all but the
-     * queue's 16 then wait in line). */
+     * queue's SMALL_CAPACITY then wait in line). */
     qf_deadline d = qf_deadline_in_s(WATCHDOG_S);
     while (atomic_load(&started) < n) {
         cr_assert(!qf_deadline_passed(d), "the runners never all produced");
